@@ -1,0 +1,37 @@
+# `make demo` and `make test` work from a fresh clone: they create .venv, install evalkit, and (for the
+# browser tests) Debian's chromium when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
+
+.PHONY: demo test lint venv chromium clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+chromium:
+	@if [ -z "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium is missing: install Debian's chromium (sudo apt-get install chromium)"; fi; \
+	fi
+
+demo: $(STAMP)
+	$(BIN)/evalkit run --env canvas --models baseline:tracer,baseline:random \
+		--evalset data/evalsets/canvas-test-300.json --subset lite --concurrency 8 --out runs/demo
+	$(BIN)/evalkit summarise runs/demo
+
+test: $(STAMP) chromium
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check evalkit tests viewer benchmarks
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,49 @@
+"""evalkit: roll out LLM and VLM agents against environments, record every turn, analyse with error bars.
+
+    import evalkit as ek
+    with ek.serve("canvas") as env:
+        rec = ek.run_episode("baseline:tracer", env, task="canvas-test-0007", out="runs/x")
+        run = ek.run_batch(["baseline:tracer"], env, evalset="data/evalsets/canvas-test-300.json",
+                           subset="lite", out="runs/y")
+    df = ek.load_runs(["runs/y"])
+
+Names are imported on first use so that `import evalkit` stays cheap and needs no optional dependency.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "serve": "evalkit.envs.server",
+    "connect": "evalkit.envs.openenv",
+    "OpenEnvSession": "evalkit.envs.openenv",
+    "run_episode": "evalkit.episode",
+    "run_batch": "evalkit.batch",
+    "load_evalset": "evalkit.evalsets",
+    "make_agent": "evalkit.providers",
+    "read_records": "evalkit.traces",
+    "load_runs": "evalkit.analysis",
+    "summarise": "evalkit.analysis",
+    "by_tier": "evalkit.analysis",
+    "compare": "evalkit.analysis",
+    "compare_many": "evalkit.analysis",
+    "turns": "evalkit.analysis",
+    "calls": "evalkit.analysis",
+    "EpisodeStepper": "evalkit.stepper",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'evalkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

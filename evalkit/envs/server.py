@@ -1,0 +1,90 @@
+"""Run an embedded OpenEnv environment under uvicorn: in a thread on a free loopback port (`serve`) or in
+the foreground (`serve_forever`, behind `evalkit serve NAME`)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from evalkit.envs import EMBEDDED
+from evalkit.errors import ConfigError, EnvError
+
+
+def build_app(name: str, **kw: Any) -> Any:
+    if name not in EMBEDDED:
+        raise ConfigError(f"unknown environment {name!r} (embedded: {', '.join(sorted(EMBEDDED))})")
+    module, _, func = EMBEDDED[name].partition(":")
+    return getattr(importlib.import_module(module), func)(**kw)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base_url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.05)
+    raise EnvError(f"{base_url} did not become healthy within {timeout:.0f}s ({last})")
+
+
+class EnvServer:
+    """An embedded environment served in a background thread. Usable as a context manager or stopped with
+    `stop()`; pass it wherever an environment is expected (`run_episode`, `run_batch`)."""
+
+    def __init__(self, name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw: Any):
+        import uvicorn
+
+        self.name = name
+        self.host = host
+        self.port = port or free_port(host)
+        self.base_url = f"http://{host}:{self.port}"
+        app = build_app(name, **app_kw)
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", ws="websockets-sansio")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"evalkit-serve-{name}", daemon=True)
+        self._thread.start()
+        try:
+            wait_healthy(self.base_url)
+        except EnvError:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> EnvServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"EnvServer({self.name!r}, {self.base_url})"
+
+
+def serve(name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw: Any) -> EnvServer:
+    """Start embedded environment `name` on a free loopback port and wait until it answers `/health`."""
+    logging.getLogger("fastmcp").setLevel(logging.ERROR)
+    return EnvServer(name, port=port, host=host, **app_kw)
+
+
+def serve_forever(name: str, port: int = 8000, host: str = "127.0.0.1") -> None:
+    import uvicorn
+
+    uvicorn.run(build_app(name), host=host, port=port, log_level="info", ws="websockets-sansio")

@@ -1,0 +1,310 @@
+"""run_episode: the one place an agent and an environment meet.
+
+reset → list tools → opening message (with the target image in `reference` mode) → turns, each one model
+call whose tool calls all go through the environment → frames → submit (on the model's behalf if it never
+did) → an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
+episode unscored (`reward` None, `error_class` set) so that resume runs it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError, error_class_of
+from evalkit.providers import make_agent, parse_spec
+from evalkit.traces import FrameStore, TraceWriter, read_run_json, write_run_json
+from evalkit.types import (
+    RESULT_CAP,
+    Agent,
+    AgentOptions,
+    CallRecord,
+    EnvSession,
+    EpisodeRecord,
+    Image,
+    ToolOutcome,
+    TurnRecord,
+    Usage,
+    episode_key,
+)
+
+NUDGE = ("You did not call a tool. Continue the task by calling one of your tools; "
+         "when you are done, call submit.")
+MAX_NUDGES = 3
+NOTES_TAIL = 8000
+
+AgentFactory = Callable[..., Agent]
+
+
+def opening_text(meta: dict, mode: str, max_turns: int) -> str:
+    """The first user message. The task rules live in the system prompt (the env's instructions)."""
+    if meta.get("prompt"):
+        head = str(meta["prompt"])
+    elif mode == "reference":
+        head = "The target is attached. Recreate it with your tools, then call submit."
+    elif mode == "description":
+        head = "Recreate the design described in your instructions with your tools, then call submit."
+    else:
+        head = "Begin the task described in your instructions."
+    return f"{head}\nYou have {max_turns} turns; each turn may call several tools."
+
+
+def turns_left_note(left: int) -> str:
+    if left <= 0:
+        return "\n[no turns left]"
+    if left == 1:
+        return "\n[1 turn left: your next turn is the last — finish and call submit in it]"
+    return f"\n[{left} turns left]"
+
+
+def _agent_label(agent: str | AgentFactory) -> str:
+    return agent if isinstance(agent, str) else getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
+
+
+def _session(env: Any) -> EnvSession:
+    if isinstance(env, EnvSession) and not hasattr(env, "base_url"):
+        return env
+    if callable(env) and not isinstance(env, str) and not hasattr(env, "base_url"):
+        return env()
+    from evalkit.envs.openenv import connect
+
+    return connect(env)
+
+
+def _env_name(env: Any) -> str:
+    return getattr(env, "name", None) or (env if isinstance(env, str) else type(env).__name__)
+
+
+def _reset_kwargs(task: str | dict | None, **fixed: Any) -> dict:
+    if isinstance(task, dict):
+        return {**fixed, **task}
+    return {**fixed, "task_id": task}
+
+
+def run_episode(
+    agent: str | AgentFactory,
+    env: Any,
+    task: str | dict | None = None,
+    *,
+    surface: str = "tools",
+    mode: str = "reference",
+    out: str | Path | None = None,
+    max_turns: int = 30,
+    max_steps: int | None = None,
+    episode_timeout: float | None = None,
+    frames: bool = True,
+    repeat: int = 0,
+    skin: str | None = None,
+    coordinates: str | None = None,
+    options: AgentOptions | None = None,
+    evalset_task: str | None = None,
+    task_key: str | None = None,
+    env_name: str | None = None,
+    store_dir: str | Path | None = None,
+) -> EpisodeRecord:
+    """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
+    `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
+    With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
+    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`)."""
+    if isinstance(agent, str):
+        parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
+    options = options or AgentOptions()
+    label = _agent_label(agent)
+    env_name = env_name or _env_name(env)
+    task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
+    rec = EpisodeRecord(
+        key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),
+        model=label, env=env_name, surface=surface, mode=mode, task_id=str(task_ident), skin=skin,
+        coordinates=coordinates, repeat=repeat, evalset_task=evalset_task,
+        started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    writer = None
+    if out is not None:
+        out = store_dir = Path(out)
+        writer = TraceWriter(out)
+        if not read_run_json(out):
+            from evalkit import __version__
+
+            write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
+    store = FrameStore(store_dir) if store_dir is not None else None
+    _Episode(rec, store, frames, options, max_turns, episode_timeout).run(
+        agent, env, _reset_kwargs(task, surface=surface, mode=mode, skin=skin, coordinates=coordinates,
+                                  max_steps=max_steps)
+    )
+    if writer is not None:
+        writer.append(rec)
+    return rec
+
+
+class _Episode:
+    """The state of one running episode; `run` fills in `rec`."""
+
+    def __init__(self, rec: EpisodeRecord, store: FrameStore | None, frames: bool, options: AgentOptions,
+                 max_turns: int, episode_timeout: float | None):
+        self.rec, self.store, self.frames, self.options = rec, store, frames, options
+        self.max_turns, self.timeout = max_turns, episode_timeout
+        self.usage = Usage()
+        self.session: EnvSession | None = None
+        self.agent: Agent | None = None
+
+    def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
+        rec, t0 = self.rec, time.monotonic()
+        try:
+            self.session = _session(env)
+            self._play(agent, reset_kw, t0)
+        except ConfigError:
+            raise
+        except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
+            rec.error_class, rec.end_reason = error_class_of(e), "error"
+            rec.error = f"{type(e).__name__}: {e}"
+            rec.traceback = traceback.format_exc(limit=20)
+            rec.reward = None
+        finally:
+            if self.session is not None:
+                self.session.close()
+            rec.usage = self.usage.to_dict()
+            rec.seconds = round(time.monotonic() - t0, 3)
+            rec.n_turns = len(rec.turns)
+            info = dict(getattr(self.agent, "info", None) or {})
+            rec.provider_switches = list(info.pop("provider_switches", []) or [])
+            rec.info.update(info)
+            rec.cost_usd = _cost(rec.model, self.usage)
+
+    def _timed_env(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        t = time.monotonic()
+        try:
+            return fn(*args, **kw)
+        finally:
+            self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
+
+    def _picture(self, what: str) -> Image | None:
+        fn = getattr(self.session, what, None)
+        return self._timed_env(fn) if callable(fn) else None
+
+    def _save(self, image: Image | None) -> str | None:
+        return self.store.put(image) if self.store is not None and image is not None else None
+
+    def _play(self, agent_spec: str | AgentFactory, reset_kw: dict, t0: float) -> None:
+        rec, session = self.rec, self.session
+        meta = self._timed_env(session.reset, **reset_kw)
+        rec.task_id = str(meta.get("task_id") or rec.task_id)
+        rec.episode_id = meta.get("episode_id")
+        for name in ("split", "tier", "difficulty_score", "prompt_version", "coordinates", "skin"):
+            if meta.get(name) is not None:
+                setattr(rec, name, meta[name])
+        tools = self._timed_env(session.tools)
+        system = str(meta.get("instructions") or "")
+        make = make_agent if isinstance(agent_spec, str) else None
+        self.agent = agent = (make(agent_spec, system=system, tools=tools, options=self.options) if make
+                              else agent_spec(system=system, tools=tools, options=self.options))
+        target = self._picture("target")
+        if target is not None and self.store is not None:
+            rec.target = self.store.put_render(f"{rec.task_id}__target", target)
+        if self.frames:
+            rec.frame0 = self._save(self._picture("render"))
+        images = [target] if target is not None and rec.mode == "reference" else []
+        agent.user(opening_text(meta, rec.mode, self.max_turns), images)
+
+        done, nudges, last_reward, outcome = False, 0, None, None
+        rec.end_reason = "turn_limit"
+        has_submit = any(t.name == "submit" for t in tools)
+        for n in range(1, self.max_turns + 1):
+            if self.timeout is not None and time.monotonic() - t0 > self.timeout:
+                rec.end_reason = "deadline"
+                break
+            if self.options.keep_images or self.options.image_window:
+                window = self.options.image_window
+                agent.prune_images(window[1] if window else self.options.keep_images,
+                                   window[0] if window else None)
+            tm = time.monotonic()
+            turn = agent.step()
+            model_s = time.monotonic() - tm
+            rec.model_seconds = round(rec.model_seconds + model_s, 4)
+            self.usage = self.usage + turn.usage
+            trec = TurnRecord(turn=n, text=turn.text, reasoning=turn.reasoning, stop=turn.stop,
+                              usage=turn.usage.to_dict(), model_s=round(model_s, 3))
+            env_before = rec.env_seconds
+            tool_images: list[Image] = []
+            if turn.calls:
+                nudges = 0
+                pairs = []
+                for call in turn.calls:
+                    if done:
+                        outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
+                    elif call.error is not None:
+                        outcome = ToolOutcome(f"error: {call.error}", is_error=True)
+                        rec.parse_errors += 1
+                    else:
+                        outcome = self._timed_env(session.call, call.name, call.args)
+                        rec.tool_calls += 1
+                        if outcome.is_error:
+                            rec.tool_errors += 1
+                        if outcome.reward is not None:
+                            last_reward = outcome.reward
+                        if outcome.done:
+                            done = True
+                            self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+                    tool_images += outcome.images
+                    pairs.append((call, outcome))
+                    trec.calls.append(CallRecord(
+                        id=call.id, name=call.name, args=call.args if call.error is None else call.raw,
+                        ok=not outcome.is_error, result=outcome.text[:RESULT_CAP],
+                        images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
+                        parse_error=call.error is not None,
+                    ))
+                if not done:
+                    last_call, last_outcome = pairs[-1]
+                    pairs[-1] = (last_call, _with_note(last_outcome, turns_left_note(self.max_turns - n)))
+                agent.results(pairs)
+            elif not done:
+                nudges += 1
+                if nudges >= MAX_NUDGES:
+                    rec.end_reason = "no_tool_call"
+                else:
+                    agent.user(NUDGE + turns_left_note(self.max_turns - n))
+            if turn.truncated and not done:
+                agent.notes(turn.reasoning[-NOTES_TAIL:])
+            if self.frames:
+                frame = self._picture("render") or (tool_images[-1] if tool_images else None)
+                trec.frame = self._save(frame)
+            trec.env_s = round(rec.env_seconds - env_before, 3)
+            rec.turns.append(trec)
+            if done or rec.end_reason == "no_tool_call":
+                break
+
+        if not done and has_submit:
+            self._finish(self._timed_env(session.call, "submit", {}), auto=True, in_loop=False)
+        elif not done:
+            rec.reward = last_reward
+        final = self._picture("render")
+        if final is not None and self.store is not None:
+            rec.render = self.store.put_render(f"{rec.key}__final", final)
+        doc = getattr(session, "document", None)
+        rec.final_doc = self._timed_env(doc) if callable(doc) else None
+
+    def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
+        """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step
+        limit); after it, the loop submitted on the model's behalf and the end reason says why it had to."""
+        rec = self.rec
+        rec.grade = outcome.grade
+        rec.reward = outcome.reward if outcome.reward is not None else (outcome.grade or {}).get("total")
+        rec.auto_submitted = auto or not in_loop
+        if in_loop:
+            rec.end_reason = "auto_submitted" if auto else "submitted"
+
+
+def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+    return ToolOutcome(outcome.text + note, outcome.images, outcome.is_error, outcome.done, outcome.reward,
+                       outcome.grade, outcome.metadata)
+
+
+def _cost(model: str, usage: Usage) -> float | None:
+    try:
+        from evalkit.providers.prices import cost_usd
+    except ImportError:
+        return None
+    return cost_usd(model, usage)

@@ -1,0 +1,67 @@
+"""The exception tree.
+
+::
+
+    EvalkitError
+    ├── ConfigError              a mistake in what was asked; raised before any work, the CLI exits 2
+    │   ├── UnknownProviderError
+    │   ├── MissingKeyError
+    │   └── EvalsetError
+    ├── EndpointError            the model endpoint failed after its retries → error_class "endpoint_error"
+    ├── EnvError                 the environment connection failed → error_class "env_error"
+    └── TraceError               a run directory that cannot be read or written safely
+
+What a model does wrong inside an episode (bad JSON arguments, an unknown tool, no tool call) is not an
+exception at all: it is data in the turn. Code classifies failures by these types or by HTTP status codes,
+never by the text of a message.
+"""
+
+from __future__ import annotations
+
+
+class EvalkitError(Exception):
+    """Base of every error evalkit raises on purpose."""
+
+
+class ConfigError(EvalkitError):
+    """What was asked cannot be done; nothing has started yet."""
+
+
+class UnknownProviderError(ConfigError):
+    """A model spec names a provider evalkit does not know."""
+
+
+class MissingKeyError(ConfigError):
+    """A requested model needs an API key that is not set."""
+
+
+class EvalsetError(ConfigError):
+    """An evalset file is missing, malformed, or names tasks it does not hold."""
+
+
+class EndpointError(EvalkitError):
+    """The model endpoint failed after the SDK's retries (5xx, 429, timeouts, connection errors)."""
+
+    error_class = "endpoint_error"
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class EnvError(EvalkitError):
+    """The environment connection failed or the server broke its protocol."""
+
+    error_class = "env_error"
+
+
+class TraceError(EvalkitError):
+    """A run directory or trace file cannot be used safely."""
+
+
+def error_class_of(exc: BaseException) -> str:
+    """The `error_class` an episode that died of `exc` is recorded with."""
+    cls = getattr(exc, "error_class", None)
+    if isinstance(cls, str):
+        return cls
+    return "harness_error"

@@ -1,0 +1,94 @@
+"""Frozen task sets: a JSON file of tasks with tiers and scores, an id that hashes its content, subsets.
+
+    {"evalset_id": "…", "name": "canvas-test-300", "env": "canvas", "split": "test",
+     "tasks": [{"task_id", "split", "index", "tier", "difficulty_score", …}], "subsets": {"lite": [ids]}}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.errors import EvalsetError
+
+TIER_ORDER = ("easy", "medium", "hard")
+
+
+@dataclass
+class Evalset:
+    evalset_id: str
+    name: str
+    env: str | None
+    tasks: list[dict]
+    subsets: dict[str, list[str]] = field(default_factory=dict)
+    path: str | None = None
+
+    def select(self, subset: str | None = None, tiers: list[str] | None = None,
+               task_ids: list[str] | None = None, limit: int | None = None) -> list[dict]:
+        """Tasks of a subset, filtered by tier and id; `limit` takes tasks round-robin across tiers so a
+        short run stays balanced."""
+        tasks = self.tasks
+        if subset:
+            if subset not in self.subsets:
+                known = ", ".join(sorted(self.subsets)) or "none"
+                raise EvalsetError(f"evalset {self.name} has no subset {subset!r} (subsets: {known})")
+            wanted = set(self.subsets[subset])
+            tasks = [t for t in tasks if t["task_id"] in wanted]
+        if tiers:
+            unknown = set(tiers) - {t.get("tier") for t in self.tasks}
+            if unknown:
+                raise EvalsetError(f"evalset {self.name} has no tier {', '.join(sorted(unknown))}")
+            tasks = [t for t in tasks if t.get("tier") in tiers]
+        if task_ids:
+            by_id = {t["task_id"]: t for t in self.tasks}
+            missing = [i for i in task_ids if i not in by_id]
+            if missing:
+                raise EvalsetError(f"evalset {self.name} has no task {', '.join(missing[:5])}")
+            keep = set(task_ids)
+            tasks = [t for t in tasks if t["task_id"] in keep]
+        if limit is not None:
+            tasks = _balanced(tasks, limit)
+        return tasks
+
+
+def _balanced(tasks: list[dict], limit: int) -> list[dict]:
+    groups: dict[str, list[dict]] = {}
+    for t in tasks:
+        groups.setdefault(t.get("tier") or "", []).append(t)
+    order = sorted(groups, key=lambda k: (TIER_ORDER.index(k) if k in TIER_ORDER else len(TIER_ORDER), k))
+    picked: list[dict] = []
+    i = 0
+    while len(picked) < min(limit, len(tasks)):
+        for k in order:
+            if i < len(groups[k]) and len(picked) < limit:
+                picked.append(groups[k][i])
+        i += 1
+    return picked
+
+
+def load_evalset(path: str | Path) -> Evalset:
+    """Read and check an evalset file; any problem is an EvalsetError with a one-line message."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EvalsetError(f"evalset not found: {path}") from None
+    except (OSError, ValueError) as e:
+        raise EvalsetError(f"evalset {path} is not readable JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
+        raise EvalsetError(f"evalset {path} has no task list")
+    for i, t in enumerate(data["tasks"]):
+        if not isinstance(t, dict) or not isinstance(t.get("task_id"), str):
+            raise EvalsetError(f"evalset {path}: task #{i} has no task_id")
+    subsets = data.get("subsets") or {}
+    if not isinstance(subsets, dict):
+        raise EvalsetError(f"evalset {path}: subsets must be an object")
+    return Evalset(
+        evalset_id=str(data.get("evalset_id") or ""),
+        name=str(data.get("name") or path.stem),
+        env=data.get("env"),
+        tasks=data["tasks"],
+        subsets={k: list(v) for k, v in subsets.items()},
+        path=str(path),
+    )

@@ -1,0 +1,319 @@
+"""The shared vocabulary: what an agent returns, what an environment answers, what a trace holds.
+
+Two Protocols meet only in `run_episode`: an `Agent` (a model behind one wire API, or an offline policy)
+and an `EnvSession` (one episode's connection to an environment). Everything in a trace is one of the
+record dataclasses below, serialised with `to_dict`; no SDK object ever reaches a trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+FORMAT_VERSION = 1
+
+END_REASONS = ("submitted", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error")
+
+
+@dataclass(frozen=True)
+class Image:
+    """Encoded image bytes as they travel between an environment and a model."""
+
+    data: bytes
+    mime: str = "image/png"
+
+    @property
+    def b64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def ext(self) -> str:
+        return {"image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}.get(self.mime, "png")
+
+    @classmethod
+    def from_b64(cls, data: str, mime: str = "image/png") -> Image:
+        return cls(base64.b64decode(data), mime)
+
+    @classmethod
+    def from_pil(cls, img: Any, fmt: str = "PNG", **save_kw: Any) -> Image:
+        buf = io.BytesIO()
+        img.save(buf, fmt, **save_kw)
+        return cls(buf.getvalue(), "image/jpeg" if fmt.upper() in ("JPG", "JPEG") else f"image/{fmt.lower()}")
+
+    def to_pil(self) -> Any:
+        from PIL import Image as PILImage
+
+        return PILImage.open(io.BytesIO(self.data))
+
+    def __repr__(self) -> str:
+        return f"Image({self.mime}, {len(self.data)} bytes)"
+
+
+@dataclass
+class ToolSpec:
+    """A tool as the environment declares it: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass
+class Call:
+    """One tool call a model asked for."""
+
+    id: str
+    name: str
+    args: dict
+    raw: str | None = None
+    """The arguments exactly as the model sent them, when they came as a string."""
+    error: str | None = None
+    """Why the arguments could not be used (not JSON, not an object). Such a call is not executed: the error
+    goes back to the model as the tool result and the episode goes on."""
+
+
+@dataclass
+class Usage:
+    """Tokens of one model call or a sum of them."""
+
+    input: int = 0
+    """Input tokens not read from or written to the cache."""
+    output: int = 0
+    """Output tokens, reasoning included."""
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning_tokens: int = 0
+    reasoning_chars: int = 0
+    """Characters of visible or summarised reasoning; APIs that hide reasoning tokens still show its size."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Usage:
+        d = d or {}
+        return cls(**{f.name: int(d.get(f.name) or 0) for f in dataclasses.fields(cls)})
+
+
+@dataclass
+class Turn:
+    """What one model call produced."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: list[Call] = field(default_factory=list)
+    stop: str = ""
+    """Why the model stopped, in the provider's words (`end_turn`, `tool_use`, `length`, `max_output_tokens`,
+    `length (harness cap)`, ...)."""
+    usage: Usage = field(default_factory=Usage)
+    truncated: bool = False
+    """The output limit cut this turn off; the loop hands its reasoning back as notes."""
+
+
+@dataclass
+class ToolOutcome:
+    """What the environment answered to one tool call."""
+
+    text: str = ""
+    images: list[Image] = field(default_factory=list)
+    is_error: bool = False
+    done: bool = False
+    reward: float | None = None
+    grade: dict | None = None
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class AgentOptions:
+    """Settings every agent accepts; providers ignore what does not apply to them."""
+
+    max_tokens: int = 16000
+    request_timeout: float = 600.0
+    max_retries: int = 4
+    keep_images: int | None = None
+    """Keep the newest N images in the history; older ones become a short placeholder."""
+    image_window: tuple[int, int] | None = None
+    """(MAX, KEEP): let images build up to MAX, then drop to the newest KEEP; the opening message is kept."""
+    temperature: float | None = None
+    seed: int | None = None
+
+
+class Agent(Protocol):
+    """A model behind one wire API (or an offline policy), holding one episode's conversation."""
+
+    model: str
+    """The label records carry, e.g. `anthropic:claude-sonnet-5@low`."""
+
+    def user(self, text: str, images: Sequence[Image] = ()) -> None: ...
+
+    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None: ...
+
+    def notes(self, text: str) -> None:
+        """The reasoning of a turn cut off by the output limit, handed back with a nudge."""
+
+    def step(self) -> Turn:
+        """One model call."""
+
+    def prune_images(self, keep: int, window: int | None = None) -> None: ...
+
+
+@runtime_checkable
+class EnvSession(Protocol):
+    """One episode's connection to an environment.
+
+    Sessions may also offer `render() -> Image | None` (the current state as a picture, saved as a frame
+    after each turn) and `target() -> Image | None` (what the task asks for); the loop uses them when present.
+    """
+
+    def reset(self, **kwargs: Any) -> dict: ...
+
+    def tools(self) -> list[ToolSpec]: ...
+
+    def call(self, name: str, args: dict) -> ToolOutcome: ...
+
+    def close(self) -> None: ...
+
+
+def _from_fields(cls: type, d: dict) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class CallRecord:
+    """One tool call as a trace keeps it."""
+
+    id: str = ""
+    name: str = ""
+    args: Any = None
+    """The parsed arguments, or the raw string when they did not parse."""
+    ok: bool = True
+    result: str = ""
+    """The result text, capped (see `RESULT_CAP`)."""
+    images: list[str] = field(default_factory=list)
+    """Paths, relative to the run directory, of the images the tool returned."""
+    parse_error: bool = False
+
+
+@dataclass
+class TurnRecord:
+    """One model turn and the tool calls it made."""
+
+    turn: int = 0
+    text: str = ""
+    reasoning: str = ""
+    stop: str = ""
+    usage: dict = field(default_factory=dict)
+    model_s: float = 0.0
+    env_s: float = 0.0
+    frame: str | None = None
+    """The environment's render after this turn, relative to the run directory."""
+    calls: list[CallRecord] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TurnRecord:
+        t = _from_fields(cls, d)
+        t.calls = [c if isinstance(c, CallRecord) else _from_fields(CallRecord, c) for c in d.get("calls") or []]
+        return t
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode, one line of `trace.jsonl`."""
+
+    format_version: int = FORMAT_VERSION
+    key: str = ""
+    """Stable hash of model, env, surface, mode, task, skin and repeat; resume skips keys that ended cleanly."""
+    model: str = ""
+    env: str = ""
+    surface: str = ""
+    mode: str = ""
+    split: str | None = None
+    task_id: str = ""
+    evalset_task: str | None = None
+    """The evalset id the task was drawn from, if any."""
+    tier: str | None = None
+    difficulty_score: float | None = None
+    skin: str | None = None
+    coordinates: str | None = None
+    repeat: int = 0
+    episode_id: str | None = None
+    prompt_version: str | None = None
+
+    reward: float | None = None
+    """The grade total, or None when the episode is unscored (an infrastructure error): never read as zero."""
+    grade: dict | None = None
+    end_reason: str = ""
+    """One of END_REASONS."""
+    error_class: str | None = None
+    """`endpoint_error`, `env_error` or `harness_error` when infrastructure ended the episode; None otherwise."""
+    error: str | None = None
+    traceback: str | None = None
+    auto_submitted: bool = False
+    provider_switches: list = field(default_factory=list)
+
+    usage: dict = field(default_factory=dict)
+    cost_usd: float | None = None
+    n_turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    parse_errors: int = 0
+    seconds: float = 0.0
+    model_seconds: float = 0.0
+    env_seconds: float = 0.0
+    started: str | None = None
+    """ISO 8601 UTC start time."""
+
+    target: str | None = None
+    frame0: str | None = None
+    render: str | None = None
+    final_doc: Any = None
+    turns: list[TurnRecord] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    """Anything else worth keeping (agent notes such as an effort fallback, importer provenance)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EpisodeRecord:
+        rec = _from_fields(cls, d)
+        rec.turns = [t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []]
+        return rec
+
+    @property
+    def scored(self) -> bool:
+        return self.error_class is None and self.reward is not None
+
+    def _repr_html_(self) -> str:
+        from evalkit.display import record_html
+
+        return record_html(self)
+
+
+RESULT_CAP = 4000
+
+
+def episode_key(model: str, env: str, surface: str, mode: str, task_id: str, skin: str | None, repeat: int) -> str:
+    """The stable identity of one job: same inputs, same key, across runs and machines."""
+    blob = json.dumps([model, env, surface, mode, task_id, skin, int(repeat)], separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

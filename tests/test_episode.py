@@ -1,0 +1,151 @@
+"""run_episode against the real canvas server over WebSocket, with scripted agents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalkit.envs.server import serve
+from evalkit.episode import run_episode
+from evalkit.errors import ConfigError, EndpointError
+from evalkit.traces import read_records, safe_path
+from evalkit.types import AgentOptions, Call, Turn, Usage
+from tests.support.echo_env import EchoServer
+from tests.support.scripted import call, factory
+
+RECT = dict(kind="rect", x=10, y=10, width=120, height=60, fill="#ff0000")
+
+
+def test_submit_records_grade_frames_and_usage(canvas_server, tmp_path):
+    sink: list = []
+    turns = [Turn(text="add", calls=[call("add_element", **RECT), call("view_canvas")], usage=Usage(input=5)),
+             Turn(text="done", calls=[call("submit")], usage=Usage(output=7))]
+    rec = run_episode(factory(turns, sink), canvas_server, "canvas-test-0007", out=tmp_path)
+    agent = sink[0]
+    assert rec.end_reason == "submitted" and not rec.auto_submitted
+    assert rec.error_class is None and 0 <= rec.reward <= 1
+    assert rec.reward == pytest.approx(rec.grade["total"])
+    assert rec.usage["input"] == 5 and rec.usage["output"] == 7
+    assert rec.tier in ("easy", "medium", "hard") and rec.task_id == "canvas-test-0007"
+    assert rec.tool_calls == 3 and rec.n_turns == 2
+    # the opening message carries the target image in reference mode
+    text, images = agent.users[0]
+    assert len(images) == 1 and images[0].mime == "image/jpeg" and "30 turns" in text
+    # each result batch ends with the turns-left note; view_canvas came back as an image
+    first = agent.results_seen[0]
+    assert first[-1][1].text.endswith("[29 turns left]")
+    assert first[1][1].images and first[1][1].images[0].mime == "image/png"
+    # pictures are stored inside the run, content-addressed, and the record points at them
+    for rel in [rec.frame0, rec.target, rec.render, *(t.frame for t in rec.turns), *rec.turns[0].calls[1].images]:
+        assert safe_path(tmp_path, rel) is not None, rel
+    assert rec.turns[0].calls[1].images[0].startswith("frames/")
+    assert [r.key for r in read_records(tmp_path)] == [rec.key]
+    assert isinstance(rec.final_doc, dict) and len(rec.final_doc["elements"]) == 1
+
+
+def test_parse_errors_are_data_and_the_episode_goes_on(canvas_server):
+    sink: list = []
+    bad = Call("x1", "add_element", {}, raw='{"kind": "rect", ', error="arguments are not valid JSON")
+    turns = [Turn(calls=[bad]), Turn(calls=[call("submit")])]
+    rec = run_episode(factory(turns, sink), canvas_server, "canvas-test-0001")
+    assert rec.parse_errors == 1 and rec.tool_calls == 1 and rec.end_reason == "submitted"
+    fed_back = sink[0].results_seen[0][0][1]
+    assert fed_back.is_error and "not valid JSON" in fed_back.text
+    assert rec.turns[0].calls[0].parse_error and rec.turns[0].calls[0].args == '{"kind": "rect", '
+
+
+def test_tool_errors_are_counted_not_fatal(canvas_server):
+    turns = [Turn(calls=[call("add_element", kind="hexagon", x=1, y=1, width=5, height=5)]),
+             Turn(calls=[call("delete_element", id="nope")]), Turn(calls=[call("submit")])]
+    rec = run_episode(factory(turns), canvas_server, "canvas-test-0002")
+    assert rec.tool_errors == 2 and rec.end_reason == "submitted"
+    assert not rec.turns[0].calls[0].ok and "hexagon" in rec.turns[0].calls[0].result
+
+
+def test_three_silent_turns_end_the_episode_and_submit_on_its_behalf(canvas_server):
+    sink: list = []
+    rec = run_episode(factory([Turn(text="thinking")] * 5, sink), canvas_server, "canvas-test-0003")
+    assert rec.end_reason == "no_tool_call" and rec.auto_submitted and rec.n_turns == 3
+    assert rec.reward is not None and rec.grade is not None
+    assert sum("did not call a tool" in u[0] for u in sink[0].users) == 2
+
+
+def test_turn_limit_warns_of_the_last_turn_then_auto_submits(canvas_server):
+    sink: list = []
+    turns = [Turn(calls=[call("get_document")]) for _ in range(4)]
+    rec = run_episode(factory(turns, sink), canvas_server, "canvas-test-0004", max_turns=3)
+    assert rec.end_reason == "turn_limit" and rec.auto_submitted and rec.n_turns == 3
+    notes = [pairs[-1][1].text for pairs in sink[0].results_seen]
+    assert "[2 turns left]" in notes[0] and "last" in notes[1] and "[no turns left]" in notes[2]
+
+
+def test_env_step_limit_ends_the_episode(canvas_server):
+    turns = [Turn(calls=[call("get_document"), call("get_document")]) for _ in range(5)]
+    rec = run_episode(factory(turns), canvas_server, "canvas-test-0005", max_steps=3)
+    assert rec.end_reason == "auto_submitted" and rec.auto_submitted and rec.reward is not None
+    assert rec.tool_calls == 3
+
+
+def test_deadline(canvas_server):
+    import time
+
+    def slow():
+        time.sleep(0.3)
+        return Turn(calls=[call("get_document")])
+
+    rec = run_episode(factory([slow] * 10), canvas_server, "canvas-test-0006", episode_timeout=0.5)
+    assert rec.end_reason == "deadline" and rec.auto_submitted and rec.n_turns < 10
+
+
+def test_endpoint_failure_is_unscored_not_zero(canvas_server):
+    def down():
+        raise EndpointError("503 after retries", status=503)
+
+    rec = run_episode(factory([Turn(calls=[call("get_document")]), down]), canvas_server, "canvas-test-0008")
+    assert rec.error_class == "endpoint_error" and rec.reward is None and rec.end_reason == "error"
+    assert "503" in rec.error and rec.traceback and rec.n_turns == 1
+
+
+def test_env_connection_lost_is_env_error(tmp_path):
+    server = serve("canvas")
+
+    def kill_server():
+        server.stop()
+        return Turn(calls=[call("get_document")])
+
+    rec = run_episode(factory([Turn(calls=[call("get_document")]), kill_server]), server, "canvas-test-0009",
+                      out=tmp_path)
+    assert rec.error_class == "env_error" and rec.reward is None
+    assert json.loads((tmp_path / "trace.jsonl").read_text())["error_class"] == "env_error"
+
+
+def test_unreachable_env_is_env_error():
+    from evalkit.envs.server import free_port
+
+    rec = run_episode(factory([]), f"http://127.0.0.1:{free_port()}", "t")
+    assert rec.error_class == "env_error" and rec.reward is None
+
+
+def test_unknown_provider_is_raised_before_any_work():
+    with pytest.raises(ConfigError):
+        run_episode("nosuch:model", "http://127.0.0.1:9", "t")
+
+
+def test_env_without_submit_ends_at_the_turn_limit():
+    with EchoServer() as echo:
+        turns = [Turn(calls=[call("echo_message", message=f"hi {i}")]) for i in range(5)]
+        rec = run_episode(factory(turns), echo, "anything", max_turns=2)
+    assert rec.end_reason == "turn_limit" and not rec.auto_submitted
+    assert rec.reward is None and rec.error_class is None and rec.tool_calls == 2
+    assert rec.turns[0].calls[0].result.startswith("hi 0")
+
+
+def test_description_mode_sends_no_image_and_pruning_is_requested(canvas_server):
+    sink: list = []
+    opts = AgentOptions(image_window=(6, 2))
+    rec = run_episode(factory([Turn(calls=[call("submit")])], sink), canvas_server, "canvas-test-0010",
+                      mode="description", options=opts)
+    assert rec.mode == "description" and sink[0].users[0][1] == []
+    assert "rect" in sink[0].system or "ellipse" in sink[0].system or "text" in sink[0].system
+    assert sink[0].pruned == [(2, 6)]
