@@ -1,0 +1,69 @@
+"""The canvas server: OpenEnv's app (WebSocket, MCP, /health) plus read-only HTTP routes for pictures.
+
+The extra routes let a loop or a viewer fetch an episode's document, its current render and its target without
+going through the agent's tool budget.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException, Query, Response
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+
+from .env import CanvasEnv
+from .episode import Episode, registry
+from .render import encode, render_doc
+from .tasks import task_from_id
+
+SizeQuery = Query(None, ge=16, le=4096, description="Longest side in pixels; default is the canvas size.")
+
+
+def _episode(episode_id: str) -> Episode:
+    ep = registry.get(episode_id)
+    if ep is None:
+        raise HTTPException(status_code=404, detail=f"unknown episode {episode_id!r}")
+    return ep
+
+
+def build_app(max_concurrent_envs: int = 64) -> FastAPI:
+    """The FastAPI app serving the canvas env; run it with uvicorn or `evalkit serve canvas`."""
+    app = create_app(
+        CanvasEnv,
+        CallToolAction,
+        CallToolObservation,
+        env_name="canvas",
+        max_concurrent_envs=max_concurrent_envs,
+    )
+
+    @app.get("/api/episodes/{episode_id}")
+    def episode_document(episode_id: str) -> dict:
+        """The episode's current document in pixels, with its task id and grade once it is over."""
+        ep = _episode(episode_id)
+        return {
+            "episode_id": ep.episode_id,
+            "task_id": ep.task.task_id,
+            "done": ep.done,
+            "steps": ep.steps,
+            "grade": ep.grade,
+            **ep.snapshot().to_dict(),
+        }
+
+    @app.get("/api/episodes/{episode_id}/render.png")
+    def episode_render(episode_id: str, size: int | None = SizeQuery) -> Response:
+        ep = _episode(episode_id)
+        return Response(encode(render_doc(ep.snapshot(), size)), media_type="image/png")
+
+    @app.get("/api/episodes/{episode_id}/reference.jpg")
+    def episode_reference(episode_id: str, size: int | None = SizeQuery) -> Response:
+        ep = _episode(episode_id)
+        return Response(encode(render_doc(ep.task.doc, size), "JPEG"), media_type="image/jpeg")
+
+    @app.get("/api/tasks/{task_id}/target.png")
+    def task_target(task_id: str, size: int | None = SizeQuery) -> Response:
+        try:
+            task = task_from_id(task_id)
+        except ValueError as e:
+            raise HTTPException(status_code=404, detail=str(e)) from None
+        return Response(encode(render_doc(task.doc, size)), media_type="image/png")
+
+    return app

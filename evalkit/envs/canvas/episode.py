@@ -1,0 +1,86 @@
+"""Episode state, kept apart from the MCP environment, and the registry the HTTP routes read it from.
+
+The registry lets a client fetch the document or render of an episode by id while (or right after) it runs
+on a WebSocket. Live episodes stay until their env closes; finished ones are kept in a bounded LRU so the loop
+can still fetch the final render just after submit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .grade import grade_doc
+from .model import Doc
+from .tasks import Task
+
+FINISHED_KEPT = 256
+
+
+@dataclass
+class Episode:
+    """One attempt at one task: the working document, the step budget and, once over, the grade."""
+
+    episode_id: str
+    task: Task
+    surface: str
+    mode: str
+    coordinates: str
+    max_steps: int
+    doc: Doc
+    steps: int = 0
+    grade: dict | None = None
+    auto_submitted: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self.grade is not None
+
+    def snapshot(self) -> Doc:
+        """A copy of the document that HTTP threads can render while tools keep editing."""
+        with self.lock:
+            return self.doc.copy()
+
+    def finish(self, auto: bool = False) -> dict:
+        """Grade the canvas as it stands and close the episode (idempotent)."""
+        if self.grade is None:
+            self.grade = grade_doc(self.task.doc, self.snapshot())
+            self.auto_submitted = auto
+            registry.finished(self)
+        return self.grade
+
+
+class Registry:
+    """Thread-safe map episode_id -> Episode: live ones by reference, the last FINISHED_KEPT finished ones."""
+
+    def __init__(self, keep: int = FINISHED_KEPT) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[str, Episode] = {}
+        self._done: OrderedDict[str, Episode] = OrderedDict()
+        self._keep = keep
+
+    def add(self, ep: Episode) -> None:
+        with self._lock:
+            self._live[ep.episode_id] = ep
+
+    def finished(self, ep: Episode) -> None:
+        with self._lock:
+            self._done[ep.episode_id] = ep
+            self._done.move_to_end(ep.episode_id)
+            while len(self._done) > self._keep:
+                self._done.popitem(last=False)
+
+    def drop(self, ep: Episode) -> None:
+        """Forget a live episode (its env closed or was reset); a finished one stays in the LRU."""
+        with self._lock:
+            if self._live.get(ep.episode_id) is ep:
+                del self._live[ep.episode_id]
+
+    def get(self, episode_id: str) -> Episode | None:
+        with self._lock:
+            return self._live.get(episode_id) or self._done.get(episode_id)
+
+
+registry = Registry()

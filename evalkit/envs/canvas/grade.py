@@ -1,0 +1,157 @@
+"""Grading a submitted canvas against its target.
+
+Elements are paired one-to-one by the Hungarian assignment on a similarity that mixes kind, geometry and
+colour, so the grade does not depend on ids or on the order elements were added. The pixel comparison
+(`visual`) is normalised by how far the target is from a blank canvas of its own background, so an empty
+submission cannot earn most of it just because designs are mostly background.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import numpy as np
+from PIL import ImageFilter
+from scipy.optimize import linear_sum_assignment
+
+from .model import Doc, Element, hex_to_rgb
+from .render import element_box, render_doc
+
+MATCH_THRESHOLD = 0.5
+VISUAL_SIZE = 160
+WEIGHTS = {"structure": 0.35, "visual": 0.25, "coverage": 0.2, "order": 0.1, "background": 0.1}
+COLOUR_SCALE = 100.0  # a CIELAB distance of 100 counts as entirely different colours
+
+
+def _lab(rgb: np.ndarray) -> np.ndarray:
+    """sRGB (0–255, last axis 3) to CIELAB (D65): distances there track perceived colour difference."""
+    c = rgb.astype(np.float64) / 255.0
+    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+    xyz = c @ m.T / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.stack(
+        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], axis=-1
+    )
+
+
+def colour_similarity(a: str | None, b: str | None) -> float:
+    """1 for equal colours, falling linearly to 0 at a CIELAB distance of COLOUR_SCALE; None is no paint."""
+    if a is None or b is None:
+        return 1.0 if a == b else 0.3
+    la, lb = _lab(np.array([hex_to_rgb(a), hex_to_rgb(b)]))
+    return max(0.0, 1.0 - float(np.linalg.norm(la - lb)) / COLOUR_SCALE)
+
+
+def _iou(a: tuple, b: tuple) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else (1.0 if a == b else 0.0)
+
+
+def _closeness(dist: float, diag: float) -> float:
+    """1 at distance 0, 0 at a tenth of the canvas diagonal: forgives a few pixels, not misplacement."""
+    return max(0.0, 1.0 - dist / (0.1 * diag))
+
+
+def _geometry(gt: Element, sub: Element, diag: float) -> float:
+    if gt.kind == "line" and sub.kind == "line":
+        g = ((gt.x, gt.y), (gt.x + gt.width, gt.y + gt.height))
+        s = ((sub.x, sub.y), (sub.x + sub.width, sub.y + sub.height))
+        d = min(
+            math.dist(g[0], s[0]) + math.dist(g[1], s[1]),
+            math.dist(g[0], s[1]) + math.dist(g[1], s[0]),
+        )
+        return _closeness(d / 2, diag)
+    a, b = element_box(gt), element_box(sub)
+    corners = (math.dist(a[:2], b[:2]) + math.dist(a[2:], b[2:])) / 2
+    return 0.5 * _iou(a, b) + 0.5 * _closeness(corners, diag)
+
+
+def _paint(el: Element) -> tuple[str | None, str | None]:
+    """(main colour, outline colour) as they appear: a stroke of width 0 is invisible."""
+    if el.kind == "line":
+        return el.stroke or el.fill or "#000000", None
+    return el.fill, (el.stroke if el.stroke and el.stroke_width > 0 else None)
+
+
+def element_similarity(gt: Element, sub: Element, diag: float) -> float:
+    """Similarity in [0, 1] of two elements; 0 across kinds except rect/ellipse, which share half credit."""
+    if gt.kind != sub.kind:
+        kind = 0.5 if {gt.kind, sub.kind} == {"rect", "ellipse"} else 0.0
+    else:
+        kind = 1.0
+    if not kind:
+        return 0.0
+    gm, go = _paint(gt)
+    sm, so = _paint(sub)
+    colour = 0.8 * colour_similarity(gm, sm) + 0.2 * colour_similarity(go, so)
+    score = 0.6 * _geometry(gt, sub, diag) + 0.4 * colour
+    if gt.kind == "text" and sub.kind == "text":
+        words = difflib.SequenceMatcher(None, gt.text.strip().lower(), sub.text.strip().lower()).ratio()
+        size = min(gt.font_size, sub.font_size) / max(gt.font_size, sub.font_size)
+        score = 0.6 * score + 0.3 * words + 0.1 * size
+    elif gt.kind == "rect" and sub.kind == "rect" and max(gt.radius, sub.radius) > 0:
+        score = 0.9 * score + 0.1 * (1 - abs(gt.radius - sub.radius) / max(gt.radius, sub.radius))
+    return kind * score
+
+
+def _visual(target: Doc, submitted: Doc) -> float:
+    def pixels(doc: Doc) -> np.ndarray:
+        img = render_doc(doc, VISUAL_SIZE).filter(ImageFilter.GaussianBlur(1.0))
+        return _lab(np.asarray(img))
+
+    tgt = pixels(target)
+    sub = pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
+    blank = pixels(Doc(target.width, target.height, target.background, []))
+    err = float(np.linalg.norm(tgt - sub, axis=-1).mean())
+    baseline = max(float(np.linalg.norm(tgt - blank, axis=-1).mean()), 0.25)
+    return max(0.0, 1.0 - err / baseline)
+
+
+def _order(pairs: list[tuple[int, int]]) -> float:
+    """Fraction of matched pairs stacked in the same relative order as in the target (concordance)."""
+    if len(pairs) < 2:
+        return 1.0
+    subs = [s for _, s in sorted(pairs)]
+    total = concordant = 0
+    for i in range(len(subs)):
+        for j in range(i + 1, len(subs)):
+            total += 1
+            concordant += subs[i] < subs[j]
+    return concordant / total
+
+
+def grade_doc(target: Doc | dict, submitted: Doc | dict) -> dict:
+    """Grade `submitted` against `target`; every component and `total` is in [0, 1]."""
+    target = Doc.from_dict(target) if isinstance(target, dict) else target
+    submitted = Doc.from_dict(submitted) if isinstance(submitted, dict) else submitted
+    gt, sub = target.elements, submitted.elements
+    diag = math.hypot(target.width, target.height)
+    pairs: list[tuple[int, int]] = []
+    sims: list[float] = []
+    if gt and sub:
+        sim = np.array([[element_similarity(g, s, diag) for s in sub] for g in gt])
+        rows, cols = linear_sum_assignment(-sim)
+        for r, c in zip(rows, cols, strict=True):
+            if sim[r, c] >= MATCH_THRESHOLD:
+                pairs.append((int(r), int(c)))
+                sims.append(float(sim[r, c]))
+    denom = max(len(gt), len(sub))
+    parts = {
+        "structure": sum(sims) / denom if denom else 1.0,
+        "visual": _visual(target, submitted),
+        "coverage": len(pairs) / len(gt) if gt else 1.0,
+        "order": _order(pairs),
+        "background": colour_similarity(target.background, submitted.background),
+    }
+    # Stacking order only means something for what was matched, so its weight scales with coverage; otherwise
+    # an empty canvas would collect the order weight for free.
+    total = sum(WEIGHTS[k] * v * (parts["coverage"] if k == "order" else 1.0) for k, v in parts.items())
+    grade = {k: round(v, 4) for k, v in parts.items()}
+    grade["total"] = round(min(1.0, max(0.0, total)), 4)
+    grade.update(n_gt=len(gt), n_submitted=len(sub), n_matched=len(pairs))
+    return grade

@@ -1,0 +1,104 @@
+"""run_batch: jobs, concurrency, resume (also after a SIGKILL), run.json and summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from evalkit.batch import run_batch
+from evalkit.errors import ConfigError, MissingKeyError
+from evalkit.traces import TraceWriter, iter_lines, read_records
+from evalkit.types import EpisodeRecord
+
+EVALSET = "data/evalsets/canvas-test-300.json"
+
+
+def test_batch_writes_a_complete_run_and_resume_skips_it(canvas_server, tmp_path):
+    out = tmp_path / "run"
+    kw = dict(evalset=EVALSET, limit=6, out=out, concurrency=3, max_turns=6, progress=False)
+    run = run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw)
+    assert run.ran == 12 and run.skipped == 0 and run.errors == 0
+    recs = list(read_records(out))
+    assert len(recs) == 12 and len({r.key for r in recs}) == 12
+    assert Counter(r.model for r in recs) == {"baseline:random": 6, "baseline:tracer": 6}
+    assert all(r.reward is not None and r.evalset_task for r in recs)
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["models"] == ["baseline:random", "baseline:tracer"] and meta["evalset_id"]
+    assert (out / "summary.json").exists() and (out / "summary.md").exists()
+    again = run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw)
+    assert again.ran == 0 and again.skipped == 12
+    assert len(list(iter_lines(out / "trace.jsonl"))) == 12
+    assert len(json.loads((out / "run.json").read_text())["invocations"]) == 2
+
+
+def test_resume_reruns_what_ended_in_an_infrastructure_error(canvas_server, tmp_path):
+    out = tmp_path / "run"
+    kw = dict(evalset=EVALSET, task_ids=["canvas-test-0001", "canvas-test-0002"], out=out, progress=False)
+    run_batch(["baseline:random"], canvas_server, **kw)
+    first = {r.key: r for r in read_records(out)}
+    victim = next(iter(first))
+    broken = EpisodeRecord.from_dict({**first[victim].to_dict(), "reward": None, "error_class": "endpoint_error"})
+    TraceWriter(out).append(broken)
+    again = run_batch(["baseline:random"], canvas_server, **kw)
+    assert again.ran == 1 and again.skipped == 1
+    latest = {r.key: r for r in read_records(out)}
+    assert latest[victim].error_class is None and latest[victim].reward is not None
+
+
+def test_split_selection_without_an_evalset(canvas_server, tmp_path):
+    run = run_batch("baseline:random", canvas_server, split="train", tasks=2, start=5, stride=10,
+                    out=tmp_path / "r", progress=False, frames=False)
+    recs = sorted(read_records(tmp_path / "r"), key=lambda r: r.task_id)
+    assert run.ran == 2 and [r.task_id for r in recs] == ["canvas-train-0005", "canvas-train-0015"]
+    assert all(r.frame0 is None and all(t.frame is None for t in r.turns) for r in recs)
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(models=["nosuch:x"]), ConfigError),
+    (dict(models=["anthropic:claude-sonnet-5"]), MissingKeyError),
+    (dict(evalset="data/evalsets/missing.json"), ConfigError),
+    (dict(evalset=EVALSET, subset="nope"), ConfigError),
+    (dict(surfaces=["paint"]), ConfigError),
+    (dict(modes=["telepathy"]), ConfigError),
+    (dict(concurrency=0), ConfigError),
+])
+def test_config_errors_come_before_any_work(tmp_path, monkeypatch, kw, exc):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    args = dict(models=["baseline:random"], env="canvas", out=tmp_path / "never", progress=False)
+    args.update(kw)
+    with pytest.raises(exc):
+        run_batch(args.pop("models"), args.pop("env"), **args)
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.slow
+def test_killed_batch_resumes_without_losing_or_duplicating(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", "baseline:random",
+           "--evalset", EVALSET, "--limit", "16", "--concurrency", "2", "--max-turns", "4", "--no-progress",
+           "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    trace = out / "trace.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if trace.exists() and len(trace.read_bytes().splitlines()) >= 4:
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {d["key"] for d in iter_lines(trace)}
+    assert 4 <= len(before) < 16, "the kill should land mid-batch"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = list(iter_lines(trace))
+    keys = Counter(d["key"] for d in rows)
+    assert len(keys) == 16 and max(keys.values()) == 1, "every job exactly once"
+    assert before <= set(keys)
+    assert all(d["reward"] is not None for d in rows)

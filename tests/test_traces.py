@@ -1,0 +1,84 @@
+"""The run directory survives kills, torn lines and hostile paths."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from evalkit.traces import (
+    FrameStore,
+    TraceWriter,
+    completed_keys,
+    find_record,
+    iter_offsets,
+    read_at,
+    read_records,
+    safe_path,
+)
+from evalkit.types import EpisodeRecord, Image, TurnRecord
+
+
+def _rec(key: str, reward: float | None = 0.5, error_class: str | None = None) -> EpisodeRecord:
+    return EpisodeRecord(key=key, model="m", env="canvas", task_id=f"t-{key}", reward=reward,
+                         error_class=error_class, turns=[TurnRecord(turn=1, text="hi")])
+
+
+def test_round_trip_and_latest_record_wins(tmp_path):
+    w = TraceWriter(tmp_path)
+    w.append(_rec("a", reward=None, error_class="endpoint_error"))
+    w.append(_rec("b"))
+    w.append(_rec("a", reward=0.9))
+    recs = {r.key: r for r in read_records(tmp_path)}
+    assert recs["a"].reward == 0.9 and recs["a"].turns[0].text == "hi"
+    assert len(list(read_records(tmp_path, latest=False))) == 3
+    assert find_record(tmp_path, "a").reward == 0.9
+
+
+def test_torn_last_line_is_skipped_and_healed(tmp_path):
+    w = TraceWriter(tmp_path)
+    w.append(_rec("a"))
+    with open(tmp_path / "trace.jsonl", "a") as f:
+        f.write('{"format_version": 1, "key": "b", "rew')  # a kill mid-write
+    assert [r.key for r in read_records(tmp_path)] == ["a"]
+    assert completed_keys(tmp_path) == {"a"}
+    TraceWriter(tmp_path).append(_rec("c"))  # the next writer starts on a fresh line
+    assert [r.key for r in read_records(tmp_path)] == ["a", "c"]
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["key"] == "c"
+
+
+def test_errored_keys_are_not_completed(tmp_path):
+    w = TraceWriter(tmp_path)
+    w.append(_rec("a", reward=None, error_class="env_error"))
+    w.append(_rec("b"))
+    assert completed_keys(tmp_path) == {"b"}
+
+
+def test_offsets_open_one_record(tmp_path):
+    w = TraceWriter(tmp_path)
+    for k in "abc":
+        w.append(_rec(k))
+    offsets = {d["key"]: off for off, d in iter_offsets(tmp_path)}
+    assert read_at(tmp_path, offsets["b"]).key == "b"
+
+
+def test_frames_are_content_addressed(tmp_path):
+    store = FrameStore(tmp_path)
+    img = Image(b"\x89PNG fake", "image/png")
+    p1, p2 = store.put(img), store.put(Image(b"\x89PNG fake"))
+    assert p1 == p2 and p1.startswith(f"frames/{img.sha256[:2]}/")
+    assert len(list((tmp_path / "frames").rglob("*.png"))) == 1
+    assert store.put_render("../../etc/passwd", img).startswith("renders/")
+
+
+def test_safe_path_refuses_escapes(tmp_path):
+    run = tmp_path / "run"
+    (run / "frames").mkdir(parents=True)
+    (run / "frames" / "ok.png").write_bytes(b"x")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s")
+    os.symlink(secret, run / "frames" / "link.png")
+    assert safe_path(run, "frames/ok.png") == (run / "frames" / "ok.png").resolve()
+    for bad in ["../secret.txt", str(secret), "frames/../../secret.txt", "frames/link.png", "/etc/passwd",
+                "frames/missing.png", "", None, "frames/\x00.png", "C:/x.png"]:
+        assert safe_path(run, bad) is None, bad
