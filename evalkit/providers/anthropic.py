@@ -1,0 +1,275 @@
+"""Anthropic Messages API.
+
+The whole assistant content goes back into the history every turn (thinking blocks with their signatures
+included), tool images travel inside `tool_result` blocks, top-level `cache_control` caches the growing
+prefix, and replies are streamed because long generations time out otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from evalkit.providers import images as imgs
+from evalkit.providers.common import (
+    StreamError,
+    load_env,
+    make_call,
+    notes_text,
+    retry_in_stream,
+    sdk,
+)
+from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+
+EFFORTS = ("low", "medium", "high")
+
+
+def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
+    load_env()
+    return [["ANTHROPIC_API_KEY"]]
+
+
+def create(
+    model: str,
+    thinking: str | None,
+    *,
+    system: str,
+    tools: list[ToolSpec],
+    options: AgentOptions,
+    provider: str = "anthropic",
+) -> AnthropicAgent:
+    anthropic = sdk("anthropic")
+    load_env()
+    # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself.
+    client = anthropic.Anthropic(max_retries=options.max_retries, timeout=options.request_timeout)
+    return AnthropicAgent(client, model, thinking, system=system, tools=tools, options=options)
+
+
+# ---- to the wire -------------------------------------------------------------------------------------------
+
+
+def tool_to_wire(tool: ToolSpec) -> dict:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def image_block(image: Image) -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime, "data": image.b64}}
+
+
+def user_blocks(text: str, images: Sequence[Image] = ()) -> list[dict]:
+    blocks = [{"type": "text", "text": text}] if text else []
+    return blocks + [image_block(i) for i in images]
+
+
+def result_blocks(pairs: list[tuple[Call, ToolOutcome]]) -> list[dict]:
+    """One `tool_result` per call, in order, then the images of error results (which a `tool_result` marked
+    `is_error` may not hold), so that every tool result comes before any other user content."""
+    results: list[dict] = []
+    trailing: list[dict] = []
+    for call, out in pairs:
+        content: list[dict] = [{"type": "text", "text": out.text}] if out.text else []
+        pictures = [image_block(i) for i in out.images]
+        if out.is_error and pictures:
+            trailing += [{"type": "text", "text": f"Images returned with the error of tool call {call.id}:"}]
+            trailing += pictures
+        else:
+            content += pictures
+        block = {"type": "tool_result", "tool_use_id": call.id, "content": content or "(no output)"}
+        if out.is_error:
+            block["is_error"] = True
+        results.append(block)
+    return results + trailing
+
+
+def history_block(block: dict, calls: dict[str, Call]) -> dict | None:
+    """A content block of a reply as it must be re-sent, or None for what the API would reject."""
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "text": block["text"]} if block.get("text") else None
+    if kind == "thinking":
+        # A thinking block cut off by the output limit has no signature and cannot be re-sent.
+        if not block.get("signature"):
+            return None
+        return {"type": "thinking", "thinking": block.get("thinking", ""), "signature": block["signature"]}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block["data"]}
+    if kind == "tool_use":
+        call = calls[block["id"]]
+        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": call.args}
+    return {k: v for k, v in block.items() if v is not None}
+
+
+# ---- from the wire -----------------------------------------------------------------------------------------
+
+
+def accumulate(events: Iterable[dict]) -> dict:
+    """Raw stream events → the message they describe, keeping tool inputs as the raw JSON text received."""
+    msg: dict[str, Any] = {"content": [], "usage": {}, "stop_reason": None}
+    blocks: dict[int, dict] = {}
+    stopped = False
+    for ev in events:
+        kind = ev.get("type")
+        if kind == "message_stop":
+            stopped = True
+        elif kind == "message_start":
+            start = ev["message"]
+            msg.update({k: v for k, v in start.items() if k not in ("content", "usage")})
+            msg["usage"] = dict(start.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(ev["content_block"])
+            if block.get("type") == "tool_use":
+                block["input"] = ""
+            blocks[ev["index"]] = block
+            msg["content"].append(block)
+        elif kind == "content_block_delta":
+            block, delta = blocks[ev["index"]], ev["delta"]
+            dkind = delta.get("type")
+            if dkind == "text_delta":
+                block["text"] = block.get("text", "") + delta["text"]
+            elif dkind == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            elif dkind == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif dkind == "input_json_delta":
+                block["input"] += delta["partial_json"]
+        elif kind == "message_delta":
+            msg["stop_reason"] = ev["delta"].get("stop_reason")
+            msg["usage"].update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
+    if not stopped:
+        raise StreamError("the stream ended before message_stop")
+    return msg
+
+
+def usage_from_wire(u: dict, reasoning_chars: int = 0) -> Usage:
+    details = u.get("output_tokens_details") or {}
+    return Usage(
+        input=u.get("input_tokens") or 0,
+        output=u.get("output_tokens") or 0,
+        cache_read=u.get("cache_read_input_tokens") or 0,
+        cache_write=u.get("cache_creation_input_tokens") or 0,
+        reasoning_tokens=details.get("thinking_tokens") or 0,
+        reasoning_chars=reasoning_chars,
+    )
+
+
+def turn_from_message(msg: dict) -> tuple[Turn, list[dict]]:
+    """A reply → the Turn, and the content blocks to keep in the history."""
+    content = msg.get("content") or []
+    calls = [make_call(b["id"], b["name"], b.get("input")) for b in content if b.get("type") == "tool_use"]
+    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    reasoning = "\n\n".join(b.get("thinking", "") for b in content if b.get("type") == "thinking")
+    stop = msg.get("stop_reason") or ""
+    turn = Turn(
+        text=text,
+        reasoning=reasoning,
+        calls=calls,
+        stop=stop,
+        usage=usage_from_wire(msg.get("usage") or {}, len(reasoning)),
+        truncated=stop == "max_tokens",
+    )
+    by_id = {c.id: c for c in calls}
+    kept = [b for b in (history_block(b, by_id) for b in content) if b is not None]
+    return turn, kept
+
+
+def thinking_params(thinking: str | None) -> dict:
+    if thinking == "off":
+        return {"thinking": {"type": "disabled"}}
+    if thinking in EFFORTS:
+        return {
+            "thinking": {"type": "adaptive", "display": "summarized"},
+            "output_config": {"effort": thinking},
+        }
+    return {}
+
+
+# ---- the agent ---------------------------------------------------------------------------------------------
+
+
+def _is_image(block: dict) -> bool:
+    return block.get("type") == "image"
+
+
+def _placeholder() -> dict:
+    return {"type": "text", "text": imgs.PLACEHOLDER}
+
+
+class AnthropicAgent:
+    """One episode's conversation with a Claude model."""
+
+    stream = True
+    """Stream replies (the default); tests switch it off to exercise the plain JSON path."""
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        thinking: str | None,
+        *,
+        system: str,
+        tools: list[ToolSpec],
+        options: AgentOptions,
+    ):
+        self.client = client
+        self.model_id = model
+        self.model = f"anthropic:{model}" + (f"@{thinking}" if thinking else "")
+        self.thinking = thinking
+        self.system = system
+        self.tools = [tool_to_wire(t) for t in tools]
+        self.options = options
+        self.messages: list[dict] = []
+        self.info: dict = {}
+        self._opening: int | None = None
+
+    def _append_user(self, blocks: list[dict]) -> None:
+        if not blocks:
+            return
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages[-1]["content"].extend(blocks)
+        else:
+            self.messages.append({"role": "user", "content": blocks})
+        if self._opening is None:
+            self._opening = len(self.messages) - 1
+
+    def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        self._append_user(user_blocks(text, images))
+
+    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        self._append_user(result_blocks(pairs))
+
+    def notes(self, text: str) -> None:
+        self._append_user([{"type": "text", "text": notes_text(text)}])
+
+    def prune_images(self, keep: int, window: int | None = None) -> None:
+        imgs.prune(
+            self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
+        )
+
+    def params(self) -> dict:
+        p: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": self.options.max_tokens,
+            "messages": self.messages,
+            "cache_control": {"type": "ephemeral"},
+            **thinking_params(self.thinking),
+        }
+        if self.system:
+            p["system"] = self.system
+        if self.tools:
+            p["tools"] = self.tools
+        if self.options.temperature is not None:
+            p["temperature"] = self.options.temperature
+        return p
+
+    def _call(self) -> dict:
+        if self.stream:
+            with self.client.messages.create(stream=True, **self.params()) as events:
+                return accumulate(ev.model_dump(mode="json") for ev in events)
+        return self.client.messages.create(**self.params()).model_dump(mode="json")
+
+    def step(self) -> Turn:
+        msg = retry_in_stream(self._call, sdk("anthropic"), self.options.max_retries)
+        turn, content = turn_from_message(msg)
+        if content:
+            self.messages.append({"role": "assistant", "content": content})
+        return turn

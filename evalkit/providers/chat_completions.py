@@ -1,0 +1,420 @@
+"""OpenAI-compatible chat completions: `openai-chat` (OpenAI), `hf` (the Hugging Face router), `vllm` (the
+user's own vLLM / SGLang server).
+
+Tool messages carry text only, so the images a tool returned follow in one user message after the tool
+results. Replies are streamed with usage; servers that ignore `max_tokens` are held to a character cap.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from evalkit.errors import ConfigError, EndpointError
+from evalkit.providers import images as imgs
+from evalkit.providers.common import (
+    data_url,
+    load_env,
+    make_call,
+    notes_text,
+    retry_in_stream,
+    sdk,
+    wire_args,
+)
+from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+
+HF_ROUTER_DEFAULT: str | None = None
+"""The router's base URL when `HF_ROUTER_URL` is not set (left for the project to fill in)."""
+CHAR_CAP_PER_TOKEN = 5
+JPEG_OVER = 150_000
+HARNESS_CAP = "length (harness cap)"
+EFFORTS = ("low", "medium", "high")
+
+NO_THINKING_TEMPLATE = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
+OFF_METHODS: list[tuple[str, dict]] = [
+    ("chat_template_kwargs.enable_thinking=false", NO_THINKING_TEMPLATE),
+    ("reasoning_effort=none", {"reasoning_effort": "none"}),
+    ("reasoning_effort=low", {"reasoning_effort": "low"}),
+]
+PROBE_TOOL = ToolSpec(
+    "record", "Record a number.", {"type": "object", "properties": {"n": {"type": "integer"}}}
+)
+PROBE_PROMPT = "Call the record tool with n=7."
+
+_probe_cache: dict[tuple[str, str], tuple[str | None, dict]] = {}
+_probe_locks: dict[tuple[str, str], threading.Lock] = {}
+_probe_guard = threading.Lock()
+
+
+def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
+    load_env()
+    return {"hf": [["HF_TOKEN"]], "vllm": [["VLLM_BASE_URL"]]}.get(provider or "", [["OPENAI_API_KEY"]])
+
+
+def endpoint(provider: str) -> dict:
+    """Client arguments; openai-chat needs none (the SDK reads OPENAI_BASE_URL and OPENAI_API_KEY)."""
+    if provider == "hf":
+        url = os.environ.get("HF_ROUTER_URL") or HF_ROUTER_DEFAULT
+        if not url:
+            raise ConfigError("set HF_ROUTER_URL to the Hugging Face router's OpenAI-compatible base URL")
+        return {"base_url": url, "api_key": os.environ.get("HF_TOKEN")}
+    if provider == "vllm":
+        url = os.environ.get("VLLM_BASE_URL")
+        if not url:
+            raise ConfigError("set VLLM_BASE_URL to your server's OpenAI-compatible base URL (…/v1)")
+        # A local server may need no key, but the SDK insists on one.
+        return {
+            "base_url": url,
+            "api_key": os.environ.get("VLLM_API_KEY") or os.environ.get("HF_TOKEN") or "none",
+        }
+    return {}
+
+
+def route_models(model: str, provider: str) -> list[str]:
+    """`org/m:a|b` on the hf router → [`org/m:a`, `org/m:b`], tried in turn."""
+    if provider != "hf" or "|" not in model:
+        return [model]
+    base, _, routes = model.rpartition(":")
+    return [f"{base}:{r}" for r in routes.split("|") if r]
+
+
+def create(
+    model: str,
+    thinking: str | None,
+    *,
+    system: str,
+    tools: list[ToolSpec],
+    options: AgentOptions,
+    provider: str = "openai-chat",
+) -> ChatAgent:
+    openai = sdk("openai")
+    load_env()
+    client = openai.OpenAI(
+        max_retries=options.max_retries, timeout=options.request_timeout, **endpoint(provider)
+    )
+    return ChatAgent(client, model, thinking, system=system, tools=tools, options=options, provider=provider)
+
+
+# ---- to the wire -------------------------------------------------------------------------------------------
+
+
+def tool_to_wire(tool: ToolSpec) -> dict:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+def image_part(image: Image, shrink_over: int | None = None) -> dict:
+    if shrink_over:
+        image = imgs.shrink(image, shrink_over)
+    return {"type": "image_url", "image_url": {"url": data_url(image.mime, image.b64)}}
+
+
+def result_messages(pairs: list[tuple[Call, ToolOutcome]], shrink_over: int | None = None) -> list[dict]:
+    """Tool messages (text only), then one user message with the images the tools returned."""
+    out = [
+        {
+            "role": "tool",
+            "tool_call_id": c.id,
+            "content": ("Error: " if o.is_error else "") + o.text or "(no output)",
+        }
+        for c, o in pairs
+    ]
+    parts: list[dict] = []
+    for call, outcome in pairs:
+        if outcome.images:
+            parts.append({"type": "text", "text": f"Image(s) returned by {call.name} (call {call.id}):"})
+            parts += [image_part(i, shrink_over) for i in outcome.images]
+    if parts:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def assistant_message(turn: Turn) -> dict | None:
+    if not turn.text and not turn.calls:
+        return None
+    msg: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+    if turn.calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": wire_args(c)}}
+            for c in turn.calls
+        ]
+    return msg
+
+
+# ---- from the wire -----------------------------------------------------------------------------------------
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """(reasoning, visible text) of content that opens with `<think>…</think>`, or whose template already
+    opened the tag in the prompt so only `…</think>` arrives."""
+    head = text.lstrip()
+    if head.startswith("<think>"):
+        inner, closed, rest = head[len("<think>") :].partition("</think>")
+        return inner.strip(), rest.lstrip() if closed else ""
+    if "</think>" in text and "<think>" not in text:
+        inner, _, rest = text.partition("</think>")
+        return inner.strip(), rest.lstrip()
+    return "", text
+
+
+def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
+    u = u or {}
+    prompt = u.get("prompt_tokens_details") or {}
+    completion = u.get("completion_tokens_details") or {}
+    cached, written = prompt.get("cached_tokens") or 0, prompt.get("cache_write_tokens") or 0
+    return Usage(
+        input=max(0, (u.get("prompt_tokens") or 0) - cached - written),
+        output=u.get("completion_tokens") or 0,
+        cache_read=cached,
+        cache_write=written,
+        reasoning_tokens=completion.get("reasoning_tokens") or 0,
+        reasoning_chars=reasoning_chars,
+    )
+
+
+class Accumulator:
+    """Assembles a streamed reply (content, reasoning, tool-call deltas, usage) chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.content, self.reasoning = "", ""
+        self.calls: dict[int, dict] = {}
+        self.finish: str | None = None
+        self.usage: dict | None = None
+        self.capped = False
+
+    @property
+    def chars(self) -> int:
+        return len(self.content) + len(self.reasoning) + sum(len(c["arguments"]) for c in self.calls.values())
+
+    def add(self, chunk: dict) -> None:
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            self.content += delta.get("content") or ""
+            # Some servers send the same text as both fields; one of them is enough.
+            self.reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
+            for i, tc in enumerate(delta.get("tool_calls") or []):
+                index = tc.get("index") if tc.get("index") is not None else i
+                entry = self.calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+                fn = tc.get("function") or {}
+                entry["id"] = entry["id"] or tc.get("id")
+                entry["name"] = entry["name"] or fn.get("name") or ""
+                entry["arguments"] += fn.get("arguments") or ""
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def message(self) -> dict:
+        calls = [
+            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        msg = {"content": self.content, "reasoning_content": self.reasoning, "tool_calls": calls}
+        finish = HARNESS_CAP if self.capped else self.finish
+        return {"choices": [{"message": msg, "finish_reason": finish}], "usage": self.usage}
+
+
+def turn_from_completion(resp: dict) -> Turn:
+    choice = (resp.get("choices") or [{}])[0]
+    msg = choice.get("message") or {}
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+    think, text = split_think(msg.get("content") or "")
+    reasoning = "\n\n".join(r for r in (reasoning, think) if r)
+    calls = []
+    for i, tc in enumerate(msg.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        calls.append(make_call(tc.get("id") or f"call_{i}", fn.get("name") or "", fn.get("arguments")))
+    stop = choice.get("finish_reason") or ""
+    return Turn(
+        text=text,
+        reasoning=reasoning,
+        calls=calls,
+        stop=stop,
+        usage=usage_from_wire(resp.get("usage"), len(reasoning)),
+        truncated=stop in ("length", HARNESS_CAP),
+    )
+
+
+# ---- @off: which switch turns thinking off -----------------------------------------------------------------
+
+
+def probe_off(client: Any, model: str, limit_key: str) -> tuple[str | None, dict]:
+    """Once per (server, model): the method that leaves the least reasoning on a tiny tool-call request."""
+    key = (str(client.base_url), model)
+    with _probe_guard:
+        lock = _probe_locks.setdefault(key, threading.Lock())
+    with lock:
+        if key in _probe_cache:
+            return _probe_cache[key]
+        openai = sdk("openai")
+        tried: list[tuple[int, str, dict]] = []
+        for name, kwargs in OFF_METHODS:
+            try:
+                resp = client.chat.completions.create(
+                    model=model,
+                    messages=[{"role": "user", "content": PROBE_PROMPT}],
+                    tools=[tool_to_wire(PROBE_TOOL)],
+                    **{limit_key: 512},
+                    **kwargs,
+                )
+            except openai.APIError:
+                continue
+            usage = turn_from_completion(resp.model_dump(mode="json")).usage
+            tried.append((usage.reasoning_chars + usage.reasoning_tokens, name, kwargs))
+            if tried[-1][0] == 0:
+                break
+        if not tried:
+            choice: tuple[str | None, dict] = (None, {})
+            warnings.warn(
+                f"{model}: the server refused every way to turn thinking off", RuntimeWarning, stacklevel=2
+            )
+        else:
+            amount, name, kwargs = min(tried, key=lambda t: t[0])
+            choice = (name, kwargs)
+            if amount:
+                warnings.warn(
+                    f"{model}: no switch turns thinking fully off; using {name}", RuntimeWarning, stacklevel=2
+                )
+        _probe_cache[key] = choice
+        return choice
+
+
+# ---- the agent ---------------------------------------------------------------------------------------------
+
+
+def _is_image(part: dict) -> bool:
+    return part.get("type") == "image_url"
+
+
+def _placeholder() -> dict:
+    return {"type": "text", "text": imgs.PLACEHOLDER}
+
+
+class ChatAgent:
+    """One episode's conversation over chat completions."""
+
+    stream = True
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        thinking: str | None,
+        *,
+        system: str,
+        tools: list[ToolSpec],
+        options: AgentOptions,
+        provider: str = "openai-chat",
+    ):
+        self.client = client
+        self.provider = provider
+        self.models = route_models(model, provider)
+        self.current = 0
+        self.model = f"{provider}:{model}" + (f"@{thinking}" if thinking else "")
+        self.thinking = thinking
+        self.tools = [tool_to_wire(t) for t in tools]
+        self.options = options
+        # OpenAI's own endpoint wants the newer name; the router and vLLM take the classic one.
+        self.limit_key = "max_completion_tokens" if provider == "openai-chat" else "max_tokens"
+        self.shrink_over = JPEG_OVER if provider == "hf" else None
+        self.messages: list[dict] = [{"role": "system", "content": system}] if system else []
+        self.info: dict = {}
+        self.off_params: dict | None = None
+        self._opening: int | None = None
+        self._turn = 0
+
+    def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        parts = ([{"type": "text", "text": text}] if text else []) + [
+            image_part(i, self.shrink_over) for i in images
+        ]
+        last = self.messages[-1] if self.messages else None
+        # Templates that insist on alternating roles reject two user messages in a row.
+        if last and last["role"] == "user" and isinstance(last["content"], list):
+            last["content"] += parts
+        else:
+            self.messages.append({"role": "user", "content": parts})
+        if self._opening is None:
+            self._opening = len(self.messages) - 1
+
+    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        self.messages += result_messages(pairs, self.shrink_over)
+
+    def notes(self, text: str) -> None:
+        self.user(notes_text(text))
+
+    def prune_images(self, keep: int, window: int | None = None) -> None:
+        imgs.prune(
+            self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
+        )
+
+    def params(self) -> dict:
+        p: dict[str, Any] = {
+            "model": self.models[self.current],
+            "messages": self.messages,
+            self.limit_key: self.options.max_tokens,
+        }
+        if self.tools:
+            p["tools"] = self.tools
+        if self.thinking in EFFORTS:
+            p["reasoning_effort"] = self.thinking
+        elif self.thinking == "off":
+            p.update(self.off_params or {})
+        if self.options.temperature is not None:
+            p["temperature"] = self.options.temperature
+        if self.options.seed is not None:
+            p["seed"] = self.options.seed
+        return p
+
+    def _call(self) -> dict:
+        if not self.stream:
+            return self.client.chat.completions.create(**self.params()).model_dump(mode="json")
+        acc = Accumulator()
+        cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
+        with self.client.chat.completions.create(
+            stream=True, stream_options={"include_usage": True}, **self.params()
+        ) as chunks:
+            for chunk in chunks:
+                acc.add(chunk.model_dump(mode="json"))
+                if acc.chars > cap:
+                    acc.capped = True
+                    break
+        return acc.message()
+
+    def step(self) -> Turn:
+        openai = sdk("openai")
+        self._turn += 1
+        if self.thinking == "off" and self.off_params is None:
+            method, self.off_params = probe_off(self.client, self.models[self.current], self.limit_key)
+            self.info["thinking_off_method"] = method
+        pruned = False
+        while True:
+            try:
+                resp = retry_in_stream(self._call, openai, self.options.max_retries)
+                break
+            except EndpointError as exc:
+                status = exc.status or 0
+                # An over-long prompt: keep only the newest image and try once more.
+                n_images = len(imgs.find_images(self.messages, _is_image))
+                if status in (400, 413) and not pruned and n_images > 1:
+                    pruned = True
+                    imgs.keep_newest(self.messages, 1, is_image=_is_image, placeholder=_placeholder)
+                    continue
+                if 400 <= status < 600 and status != 429 and self.current + 1 < len(self.models):
+                    self._switch(status)
+                    continue
+                raise
+        turn = turn_from_completion(resp)
+        msg = assistant_message(turn)
+        if msg:
+            self.messages.append(msg)
+        return turn
+
+    def _switch(self, status: int) -> None:
+        old, self.current = self.models[self.current], self.current + 1
+        self.info.setdefault("provider_switches", []).append(
+            {"turn": self._turn, "from": old, "to": self.models[self.current], "status": status}
+        )

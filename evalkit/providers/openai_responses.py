@@ -1,0 +1,243 @@
+"""OpenAI Responses API.
+
+Stateless: `store=False` with `reasoning.encrypted_content` included, and every output item carried back in
+the input, so the history stays ours (old images can be pruned) while the model keeps its reasoning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from evalkit.errors import EndpointError
+from evalkit.providers import images as imgs
+from evalkit.providers.common import (
+    StreamError,
+    data_url,
+    load_env,
+    make_call,
+    notes_text,
+    retry_in_stream,
+    sdk,
+    wire_args,
+)
+from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+
+EFFORT = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
+
+
+def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
+    load_env()
+    return [["OPENAI_API_KEY"]]
+
+
+def create(
+    model: str,
+    thinking: str | None,
+    *,
+    system: str,
+    tools: list[ToolSpec],
+    options: AgentOptions,
+    provider: str = "openai",
+) -> ResponsesAgent:
+    openai = sdk("openai")
+    load_env()
+    # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
+    client = openai.OpenAI(max_retries=options.max_retries, timeout=options.request_timeout)
+    return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
+
+
+# ---- to the wire -------------------------------------------------------------------------------------------
+
+
+def tool_to_wire(tool: ToolSpec) -> dict:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": False,
+    }
+
+
+def image_part(image: Image) -> dict:
+    return {"type": "input_image", "image_url": data_url(image.mime, image.b64), "detail": "auto"}
+
+
+def user_item(text: str, images: Sequence[Image] = ()) -> dict:
+    parts = [{"type": "input_text", "text": text}] if text else []
+    return {"role": "user", "content": parts + [image_part(i) for i in images]}
+
+
+def result_item(call: Call, out: ToolOutcome) -> dict:
+    text = ("Error: " if out.is_error else "") + out.text
+    if not out.images:
+        return {"type": "function_call_output", "call_id": call.id, "output": text or "(no output)"}
+    parts = ([{"type": "input_text", "text": text}] if text else []) + [image_part(i) for i in out.images]
+    return {"type": "function_call_output", "call_id": call.id, "output": parts}
+
+
+def reasoning_params(effort: str | None) -> dict:
+    if effort == "none":
+        return {"effort": "none"}
+    return {"summary": "auto", **({"effort": effort} if effort else {})}
+
+
+# ---- from the wire -----------------------------------------------------------------------------------------
+
+
+def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
+    u = u or {}
+    inp = u.get("input_tokens_details") or {}
+    out = u.get("output_tokens_details") or {}
+    cached, written = inp.get("cached_tokens") or 0, inp.get("cache_write_tokens") or 0
+    return Usage(
+        input=max(0, (u.get("input_tokens") or 0) - cached - written),
+        output=u.get("output_tokens") or 0,
+        cache_read=cached,
+        cache_write=written,
+        reasoning_tokens=out.get("reasoning_tokens") or 0,
+        reasoning_chars=reasoning_chars,
+    )
+
+
+def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
+    """A response → the Turn, and the output items to carry back in the next input."""
+    output = resp.get("output") or []
+    text, reasoning, calls = [], [], []
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            text += [p.get("text") or p.get("refusal") or "" for p in item.get("content") or []]
+        elif kind == "reasoning":
+            reasoning += [s.get("text", "") for s in item.get("summary") or []]
+            reasoning += [c.get("text", "") for c in item.get("content") or []]
+        elif kind == "function_call":
+            calls.append(make_call(item["call_id"], item["name"], item.get("arguments")))
+    status = resp.get("status") or ""
+    reason = (resp.get("incomplete_details") or {}).get("reason")
+    stop = (reason or status) if status == "incomplete" else ("tool_calls" if calls else status)
+    reasoning_text = "\n\n".join(r for r in reasoning if r)
+    turn = Turn(
+        text="".join(text),
+        reasoning=reasoning_text,
+        calls=calls,
+        stop=stop,
+        usage=usage_from_wire(resp.get("usage"), len(reasoning_text)),
+        truncated=reason == "max_output_tokens",
+    )
+    by_id = {c.id: c for c in calls}
+    carried = []
+    for item in output:
+        if item.get("type") == "function_call":
+            item = {**item, "arguments": wire_args(by_id[item["call_id"]])}
+        carried.append(item)
+    return turn, carried
+
+
+def final_response(events: Any) -> dict:
+    """Read a response stream to its end: the final response object, whether completed or incomplete."""
+    for ev in events:
+        kind = getattr(ev, "type", "")
+        if kind in ("response.completed", "response.incomplete"):
+            return ev.response.model_dump(mode="json", exclude_none=True)
+        if kind == "response.failed":
+            error = ev.response.error
+            raise StreamError(
+                f"response failed: {error.code if error else ''} {error.message if error else ''}"
+            )
+        if kind == "error":
+            raise StreamError(f"stream error {ev.code}: {ev.message}")
+    raise StreamError("the stream ended before the response completed")
+
+
+# ---- the agent ---------------------------------------------------------------------------------------------
+
+
+def _is_image(part: dict) -> bool:
+    return part.get("type") == "input_image"
+
+
+def _placeholder() -> dict:
+    return {"type": "input_text", "text": imgs.PLACEHOLDER}
+
+
+class ResponsesAgent:
+    """One episode's conversation with a model behind the Responses API."""
+
+    stream = True
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        thinking: str | None,
+        *,
+        system: str,
+        tools: list[ToolSpec],
+        options: AgentOptions,
+    ):
+        self.client = client
+        self.model_id = model
+        self.model = f"openai:{model}" + (f"@{thinking}" if thinking else "")
+        self.effort = EFFORT.get(thinking or "")
+        self.system = system
+        self.tools = [tool_to_wire(t) for t in tools]
+        self.options = options
+        self.items: list[dict] = []
+        self.info: dict = {}
+        self._opening: int | None = None
+
+    def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        self.items.append(user_item(text, images))
+        if self._opening is None:
+            self._opening = len(self.items) - 1
+
+    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        self.items += [result_item(c, o) for c, o in pairs]
+
+    def notes(self, text: str) -> None:
+        self.user(notes_text(text))
+
+    def prune_images(self, keep: int, window: int | None = None) -> None:
+        imgs.prune(
+            self.items, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
+        )
+
+    def params(self) -> dict:
+        p: dict[str, Any] = {
+            "model": self.model_id,
+            "input": self.items,
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+            "max_output_tokens": self.options.max_tokens,
+            "reasoning": reasoning_params(self.effort),
+        }
+        if self.system:
+            p["instructions"] = self.system
+        if self.tools:
+            p["tools"] = self.tools
+        if self.options.temperature is not None:
+            p["temperature"] = self.options.temperature
+        return p
+
+    def _call(self) -> dict:
+        if self.stream:
+            with self.client.responses.create(stream=True, **self.params()) as events:
+                return final_response(events)
+        return self.client.responses.create(**self.params()).model_dump(mode="json", exclude_none=True)
+
+    def step(self) -> Turn:
+        openai = sdk("openai")
+        try:
+            resp = retry_in_stream(self._call, openai, self.options.max_retries)
+        except EndpointError as exc:
+            # Some models reject effort `none`; the status says the request was refused, not why.
+            if self.effort != "none" or exc.status != 400:
+                raise
+            self.effort = "low"
+            self.info["effort_fallback"] = "low"
+            resp = retry_in_stream(self._call, openai, self.options.max_retries)
+        turn, carried = turn_from_response(resp)
+        self.items += carried
+        return turn

@@ -1,0 +1,216 @@
+"""The chat-completions adapter (openai-chat, hf, vllm) through the real `openai` client."""
+
+from __future__ import annotations
+
+import io
+import threading
+import warnings
+
+import pytest
+from PIL import Image as PILImage
+
+from evalkit.errors import ConfigError, EndpointError
+from evalkit.providers import make_agent
+from evalkit.types import AgentOptions, Image, ToolOutcome, ToolSpec
+from tests.providers.fakes import Reply
+
+TOOLS = [
+    ToolSpec("add_element", "Add a shape.", {"type": "object", "properties": {"kind": {"type": "string"}}})
+]
+SHOT = Image(b"\x89PNG fake screenshot", "image/png")
+
+
+def agent(spec="openai-chat:gpt-6-luna", stream=True, **opts):
+    opts.setdefault("max_retries", 1)
+    a = make_agent(spec, system="Be brief.", tools=TOOLS, options=AgentOptions(**opts))
+    a.stream = stream
+    return a
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_streamed_turn_and_images_after_tool_messages(fake, stream):
+    usage = {"input": 20, "output": 40, "cache_read": 64, "reasoning_tokens": 25}
+    fake.reset(
+        Reply(
+            reasoning="Think first.",
+            text="Adding two.",
+            calls=[("add_element", {"kind": "rect"}), ("add_element", {"kind": "ellipse"})],
+            usage=usage,
+        ),
+        Reply(text="ok"),
+    )
+    a = agent(stream=stream)
+    a.user("Recreate.", [SHOT])
+    turn = a.step()
+    assert (turn.text, turn.reasoning, turn.stop) == ("Adding two.", "Think first.", "tool_calls")
+    assert [(c.id, c.args) for c in turn.calls] == [
+        ("call_0_0", {"kind": "rect"}),
+        ("call_0_1", {"kind": "ellipse"}),
+    ]
+    u = turn.usage
+    assert (u.input, u.output, u.cache_read, u.reasoning_tokens, u.reasoning_chars) == (20, 40, 64, 25, 12)
+
+    a.results(
+        [
+            (turn.calls[0], ToolOutcome(text="added", images=[SHOT])),
+            (turn.calls[1], ToolOutcome(text="bad kind", is_error=True)),
+        ]
+    )
+    a.user("[1 turn left]")
+    a.step()
+    first, second = fake.bodies("/v1/chat/completions")
+    assert first["max_completion_tokens"] == 16000 and "max_tokens" not in first
+    if stream:
+        assert first["stream_options"] == {"include_usage": True}
+    msgs = second["messages"]
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert msgs[2]["tool_calls"][1]["function"] == {"name": "add_element", "arguments": '{"kind": "ellipse"}'}
+    assert "reasoning_content" not in msgs[2]
+    assert msgs[3] == {"role": "tool", "tool_call_id": "call_0_0", "content": "added"}
+    assert msgs[4]["content"] == "Error: bad kind"
+    parts = msgs[5]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url", "text"]
+    assert parts[1]["image_url"]["url"] == f"data:image/png;base64,{SHOT.b64}"
+    assert parts[2]["text"] == "[1 turn left]"
+
+
+@pytest.mark.parametrize("style", ["reasoning", "tags"])
+def test_reasoning_from_other_fields(fake, style):
+    fake.reset(Reply(reasoning="hmm, rect", text="Go.", think=style))
+    a = agent("vllm:qwen3-vl")
+    a.user("go")
+    turn = a.step()
+    assert (turn.reasoning, turn.text) == ("hmm, rect", "Go.")
+    assert fake.bodies()[0]["max_tokens"] == 16000
+
+
+def test_harness_cap_for_servers_that_ignore_max_tokens(fake):
+    fake.reset(Reply(text="la " * 2000))
+    a = agent("vllm:chatty", max_tokens=100)
+    a.user("go")
+    turn = a.step()
+    assert turn.stop == "length (harness cap)" and turn.truncated
+    assert 500 <= len(turn.text) < 1000
+
+
+def test_broken_arguments(fake):
+    fake.reset(Reply(calls=[("add_element", "{kind: rect}")]), Reply(text="ok"))
+    a = agent()
+    a.user("go")
+    call = a.step().calls[0]
+    assert call.error and call.raw == "{kind: rect}"
+    a.results([(call, ToolOutcome(text=call.error, is_error=True))])
+    a.step()
+    assert fake.bodies()[1]["messages"][2]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+def test_hf_falls_back_to_next_provider_after_500(fake):
+    fake.reset(Reply(status=500), Reply(status=500), Reply(text="from b"), Reply(text="still b"))
+    a = agent("hf:org/model:prov-a|prov-b")
+    a.user("go")
+    assert a.step().text == "from b"
+    a.user("again")
+    assert a.step().text == "still b"
+    assert [b["model"] for b in fake.bodies()] == ["org/model:prov-a"] * 2 + ["org/model:prov-b"] * 2
+    assert a.info["provider_switches"] == [
+        {"turn": 1, "from": "org/model:prov-a", "to": "org/model:prov-b", "status": 500}
+    ]
+
+
+def test_hf_does_not_switch_on_429(fake):
+    fake.reset(default=Reply(status=429))
+    a = agent("hf:org/model:prov-a|prov-b")
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status == 429
+    assert {b["model"] for b in fake.bodies()} == {"org/model:prov-a"}
+
+
+def test_overlong_prompt_prunes_to_newest_image_once(fake):
+    fake.reset(Reply(status=413), Reply(text="ok"))
+    a = agent()
+    a.user("target", [SHOT, SHOT, Image(b"newest", "image/png")])
+    assert a.step().text == "ok"
+    retry = fake.bodies()[1]["messages"][1]["content"]
+    assert [p["type"] for p in retry] == ["text", "text", "text", "image_url"]
+
+
+def test_big_png_reencoded_as_jpeg_for_the_router(fake):
+    noise = PILImage.effect_noise((400, 400), 80).convert("RGB")
+    big = Image.from_pil(noise)
+    assert len(big.data) > 150_000
+    fake.reset(Reply(text="ok"))
+    a = agent("hf:org/model")
+    a.user("look", [big])
+    a.step()
+    url = fake.bodies()[0]["messages"][1]["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    assert PILImage.open(io.BytesIO(Image.from_b64(url.split(",", 1)[1]).data)).size == (400, 400)
+
+
+def _probe_server(body):
+    """A server on which enable_thinking=false is ignored but reasoning_effort=none works."""
+    if body.get("tools", [{}])[0].get("function", {}).get("name") == "record":
+        off = body.get("reasoning_effort") == "none"
+        return Reply(reasoning="" if off else "thinking about 7", calls=[("record", {"n": 7})])
+    return Reply(text="real turn")
+
+
+def test_off_probe_picks_least_reasoning_once_per_model(fake):
+    fake.reset(default=_probe_server)
+    agents = [agent("vllm:qwen3@off", stream=False) for _ in range(4)]
+    for a in agents:
+        a.user("go")
+    threads = [threading.Thread(target=a.step) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    probes = [b for b in fake.bodies() if b["tools"][0]["function"]["name"] == "record"]
+    assert [p.get("reasoning_effort") for p in probes] == [None, "none"]
+    assert probes[0]["chat_template_kwargs"] == {"enable_thinking": False}
+    real = [b for b in fake.bodies() if b["tools"][0]["function"]["name"] == "add_element"]
+    assert len(real) == 4 and all(b["reasoning_effort"] == "none" for b in real)
+    assert all(a.info["thinking_off_method"] == "reasoning_effort=none" for a in agents)
+
+
+def test_off_probe_warns_when_nothing_turns_thinking_off(fake):
+    fake.reset(default=lambda body: Reply(reasoning="always thinking", calls=[("record", {"n": 7})]))
+    a = agent("vllm:stubborn@off")
+    a.user("go")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a.step()
+    assert any("fully off" in str(w.message) for w in caught)
+    assert len(fake.requests) == 4
+    assert a.info["thinking_off_method"] == "chat_template_kwargs.enable_thinking=false"
+
+
+def test_vllm_needs_a_base_url(fake, monkeypatch):
+    monkeypatch.delenv("VLLM_BASE_URL")
+    with pytest.raises(ConfigError):
+        agent("vllm:m")
+
+
+def test_slow_stream_within_timeout_still_arrives(fake):
+    fake.reset(Reply(text="slow but steady " * 3, chunk_delay=0.05))
+    a = agent(request_timeout=2.0)
+    a.user("go")
+    assert a.step().text == "slow but steady " * 3
+
+
+def test_error_chunk_inside_stream_is_retried(fake):
+    fake.reset(Reply(reasoning="r", error_event=True), Reply(text="second"))
+    a = agent()
+    a.user("go")
+    assert a.step().text == "second"
+
+
+def test_rejected_request_without_images_or_fallback_ends_the_episode(fake):
+    fake.reset(default=Reply(status=400))
+    a = agent()
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status == 400 and len(fake.requests) == 1

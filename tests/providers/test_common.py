@@ -1,0 +1,118 @@
+"""Shared helpers: keys from .env, argument parsing, error mapping, the image budget, prices."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from evalkit.errors import ConfigError, EndpointError, MissingKeyError
+from evalkit.providers import check_keys, common, images, prices
+from evalkit.types import Image, Usage
+
+
+@pytest.mark.parametrize(
+    ("raw", "args", "bad"),
+    [
+        ('{"a": 1}', {"a": 1}, False),
+        ({"a": 1}, {"a": 1}, False),
+        ("", {}, False),
+        (None, {}, False),
+        ('{"a": 1', {}, True),
+        ("[1]", {}, True),
+        ('"text"', {}, True),
+    ],
+)
+def test_parse_args(raw, args, bad):
+    got, error = common.parse_args(raw)
+    assert got == args and bool(error) is bad
+
+
+def test_make_call_keeps_raw_text():
+    call = common.make_call("c1", "f", "nope")
+    assert call.raw == "nope" and call.error and call.args == {}
+    assert common.wire_args(call) == "{}"
+    assert common.wire_args(common.make_call("c2", "f", '{"x":2}')) == '{"x":2}'
+
+
+def test_load_env_finds_nearest_file_and_never_overrides(tmp_path, monkeypatch):
+    (tmp_path / ".env").write_text("EVALKIT_T_A=from-file\nEVALKIT_T_B=from-file\n")
+    deep = tmp_path / "x" / "y"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    monkeypatch.setenv("EVALKIT_T_A", "already-set")
+    monkeypatch.delenv("EVALKIT_T_B", raising=False)
+    monkeypatch.setattr(common, "_loaded", set())
+    try:
+        assert common.load_env() == (tmp_path / ".env").resolve()
+        assert os.environ["EVALKIT_T_A"] == "already-set" and os.environ["EVALKIT_T_B"] == "from-file"
+    finally:
+        os.environ.pop("EVALKIT_T_B", None)
+
+
+def test_load_env_explicit_file_missing_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError):
+        common.load_env(tmp_path / "absent.env")
+
+
+def test_missing_keys_are_named(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    for k in ("ANTHROPIC_API_KEY", "HF_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(MissingKeyError) as info:
+        check_keys(["anthropic:claude-sonnet-5", "hf:org/m:a|b"])
+    assert "ANTHROPIC_API_KEY" in str(info.value) and "HF_TOKEN" in str(info.value)
+
+
+def test_endpoint_error_by_type_and_status():
+    import httpx2
+    import openai
+
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/x")
+    status_error = openai.InternalServerError(
+        "boom", response=httpx2.Response(502, request=request), body=None
+    )
+    assert common.endpoint_error(status_error, openai).status == 502
+    assert common.endpoint_error(openai.APITimeoutError(request=request), openai).status is None
+    assert common.endpoint_error(ValueError("bug"), openai) is None
+    assert isinstance(common.endpoint_error(EndpointError("x", 1), openai), EndpointError)
+
+
+@pytest.mark.parametrize(
+    ("live", "keep", "window", "drop"),
+    [
+        (3, 4, None, 0),
+        (5, 4, None, 2),
+        (9, 8, None, 3),
+        (2, 1, None, 1),
+        (3, 2, 3, 0),
+        (4, 2, 3, 2),
+        (10, 0, None, 10),
+    ],
+)
+def test_to_drop(live, keep, window, drop):
+    assert images.to_drop(live, keep, window) == drop
+
+
+def test_shrink_only_big_pngs():
+    small = Image(b"tiny", "image/png")
+    assert images.shrink(small) is small
+    from PIL import Image as PILImage
+
+    big = Image.from_pil(PILImage.effect_noise((300, 300), 90).convert("RGBA"))
+    shrunk = images.shrink(big, limit=10_000)
+    assert shrunk.mime == "image/jpeg" and len(shrunk.data) < len(big.data)
+
+
+def test_cost_from_price_table():
+    usage = Usage(input=1_000_000, output=100_000, cache_read=2_000_000, cache_write=400_000)
+    cost = prices.cost_usd("anthropic:claude-sonnet-5@low", usage)
+    assert cost == pytest.approx(2.0 + 1.0 + 0.4 + 1.0)
+    assert prices.cost_usd("openai:gpt-6-sol", Usage(output=1_000_000)) == pytest.approx(10.0)
+    assert prices.cost_usd("anthropic:claude-sonnet-5-20260630", Usage(input=1_000_000)) == pytest.approx(2.0)
+
+
+def test_unknown_model_has_no_price():
+    assert prices.cost_usd("hf:org/unknown:prov-a|prov-b@off", Usage(input=10)) is None
+    assert prices.cost_usd("vllm:my-model", Usage(input=10)) is None
+    assert prices.model_id("hf:org/m:novita|together@low") == "org/m"

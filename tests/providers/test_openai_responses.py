@@ -1,0 +1,151 @@
+"""The Responses adapter through the real `openai` client against the local Responses server."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.errors import EndpointError
+from evalkit.providers import make_agent
+from evalkit.types import AgentOptions, Image, ToolOutcome, ToolSpec
+from tests.providers.fakes import Reply
+
+TOOLS = [ToolSpec("submit", "Finish.", {"type": "object", "properties": {}})]
+SHOT = Image(b"\x89PNG fake screenshot", "image/png")
+
+
+def agent(spec="openai:gpt-6-sol", stream=True, **opts):
+    a = make_agent(spec, system="Be brief.", tools=TOOLS, options=AgentOptions(max_retries=2, **opts))
+    a.stream = stream
+    return a
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_stateless_history_carries_encrypted_reasoning(fake, stream):
+    usage = {"input": 30, "output": 50, "cache_read": 200, "cache_write": 10, "reasoning_tokens": 40}
+    fake.reset(
+        Reply(
+            reasoning="Plan: submit.",
+            text="Submitting.",
+            calls=[("submit", {})],
+            usage=usage,
+            encrypted="enc-1",
+        ),
+        Reply(text="bye", encrypted="enc-2"),
+    )
+    a = agent(stream=stream)
+    a.user("Do it.", [SHOT])
+    turn = a.step()
+    assert (turn.text, turn.reasoning, turn.stop, turn.truncated) == (
+        "Submitting.",
+        "Plan: submit.",
+        "tool_calls",
+        False,
+    )
+    assert [(c.id, c.name, c.args) for c in turn.calls] == [("call_0_0", "submit", {})]
+    u = turn.usage
+    assert (u.input, u.output, u.cache_read, u.cache_write, u.reasoning_tokens) == (30, 50, 200, 10, 40)
+    assert u.reasoning_chars == len("Plan: submit.")
+
+    a.results([(turn.calls[0], ToolOutcome(text="graded", images=[SHOT]))])
+    second_turn = a.step()
+    assert second_turn.stop == "completed" and second_turn.text == "bye"
+    first, second = fake.bodies("/v1/responses")
+    for body in (first, second):
+        assert body["store"] is False and body["include"] == ["reasoning.encrypted_content"]
+        assert body["instructions"] == "Be brief."
+        assert body["reasoning"] == {"summary": "auto"}
+    assert first["tools"] == [
+        {
+            "type": "function",
+            "name": "submit",
+            "description": "Finish.",
+            "parameters": {"type": "object", "properties": {}},
+            "strict": False,
+        }
+    ]
+    assert first["input"][0]["content"][1]["type"] == "input_image"
+    kinds = [i.get("type", "message") for i in second["input"]]
+    assert kinds == ["message", "reasoning", "message", "function_call", "function_call_output"]
+    reasoning = second["input"][1]
+    assert reasoning["encrypted_content"] == "enc-1" and reasoning["id"] == "rs_0"
+    output = second["input"][4]
+    assert output["call_id"] == "call_0_0"
+    assert [p["type"] for p in output["output"]] == ["input_text", "input_image"]
+    assert output["output"][1]["image_url"] == f"data:image/png;base64,{SHOT.b64}"
+
+
+def test_effort_none_rejected_falls_back_to_low(fake):
+    fake.reset(Reply(status=400), Reply(text="a"), Reply(text="b"))
+    a = agent("openai:gpt-6.2-sol@off")
+    a.user("go")
+    assert a.step().text == "a"
+    a.user("again")
+    a.step()
+    efforts = [b["reasoning"].get("effort") for b in fake.bodies()]
+    assert efforts == ["none", "low", "low"]
+    assert a.info == {"effort_fallback": "low"}
+
+
+def test_effort_levels(fake):
+    fake.reset(default=Reply(text="a"))
+    for level in ("low", "medium", "high"):
+        a = agent(f"openai:gpt-6-sol@{level}")
+        a.user("go")
+        a.step()
+    assert [b["reasoning"] for b in fake.bodies()] == [
+        {"summary": "auto", "effort": e} for e in ("low", "medium", "high")
+    ]
+
+
+def test_incomplete_response_records_its_reason(fake):
+    fake.reset(Reply(reasoning="thinking " * 100, stop="max_output_tokens"))
+    a = agent(max_tokens=64)
+    a.user("go")
+    turn = a.step()
+    assert turn.stop == "max_output_tokens" and turn.truncated
+    assert fake.bodies()[0]["max_output_tokens"] == 64
+
+
+def test_broken_arguments(fake):
+    fake.reset(Reply(calls=[("submit", "[1, 2]")]), Reply(text="ok"))
+    a = agent()
+    a.user("go")
+    call = a.step().calls[0]
+    assert call.error and "object" in call.error and call.raw == "[1, 2]"
+    a.results([(call, ToolOutcome(text=call.error, is_error=True))])
+    a.step()
+    second = fake.bodies()[1]["input"]
+    assert second[2]["arguments"] == "{}"
+    assert second[3]["output"].startswith("Error: ")
+
+
+def test_failed_response_in_stream_is_retried(fake):
+    fake.reset(Reply(text="x", error_event=True), Reply(text="fine"))
+    a = agent()
+    a.user("go")
+    assert a.step().text == "fine" and len(fake.requests) == 2
+
+
+def test_rate_limit_then_success_and_endpoint_error(fake):
+    fake.reset(Reply(status=429), Reply(text="ok"))
+    a = agent()
+    a.user("go")
+    assert a.step().text == "ok"
+    fake.reset(default=Reply(status=503))
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status == 503 and len(fake.requests) == 3
+
+
+def test_prune_replaces_old_images_in_outputs(fake):
+    fake.reset(default=Reply(calls=[("submit", {})]))
+    a = agent()
+    a.user("start")
+    for _ in range(3):
+        turn = a.step()
+        a.results([(turn.calls[0], ToolOutcome(text="shot", images=[SHOT]))])
+    a.prune_images(1)
+    a.step()
+    outputs = [i for i in fake.bodies()[-1]["input"] if i.get("type") == "function_call_output"]
+    kinds = [[p["type"] for p in o["output"]] for o in outputs]
+    assert kinds == [["input_text", "input_text"]] * 2 + [["input_text", "input_image"]]
