@@ -28,8 +28,14 @@ def bare_call_seconds(base_url: str, n: int = 200) -> float:
         s.reset(task_id="canvas-test-0000", max_steps=10 * n)
         times = []
         for i in range(n):
-            name, args = (("add_element", {"kind": "rect", "x": i % 700, "y": 10, "width": 20, "height": 20,
-                                            "fill": "#336699"}) if i % 2 else ("get_document", {}))
+            name, args = (
+                (
+                    "add_element",
+                    {"kind": "rect", "x": i % 700, "y": 10, "width": 20, "height": 20, "fill": "#336699"},
+                )
+                if i % 2
+                else ("get_document", {})
+            )
             t = time.perf_counter()
             s.call(name, args)
             times.append(time.perf_counter() - t)
@@ -55,15 +61,28 @@ def bare_render_seconds(base_url: str, n: int = 50) -> float:
 def batch_rate(env, episodes: int, concurrency: int, frames: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        run_batch(["baseline:random"], env, split="test", tasks=episodes, out=Path(tmp) / "r",
-                  concurrency=concurrency, max_turns=12, frames=frames, progress=False)
+        run_batch(
+            ["baseline:random"],
+            env,
+            split="test",
+            tasks=episodes,
+            out=Path(tmp) / "r",
+            concurrency=concurrency,
+            max_turns=12,
+            frames=frames,
+            progress=False,
+        )
         wall = time.perf_counter() - t
         recs = list(read_records(Path(tmp) / "r"))
     turns = sum(r.n_turns for r in recs)
     calls = sum(r.tool_calls for r in recs) + sum(r.auto_submitted for r in recs)
     env_s = sum(r.env_seconds for r in recs)
-    return {"turns_per_s": turns / wall, "calls_per_s": calls / wall, "s_per_call": wall * concurrency / calls,
-            "env_share": env_s / (wall * concurrency)}
+    return {
+        "turns_per_s": turns / wall,
+        "calls_per_s": calls / wall,
+        "s_per_call": wall * concurrency / calls,
+        "env_share": env_s / (wall * concurrency),
+    }
 
 
 def main() -> None:
@@ -82,9 +101,12 @@ def main() -> None:
             rows[frames] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"bare env tool call (median): {bare * 1e3:.2f} ms; render.png: {render * 1e3:.2f} ms")
     for frames, r in rows.items():
-        print(f"frames {'on ' if frames else 'off'}: {r['turns_per_s']:.1f} turns/s, {r['calls_per_s']:.1f} calls/s; "
-              f"harness time per call = {r['s_per_call'] / bare:.2f}x the bare call; "
-              f"env share of episode time {r['env_share']:.0%}")
+        print(
+            f"frames {'on ' if frames else 'off'}: {r['turns_per_s']:.1f} turns/s, "
+            f"{r['calls_per_s']:.1f} calls/s; "
+            f"harness time per call = {r['s_per_call'] / bare:.2f}x the bare call; "
+            f"env share of episode time {r['env_share']:.0%}"
+        )
     print(f"frames on / off throughput ratio: {rows[True]['turns_per_s'] / rows[False]['turns_per_s']:.2f}")
 
 

@@ -78,9 +78,17 @@ def env_label(env: Any) -> str:
 
 
 def select_tasks(
-    env_name: str, *, evalset: str | Path | None = None, subset: str | None = None,
-    tiers: list[str] | None = None, task_ids: list[str] | None = None, limit: int | None = None,
-    split: str = "test", tasks: int | None = None, start: int = 0, stride: int = 1,
+    env_name: str,
+    *,
+    evalset: str | Path | None = None,
+    subset: str | None = None,
+    tiers: list[str] | None = None,
+    task_ids: list[str] | None = None,
+    limit: int | None = None,
+    split: str = "test",
+    tasks: int | None = None,
+    start: int = 0,
+    stride: int = 1,
 ) -> tuple[list[tuple[dict, str]], str | None]:
     """(reset arguments, identity) per task, and the evalset id. Raises ConfigError on a bad selection."""
     if evalset is not None:
@@ -102,8 +110,16 @@ def select_tasks(
     return [({"split": split, "index": i}, f"{env_name}-{split}-{i:04d}") for i in idx], None
 
 
-def plan_jobs(models: list[str], env_name: str, tasks: list[tuple[dict, str]], surfaces: list[str],
-              modes: list[str], repeats: int, evalset_id: str | None = None, skin: str | None = None) -> list[Job]:
+def plan_jobs(
+    models: list[str],
+    env_name: str,
+    tasks: list[tuple[dict, str]],
+    surfaces: list[str],
+    modes: list[str],
+    repeats: int,
+    evalset_id: str | None = None,
+    skin: str | None = None,
+) -> list[Job]:
     """Jobs ordered task-major, so that a batch cut short still has every model on the same tasks."""
     jobs = []
     for r in range(repeats):
@@ -170,18 +186,31 @@ def run_batch(
     served = None
     if isinstance(env, str) and "://" not in env:
         if env not in EMBEDDED:
-            raise ConfigError(f"unknown environment {env!r} (embedded: {', '.join(sorted(EMBEDDED))}; "
-                              "or give a base URL)")
+            raise ConfigError(
+                f"unknown environment {env!r} (embedded: {', '.join(sorted(EMBEDDED))}; or give a base URL)"
+            )
         name = env
     else:
         name = env_label(env)
     for what, asked, known in (("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))):
         bad = [x for x in asked if known is not None and x not in known]
         if bad or not asked:
-            raise ConfigError(f"{name} has no {what} {', '.join(bad) or '(none given)'}"
-                              + (f" (it has: {', '.join(known)})" if known else ""))
-    task_list, evalset_id = select_tasks(name, evalset=evalset, subset=subset, tiers=tiers, task_ids=task_ids,
-                                         limit=limit, split=split, tasks=tasks, start=start, stride=stride)
+            raise ConfigError(
+                f"{name} has no {what} {', '.join(bad) or '(none given)'}"
+                + (f" (it has: {', '.join(known)})" if known else "")
+            )
+    task_list, evalset_id = select_tasks(
+        name,
+        evalset=evalset,
+        subset=subset,
+        tiers=tiers,
+        task_ids=task_ids,
+        limit=limit,
+        split=split,
+        tasks=tasks,
+        start=start,
+        stride=stride,
+    )
     jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skin)
 
     out = Path(out)
@@ -194,15 +223,36 @@ def run_batch(
     from evalkit import __version__
 
     meta = {
-        "models": models, "env": name, "surfaces": surfaces, "modes": modes,
-        "evalset": str(evalset) if evalset else None, "evalset_id": evalset_id, "subset": subset, "tiers": tiers,
-        "limit": limit, "split": None if evalset else split, "repeats": repeats, "max_turns": max_turns,
-        "max_steps": max_steps, "episode_timeout": episode_timeout, "frames": frames, "concurrency": concurrency,
-        "n_jobs": len(jobs), "options": vars(options) if options else None, "evalkit_version": __version__,
+        "models": models,
+        "env": name,
+        "surfaces": surfaces,
+        "modes": modes,
+        "evalset": str(evalset) if evalset else None,
+        "evalset_id": evalset_id,
+        "subset": subset,
+        "tiers": tiers,
+        "limit": limit,
+        "split": None if evalset else split,
+        "repeats": repeats,
+        "max_turns": max_turns,
+        "max_steps": max_steps,
+        "episode_timeout": episode_timeout,
+        "frames": frames,
+        "concurrency": concurrency,
+        "n_jobs": len(jobs),
+        "options": vars(options) if options else None,
+        "evalkit_version": __version__,
         "argv": argv,
     }
-    episode_kw = dict(max_turns=max_turns, max_steps=max_steps, episode_timeout=episode_timeout, frames=frames,
-                      options=options, skin=skin, coordinates=coordinates)
+    episode_kw = dict(
+        max_turns=max_turns,
+        max_steps=max_steps,
+        episode_timeout=episode_timeout,
+        frames=frames,
+        options=options,
+        skin=skin,
+        coordinates=coordinates,
+    )
     try:
         return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
     finally:
@@ -211,15 +261,24 @@ def run_batch(
 
 
 def _write_meta(out: Path, meta: dict) -> None:
-    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     old = read_run_json(out)
     history = list(old.get("invocations", []))
     history.append({"at": now, "models": meta["models"], "n_jobs": meta["n_jobs"]})
     write_run_json(out, {**old, **meta, "created": old.get("created", now), "invocations": history[-50:]})
 
 
-def _execute(jobs: list[Job], env: Any, env_name: str, out: Path, meta: dict, episode_kw: dict,
-             concurrency: int, progress: bool, verbose: bool) -> Run:
+def _execute(
+    jobs: list[Job],
+    env: Any,
+    env_name: str,
+    out: Path,
+    meta: dict,
+    episode_kw: dict,
+    concurrency: int,
+    progress: bool,
+    verbose: bool,
+) -> Run:
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
@@ -232,9 +291,20 @@ def _execute(jobs: list[Job], env: Any, env_name: str, out: Path, meta: dict, ep
     bar = tqdm(total=len(todo), desc=out.name, unit="ep", disable=not progress or not todo, file=sys.stderr)
 
     def one(job: Job) -> EpisodeRecord:
-        return run_episode(job.model, env, job.task, surface=job.surface, mode=job.mode, out=None,
-                           repeat=job.repeat, evalset_task=job.evalset_task, task_key=job.ident,
-                           store_dir=out, env_name=env_name, **episode_kw)
+        return run_episode(
+            job.model,
+            env,
+            job.task,
+            surface=job.surface,
+            mode=job.mode,
+            out=None,
+            repeat=job.repeat,
+            evalset_task=job.evalset_task,
+            task_key=job.ident,
+            store_dir=out,
+            env_name=env_name,
+            **episode_kw,
+        )
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep") as pool:
         pending: set[Future] = set()
@@ -260,7 +330,9 @@ def _execute(jobs: list[Job], env: Any, env_name: str, out: Path, meta: dict, ep
     return run
 
 
-def _collect(rec: EpisodeRecord, writer: TraceWriter, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+def _collect(
+    rec: EpisodeRecord, writer: TraceWriter, run: Run, rewards: dict, bar: Any, verbose: bool
+) -> None:
     writer.append(rec)
     run.ran += 1
     if rec.error_class:
@@ -268,11 +340,15 @@ def _collect(rec: EpisodeRecord, writer: TraceWriter, run: Run, rewards: dict, b
     elif rec.reward is not None:
         rewards[rec.model].append(rec.reward)
     bar.update(1)
-    bar.set_postfix_str(" ".join(f"{m.split(':', 1)[-1][:14]}={sum(v) / len(v):.2f}" for m, v in rewards.items()))
+    bar.set_postfix_str(
+        " ".join(f"{m.split(':', 1)[-1][:14]}={sum(v) / len(v):.2f}" for m, v in rewards.items())
+    )
     if verbose:
         outcome = rec.error_class or (f"{rec.reward:.3f}" if rec.reward is not None else "unscored")
-        bar.write(f"{rec.model} {rec.task_id} {rec.surface}/{rec.mode}: {outcome} "
-                  f"({rec.end_reason}, {rec.n_turns} turns, {rec.seconds:.1f}s)")
+        bar.write(
+            f"{rec.model} {rec.task_id} {rec.surface}/{rec.mode}: {outcome} "
+            f"({rec.end_reason}, {rec.n_turns} turns, {rec.seconds:.1f}s)"
+        )
 
 
 def _summarise(out: Path) -> None:

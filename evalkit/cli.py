@@ -28,7 +28,9 @@ def _window(text: str) -> tuple[int, int]:
     try:
         hi, keep = (int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--image-window wants MAX,KEEP (two integers), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--image-window wants MAX,KEEP (two integers), got {text!r}"
+        ) from None
     if not 0 < keep <= hi:
         raise argparse.ArgumentTypeError("--image-window wants 0 < KEEP ≤ MAX")
     return hi, keep
@@ -43,6 +45,7 @@ def _positive(kind: type):
         if v <= 0:
             raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
         return v
+
     return parse
 
 
@@ -54,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     where = r.add_mutually_exclusive_group(required=True)
     where.add_argument("--env", help="embedded environment to serve in-process (e.g. canvas)")
     where.add_argument("--base-url", help="your own OpenEnv MCP server, e.g. http://127.0.0.1:8000")
-    r.add_argument("--models", type=_csv, required=True, help="comma-separated provider:model[@thinking] specs")
+    r.add_argument(
+        "--models", type=_csv, required=True, help="comma-separated provider:model[@thinking] specs"
+    )
     r.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
     r.add_argument("--evalset", help="frozen task set JSON, e.g. data/evalsets/canvas-test-300.json")
     r.add_argument("--subset", help="evalset subset, e.g. lite or core30")
@@ -76,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tokens", type=_positive(int), default=16000)
     r.add_argument("--request-timeout", type=_positive(float), default=600.0)
     r.add_argument("--keep-images", type=_positive(int), help="keep only the newest N images in the prompt")
-    r.add_argument("--image-window", type=_window, help="MAX,KEEP: let images reach MAX, then keep the newest KEEP")
+    r.add_argument(
+        "--image-window", type=_window, help="MAX,KEEP: let images reach MAX, then keep the newest KEEP"
+    )
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--verbose", "-v", action="store_true", help="a line per finished episode")
@@ -124,17 +131,42 @@ def cmd_run(a: argparse.Namespace) -> int:
     load_env(a.env_file)
     if a.evalset and not Path(a.evalset).is_file():
         raise ConfigError(f"evalset not found: {a.evalset}")
-    options = AgentOptions(max_tokens=a.max_tokens, request_timeout=a.request_timeout,
-                           keep_images=a.keep_images, image_window=a.image_window)
-    run = run_batch(
-        a.models, a.env or a.base_url, out=a.out, evalset=a.evalset, subset=a.subset, tiers=a.tiers,
-        task_ids=a.task_ids, limit=a.limit, split=a.split, tasks=a.tasks, start=a.start, stride=a.stride,
-        surfaces=a.surfaces, modes=a.modes, repeats=a.repeats, concurrency=a.concurrency, max_turns=a.max_turns,
-        max_steps=a.max_steps, episode_timeout=a.episode_timeout, frames=not a.no_frames, options=options,
-        progress=not a.no_progress, verbose=a.verbose, argv=sys.argv[1:],
+    options = AgentOptions(
+        max_tokens=a.max_tokens,
+        request_timeout=a.request_timeout,
+        keep_images=a.keep_images,
+        image_window=a.image_window,
     )
-    print(f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
-          f"{run.errors} unscored by infrastructure errors")
+    run = run_batch(
+        a.models,
+        a.env or a.base_url,
+        out=a.out,
+        evalset=a.evalset,
+        subset=a.subset,
+        tiers=a.tiers,
+        task_ids=a.task_ids,
+        limit=a.limit,
+        split=a.split,
+        tasks=a.tasks,
+        start=a.start,
+        stride=a.stride,
+        surfaces=a.surfaces,
+        modes=a.modes,
+        repeats=a.repeats,
+        concurrency=a.concurrency,
+        max_turns=a.max_turns,
+        max_steps=a.max_steps,
+        episode_timeout=a.episode_timeout,
+        frames=not a.no_frames,
+        options=options,
+        progress=not a.no_progress,
+        verbose=a.verbose,
+        argv=sys.argv[1:],
+    )
+    print(
+        f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
+        f"{run.errors} unscored by infrastructure errors"
+    )
     summary = Path(run.path) / "summary.md"
     if summary.exists():
         print(summary.read_text())
@@ -172,8 +204,17 @@ def cmd_view(a: argparse.Namespace) -> int:
     app = Path(__file__).resolve().parents[1] / "viewer" / "app.py"
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app})")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(a.port),
-           "--", *_existing_runs(a.runs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.port",
+        str(a.port),
+        "--",
+        *_existing_runs(a.runs),
+    ]
     return subprocess.call(cmd, env=os.environ.copy())
 
 
@@ -186,8 +227,15 @@ def cmd_serve(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "summarise": cmd_summarise, "summarize": cmd_summarise, "compare": cmd_compare,
-            "report": cmd_report, "view": cmd_view, "serve": cmd_serve}
+COMMANDS = {
+    "run": cmd_run,
+    "summarise": cmd_summarise,
+    "summarize": cmd_summarise,
+    "compare": cmd_compare,
+    "report": cmd_report,
+    "view": cmd_view,
+    "serve": cmd_serve,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,8 +32,9 @@ from evalkit.types import (
     episode_key,
 )
 
-NUDGE = ("You did not call a tool. Continue the task by calling one of your tools; "
-         "when you are done, call submit.")
+NUDGE = (
+    "You did not call a tool. Continue the task by calling one of your tools; when you are done, call submit."
+)
 MAX_NUDGES = 3
 NOTES_TAIL = 8000
 
@@ -62,7 +63,11 @@ def turns_left_note(left: int) -> str:
 
 
 def _agent_label(agent: str | AgentFactory) -> str:
-    return agent if isinstance(agent, str) else getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
+    return (
+        agent
+        if isinstance(agent, str)
+        else getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
+    )
 
 
 def _session(env: Any) -> EnvSession:
@@ -118,9 +123,16 @@ def run_episode(
     task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
     rec = EpisodeRecord(
         key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),
-        model=label, env=env_name, surface=surface, mode=mode, task_id=str(task_ident), skin=skin,
-        coordinates=coordinates, repeat=repeat, evalset_task=evalset_task,
-        started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        model=label,
+        env=env_name,
+        surface=surface,
+        mode=mode,
+        task_id=str(task_ident),
+        skin=skin,
+        coordinates=coordinates,
+        repeat=repeat,
+        evalset_task=evalset_task,
+        started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
     writer = None
     if out is not None:
@@ -132,8 +144,11 @@ def run_episode(
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
     _Episode(rec, store, frames, options, max_turns, episode_timeout).run(
-        agent, env, _reset_kwargs(task, surface=surface, mode=mode, skin=skin, coordinates=coordinates,
-                                  max_steps=max_steps)
+        agent,
+        env,
+        _reset_kwargs(
+            task, surface=surface, mode=mode, skin=skin, coordinates=coordinates, max_steps=max_steps
+        ),
     )
     if writer is not None:
         writer.append(rec)
@@ -143,8 +158,15 @@ def run_episode(
 class _Episode:
     """The state of one running episode; `run` fills in `rec`."""
 
-    def __init__(self, rec: EpisodeRecord, store: FrameStore | None, frames: bool, options: AgentOptions,
-                 max_turns: int, episode_timeout: float | None):
+    def __init__(
+        self,
+        rec: EpisodeRecord,
+        store: FrameStore | None,
+        frames: bool,
+        options: AgentOptions,
+        max_turns: int,
+        episode_timeout: float | None,
+    ):
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
         self.max_turns, self.timeout = max_turns, episode_timeout
         self.usage = Usage()
@@ -199,8 +221,11 @@ class _Episode:
         tools = self._timed_env(session.tools)
         system = str(meta.get("instructions") or "")
         make = make_agent if isinstance(agent_spec, str) else None
-        self.agent = agent = (make(agent_spec, system=system, tools=tools, options=self.options) if make
-                              else agent_spec(system=system, tools=tools, options=self.options))
+        self.agent = agent = (
+            make(agent_spec, system=system, tools=tools, options=self.options)
+            if make
+            else agent_spec(system=system, tools=tools, options=self.options)
+        )
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
@@ -218,15 +243,22 @@ class _Episode:
                 break
             if self.options.keep_images or self.options.image_window:
                 window = self.options.image_window
-                agent.prune_images(window[1] if window else self.options.keep_images,
-                                   window[0] if window else None)
+                agent.prune_images(
+                    window[1] if window else self.options.keep_images, window[0] if window else None
+                )
             tm = time.monotonic()
             turn = agent.step()
             model_s = time.monotonic() - tm
             rec.model_seconds = round(rec.model_seconds + model_s, 4)
             self.usage = self.usage + turn.usage
-            trec = TurnRecord(turn=n, text=turn.text, reasoning=turn.reasoning, stop=turn.stop,
-                              usage=turn.usage.to_dict(), model_s=round(model_s, 3))
+            trec = TurnRecord(
+                turn=n,
+                text=turn.text,
+                reasoning=turn.reasoning,
+                stop=turn.stop,
+                usage=turn.usage.to_dict(),
+                model_s=round(model_s, 3),
+            )
             env_before = rec.env_seconds
             tool_images: list[Image] = []
             if turn.calls:
@@ -250,12 +282,17 @@ class _Episode:
                             self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
                     tool_images += outcome.images
                     pairs.append((call, outcome))
-                    trec.calls.append(CallRecord(
-                        id=call.id, name=call.name, args=call.args if call.error is None else call.raw,
-                        ok=not outcome.is_error, result=outcome.text[:RESULT_CAP],
-                        images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
-                        parse_error=call.error is not None,
-                    ))
+                    trec.calls.append(
+                        CallRecord(
+                            id=call.id,
+                            name=call.name,
+                            args=call.args if call.error is None else call.raw,
+                            ok=not outcome.is_error,
+                            result=outcome.text[:RESULT_CAP],
+                            images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
+                            parse_error=call.error is not None,
+                        )
+                    )
                 if not done:
                     last_call, last_outcome = pairs[-1]
                     pairs[-1] = (last_call, _with_note(last_outcome, turns_left_note(self.max_turns - n)))
@@ -298,8 +335,15 @@ class _Episode:
 
 
 def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
-    return ToolOutcome(outcome.text + note, outcome.images, outcome.is_error, outcome.done, outcome.reward,
-                       outcome.grade, outcome.metadata)
+    return ToolOutcome(
+        outcome.text + note,
+        outcome.images,
+        outcome.is_error,
+        outcome.done,
+        outcome.reward,
+        outcome.grade,
+        outcome.metadata,
+    )
 
 
 def _cost(model: str, usage: Usage) -> float | None:

@@ -1,7 +1,7 @@
 """Frozen task sets: a JSON file of tasks with tiers and scores, an id that hashes its content, subsets.
 
-    {"evalset_id": "…", "name": "canvas-test-300", "env": "canvas", "split": "test",
-     "tasks": [{"task_id", "split", "index", "tier", "difficulty_score", …}], "subsets": {"lite": [ids]}}
+{"evalset_id": "…", "name": "canvas-test-300", "env": "canvas", "split": "test",
+ "tasks": [{"task_id", "split", "index", "tier", "difficulty_score", …}], "subsets": {"lite": [ids]}}
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ class Evalset:
     subsets: dict[str, list[str]] = field(default_factory=dict)
     path: str | None = None
 
-    def select(self, subset: str | None = None, tiers: list[str] | None = None,
-               task_ids: list[str] | None = None, limit: int | None = None) -> list[dict]:
+    def select(
+        self,
+        subset: str | None = None,
+        tiers: list[str] | None = None,
+        task_ids: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[dict]:
         """Tasks of a subset, filtered by tier and id; `limit` takes tasks round-robin across tiers so a
         short run stays balanced."""
         tasks = self.tasks

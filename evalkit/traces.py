@@ -89,7 +89,9 @@ class TraceWriter:
                     f.write(b"\n")
 
     def append(self, record: EpisodeRecord | dict) -> None:
-        line = (record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)) + "\n"
+        line = (
+            record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
+        ) + "\n"
         data = line.encode()
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -119,7 +121,7 @@ def iter_lines(path: str | Path) -> Iterator[dict]:
     path = Path(path)
     bad = 0
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
+        for raw in f:
             if not raw.strip():
                 continue
             try:

@@ -97,7 +97,8 @@ class Usage:
     """Characters of visible or summarised reasoning; APIs that hide reasoning tokens still show its size."""
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+        pairs = zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
+        return Usage(*(a + b for a, b in pairs))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -229,7 +230,9 @@ class TurnRecord:
     @classmethod
     def from_dict(cls, d: dict) -> TurnRecord:
         t = _from_fields(cls, d)
-        t.calls = [c if isinstance(c, CallRecord) else _from_fields(CallRecord, c) for c in d.get("calls") or []]
+        t.calls = [
+            c if isinstance(c, CallRecord) else _from_fields(CallRecord, c) for c in d.get("calls") or []
+        ]
         return t
 
 
@@ -239,7 +242,8 @@ class EpisodeRecord:
 
     format_version: int = FORMAT_VERSION
     key: str = ""
-    """Stable hash of model, env, surface, mode, task, skin and repeat; resume skips keys that ended cleanly."""
+    """Stable hash of model, env, surface, mode, task, skin and repeat; resume skips keys that ended
+    cleanly."""
     model: str = ""
     env: str = ""
     surface: str = ""
@@ -262,7 +266,8 @@ class EpisodeRecord:
     end_reason: str = ""
     """One of END_REASONS."""
     error_class: str | None = None
-    """`endpoint_error`, `env_error` or `harness_error` when infrastructure ended the episode; None otherwise."""
+    """`endpoint_error`, `env_error` or `harness_error` when infrastructure ended the episode; None
+    otherwise."""
     error: str | None = None
     traceback: str | None = None
     auto_submitted: bool = False
@@ -297,7 +302,9 @@ class EpisodeRecord:
     @classmethod
     def from_dict(cls, d: dict) -> EpisodeRecord:
         rec = _from_fields(cls, d)
-        rec.turns = [t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []]
+        rec.turns = [
+            t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []
+        ]
         return rec
 
     @property
@@ -313,7 +320,9 @@ class EpisodeRecord:
 RESULT_CAP = 4000
 
 
-def episode_key(model: str, env: str, surface: str, mode: str, task_id: str, skin: str | None, repeat: int) -> str:
+def episode_key(
+    model: str, env: str, surface: str, mode: str, task_id: str, skin: str | None, repeat: int
+) -> str:
     """The stable identity of one job: same inputs, same key, across runs and machines."""
     blob = json.dumps([model, env, surface, mode, task_id, skin, int(repeat)], separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -44,7 +44,9 @@ def test_resume_reruns_what_ended_in_an_infrastructure_error(canvas_server, tmp_
     run_batch(["baseline:random"], canvas_server, **kw)
     first = {r.key: r for r in read_records(out)}
     victim = next(iter(first))
-    broken = EpisodeRecord.from_dict({**first[victim].to_dict(), "reward": None, "error_class": "endpoint_error"})
+    broken = EpisodeRecord.from_dict(
+        {**first[victim].to_dict(), "reward": None, "error_class": "endpoint_error"}
+    )
     TraceWriter(out).append(broken)
     again = run_batch(["baseline:random"], canvas_server, **kw)
     assert again.ran == 1 and again.skipped == 1
@@ -53,22 +55,34 @@ def test_resume_reruns_what_ended_in_an_infrastructure_error(canvas_server, tmp_
 
 
 def test_split_selection_without_an_evalset(canvas_server, tmp_path):
-    run = run_batch("baseline:random", canvas_server, split="train", tasks=2, start=5, stride=10,
-                    out=tmp_path / "r", progress=False, frames=False)
+    run = run_batch(
+        "baseline:random",
+        canvas_server,
+        split="train",
+        tasks=2,
+        start=5,
+        stride=10,
+        out=tmp_path / "r",
+        progress=False,
+        frames=False,
+    )
     recs = sorted(read_records(tmp_path / "r"), key=lambda r: r.task_id)
     assert run.ran == 2 and [r.task_id for r in recs] == ["canvas-train-0005", "canvas-train-0015"]
     assert all(r.frame0 is None and all(t.frame is None for t in r.turns) for r in recs)
 
 
-@pytest.mark.parametrize("kw, exc", [
-    (dict(models=["nosuch:x"]), ConfigError),
-    (dict(models=["anthropic:claude-sonnet-5"]), MissingKeyError),
-    (dict(evalset="data/evalsets/missing.json"), ConfigError),
-    (dict(evalset=EVALSET, subset="nope"), ConfigError),
-    (dict(surfaces=["paint"]), ConfigError),
-    (dict(modes=["telepathy"]), ConfigError),
-    (dict(concurrency=0), ConfigError),
-])
+@pytest.mark.parametrize(
+    "kw, exc",
+    [
+        (dict(models=["nosuch:x"]), ConfigError),
+        (dict(models=["anthropic:claude-sonnet-5"]), MissingKeyError),
+        (dict(evalset="data/evalsets/missing.json"), ConfigError),
+        (dict(evalset=EVALSET, subset="nope"), ConfigError),
+        (dict(surfaces=["paint"]), ConfigError),
+        (dict(modes=["telepathy"]), ConfigError),
+        (dict(concurrency=0), ConfigError),
+    ],
+)
 def test_config_errors_come_before_any_work(tmp_path, monkeypatch, kw, exc):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     args = dict(models=["baseline:random"], env="canvas", out=tmp_path / "never", progress=False)
@@ -81,9 +95,27 @@ def test_config_errors_come_before_any_work(tmp_path, monkeypatch, kw, exc):
 @pytest.mark.slow
 def test_killed_batch_resumes_without_losing_or_duplicating(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", "baseline:random",
-           "--evalset", EVALSET, "--limit", "16", "--concurrency", "2", "--max-turns", "4", "--no-progress",
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit.cli",
+        "run",
+        "--env",
+        "canvas",
+        "--models",
+        "baseline:random",
+        "--evalset",
+        EVALSET,
+        "--limit",
+        "16",
+        "--concurrency",
+        "2",
+        "--max-turns",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     trace = out / "trace.jsonl"
     deadline = time.monotonic() + 120

@@ -19,8 +19,10 @@ RECT = dict(kind="rect", x=10, y=10, width=120, height=60, fill="#ff0000")
 
 def test_submit_records_grade_frames_and_usage(canvas_server, tmp_path):
     sink: list = []
-    turns = [Turn(text="add", calls=[call("add_element", **RECT), call("view_canvas")], usage=Usage(input=5)),
-             Turn(text="done", calls=[call("submit")], usage=Usage(output=7))]
+    turns = [
+        Turn(text="add", calls=[call("add_element", **RECT), call("view_canvas")], usage=Usage(input=5)),
+        Turn(text="done", calls=[call("submit")], usage=Usage(output=7)),
+    ]
     rec = run_episode(factory(turns, sink), canvas_server, "canvas-test-0007", out=tmp_path)
     agent = sink[0]
     assert rec.end_reason == "submitted" and not rec.auto_submitted
@@ -37,7 +39,13 @@ def test_submit_records_grade_frames_and_usage(canvas_server, tmp_path):
     assert first[-1][1].text.endswith("[29 turns left]")
     assert first[1][1].images and first[1][1].images[0].mime == "image/png"
     # pictures are stored inside the run, content-addressed, and the record points at them
-    for rel in [rec.frame0, rec.target, rec.render, *(t.frame for t in rec.turns), *rec.turns[0].calls[1].images]:
+    for rel in [
+        rec.frame0,
+        rec.target,
+        rec.render,
+        *(t.frame for t in rec.turns),
+        *rec.turns[0].calls[1].images,
+    ]:
         assert safe_path(tmp_path, rel) is not None, rel
     assert rec.turns[0].calls[1].images[0].startswith("frames/")
     assert [r.key for r in read_records(tmp_path)] == [rec.key]
@@ -56,8 +64,11 @@ def test_parse_errors_are_data_and_the_episode_goes_on(canvas_server):
 
 
 def test_tool_errors_are_counted_not_fatal(canvas_server):
-    turns = [Turn(calls=[call("add_element", kind="hexagon", x=1, y=1, width=5, height=5)]),
-             Turn(calls=[call("delete_element", id="nope")]), Turn(calls=[call("submit")])]
+    turns = [
+        Turn(calls=[call("add_element", kind="hexagon", x=1, y=1, width=5, height=5)]),
+        Turn(calls=[call("delete_element", id="nope")]),
+        Turn(calls=[call("submit")]),
+    ]
     rec = run_episode(factory(turns), canvas_server, "canvas-test-0002")
     assert rec.tool_errors == 2 and rec.end_reason == "submitted"
     assert not rec.turns[0].calls[0].ok and "hexagon" in rec.turns[0].calls[0].result
@@ -114,8 +125,9 @@ def test_env_connection_lost_is_env_error(tmp_path):
         server.stop()
         return Turn(calls=[call("get_document")])
 
-    rec = run_episode(factory([Turn(calls=[call("get_document")]), kill_server]), server, "canvas-test-0009",
-                      out=tmp_path)
+    rec = run_episode(
+        factory([Turn(calls=[call("get_document")]), kill_server]), server, "canvas-test-0009", out=tmp_path
+    )
     assert rec.error_class == "env_error" and rec.reward is None
     assert json.loads((tmp_path / "trace.jsonl").read_text())["error_class"] == "env_error"
 
@@ -144,8 +156,13 @@ def test_env_without_submit_ends_at_the_turn_limit():
 def test_description_mode_sends_no_image_and_pruning_is_requested(canvas_server):
     sink: list = []
     opts = AgentOptions(image_window=(6, 2))
-    rec = run_episode(factory([Turn(calls=[call("submit")])], sink), canvas_server, "canvas-test-0010",
-                      mode="description", options=opts)
+    rec = run_episode(
+        factory([Turn(calls=[call("submit")])], sink),
+        canvas_server,
+        "canvas-test-0010",
+        mode="description",
+        options=opts,
+    )
     assert rec.mode == "description" and sink[0].users[0][1] == []
     assert "rect" in sink[0].system or "ellipse" in sink[0].system or "text" in sink[0].system
     assert sink[0].pruned == [(2, 6)]

@@ -19,8 +19,15 @@ from evalkit.types import EpisodeRecord, Image, TurnRecord
 
 
 def _rec(key: str, reward: float | None = 0.5, error_class: str | None = None) -> EpisodeRecord:
-    return EpisodeRecord(key=key, model="m", env="canvas", task_id=f"t-{key}", reward=reward,
-                         error_class=error_class, turns=[TurnRecord(turn=1, text="hi")])
+    return EpisodeRecord(
+        key=key,
+        model="m",
+        env="canvas",
+        task_id=f"t-{key}",
+        reward=reward,
+        error_class=error_class,
+        turns=[TurnRecord(turn=1, text="hi")],
+    )
 
 
 def test_round_trip_and_latest_record_wins(tmp_path):
@@ -79,6 +86,16 @@ def test_safe_path_refuses_escapes(tmp_path):
     secret.write_text("s")
     os.symlink(secret, run / "frames" / "link.png")
     assert safe_path(run, "frames/ok.png") == (run / "frames" / "ok.png").resolve()
-    for bad in ["../secret.txt", str(secret), "frames/../../secret.txt", "frames/link.png", "/etc/passwd",
-                "frames/missing.png", "", None, "frames/\x00.png", "C:/x.png"]:
+    for bad in [
+        "../secret.txt",
+        str(secret),
+        "frames/../../secret.txt",
+        "frames/link.png",
+        "/etc/passwd",
+        "frames/missing.png",
+        "",
+        None,
+        "frames/\x00.png",
+        "C:/x.png",
+    ]:
         assert safe_path(run, bad) is None, bad

@@ -110,8 +110,10 @@ class OpenEnvSession:
             tools = self._client.list_tools(use_cache=False)
         except Exception as e:
             raise EnvError(f"list_tools failed: {type(e).__name__}: {e}") from e
-        return [ToolSpec(t.name, t.description or "", t.input_schema or {"type": "object", "properties": {}})
-                for t in tools]
+        return [
+            ToolSpec(t.name, t.description or "", t.input_schema or {"type": "object", "properties": {}})
+            for t in tools
+        ]
 
     def call(self, name: str, args: dict) -> ToolOutcome:
         from openenv.core.env_server.mcp_types import CallToolAction

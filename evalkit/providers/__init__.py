@@ -59,7 +59,9 @@ def parse_spec(spec: str) -> Spec:
     if "@" in rest:
         rest, _, thinking = rest.rpartition("@")
         if thinking not in THINKING:
-            raise ConfigError(f"unknown thinking level {thinking!r} in {spec!r} (use one of {', '.join(THINKING)})")
+            raise ConfigError(
+                f"unknown thinking level {thinking!r} in {spec!r} (use one of {', '.join(THINKING)})"
+            )
     model = rest or DEFAULT_MODELS.get(provider, "")
     if not sep and provider not in DEFAULT_MODELS or not model:
         raise ConfigError(f"model spec {spec!r} names no model (write {provider}:<model>)")
@@ -80,7 +82,9 @@ def check_keys(specs: list[str]) -> None:
             if not any(os.environ.get(k) for k in alternatives):
                 missing.append(f"{' or '.join(alternatives)} (for {s})")
     if missing:
-        raise MissingKeyError("missing API key: " + "; ".join(missing) + " — set it in the environment or .env")
+        raise MissingKeyError(
+            "missing API key: " + "; ".join(missing) + " — set it in the environment or .env"
+        )
 
 
 def make_agent(
@@ -89,7 +93,12 @@ def make_agent(
     """A fresh agent for one episode."""
     s = parse_spec(spec)
     agent = provider_module(s).create(
-        s.model, s.thinking, system=system, tools=tools, options=options or AgentOptions(), provider=s.provider
+        s.model,
+        s.thinking,
+        system=system,
+        tools=tools,
+        options=options or AgentOptions(),
+        provider=s.provider,
     )
     agent.model = str(s)
     return agent

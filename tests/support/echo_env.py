@@ -25,8 +25,11 @@ class EchoEnv(MCPEnvironment):
         self._state = State(episode_id="echo", step_count=0)
 
     def reset(self, seed=None, episode_id=None, **kwargs):
-        return Observation(done=False, reward=None,
-                           metadata={"task_id": kwargs.get("task_id") or "echo", "instructions": "Echo things."})
+        return Observation(
+            done=False,
+            reward=None,
+            metadata={"task_id": kwargs.get("task_id") or "echo", "instructions": "Echo things."},
+        )
 
     def _step_impl(self, action, timeout_s=None, **kwargs):
         return Observation(done=False, reward=None, metadata={"error": "unsupported action"})
@@ -52,8 +55,11 @@ class EchoServer:
 
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(build_app(), host="127.0.0.1", port=self.port,
-                                                     log_level="warning", ws="websockets-sansio"))
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                build_app(), host="127.0.0.1", port=self.port, log_level="warning", ws="websockets-sansio"
+            )
+        )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
         wait_healthy(self.base_url)

@@ -8,8 +8,13 @@ from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn
 
 
 class Scripted:
-    def __init__(self, turns: list[Turn | Callable[[], Turn]], system: str, tools: list[ToolSpec],
-                 options: AgentOptions):
+    def __init__(
+        self,
+        turns: list[Turn | Callable[[], Turn]],
+        system: str,
+        tools: list[ToolSpec],
+        options: AgentOptions,
+    ):
         self.turns, self.system, self.tools, self.options = list(turns), system, tools, options
         self.model = "scripted"
         self.users: list[tuple[str, list[Image]]] = []
