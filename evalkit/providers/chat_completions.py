@@ -51,7 +51,8 @@ _probe_guard = threading.Lock()
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
     load_env()
-    return {"hf": [["HF_TOKEN"]], "vllm": [["VLLM_BASE_URL"]]}.get(provider or "", [["OPENAI_API_KEY"]])
+    hf = [["HF_TOKEN"]] + ([] if HF_ROUTER_DEFAULT else [["HF_ROUTER_URL"]])
+    return {"hf": hf, "vllm": [["VLLM_BASE_URL"]]}.get(provider or "", [["OPENAI_API_KEY"]])
 
 
 def endpoint(provider: str) -> dict:
