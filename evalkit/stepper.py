@@ -1,0 +1,331 @@
+"""Step through one episode by hand, for debugging in a notebook.
+
+    st = EpisodeStepper("anthropic:claude-sonnet-5", env, task="canvas-test-0007")
+    st.reset()                 # system prompt, tools, the opening message (with the target)
+    s = st.step(execute=False) # one model call; its tool calls wait in `st.pending`
+    st.request()               # the exact request the provider would send next (wire format), if it has one
+    st.edit(0, args={...})     # change a pending call before it runs
+    st.execute()               # run the pending calls, hand the results to the model, take a frame
+    st.call("view_canvas")     # an operator call: runs on the env, the model is told in a user message
+    st.frame                   # the canvas after the last step (PIL image)
+
+It drives the same pieces as `run_episode` (the env session, `make_agent`, the opening message and turn
+notes of `evalkit.episode`), one turn at a time, and keeps `sent`: every message handed to the agent, in
+evalkit's own terms, for agents (such as the offline baselines) that keep no wire-format history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn
+
+
+@dataclass
+class Step:
+    """One model turn (or operator call) and what the environment answered."""
+
+    n: int
+    turn: Turn | None
+    pairs: list[tuple[Call, ToolOutcome]] = field(default_factory=list)
+    frame: Image | None = None
+    model_s: float = 0.0
+    env_s: float = 0.0
+    operator: bool = False
+
+    @property
+    def done(self) -> bool:
+        return any(o.done for _, o in self.pairs)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        who = "operator" if self.operator else "model"
+        parts = [
+            f"<div style='font-family:system-ui;font-size:13px'><b>step {self.n}</b> ({who}, "
+            f"model {self.model_s:.2f}s, env {self.env_s:.2f}s)"
+        ]
+        if self.turn is not None:
+            if self.turn.reasoning:
+                parts.append(
+                    f"<details><summary>reasoning</summary><pre>{e(self.turn.reasoning)}</pre></details>"
+                )
+            if self.turn.text:
+                parts.append(f"<pre style='white-space:pre-wrap'>{e(self.turn.text)}</pre>")
+        for call, out in self.pairs:
+            status = "error" if out.is_error else "ok"
+            parts.append(
+                f"<div><code>{e(call.name)}({e(json.dumps(call.args, default=str))})</code> → {status}: "
+                f"<span>{e(out.text[:500])}</span></div>"
+            )
+        if self.turn is not None and not self.pairs and self.turn.calls:
+            parts.append(
+                "<div><i>pending:</i> "
+                + ", ".join(
+                    f"<code>{e(c.name)}({e(json.dumps(c.args, default=str))})</code>" for c in self.turn.calls
+                )
+                + "</div>"
+            )
+        if self.frame is not None:
+            parts.append(
+                f"<img src='data:{self.frame.mime};base64,{self.frame.b64}' "
+                "style='max-width:420px;border:1px solid #ccc'>"
+            )
+        return "".join(parts) + "</div>"
+
+
+class EpisodeStepper:
+    """One episode of `agent` (a model spec or an agent factory) on `env`, advanced a turn at a time."""
+
+    def __init__(
+        self,
+        agent: Any,
+        env: Any,
+        task: str | dict | None = None,
+        *,
+        surface: str = "tools",
+        mode: str = "reference",
+        max_turns: int = 30,
+        options: AgentOptions | None = None,
+        **reset_kw: Any,
+    ):
+        self.agent_spec, self.env, self.task = agent, env, task
+        self.surface, self.mode, self.max_turns = surface, mode, max_turns
+        self.options = options or AgentOptions()
+        self.reset_kw = reset_kw
+        self.session: Any = None
+        self.agent: Any = None
+        self.meta: dict = {}
+        self.tools: list[ToolSpec] = []
+        self.target: Image | None = None
+        self.steps: list[Step] = []
+        self.sent: list[dict] = []
+        """Everything handed to the agent: {"kind": "user" | "results" | "notes", ...} in evalkit's terms."""
+        self.pending: Turn | None = None
+        self.reward: float | None = None
+        self.grade: dict | None = None
+
+    # ------------------------------------------------------------ set-up
+
+    def reset(self) -> dict:
+        """Open a session, reset the env, create the agent and hand it the opening message."""
+        from evalkit import episode
+        from evalkit.providers import make_agent
+
+        self.close()
+        self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
+        self.session = episode._session(self.env)
+        kw = episode._reset_kwargs(self.task, surface=self.surface, mode=self.mode, **self.reset_kw)
+        self.meta = self.session.reset(**kw)
+        self.tools = self.session.tools()
+        system = str(self.meta.get("instructions") or "")
+        if isinstance(self.agent_spec, str):
+            self.agent = make_agent(self.agent_spec, system=system, tools=self.tools, options=self.options)
+        else:
+            self.agent = self.agent_spec(system=system, tools=self.tools, options=self.options)
+        fn = getattr(self.session, "target", None)
+        self.target = fn() if callable(fn) else None
+        images = [self.target] if self.target is not None and self.mode == "reference" else []
+        self._user(episode.opening_text(self.meta, self.mode, self.max_turns), images)
+        return self.meta
+
+    def _user(self, text: str, images: list[Image] | tuple = ()) -> None:
+        self.sent.append({"kind": "user", "text": text, "images": [repr(i) for i in images]})
+        self.agent.user(text, list(images))
+
+    def _need(self) -> None:
+        if self.agent is None:
+            raise RuntimeError("call reset() first")
+
+    # ------------------------------------------------------------ what the model sees
+
+    @property
+    def system(self) -> str:
+        return str(self.meta.get("instructions") or "")
+
+    @property
+    def messages(self) -> list | None:
+        """The agent's wire-format history (provider agents keep one), or None for agents that keep none."""
+        for name in ("messages", "input", "history"):
+            v = getattr(self.agent, name, None)
+            if isinstance(v, list):
+                return v
+        return None
+
+    def request(self) -> dict | None:
+        """The exact request body the agent would send on its next `step()` (provider agents), else None."""
+        fn = getattr(self.agent, "params", None)
+        return fn() if callable(fn) else None
+
+    def show_messages(self, max_chars: int = 2000) -> str:
+        """The history as indented JSON with base64 images shortened, for reading."""
+
+        def short(o: Any) -> Any:
+            if isinstance(o, dict):
+                return {k: short(v) for k, v in o.items()}
+            if isinstance(o, list):
+                return [short(v) for v in o]
+            if isinstance(o, str) and len(o) > max_chars:
+                return o[:80] + f"… [{len(o)} chars]"
+            return o
+
+        return json.dumps(
+            short(self.messages if self.messages is not None else self.sent), indent=1, default=str
+        )
+
+    # ------------------------------------------------------------ stepping
+
+    @property
+    def turns_left(self) -> int:
+        return self.max_turns - sum(1 for s in self.steps if not s.operator)
+
+    def step(self, execute: bool = True) -> Step:
+        """One model call. With `execute=False` its calls wait in `pending` for `edit` / `execute`."""
+        self._need()
+        if self.pending is not None:
+            raise RuntimeError("a turn is pending: execute() or discard() it first")
+        t = time.monotonic()
+        turn = self.agent.step()
+        self.pending = turn
+        step = Step(len(self.steps) + 1, turn, model_s=time.monotonic() - t)
+        self.steps.append(step)
+        return self.execute() if execute else step
+
+    def edit(self, i: int, name: str | None = None, args: dict | None = None) -> Call:
+        """Change pending call `i` before it runs (the result goes back to the model under the same id)."""
+        if self.pending is None:
+            raise RuntimeError("no pending turn: step(execute=False) first")
+        c = self.pending.calls[i]
+        new = dataclasses.replace(
+            c, name=name or c.name, args=dict(args) if args is not None else c.args, error=None
+        )
+        self.pending.calls[i] = new
+        return new
+
+    def discard(self) -> None:
+        """Drop the pending turn's calls unexecuted; the model is told they were not run."""
+        if self.pending is None:
+            return
+        pairs = [
+            (c, ToolOutcome("not executed (discarded by the operator)", is_error=True))
+            for c in self.pending.calls
+        ]
+        self.pending = None
+        if pairs:
+            self._results(pairs)
+
+    def _results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        self.sent.append(
+            {
+                "kind": "results",
+                "results": [
+                    {
+                        "id": c.id,
+                        "name": c.name,
+                        "text": o.text,
+                        "is_error": o.is_error,
+                        "images": len(o.images),
+                    }
+                    for c, o in pairs
+                ],
+            }
+        )
+        self.agent.results(pairs)
+
+    def _run(self, name: str, args: dict) -> ToolOutcome:
+        out = self.session.call(name, args)
+        if out.done:
+            self.reward = out.reward if out.reward is not None else (out.grade or {}).get("total")
+            self.grade = out.grade
+        return out
+
+    def _frame(self) -> Image | None:
+        fn = getattr(self.session, "render", None)
+        return fn() if callable(fn) else None
+
+    def execute(self) -> Step:
+        """Run the pending calls on the env, hand the results to the model, take a frame."""
+        from evalkit.episode import NUDGE, _with_note, turns_left_note
+
+        if self.pending is None:
+            raise RuntimeError("no pending turn")
+        step, turn, self.pending = self.steps[-1], self.pending, None
+        t = time.monotonic()
+        pairs = []
+        for c in turn.calls:
+            if c.error is not None:
+                out = ToolOutcome(f"error: {c.error}", is_error=True)
+            elif step.done:
+                out = ToolOutcome("not executed: the episode had already ended", is_error=True)
+            else:
+                out = self._run(c.name, c.args)
+            pairs.append((c, out))
+        step.pairs = pairs
+        step.frame = self._frame()
+        step.env_s = time.monotonic() - t
+        if pairs:
+            last_c, last_o = pairs[-1]
+            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, turns_left_note(self.turns_left)))]
+            self._results(note_pairs if not step.done else pairs)
+        elif not step.done:
+            self._user(NUDGE + turns_left_note(self.turns_left))
+        if turn.truncated and not step.done:
+            self.sent.append({"kind": "notes", "text": turn.reasoning[-8000:]})
+            self.agent.notes(turn.reasoning[-8000:])
+        return step
+
+    def call(self, name: str, args: dict | None = None, tell_model: bool = True) -> Step:
+        """An operator's tool call: run it on the env; with `tell_model`, the model gets the result (and its
+        images) as a user message. Provider histories only accept results for calls the model made, so an
+        injected call is told, not slipped into the model's own turn."""
+        self._need()
+        t = time.monotonic()
+        c = Call(id=f"operator_{len(self.steps) + 1}", name=name, args=dict(args or {}))
+        out = self._run(name, c.args)
+        step = Step(len(self.steps) + 1, None, [(c, out)], operator=True)
+        step.frame = self._frame()
+        step.env_s = time.monotonic() - t
+        self.steps.append(step)
+        if tell_model:
+            res = ("error: " if out.is_error else "") + out.text
+            msg = f"[operator] called {name}({json.dumps(c.args, default=str)}) → {res}"
+            self._user(msg, out.images)
+        return step
+
+    def run(self, n: int | None = None) -> list[Step]:
+        """Step until the episode ends, the turns run out, or `n` steps have been taken."""
+        done = []
+        while self.turns_left > 0 and (n is None or len(done) < n) and self.reward is None:
+            done.append(self.step())
+        return done
+
+    def submit(self) -> ToolOutcome:
+        """Submit on the model's behalf (as the loop does when an episode ends without one)."""
+        self._need()
+        return self._run("submit", {})
+
+    @property
+    def frame(self) -> Any:
+        """The canvas after the last step, as a PIL image (None before any step or without renders)."""
+        for s in reversed(self.steps):
+            if s.frame is not None:
+                return s.frame.to_pil()
+        img = self._frame() if self.session is not None else None
+        return img.to_pil() if img is not None else None
+
+    def close(self) -> None:
+        if self.session is not None:
+            try:
+                self.session.close()
+            finally:
+                self.session = None
+
+    def __enter__(self) -> EpisodeStepper:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

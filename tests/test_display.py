@@ -1,0 +1,45 @@
+"""Notebook display of records and runs: frames inline, model text escaped, nothing read outside the run."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures.synth import make_run
+
+from evalkit import analysis as A
+from evalkit import display, traces
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("d") / "r", n_tasks=3)
+
+
+def test_record_html_with_and_without_run(run):
+    rec = traces.read_at(run, 0)
+    bare = rec._repr_html_()
+    assert "data:image" not in bare and "(no run dir)" in bare
+    html = display.episode_html(run, rec)
+    assert html.count("data:image/jpeg;base64") == 1 + sum(1 for t in rec.turns if t.frame)
+    assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
+    assert "reward" in html and "structure" in html
+    assert display.attach(rec, run)._repr_html_() == html
+
+
+def test_unscored_and_hostile_paths(run, tmp_path):
+    rec = next(r for r in traces.read_records(run) if r.error_class)
+    rec.turns[0].frame = "../../etc/passwd"
+    rec.target = "/etc/hostname"
+    rec.error = "<img src=x onerror=alert(1)>"
+    html = display.record_html(rec, run)
+    assert "unscored: endpoint_error" in html and "(missing)" in html
+    assert "<img src=x" not in html
+
+
+def test_run_view(run):
+    view = display.RunView(run)
+    assert len(view) == 6
+    html = view._repr_html_()
+    assert "mean_reward" in html and "baseline:tracer" in html
+    assert "data:image" in display.record_html(view.episode(0))
+    assert display.run_html(run, max_episodes=2).count('class="strip"') == 2
+    assert A.load_runs(run).height == 6

@@ -1,0 +1,60 @@
+"""The notebooks execute top to bottom on a kernel of this interpreter, on small runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from fixtures.synth import make_run
+
+from evalkit.report import execute_notebook
+
+NB = Path(__file__).resolve().parent.parent / "notebooks"
+
+pytestmark = pytest.mark.slow
+
+
+def outputs(nb) -> str:
+    parts = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            parts.append(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")))
+            assert o.get("output_type") != "error", o
+    return "\n".join(parts)
+
+
+def test_kernel_is_this_python(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
+    path = tmp_path / "k.ipynb"
+    nbformat.write(nb, str(path))
+    out = execute_notebook(path, timeout=60)
+    assert out.cells[0].outputs[0]["text"].strip() == sys.executable
+
+
+def test_02_report(tmp_path):
+    run = make_run(tmp_path / "run", n_tasks=6, frames=False)
+    nb = execute_notebook(
+        NB / "02_report.ipynb", {"runs": [str(run)], "a": None, "b": None, "n_boot": 200}, timeout=120
+    )
+    text = outputs(nb)
+    assert "baseline:tracer" in text and "A − B" in text
+
+
+def test_01_quickstart(tmp_path):
+    nb = execute_notebook(
+        NB / "01_quickstart.ipynb",
+        {"RUN_DIR": str(tmp_path / "q"), "BATCH_LIMIT": 3, "MAX_TURNS": 6},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    text = outputs(nb)
+    assert "reward" in text and "Run(" in text
+    assert (tmp_path / "q" / "batch" / "summary.json").exists()
+
+
+def test_03_debug_episode(tmp_path):
+    nb = execute_notebook(NB / "03_debug_episode.ipynb", {"MAX_TURNS": 5}, cwd=tmp_path, timeout=120)
+    text = outputs(nb)
+    assert "reward:" in text and "kind" in text

@@ -1,0 +1,49 @@
+"""`build_report` executes the report notebook and writes a page that renders with no network."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+from fixtures.synth import make_run
+
+from evalkit import report
+from evalkit.errors import ConfigError
+
+
+def test_report_is_standalone_html(tmp_path):
+    run = make_run(
+        tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3, "m-mid": 0.5}, n_tasks=9, frames=False
+    )
+    out = report.build_report([str(run)], tmp_path / "report.html", a="m-good", b="m-bad", n_boot=500)
+    html = out.read_text()
+    assert re.search(r"<script[^>]*src=[\"']?(https?:)?//", html) is None
+    assert re.search(r"<link[^>]*href=[\"']?(https?:)?//", html) is None
+    assert re.search(r"import[^;]*from\s*[\"']https?://", html) is None
+    assert html.count("data:image/png;base64,") >= 5  # tiers, forest ×2, cost/turns, endings, grades
+    assert "Traceback" not in html and "CellExecutionError" not in html
+    assert "m-good" in html and "A − B" in html and "unscored" in html
+
+
+def test_parameters_are_injected_after_the_tagged_cell():
+    nb = nbformat.read(str(report.NOTEBOOK), as_version=4)
+    n = len(nb.cells)
+    report.inject_parameters(nb, {"runs": ["x"], "a": None})
+    assert len(nb.cells) == n + 1
+    i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    assert nb.cells[i + 1].source.endswith("runs = ['x']\na = None\n")
+
+
+def test_missing_run_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError):
+        report.build_report([str(tmp_path / "nope")], tmp_path / "r.html")
+
+
+def test_strip_network():
+    page = (
+        '<script src="https://cdn.example/require.js"></script><p>keep</p>'
+        '<script type="module">import m from "https://cdn.example/m.mjs";</script><script>var x=1;</script>'
+    )
+    out = report.strip_network(page)
+    assert out == "<p>keep</p><script>var x=1;</script>"
