@@ -1,0 +1,692 @@
+"""The trace viewer's logic, kept out of Streamlit so it can be tested as plain functions.
+
+`viewer/app.py` draws; this module decides: which runs to show, the episode table (from
+`evalkit.analysis.load_runs` and its cached index, or a small fallback built from `evalkit.traces`),
+filters and text search, how an episode splits into steps, A-vs-B pairing, truncation of huge fields, deep
+links and the escaping of trace text for the few Streamlit elements that interpret Markdown. It reads runs
+only through `evalkit.traces` and `evalkit.analysis`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evalkit import traces
+from evalkit.errors import TraceError
+from evalkit.types import EpisodeRecord, TurnRecord
+
+# The columns the viewer relies on, whatever else the analysis frame holds.
+TABLE_COLUMNS: dict[str, Any] = {
+    "run": pl.String,
+    "offset": pl.Int64,
+    "key": pl.String,
+    "model": pl.String,
+    "env": pl.String,
+    "surface": pl.String,
+    "mode": pl.String,
+    "task_id": pl.String,
+    "tier": pl.String,
+    "repeat": pl.Int64,
+    "reward": pl.Float64,
+    "end_reason": pl.String,
+    "error_class": pl.String,
+    "n_turns": pl.Int64,
+    "tool_calls": pl.Int64,
+    "cost_usd": pl.Float64,
+    "seconds": pl.Float64,
+}
+DISPLAY_COLUMNS = [
+    "model",
+    "surface",
+    "mode",
+    "task_id",
+    "tier",
+    "reward",
+    "end_reason",
+    "error_class",
+    "n_turns",
+    "cost_usd",
+    "run_label",
+]
+FILTER_COLUMNS = {
+    "model": "Model",
+    "surface": "Surface",
+    "mode": "Mode",
+    "task_id": "Task",
+    "tier": "Tier",
+    "end_reason": "End reason",
+    "error_class": "Error class",
+}
+NONE_LABEL = "(none)"
+
+TEXT_LIMIT = 20_000
+"""Characters of one field shown at once; longer fields are paged (a 10 MB field would stall the browser)."""
+IMAGE_LIMIT = 40 * 1024 * 1024
+INDEX_TEXT_CAP = 2_000_000
+"""Characters of one episode kept in the search index."""
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+def has_trace(path: Path) -> bool:
+    return (path / traces.TRACE).is_file()
+
+
+def discover_runs(
+    argv: Sequence[str] = (), environ: Mapping[str, str] | None = None, cwd: str | Path = "."
+) -> list[Path]:
+    """Run directories to offer: script arguments, else `EVALKIT_RUNS` (os.pathsep-separated), else the
+    subfolders of `./runs/` that hold a trace. Explicit paths are kept even without a `trace.jsonl`, since
+    runs of other harnesses have their own layout."""
+    environ = os.environ if environ is None else environ
+    named = [a for a in argv if a and not a.startswith("-")]
+    if not named and environ.get("EVALKIT_RUNS"):
+        named = [p for p in environ["EVALKIT_RUNS"].split(os.pathsep) if p.strip()]
+    if named:
+        out = [Path(cwd, p).resolve() for p in named]
+        return list(dict.fromkeys(p for p in out if p.exists()))
+    root = Path(cwd, "runs")
+    if not root.is_dir():
+        return []
+    return sorted(p.resolve() for p in root.iterdir() if p.is_dir() and has_trace(p))
+
+
+def run_labels(runs: Sequence[str | Path]) -> dict[str, str]:
+    """Short unique names for runs: the folder name, with more of the path only where names collide."""
+    paths = [Path(r) for r in runs]
+    labels: dict[str, str] = {}
+    for depth in range(1, 64):
+        cand = {str(p): "/".join(p.parts[-depth:]) for p in paths}
+        counts: dict[str, int] = {}
+        for v in cand.values():
+            counts[v] = counts.get(v, 0) + 1
+        for k, v in cand.items():
+            if k not in labels and counts[v] == 1:
+                labels[k] = v
+        if len(labels) == len(paths):
+            break
+    for p in paths:
+        labels.setdefault(str(p), str(p))
+    return labels
+
+
+# ----------------------------------------------------------------------------------------------- table
+
+
+def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
+    """Add any missing viewer column as nulls and cast the ones present, so runs of any origin concatenate."""
+    exprs = []
+    for name, dtype in TABLE_COLUMNS.items():
+        if name == "run":
+            exprs.append(pl.lit(run, pl.String).alias("run"))
+        elif name in df.columns:
+            exprs.append(pl.col(name).cast(dtype, strict=False))
+        else:
+            exprs.append(pl.lit(None, dtype).alias(name))
+    return df.with_columns(exprs)
+
+
+def _row(d: dict, offset: int | None) -> dict:
+    turns = d.get("turns") if isinstance(d.get("turns"), list) else []
+    row = {k: d.get(k) for k in TABLE_COLUMNS if k not in ("run", "offset")}
+    row["offset"] = offset
+    if row.get("n_turns") is None:
+        row["n_turns"] = len(turns)
+    for k in ("key", "model", "env", "surface", "mode", "task_id", "tier", "end_reason", "error_class"):
+        if row[k] is not None and not isinstance(row[k], str):
+            row[k] = str(row[k])
+    for k in ("reward", "cost_usd", "seconds"):
+        if not isinstance(row[k], (int, float)) or isinstance(row[k], bool):
+            row[k] = None
+    for k in ("repeat", "n_turns", "tool_calls", "offset"):
+        if not isinstance(row[k], int) or isinstance(row[k], bool):
+            row[k] = None
+    return row
+
+
+def fallback_table(run: str | Path) -> pl.DataFrame:
+    """The episode table straight from the trace (one pass), for when `evalkit.analysis` is unavailable."""
+    run = Path(run)
+    rows: dict[str, dict] = {}
+    if traces.is_native(run):
+        for offset, d in traces.iter_offsets(run):
+            k = str(d.get("key") or f"#{offset}")
+            rows.pop(k, None)
+            rows[k] = _row({**d, "key": k}, offset)
+    else:
+        for i, d in enumerate(traces.iter_dicts(run)):
+            k = str(d.get("key") or f"#{i}")
+            rows[k] = _row({**d, "key": k}, None)
+    schema = {k: v for k, v in TABLE_COLUMNS.items() if k != "run"}
+    return (
+        pl.DataFrame(list(rows.values()), schema=schema, orient="row")
+        if rows
+        else pl.DataFrame(schema=schema)
+    )
+
+
+def analysis_module() -> Any | None:
+    """`evalkit.analysis` when it is importable and offers `load_runs`, else None."""
+    try:
+        from evalkit import analysis
+    except ImportError:
+        return None
+    return analysis if hasattr(analysis, "load_runs") else None
+
+
+def episode_table(run: str | Path) -> pl.DataFrame:
+    """One row per episode of one run: the analysis frame (cached Parquet index) with the viewer's columns
+    guaranteed; the fallback reader when analysis is missing."""
+    run = str(run)
+    analysis = analysis_module()
+    df = None
+    if analysis is not None:
+        df = analysis.load_runs([run])
+    if df is None:
+        df = fallback_table(run)
+    return _conform(df, run)
+
+
+def concat_tables(tables: Iterable[pl.DataFrame]) -> pl.DataFrame:
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return pl.DataFrame(schema=TABLE_COLUMNS)
+    return pl.concat(tables, how="diagonal_relaxed")
+
+
+def with_labels(df: pl.DataFrame, labels: Mapping[str, str]) -> pl.DataFrame:
+    return df.with_columns(
+        pl.col("run").replace_strict(dict(labels), default=pl.col("run")).alias("run_label")
+    )
+
+
+# --------------------------------------------------------------------------------------------- filters
+
+
+@dataclass
+class Filters:
+    """What the sidebar asks for; an empty list means no restriction."""
+
+    include: dict[str, list[str]] = field(default_factory=dict)
+    reward: tuple[float, float] | None = None
+    unscored: bool = True
+    """Keep episodes without a reward (infrastructure errors) when a reward range is set."""
+    search: str = ""
+
+
+def options(df: pl.DataFrame, column: str) -> list[str]:
+    if column not in df.columns or df.is_empty():
+        return []
+    vals = df.get_column(column).cast(pl.String).fill_null(NONE_LABEL).unique().sort()
+    return vals.to_list()
+
+
+def apply_filters(df: pl.DataFrame, f: Filters, hits: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Rows of `df` that pass `f`; `hits` (columns run, key) restricts to text-search matches."""
+    out = df
+    for col, wanted in f.include.items():
+        if wanted and col in out.columns:
+            out = out.filter(pl.col(col).cast(pl.String).fill_null(NONE_LABEL).is_in(list(wanted)))
+    if f.reward is not None:
+        lo, hi = f.reward
+        inside = pl.col("reward").is_between(lo, hi)
+        out = out.filter(inside | pl.col("reward").is_null() if f.unscored else inside.fill_null(False))
+    if hits is not None:
+        out = out.join(hits.select("run", "key"), on=["run", "key"], how="semi")
+    return out
+
+
+def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl.DataFrame:
+    if not by or by not in df.columns:
+        return df
+    return df.sort(by, descending=descending, nulls_last=True, maintain_order=True)
+
+
+# ---------------------------------------------------------------------------------------------- search
+
+
+def _turn_text(turns: Any) -> str:
+    parts = []
+    for t in turns if isinstance(turns, list) else []:
+        if isinstance(t, dict):
+            for k in ("text", "reasoning"):
+                v = t.get(k)
+                if isinstance(v, str) and v:
+                    parts.append(v)
+    return "\n".join(parts)[:INDEX_TEXT_CAP].lower()
+
+
+def text_index(run: str | Path) -> pl.DataFrame:
+    """(run, key, text): the lower-cased model text and reasoning of each episode, built in one pass so that
+    a search is a vectorised scan of memory, not a read of the trace."""
+    run = Path(run)
+    texts: dict[str, str] = {}
+    if traces.is_native(run):
+        for offset, d in traces.iter_offsets(run):
+            k = str(d.get("key") or f"#{offset}")
+            texts.pop(k, None)
+            texts[k] = _turn_text(d.get("turns"))
+    else:
+        for i, d in enumerate(traces.iter_dicts(run)):
+            texts[str(d.get("key") or f"#{i}")] = _turn_text(d.get("turns"))
+    return pl.DataFrame(
+        {"run": [str(run)] * len(texts), "key": list(texts), "text": list(texts.values())},
+        schema={"run": pl.String, "key": pl.String, "text": pl.String},
+    )
+
+
+def search(index: pl.DataFrame, query: str) -> pl.DataFrame:
+    """(run, key) of episodes whose text contains every whitespace-separated word of `query` (any case)."""
+    words = [w.lower() for w in query.split() if w]
+    out = index
+    for w in words:
+        out = out.filter(pl.col("text").str.contains(w, literal=True))
+    return out.select("run", "key")
+
+
+# -------------------------------------------------------------------------------------------- episodes
+
+
+def open_record(run: str | Path, key: str, offset: int | None = None) -> EpisodeRecord:
+    """One episode: by byte offset when the index has it (one line read), else by key."""
+    if offset is not None and not (isinstance(offset, float) and math.isnan(offset)):
+        rec = traces.read_at(run, int(offset))
+        if not key or rec.key == key or key.startswith("#"):
+            return rec
+    return traces.find_record(run, key)
+
+
+@dataclass
+class Step:
+    """One position of the step slider: 0 is the start (the first frame, no model output), n is turn n."""
+
+    index: int
+    frame: str | None
+    turn: TurnRecord | None = None
+
+
+def steps_of(rec: EpisodeRecord) -> list[Step]:
+    steps = [Step(0, rec.frame0)]
+    for i, t in enumerate(rec.turns, 1):
+        steps.append(Step(i, t.frame, t))
+    return steps
+
+
+def align_steps(a: EpisodeRecord, b: EpisodeRecord) -> list[tuple[Step | None, Step | None]]:
+    """Steps of two episodes paired by index (turn n with turn n), the shorter padded with None."""
+    sa = {s.index: s for s in steps_of(a)}
+    sb = {s.index: s for s in steps_of(b)}
+    return [(sa.get(i), sb.get(i)) for i in sorted(set(sa) | set(sb))]
+
+
+def is_ownloop(rec: EpisodeRecord) -> bool:
+    """An imported episode of an own-loop GUI agent: each step is a screenshot, a raw output, an action."""
+    info = rec.info if isinstance(rec.info, dict) else {}
+    marks = " ".join(str(info.get(k, "")) for k in ("format", "importer", "source", "harness", "kind"))
+    return "ownloop" in marks.replace("-", "").replace("_", "").lower() or rec.env == "ownloop"
+
+
+def grade_rows(grade: Any) -> list[dict[str, str]]:
+    """The grade dict flattened to (component, value) rows, values as text."""
+    if not isinstance(grade, dict):
+        return []
+    rows = []
+    for k, v in grade.items():
+        if isinstance(v, float):
+            s = f"{v:.4g}"
+        elif isinstance(v, (dict, list)):
+            s = json.dumps(v, default=str)[:500]
+        else:
+            s = str(v)
+        rows.append({"component": str(k), "value": s})
+    return rows
+
+
+def as_json(value: Any) -> str:
+    """Tool arguments as indented JSON; a string that did not parse is shown as it came."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def page_of(text: str, page: int, size: int = TEXT_LIMIT) -> tuple[str, int]:
+    """(the `page`-th chunk of `text`, number of pages)."""
+    n = max(1, math.ceil(len(text) / size))
+    page = min(max(page, 0), n - 1)
+    return text[page * size : (page + 1) * size], n
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$=^&\"'])")
+
+
+def md_escape(s: Any, limit: int = 200) -> str:
+    """Trace text safe for a label that Streamlit reads as Markdown: every punctuation character escaped, so
+    no link, image (a fetch to a foreign host), directive or HTML can come of it; newlines flattened."""
+    s = str(s)
+    if len(s) > limit:
+        s = s[:limit] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", s.replace("\n", " ").replace("\r", " "))
+
+
+def safe_image(run: str | Path, rel: Any) -> Path | None:
+    """The image `rel` inside `run`, or None when absent, outside the run, or too large to show."""
+    if not isinstance(rel, str):
+        return None
+    path = traces.safe_path(run, rel)
+    if path is None:
+        return None
+    try:
+        if path.stat().st_size > IMAGE_LIMIT:
+            return None
+    except OSError:
+        return None
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- A vs B
+
+
+def side_label(model: Any, run_label: Any) -> str:
+    return f"{model} · {run_label}"
+
+
+def sides(df: pl.DataFrame) -> list[str]:
+    if df.is_empty():
+        return []
+    return (
+        df.select(
+            pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]).alias(
+                "s"
+            )
+        )
+        .get_column("s")
+        .unique()
+        .sort()
+        .to_list()
+    )
+
+
+def side_rows(df: pl.DataFrame, side: str) -> pl.DataFrame:
+    return df.filter(
+        pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]) == side
+    )
+
+
+def best_opponent(df: pl.DataFrame, a: str) -> str | None:
+    """The other side that shares most tasks with `a`: the natural default for B."""
+    labelled = df.with_columns(
+        pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]).alias(
+            "_side"
+        )
+    )
+    tasks = labelled.filter(pl.col("_side") == a).get_column("task_id").unique()
+    shared = (
+        labelled.filter((pl.col("_side") != a) & pl.col("task_id").is_in(tasks.implode()))
+        .group_by("_side")
+        .agg(pl.col("task_id").n_unique().alias("n"))
+        .sort(["n", "_side"], descending=[True, False])
+    )
+    return shared.get_column("_side")[0] if shared.height else None
+
+
+def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFrame:
+    """Tasks that both sides attempted: best scored reward of each and an outcome label. A task is solved by a
+    side when any scored episode reaches `solved`; unscored episodes count neither way."""
+
+    def per(side: str, tag: str) -> pl.DataFrame:
+        return (
+            side_rows(df, side)
+            .group_by("task_id")
+            .agg(
+                pl.col("reward").max().alias(f"{tag}_best"),
+                pl.len().alias(f"{tag}_n"),
+                pl.col("reward").is_not_null().sum().alias(f"{tag}_scored"),
+            )
+        )
+
+    both = per(a, "a").join(per(b, "b"), on="task_id", how="inner")
+    a_ok = pl.col("a_best") >= solved
+    b_ok = pl.col("b_best") >= solved
+    outcome = (
+        pl.when(pl.col("a_best").is_null() | pl.col("b_best").is_null())
+        .then(pl.lit("unscored"))
+        .when(a_ok & ~b_ok)
+        .then(pl.lit("A solved, B failed"))
+        .when(~a_ok & b_ok)
+        .then(pl.lit("B solved, A failed"))
+        .when(a_ok & b_ok)
+        .then(pl.lit("both solved"))
+        .otherwise(pl.lit("both failed"))
+    )
+    return both.with_columns(
+        outcome.alias("outcome"), (pl.col("a_best") - pl.col("b_best")).alias("difference")
+    ).sort("task_id")
+
+
+# ----------------------------------------------------------------------------------------------- links
+
+VIEWS = ("Episodes", "Episode", "A vs B", "Summary")
+VIEW_SLUGS = {"Episodes": "table", "Episode": "episode", "A vs B": "ab", "Summary": "summary"}
+
+
+@dataclass
+class DeepLink:
+    """What a shared URL points at: a view, an episode (run + key), a step, for A vs B a second episode."""
+
+    view: str | None = None
+    run: str | None = None
+    episode: str | None = None
+    step: int | None = None
+    brun: str | None = None
+    bepisode: str | None = None
+
+
+def _first(v: Any) -> str | None:
+    if isinstance(v, (list, tuple)):
+        v = v[0] if v else None
+    return None if v is None else str(v)
+
+
+def resolve_run(value: str | None, runs: Sequence[str], labels: Mapping[str, str]) -> str | None:
+    """The offered run a link names (by label or path); None for anything else, so a URL cannot open a
+    directory that was not given to the viewer."""
+    if not value:
+        return None
+    for r in runs:
+        if value == labels.get(r) or value == r:
+            return r
+    try:
+        resolved = str(Path(value).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return resolved if resolved in runs else None
+
+
+def parse_link(params: Mapping[str, Any], runs: Sequence[str], labels: Mapping[str, str]) -> DeepLink:
+    """Read `?view=…&run=…&episode=<key>&step=N[&brun=…&b=<key>]`; whatever is malformed is dropped."""
+    link = DeepLink()
+    view = _first(params.get("view"))
+    slugs = {v: k for k, v in VIEW_SLUGS.items()}
+    link.view = slugs.get(view or "", None)
+    link.run = resolve_run(_first(params.get("run")), runs, labels)
+    key = _first(params.get("episode"))
+    link.episode = key if link.run and key and len(key) < 512 else None
+    try:
+        step = int(_first(params.get("step")) or "")
+        link.step = step if 0 <= step < 1_000_000 else None
+    except ValueError:
+        link.step = None
+    link.brun = resolve_run(_first(params.get("brun")), runs, labels) or (
+        link.run if params.get("b") else None
+    )
+    bkey = _first(params.get("b"))
+    link.bepisode = bkey if link.brun and bkey and len(bkey) < 512 else None
+    if link.view is None and link.episode:
+        link.view = "A vs B" if link.bepisode else "Episode"
+    return link
+
+
+def make_link(link: DeepLink, labels: Mapping[str, str]) -> dict[str, str]:
+    """The query parameters for `link` (runs by label)."""
+    out: dict[str, str] = {}
+    if link.view:
+        out["view"] = VIEW_SLUGS[link.view]
+    if link.run and link.episode:
+        out["run"] = labels.get(link.run, link.run)
+        out["episode"] = link.episode
+    if link.step is not None and link.episode:
+        out["step"] = str(link.step)
+    if link.brun and link.bepisode:
+        out["brun"] = labels.get(link.brun, link.brun)
+        out["b"] = link.bepisode
+    return out
+
+
+# --------------------------------------------------------------------------------------------- serving
+
+APP_PATH = Path(__file__).resolve().parent.parent / "viewer" / "app.py"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def chromium_executable() -> str | None:
+    """Chromium for headless tests and benchmarks: `EVALKIT_CHROMIUM`, else Debian's `chromium` on PATH."""
+    if os.environ.get("EVALKIT_CHROMIUM"):
+        return os.environ["EVALKIT_CHROMIUM"]
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
+    """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--",
+        *map(str, runs),
+    ]
+
+
+@contextlib.contextmanager
+def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
+    """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
+    port = free_port()
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        app_command(runs, port), stdout=out, stderr=subprocess.STDOUT, cwd=APP_PATH.parent.parent
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the viewer exited with code {proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the viewer did not answer on {url} within {timeout:.0f} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log:
+            out.close()
+
+
+__all__ = [
+    "TABLE_COLUMNS",
+    "DISPLAY_COLUMNS",
+    "FILTER_COLUMNS",
+    "Filters",
+    "Step",
+    "DeepLink",
+    "TraceError",
+    "discover_runs",
+    "run_labels",
+    "episode_table",
+    "fallback_table",
+    "concat_tables",
+    "with_labels",
+    "options",
+    "apply_filters",
+    "sort_table",
+    "text_index",
+    "search",
+    "open_record",
+    "steps_of",
+    "align_steps",
+    "is_ownloop",
+    "grade_rows",
+    "as_json",
+    "page_of",
+    "md_escape",
+    "safe_image",
+    "sides",
+    "side_rows",
+    "ab_tasks",
+    "parse_link",
+    "make_link",
+    "resolve_run",
+    "APP_PATH",
+    "CHROMIUM_ARGS",
+    "chromium_executable",
+    "free_port",
+    "app_command",
+    "running_app",
+]

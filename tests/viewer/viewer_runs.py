@@ -1,0 +1,174 @@
+"""Runs for the viewer tests: a small synthetic run with real PNG frames, and a hostile one."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+from PIL import Image as PILImage
+
+from evalkit.traces import FrameStore, TraceWriter, write_run_json
+from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord, episode_key
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "viewer" / "app.py"
+SAMPLE_RUN = REPO / "data" / "sample-run"
+
+MODELS = ("baseline:tracer", "baseline:random")
+TASKS = {
+    "canvas-test-0001": "easy",
+    "canvas-test-0002": "easy",
+    "canvas-test-0003": "medium",
+    "canvas-test-0004": "hard",
+}
+# reward[model][task]: the tracer solves 0001 and 0003, the random policy solves none; one env error.
+REWARDS = {
+    MODELS[0]: {
+        "canvas-test-0001": 0.93,
+        "canvas-test-0002": 0.41,
+        "canvas-test-0003": 0.88,
+        "canvas-test-0004": None,
+    },
+    MODELS[1]: {
+        "canvas-test-0001": 0.12,
+        "canvas-test-0002": 0.05,
+        "canvas-test-0003": 0.30,
+        "canvas-test-0004": 0.02,
+    },
+}
+
+
+def png(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> Image:
+    buf = io.BytesIO()
+    PILImage.new("RGB", size, color).save(buf, "PNG")
+    return Image(buf.getvalue())
+
+
+def write_sample_run(run: Path, n_turns: int = 3) -> Path:
+    """Two offline models on four canvas tasks, three turns each, a frame per turn."""
+    writer, store = TraceWriter(run), FrameStore(run)
+    write_run_json(run, {"models": list(MODELS), "env": "canvas"})
+    for mi, model in enumerate(MODELS):
+        for ti, (task, tier) in enumerate(TASKS.items()):
+            reward = REWARDS[model][task]
+            target = store.put_render(f"{task}__target", png((200, 40 * ti, 40)))
+            turns = []
+            for t in range(1, n_turns + 1):
+                frame = store.put(png((30 * t, 60 * mi, 50 * ti)))
+                shot = store.put(png((10, 10, 20 * t)))
+                word = "zebra" if (mi, ti) == (0, 2) else "plain"
+                calls = [
+                    CallRecord(
+                        id=f"c{t}",
+                        name="add_element",
+                        args={"kind": "rect", "x": 10 * t, "y": 5, "fill": "#ff0000"},
+                        ok=t != 2,
+                        result=f"added element e{t}" if t != 2 else "error: bad colour",
+                    ),
+                    CallRecord(id=f"v{t}", name="view_canvas", args={}, ok=True, result="", images=[shot]),
+                ]
+                turns.append(
+                    TurnRecord(
+                        turn=t,
+                        text=f"{model} turn {t} on {task}: placing a rectangle",
+                        reasoning=f"thinking about step {t} with a {word} idea",
+                        stop="tool_use",
+                        model_s=0.1 * t,
+                        env_s=0.05 * t,
+                        frame=frame,
+                        calls=calls,
+                    )
+                )
+            render = store.put_render(f"{model}_{task}_final", png((30 * n_turns, 60 * mi, 50 * ti)))
+            key = episode_key(model, "canvas", "tools", "reference", task, None, 0)
+            writer.append(
+                EpisodeRecord(
+                    key=key,
+                    model=model,
+                    env="canvas",
+                    surface="tools",
+                    mode="reference",
+                    task_id=task,
+                    tier=tier,
+                    reward=reward,
+                    grade=None if reward is None else {"total": reward, "structure": reward, "visual": 0.5},
+                    end_reason="error" if reward is None else "submitted",
+                    error_class="env_error" if reward is None else None,
+                    error="connection to the env was lost" if reward is None else None,
+                    usage={"input": 1000, "output": 200},
+                    cost_usd=0.001 * (ti + 1),
+                    n_turns=n_turns,
+                    tool_calls=2 * n_turns,
+                    tool_errors=1,
+                    seconds=1.5,
+                    model_seconds=0.6,
+                    env_seconds=0.3,
+                    target=target,
+                    frame0=store.put(png((255, 255, 255))),
+                    render=render,
+                    turns=turns,
+                )
+            )
+    return run
+
+
+HUGE = 10 * 1024 * 1024
+SECRET = "TOP-SECRET-MARKER-93172"
+
+
+def write_hostile_run(root: Path) -> Path:
+    """Traversal, absolute and symlinked frame paths, script in model text, a 10 MB field."""
+    outside = root / "outside"
+    outside.mkdir(parents=True, exist_ok=True)
+    secret_png = outside / "secret.png"
+    secret_png.write_bytes(png((1, 2, 3)).data)
+    (outside / "secret.txt").write_text(SECRET)
+    run = root / "hostile"
+    writer, store = TraceWriter(run), FrameStore(run)
+    (run / "frames").mkdir(exist_ok=True)
+    os.symlink(secret_png, run / "frames" / "link.png")
+    ok = store.put(png((0, 128, 0)))
+    script = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2"> ![x](http://127.0.0.1:9/x.png)'
+    turns = [
+        TurnRecord(
+            turn=1,
+            text=script,
+            reasoning=f"**bold** {script}",
+            frame="../outside/secret.png",
+            calls=[
+                CallRecord(
+                    id="a",
+                    name="<b>x</b>",
+                    args={"html": script},
+                    ok=False,
+                    result=script,
+                    images=["/etc/passwd", "../../outside/secret.txt"],
+                )
+            ],
+        ),
+        TurnRecord(turn=2, text="x" * (HUGE - 1) + "END-OF-HUGE", frame=str(secret_png.resolve())),
+        TurnRecord(turn=3, text="after the huge one", frame="frames/link.png"),
+        TurnRecord(turn=4, text="a good frame", frame=ok),
+    ]
+    writer.append(
+        EpisodeRecord(
+            key="evil",
+            model="<script>alert(1)</script>",
+            env="canvas",
+            surface="tools",
+            mode="reference",
+            task_id="../../etc/passwd",
+            tier="easy",
+            reward=0.5,
+            grade={"total": 0.5, "note": script},
+            end_reason="submitted",
+            target="/etc/hostname",
+            render="../outside/secret.png",
+            n_turns=4,
+            turns=turns,
+        )
+    )
+    with open(run / "trace.jsonl", "a") as f:
+        f.write('{"torn": ')  # a torn last line as a crash leaves it
+    return run
