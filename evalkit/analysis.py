@@ -465,9 +465,10 @@ def cluster_bootstrap(
     stack = np.concatenate([s2, c2]).T  # clusters × 2k
     res = []
     for b in _chunks(n_boot, n):
-        dt = np.int32 if b * n < 2**31 else np.int64
-        idx = rng.integers(0, n, size=(b, n), dtype=dt)
-        idx += np.arange(b, dtype=dt)[:, None] * n
+        # intp indices: np.bincount converts any other dtype first, which cost more than the rest of the
+        # loop (int32 and int64 draws below 2**32 are the same stream, so the results did not change).
+        idx = rng.integers(0, n, size=(b, n), dtype=np.intp)
+        idx += np.arange(0, b * n, n, dtype=np.intp)[:, None]
         w = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(float)
         res.append(w @ stack)
     tot = np.concatenate(res)

@@ -52,7 +52,9 @@ class Run:
     meta: dict = field(default_factory=dict)
 
     def records(self) -> list[EpisodeRecord]:
-        return list(read_records(self.path))
+        from evalkit.display import attach
+
+        return [attach(r, self.path) for r in read_records(self.path)]
 
     def df(self) -> Any:
         from evalkit.analysis import load_runs

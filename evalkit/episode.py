@@ -152,6 +152,10 @@ def run_episode(
     )
     if writer is not None:
         writer.append(rec)
+    if store_dir is not None:
+        from evalkit.display import attach  # the record's notebook display then finds its frames
+
+        attach(rec, store_dir)
     return rec
 
 
