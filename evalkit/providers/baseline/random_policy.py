@@ -1,0 +1,176 @@
+"""`baseline:random`: random schema-valid calls for a random number of turns, then `submit` if there is one.
+
+Works for any environment by drawing arguments from each tool's JSON schema; when the canvas tools are
+present it mostly adds random shapes inside the canvas, so its score is a floor that still exercises
+the tools.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+
+from . import CanvasInfo, Plan, ScriptedAgent, canvas_info, seed_for
+
+WORDS = ("hello", "lorem", "ipsum", "data", "alpha", "beta", "note", "item", "value", "test")
+KINDS = ("rect", "ellipse", "line", "text")
+FINISH = ("submit",)
+CANVAS_WEIGHTS = {
+    "add_element": 12,
+    "update_element": 2,
+    "delete_element": 1,
+    "set_background": 1,
+    "view_canvas": 1,
+    "get_document": 1,
+}
+
+
+def _colour(rng: random.Random) -> str:
+    return "#" + "".join(rng.choice("0123456789abcdef") for _ in range(6))
+
+
+def _pick_type(schema: dict, rng: random.Random) -> dict:
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            return {**{k: v for k, v in schema.items() if k != key}, **rng.choice(options)}
+    t = schema.get("type")
+    if isinstance(t, list):
+        ts = [x for x in t if x != "null"] or t
+        return {**schema, "type": rng.choice(ts)}
+    return schema
+
+
+def random_value(
+    schema: dict,
+    rng: random.Random,
+    name: str = "",
+    ids: list[str] | None = None,
+    canvas: CanvasInfo | None = None,
+):
+    """A random value valid for `schema`, nudged by the argument's name (colours, ids, coordinates)."""
+    schema = _pick_type(schema or {}, rng)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    if "const" in schema:
+        return schema["const"]
+    t = schema.get("type", "string")
+    lname = name.lower()
+    if t == "string":
+        if any(k in lname for k in ("color", "colour", "fill", "stroke", "background")):
+            return _colour(rng)
+        if lname == "id" or lname.endswith("_id"):
+            return rng.choice(ids) if ids else "e1"
+        if lname == "kind":
+            return rng.choice(KINDS)
+        if "text" in lname:
+            return rng.choice(WORDS).capitalize()
+        n = rng.randint(max(1, schema.get("minLength", 1)), max(1, min(schema.get("maxLength", 10), 10)))
+        return "".join(rng.choice(string.ascii_lowercase) for _ in range(n))
+    if t in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", None))
+        if hi is None:
+            hi = _default_high(lname, canvas, lo)
+        value = rng.uniform(lo, max(lo, hi))
+        return int(round(value)) if t == "integer" else round(value, 1)
+    if t == "boolean":
+        return rng.random() < 0.5
+    if t == "array":
+        item = schema.get("items", {})
+        return [random_value(item, rng, name, ids, canvas) for _ in range(rng.randint(0, 3))]
+    if t == "object":
+        return random_args(schema, rng, ids, canvas)
+    return None
+
+
+def _default_high(lname: str, canvas: CanvasInfo | None, lo: float) -> float:
+    span_x = 1000 if canvas and canvas.normalized else (canvas.width if canvas else 100)
+    span_y = 1000 if canvas and canvas.normalized else (canvas.height if canvas else 100)
+    if lname in ("x", "width"):
+        return span_x
+    if lname in ("y", "height"):
+        return span_y
+    if "font" in lname:
+        return 48
+    if "stroke" in lname or "radius" in lname:
+        return 8
+    return lo + 100
+
+
+def random_args(
+    schema: dict, rng: random.Random, ids: list[str] | None = None, canvas: CanvasInfo | None = None
+) -> dict:
+    props = (schema or {}).get("properties", {}) or {}
+    required = set((schema or {}).get("required", []) or [])
+    out = {}
+    for name, sub in props.items():
+        if name in required or rng.random() < 0.5:
+            value = random_value(sub, rng, name, ids, canvas)
+            if value is not None or name in required:
+                out[name] = value
+    return out
+
+
+class RandomAgent(ScriptedAgent):
+    name = "random"
+
+    def _canvas_add(self, rng: random.Random, canvas: CanvasInfo) -> dict:
+        kind = rng.choice(KINDS)
+        x0, y0 = rng.uniform(0, canvas.width * 0.9), rng.uniform(0, canvas.height * 0.9)
+        w = rng.uniform(10, canvas.width - x0)
+        h = rng.uniform(10, canvas.height - y0)
+        x, y = canvas.to_tool(x0, y0)
+        tw, th = canvas.to_tool(w, h)
+        args = {
+            "kind": kind,
+            "x": round(x, 1),
+            "y": round(y, 1),
+            "width": round(tw, 1),
+            "height": round(th, 1),
+        }
+        if kind == "line":
+            args.update(stroke=_colour(rng), stroke_width=rng.randint(1, 6))
+        else:
+            args["fill"] = _colour(rng)
+        if kind == "text":
+            args.update(text=rng.choice(WORDS).capitalize(), font_size=rng.choice((12, 16, 24, 32)))
+        return args
+
+    def policy(self) -> Plan:
+        rng = random.Random(seed_for(self.system, self.options, self.name))
+        canvas = canvas_info(self.system)
+        tools = {t.name: t for t in self.tools}
+        is_canvas = "add_element" in tools
+        choices = [n for n in tools if n not in FINISH]
+        weights = [CANVAS_WEIGHTS.get(n, 0.5) if is_canvas else 1.0 for n in choices]
+        ids: list[str] = []
+        n_turns = rng.randint(2, 8)
+        for turn in range(n_turns):
+            calls = []
+            for _ in range(rng.randint(1, 3) if choices else 0):
+                name = rng.choices(choices, weights)[0]
+                if is_canvas and name == "add_element":
+                    args = self._canvas_add(rng, canvas)
+                else:
+                    args = random_args(tools[name].parameters, rng, ids, canvas)
+                calls.append((name, args))
+            pairs = yield (
+                f"random turn {turn + 1}/{n_turns}: {', '.join(n for n, _ in calls) or 'nothing'}",
+                calls,
+            )
+            for _call, outcome in pairs or []:
+                found = _id_in(outcome.text)
+                if found and not outcome.is_error:
+                    ids.append(found)
+        if "submit" in tools:
+            yield "submitting", [("submit", {})]
+
+
+def _id_in(text: str) -> str | None:
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
