@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
 
-.PHONY: demo test lint venv chromium clean-venv
+.PHONY: demo test lint venv chromium sample-run clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,14 @@ demo: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The small committed run the viewer tests and the README point at; regenerate after a trace-format change.
+sample-run: $(STAMP)
+	rm -rf data/sample-run
+	$(BIN)/evalkit run --env canvas --models baseline:tracer,baseline:random \
+		--evalset data/evalsets/canvas-test-300.json --subset core30 --limit 6 \
+		--modes reference,description --max-turns 12 --no-progress --out data/sample-run
+	rm -rf data/sample-run/.evalkit
 
 lint: $(STAMP)
 	$(BIN)/ruff check evalkit tests viewer benchmarks
