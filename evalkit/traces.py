@@ -25,6 +25,8 @@ from evalkit.types import EpisodeRecord, Image
 log = logging.getLogger(__name__)
 
 TRACE = "trace.jsonl"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 RUN_JSON = "run.json"
 
 
@@ -35,6 +37,8 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600; a run or report is meant to be shared like any file the user writes.
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()

@@ -78,6 +78,13 @@ def test_frames_are_content_addressed(tmp_path):
     assert store.put_render("../../etc/passwd", img).startswith("renders/")
 
 
+def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
+    from evalkit.traces import _UMASK, atomic_write
+
+    atomic_write(tmp_path / "f.json", "{}")
+    assert (tmp_path / "f.json").stat().st_mode & 0o777 == 0o666 & ~_UMASK
+
+
 def test_safe_path_refuses_escapes(tmp_path):
     run = tmp_path / "run"
     (run / "frames").mkdir(parents=True)
