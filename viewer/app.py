@@ -516,8 +516,9 @@ def sidebar(df: pl.DataFrame) -> vs.Filters:
             if "reward" in df.columns
             else pl.Series([], dtype=pl.Float64)
         )
-        if rewards.len() and rewards.min() < rewards.max():
-            lo, hi = float(rewards.min()), float(rewards.max())
+        if rewards.len():
+            # Rewards are usually in [0, 1]: a fixed scale reads the same across runs; wider data widens it.
+            lo, hi = min(0.0, float(rewards.min())), max(1.0, float(rewards.max()))
             rng = st.slider("Reward", lo, hi, (lo, hi), key="f_reward")
             if tuple(rng) != (lo, hi):
                 f.reward = (float(rng[0]), float(rng[1]))
