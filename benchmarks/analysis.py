@@ -1,12 +1,15 @@
 """Analysis speed: vectorised summaries and tier CIs against plain Python, and trace load time.
 
-    python benchmarks/analysis.py [--episodes 30000] [--load 100000]
+    python benchmarks/analysis.py [--episodes 30000] [--load 100000] [--repeat 3] [--reference]
 
 1. 30,000 synthetic episodes, 3 models × 3 tiers (tasks repeated 4 times, 2% unscored): `summarise` +
    `by_tier` (2,000 task-clustered bootstrap resamples, both reward means) against the same summary written
    here in plain Python (dict grouping, `random.choices` resampling). Prints the ratio (goal ≥ 10×).
 2. A 100,000-episode trace.jsonl: `load_runs` cold (parse + write the index) and with the cached index
-   (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds.
+   (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; with
+   `--reference`, also the reference reader (`json.loads` per line) against the fast one.
+
+Times are medians of `--repeat` runs (the plain-Python summary runs once): the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -132,19 +136,23 @@ def python_summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
     return out
 
 
-def best_of(fn, repeat: int = 3) -> float:
+def median_of(fn, repeat: int = 3, before=None) -> float:
     times = []
     for _ in range(repeat):
+        if before:
+            before()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return statistics.median(times)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=30_000)
     ap.add_argument("--load", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--reference", action="store_true", help="also time the json.loads-per-line reader")
     a = ap.parse_args()
 
     rows = synthetic_rows(a.episodes)
@@ -155,8 +163,8 @@ def main() -> int:
         df = analysis.load_runs(run)
     assert df.height == len(rows), df.height
 
-    t_vec = best_of(lambda: (analysis.summarise(df), analysis.by_tier(df)))
-    t_py = best_of(lambda: python_summary(rows), repeat=1)
+    t_vec = median_of(lambda: (analysis.summarise(df), analysis.by_tier(df)), a.repeat)
+    t_py = median_of(lambda: python_summary(rows), repeat=1)
     print(f"summarise + by_tier, {a.episodes:,} episodes, 3 models x 3 tiers, 2,000 resamples:")
     print(f"  plain Python / evalkit.analysis = {t_py / t_vec:.1f}x   ({t_py:.2f} s vs {t_vec:.3f} s)")
 
@@ -168,11 +176,15 @@ def main() -> int:
             for r in big:
                 f.write(json.dumps(r) + "\n")
         size = (run / "trace.jsonl").stat().st_size
-        t = time.perf_counter()
+
+        def uncached() -> None:
+            shutil.rmtree(run / ".evalkit", ignore_errors=True)
+
+        t_cold = median_of(lambda: analysis.load_runs(run), a.repeat, before=uncached)
         cold = analysis.load_runs(run)
-        t_cold = time.perf_counter() - t
-        t_warm = best_of(lambda: analysis.load_runs(run))
-        t_nocache = best_of(lambda: analysis.load_runs(run, cache=False), repeat=1)
+        t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
+        t_nocache = median_of(lambda: analysis.load_runs(run, cache=False), a.repeat)
+        t_ref = median_of(lambda: analysis._build_index_reference(run), 1) if a.reference else None
     assert cold.height == len(big)
     print(f"load_runs, {a.load:,} episodes ({size / 1e6:.0f} MB trace):")
     print(
@@ -180,6 +192,9 @@ def main() -> int:
         f"({t_cold:.2f} s vs {t_warm:.3f} s; goals 3 s and 0.3 s)"
     )
     print(f"  parse without writing the index: {t_nocache:.2f} s")
+    if t_ref is not None:
+        ratio = t_ref / t_nocache
+        print(f"  reference reader (json.loads per line) / fast reader = {ratio:.1f}x   ({t_ref:.2f} s)")
     return 0
 
 

@@ -7,7 +7,8 @@ as a zero: summaries give the mean over scored episodes and, labelled, the mean 
 
 Loading a native run builds an index of its trace (one row per episode plus the byte offset of its line, for
 `traces.read_at`) and caches it as Parquet under `<run>/.evalkit/`, named by the trace's size and mtime; a
-changed trace gets a new index, a read-only run gets none.
+changed trace gets a new index, a read-only run gets none. The index is read by Polars (`evalkit._index`);
+`_build_index_reference`, one `json.loads` per line, is what it must equal.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from evalkit import traces
+from evalkit import _index, traces
 from evalkit.errors import TraceError
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,14 @@ def _latest(pairs: Iterable[tuple[int | None, dict]]) -> list[tuple[int | None, 
 def _build_index(run: Path) -> pl.DataFrame:
     cached = {c: EPISODE_COLUMNS[c] for c in _CACHED}
     if traces.is_native(run):
+        return _index.build(run / traces.TRACE, _episode_row, pl.Schema(cached))
+    return _frame([_episode_row(d, None) for d in traces.iter_dicts(run)], cached)
+
+
+def _build_index_reference(run: Path) -> pl.DataFrame:
+    """`_build_index` one `json.loads` at a time: the definition the fast reader is tested against."""
+    cached = {c: EPISODE_COLUMNS[c] for c in _CACHED}
+    if traces.is_native(run):
         pairs = _latest(traces.iter_offsets(run))
     else:
         pairs = [(None, d) for d in traces.iter_dicts(run)]
@@ -453,8 +462,9 @@ def cluster_bootstrap(
     return sum(sums)/sum(counts) per resample. With one episode per cluster this is the plain bootstrap.
 
     `sums` may be 2-D (k statistics × clusters) sharing one `counts` row each ((k × clusters) too); the same
-    resamples serve all k, returned as (n_boot × k). Each resample becomes a row of cluster multiplicities
-    (a scatter of the index matrix), so the means are one matrix product, not a loop over resamples."""
+    resamples serve all k, returned as (n_boot × k). Each distinct input row is gathered by the resampled
+    indices and summed per resample; a matrix product of cluster multiplicities gave the same sums but went
+    through multi-threaded BLAS, which on a busy two-core machine cost several times the whole loop."""
     s2 = np.atleast_2d(np.asarray(sums, float))
     c2 = np.atleast_2d(np.asarray(counts, float))
     rng = np.random.default_rng(seed)
@@ -462,17 +472,26 @@ def cluster_bootstrap(
     if n == 0:
         out = np.full((n_boot, s2.shape[0]), np.nan)
         return out if np.ndim(sums) > 1 else out[:, 0]
-    stack = np.concatenate([s2, c2]).T  # clusters × 2k
-    res = []
-    for b in _chunks(n_boot, n):
-        # intp indices: np.bincount converts any other dtype first, which cost more than the rest of the
-        # loop (int32 and int64 draws below 2**32 are the same stream, so the results did not change).
-        idx = rng.integers(0, n, size=(b, n), dtype=np.intp)
-        idx += np.arange(0, b * n, n, dtype=np.intp)[:, None]
-        w = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(float)
-        res.append(w @ stack)
-    tot = np.concatenate(res)
     k = s2.shape[0]
+    # by_tier passes the reward sums twice (once per mean): gather each distinct row once.
+    rows: list[np.ndarray] = []
+    inv = []
+    for r in np.concatenate([s2, c2]):
+        same = [j for j, u in enumerate(rows) if np.array_equal(u, r)]
+        if not same:
+            rows.append(np.ascontiguousarray(r))
+        inv.append(same[0] if same else len(rows) - 1)
+    # A constant row (episodes per task when every task has the same repeats) sums to the same every time.
+    const = [bool((r == r[0]).all()) for r in rows]
+    tot = np.empty((n_boot, len(rows)))
+    done = 0
+    for b in _chunks(n_boot, n):
+        # intp draws are the int32 stream for n < 2**32, and indexing with them needs no conversion.
+        idx = rng.integers(0, n, size=(b, n), dtype=np.intp)
+        for j, r in enumerate(rows):
+            tot[done : done + b, j] = r[0] * n if const[j] else r[idx].sum(1)
+        done += b
+    tot = tot[:, inv]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = tot[:, :k] / tot[:, k:]
     return out if np.ndim(sums) > 1 else out[:, 0]

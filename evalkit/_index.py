@@ -1,0 +1,331 @@
+"""The episode index of a native trace, built by Polars' NDJSON reader instead of `json.loads` per line.
+
+`analysis._episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
+row for row, and hands every line it cannot vouch for to that reference. A line takes the fast path only if
+it is one `{...}` object on a line of its own, valid UTF-8 without control characters or lone surrogate
+escapes, whose text-typed fields hold strings (Polars would print a number or `true` where `str()` gives
+`1.0` or `True`) and whose top-level `grade` is a flat object or null. Polars itself is stricter than
+`json.loads` (NaN, numbers out of range, a string where a number belongs): a block it rejects is halved
+until the offending lines are found, and those go the reference way too. Torn and corrupt lines therefore
+cost a few extra parses of a small block, never the load.
+
+Not reproduced: objects with a key written twice (`json.loads` keeps the last, Polars the first) or keys
+spelled with escapes; `json.dumps` writes neither.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+log = logging.getLogger(__name__)
+
+_S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
+
+# Fields read as text; `str()` of anything else differs from what Polars makes of it.
+_TEXT = (
+    "key model env surface mode split task_id evalset_task tier skin coordinates episode_id prompt_version "
+    "end_reason error_class error started target frame0 render"
+).split()
+_NUM = {"difficulty_score": _F, "reward": _F, "cost_usd": _F, "seconds": _F, "model_seconds": _F}
+_NUM |= {"env_seconds": _F, "repeat": _I, "n_turns": _I, "tool_calls": _I, "tool_errors": _I}
+_NUM |= {"parse_errors": _I}
+_USAGE = ("input", "output", "cache_read", "cache_write", "reasoning_tokens", "reasoning_chars")
+SCHEMA = pl.Schema(
+    {c: _S for c in _TEXT}
+    | _NUM
+    | {
+        "grade": _S,  # only whether it is null: its text comes from the line (see _grades)
+        "auto_submitted": _B,
+        "usage": pl.Struct({k: _I for k in _USAGE}),
+        "info": pl.Struct({"importer": _S}),
+        "provider_switches": pl.List(_S),
+        "turns": pl.List(pl.Struct({"frame": _S})),
+    }
+)
+_TURNS = pl.Schema({"turns": SCHEMA["turns"]})
+_HEAD = pl.Schema({k: v for k, v in SCHEMA.items() if k != "turns"})
+_NOT_TEXT = r'"(?:' + "|".join(_TEXT + ["frame", "importer"]) + r')"\s*:\s*[^"n\s]'
+_GRADE_KEY = r'"grade"\s*:'
+# A flat object (strings may hold anything, values no nested {} or []), or null.
+_GRADE = r'"grade"\s*:\s*(\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*\}|null)'
+_FRAME = r'"frame"\s*:\s*"[^"]'  # a "frame" key, at any depth, with a non-empty string
+_SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+_PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_BLOCK = 8 << 20  # bytes per Polars call: a rejected block is re-parsed in halves, so keep it small
+_PARSE_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, ValueError)
+
+
+def _lines(buf: bytes, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (without the newline) of every line, as `for raw in f` splits a binary file."""
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate([[0], nl + 1])
+    ends = np.concatenate([nl, [len(buf)]])
+    if starts[-1] == len(buf):  # the file ends with a newline: no fragment after it
+        starts, ends = starts[:-1], ends[:-1]
+    return starts.astype(np.int64), ends.astype(np.int64)
+
+
+def _texts(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> pl.Series:
+    """Each line as text, null where it is not UTF-8."""
+    if b"\x01" not in buf:
+        try:
+            s = pl.read_csv(
+                buf,
+                has_header=False,
+                separator="\x01",
+                quote_char=None,
+                schema={"l": _S},
+                comment_prefix=None,
+            )["l"]
+            if s.len() == len(starts):
+                return s
+        except _PARSE_ERRORS:
+            pass  # not UTF-8 somewhere: line by line below
+    out: list[str | None] = []
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        try:
+            out.append(buf[a:b].decode())
+        except UnicodeDecodeError:
+            out.append(None)
+    return pl.Series("l", out, dtype=_S)
+
+
+def _eligible(
+    buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, pl.DataFrame]:
+    """Which lines the fast path may read; per line, the raw text of its grade object and whether any
+    "frame" in it is a non-empty string."""
+    ok = ends > starts
+    ok &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
+    if ends[-1] == len(buf):
+        ok[-1] = False  # a last line without its newline may be torn
+    ctl = np.flatnonzero(arr < 32)
+    ctl = ctl[arr[ctl] != 10]
+    ok[np.searchsorted(starts, ctl, side="right") - 1] = False
+    line = pl.col("l")
+    checks = (
+        pl.DataFrame({"l": _texts(buf, starts, ends)})
+        .lazy()
+        .select(
+            line.is_not_null().alias("utf8"),
+            line.str.contains(_NOT_TEXT).fill_null(True).alias("not_text"),
+            line.str.count_matches(_GRADE_KEY).fill_null(0).alias("n_grade"),
+            line.str.extract(_GRADE, 1).alias("grade"),
+            line.str.contains(_FRAME).fill_null(False).alias("has_frame"),
+            line.str.count_matches(_SURROGATE).fill_null(0).alias("sur"),
+            line.str.count_matches(_PAIR).fill_null(0).alias("pairs"),
+        )
+        .collect()
+    )
+    ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy()
+    ng = checks["n_grade"].to_numpy()
+    ok &= (ng == 0) | ((ng == 1) & checks["grade"].is_not_null().to_numpy())
+    ok &= checks["sur"].to_numpy() == 2 * checks["pairs"].to_numpy()
+    return ok, checks.select("grade", "has_frame")
+
+
+def _parse(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, schema: pl.Schema
+) -> tuple[pl.DataFrame, list[int]]:
+    """Polars rows of the lines marked ok (their line number in `_line`), and the ok lines it rejected."""
+    work = buf
+    if not ok.all():
+        blank = np.frombuffer(buf, np.uint8).copy()
+        for a, b in zip(starts[~ok].tolist(), ends[~ok].tolist(), strict=True):
+            blank[a:b] = 32  # Polars skips blank lines; the line numbers of the others stay put
+        work = blank.tobytes()
+    cum = np.concatenate([[0], np.cumsum(ok)])
+    frames: list[pl.DataFrame] = []
+    rejected: list[int] = []
+
+    def read(lo: int, hi: int) -> None:
+        want = int(cum[hi] - cum[lo])
+        if want == 0:
+            return
+        try:
+            df = pl.read_ndjson(work[starts[lo] : ends[hi - 1]], schema=schema, low_memory=True)
+            if df.height != want:
+                raise ValueError(f"{df.height} rows from {want} lines")
+        except _PARSE_ERRORS:
+            if hi - lo == 1:
+                rejected.append(lo)
+                return
+            read(lo, (lo + hi) // 2)
+            read((lo + hi) // 2, hi)
+            return
+        frames.append(df.with_columns(pl.Series("_line", np.flatnonzero(ok[lo:hi]) + lo)))
+
+    lo = 0
+    while lo < len(starts):
+        hi = int(np.searchsorted(starts, starts[lo] + _BLOCK, side="right"))
+        hi = min(max(hi, lo + 1), len(starts))
+        read(lo, hi)
+        lo = hi
+    if not frames:
+        return schema.to_frame().with_columns(pl.Series("_line", [], _I)), rejected
+    return pl.concat(frames, how="vertical"), rejected
+
+
+def _n_frames(turns: pl.Expr) -> pl.Expr:
+    frame = pl.element().struct.field("frame")
+    return turns.list.eval(frame.is_not_null() & (frame != "")).list.sum().cast(_I).fill_null(0)
+
+
+def _read(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, checks: pl.DataFrame
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """Polars rows of the ok lines, with `_grade` (raw text) and `_nf` (frames); and the lines it gave up."""
+    has_frame = checks["has_frame"].to_numpy()
+    # Turns are the costliest field to read; when few episodes have frames, read them for those alone.
+    together = has_frame[ok].mean() > 0.5
+    df, rejected = _parse(buf, starts, ends, ok, SCHEMA if together else _HEAD)
+    lines = df["_line"].to_numpy()
+    if together:
+        df = df.with_columns(_n_frames(pl.col("turns")).alias("_nf")).drop("turns")
+    else:
+        nf = np.zeros(len(starts), np.int64)
+        need = np.zeros(len(starts), bool)
+        need[lines] = has_frame[lines]
+        if need.any():
+            t, rej = _parse(buf, starts, ends, need, _TURNS)
+            nf[t["_line"].to_numpy()] = t.select(_n_frames(pl.col("turns")))["turns"].to_numpy()
+            rejected += rej
+        df = df.with_columns(pl.Series("_nf", nf[lines], _I))
+    df = df.with_columns(checks["grade"].gather(lines).alias("_grade"))
+    # A top-level grade the line's text did not show (a key spelled with escapes): the reference decides.
+    lost = df["grade"].is_not_null() & df["_grade"].is_null()
+    gone = np.zeros(len(starts), bool)
+    gone[rejected] = True
+    gone[df["_line"].filter(lost).to_numpy()] = True
+    return df.filter(~pl.Series(gone[lines])), gone
+
+
+def _f(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+_ENCODER = json.JSONEncoder(default=str)
+
+
+def _grades(raw: list[str]) -> tuple[list[str | None], list[float | None]]:
+    """`json.dumps` text and total of each raw grade object, exactly as the reference derives them."""
+    grades = json.loads("[" + ",".join(raw) + "]") if raw else []
+    texts: list[str | None]
+    # One encode of the whole list, cut at the element boundaries: a dumps call per grade cost 1 s per 100k.
+    # The cut is safe when "}, {" occurs only at boundaries, i.e. exactly once per boundary.
+    whole = _ENCODER.encode([g for g in grades if g])[1:-1]
+    n = sum(1 for g in grades if g)
+    if n and whole.count("}, {") == n - 1:
+        parts = iter(whole.replace("}, {", "}\x00{").split("\x00"))
+        texts = [next(parts) if g else None for g in grades]
+    else:
+        texts = [_ENCODER.encode(g) if g else None for g in grades]
+    totals = [_f(g.get("total")) if g else None for g in grades]
+    return texts, totals
+
+
+def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """The reference's derived columns from the Polars rows."""
+    raw_grade = df["_grade"]
+    has = df["grade"].is_not_null() & raw_grade.is_not_null() & (raw_grade != "null")
+    texts, totals = _grades(raw_grade.filter(has).to_list())
+    idx = np.flatnonzero(has.to_numpy())
+    g_text = pl.Series([None] * df.height, dtype=_S).scatter(idx, pl.Series(texts, dtype=_S))
+    g_total = pl.Series([None] * df.height, dtype=_F).scatter(idx, pl.Series(totals, dtype=_F))
+    u = pl.col("usage").struct.field
+    tok = [u(k).fill_null(0) for k in _USAGE]
+    err_cls = pl.when(pl.col("error_class") != "").then(pl.col("error_class"))
+    importer = pl.col("info").struct.field("importer")
+    return df.select(
+        pl.col("_line"),
+        pl.col("key").alias("_tok").replace("", None),
+        pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
+        *[pl.col(c) for c in _TEXT if c not in ("error_class", "error")],
+        *[pl.col(c).fill_null(0) if _NUM[c] == _I else pl.col(c) for c in _NUM],
+        (err_cls.is_null() & pl.col("reward").is_not_null()).alias("scored"),
+        pl.lit(g_total).alias("grade_total"),
+        pl.lit(g_text).alias("grade"),
+        err_cls.alias("error_class"),
+        pl.col("error").str.slice(0, 300),
+        pl.col("auto_submitted").fill_null(False),
+        *[
+            t.alias(f"{k}_tokens" if k in ("input", "output") else k)
+            for k, t in zip(_USAGE, tok, strict=True)
+        ],
+        (tok[0] + tok[1] + tok[2] + tok[3]).alias("tokens"),
+        pl.col("provider_switches").list.len().cast(_I).fill_null(0),
+        pl.col("_nf").alias("n_frames"),
+    )
+
+
+def _token(k: Any) -> str | None:
+    """The reference dedups on the key object: strings as they are, other truthy keys apart from them."""
+    if not k:
+        return None
+    if isinstance(k, str):
+        return k
+    if isinstance(k, bool | int | float):
+        return f"\x00{float(k)!r}"  # 1, 1.0 and True are one dict key
+    return f"\x00{json.dumps(k, sort_keys=True, default=str)}"
+
+
+def build(trace: Path, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema) -> pl.DataFrame:
+    """The index of a native trace (the columns of `schema`, `offset` first, as `episode_row` fills them),
+    one row per key in the order of each key's last record."""
+    buf = Path(trace).read_bytes()
+    arr = np.frombuffer(buf, np.uint8)
+    starts, ends = _lines(buf, arr)
+    if not len(starts):
+        return schema.to_frame()
+    ok, checks = _eligible(buf, arr, starts, ends)
+    slow = ~ok
+    parts = []
+    if ok.any():
+        fast, gone = _read(buf, starts, ends, ok, checks)
+        slow |= gone
+        parts.append(_fast_columns(fast))
+    rows, lines, toks = [], [], []
+    bad = 0
+    for i in np.flatnonzero(slow).tolist():
+        try:
+            d = json.loads(buf[starts[i] : ends[i]])
+        except ValueError:
+            bad += int(ends[i] > starts[i] and bool(buf[starts[i] : ends[i]].strip()))
+            continue
+        if not isinstance(d, dict):
+            bad += 1
+            continue
+        rows.append(episode_row(d, int(starts[i])))
+        lines.append(i)
+        toks.append(_token(d.get("key")))
+    if bad:
+        log.debug("%s: %d unreadable line(s) left out of the index", trace, bad)
+    cols = list(schema)
+    if rows:
+        ref = pl.DataFrame(rows, schema=schema, orient="row").drop("offset")
+        parts.append(ref.with_columns(pl.Series("_line", lines, _I), pl.Series("_tok", toks, _S)))
+    if not parts:
+        return schema.to_frame()
+    df = pl.concat([p.select(["_line", "_tok"] + cols[1:]) for p in parts], how="vertical")
+    if len(parts) > 1:
+        df = df.sort("_line")
+    off = pl.Series("offset", starts, _I)
+    return (
+        df.with_row_index("_n")
+        .with_columns(
+            pl.coalesce("_tok", pl.format("#{}", "_n")).alias("_tok"),
+            off.gather(df["_line"]).alias("offset"),
+        )
+        .filter(pl.col("_n") == pl.col("_n").max().over("_tok"))
+        .select(cols)
+    )
