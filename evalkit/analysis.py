@@ -417,7 +417,8 @@ def _aggs() -> list[pl.Expr]:
         pl.col("tokens").mean().alias("mean_tokens"),
         (pl.col("reasoning_tokens").sum() / turns_.sum()).alias("reasoning_tokens_per_turn"),
         (pl.col("reasoning_chars").sum() / turns_.sum()).alias("reasoning_chars_per_turn"),
-        pl.col("cost_usd").sum().alias("cost_usd"),
+        # A price missing for any episode makes the total unknown, not smaller: null, never a guess.
+        pl.when(pl.col("cost_usd").null_count() == 0).then(pl.col("cost_usd").sum()).alias("cost_usd"),
         pl.col("cost_usd").mean().alias("mean_cost_usd"),
         pl.col("seconds").mean().alias("mean_seconds"),
     ]
@@ -716,19 +717,19 @@ def compare_many(
 # ---------------------------------------------------------------- text and files
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, spec: str = ".3f") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         if abs(v) >= 1000:
             return f"{v:,.0f}"
-        return f"{v:.3f}"
+        return format(v, spec)
     return str(v)
 
 
 def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False) -> str:
     head = [h for _, h in cols]
-    body = [[_fmt(r.get(c)) for c, _ in cols] for r in df.iter_rows(named=True)]
+    body = [[_fmt(r.get(c), _SPEC.get(c, ".3f")) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in body]
@@ -739,6 +740,11 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)) for row in body]
     return "\n".join(lines)
 
+
+_SPEC = {
+    "mean_turns": ".1f", "mean_tool_calls": ".1f", "mean_tool_errors": ".2f", "mean_parse_errors": ".2f",
+    "mean_tokens": ".0f", "reasoning_tokens_per_turn": ".0f", "cost_usd": ".2f",
+}  # fmt: skip
 
 _SUMMARY_COLS = [
     ("model", "model"),
@@ -763,12 +769,9 @@ _SUMMARY_COLS = [
 
 
 def _with_ci(df: pl.DataFrame) -> pl.DataFrame:
-    def ci(lo: str, hi: str) -> pl.Expr:
-        return (
-            pl.when(pl.col(lo).is_not_null())
-            .then(pl.format("[{}, {}]", pl.col(lo).round(3), pl.col(hi).round(3)))
-            .otherwise(pl.lit("-"))
-        )
+    def ci(lo: str, hi: str) -> pl.Series:
+        pairs = zip(df[lo].to_list(), df[hi].to_list(), strict=True)
+        return pl.Series([f"[{a:.3f}, {b:.3f}]" if a is not None else "-" for a, b in pairs], dtype=_S)
 
     return df.with_columns(
         ci("ci_low", "ci_high").alias("ci"),

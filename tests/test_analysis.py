@@ -203,3 +203,29 @@ def test_write_summary_and_text(run):
 def test_grade_components(run):
     g = A.grade_components(A.load_runs(run))
     assert set(g["component"]) == {"structure", "visual", "coverage", "order", "background"}
+
+
+def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
+    from evalkit.traces import TraceWriter
+    from evalkit.types import EpisodeRecord
+
+    w = TraceWriter(tmp_path)
+    for i, (model, cost) in enumerate(
+        [("priced", 0.25), ("priced", 0.5), ("partly", 0.5), ("partly", None), ("free", None)]
+    ):
+        w.append(
+            EpisodeRecord(
+                key=f"k{i}",
+                model=model,
+                env="canvas",
+                surface="tools",
+                mode="reference",
+                task_id=f"t{i}",
+                reward=0.5,
+                end_reason="submitted",
+                cost_usd=cost,
+            )
+        )
+    rows = A.summarise(A.load_runs([tmp_path])).iter_rows(named=True)
+    s = {r["model"]: r["cost_usd"] for r in rows}
+    assert s == {"priced": 0.75, "partly": None, "free": None}
