@@ -201,20 +201,15 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_view(a: argparse.Namespace) -> int:
-    app = Path(__file__).resolve().parents[1] / "viewer" / "app.py"
-    if not app.exists():
-        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app})")
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app),
-        "--server.port",
-        str(a.port),
-        "--",
-        *_existing_runs(a.runs),
-    ]
+    from evalkit.viewer_support import APP_PATH
+
+    if not APP_PATH.exists():
+        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {APP_PATH})")
+    # Loopback only and no usage statistics: traces can hold prompts a user may not want to publish.
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.port", str(a.port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+           "--client.toolbarMode", "viewer", "--", *_existing_runs(a.runs)]  # fmt: skip
+    print(f"evalkit viewer on http://127.0.0.1:{a.port}", flush=True)
     return subprocess.call(cmd, env=os.environ.copy())
 
 

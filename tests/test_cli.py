@@ -74,3 +74,31 @@ def test_run_and_summarise(canvas_server, tmp_path, capsys):
     assert "ran 6 episode(s)" in printed
     assert main(["summarise", str(out)]) == 0
     assert "baseline:tracer" in capsys.readouterr().out
+
+
+def test_view_serves_the_viewer_on_loopback(tmp_path):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from evalkit.envs.server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "view", "data/sample-run", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, "evalkit view exited"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the viewer never answered"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert main(["view", str(tmp_path / "missing")]) == 2
