@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from evalkit.cli import main
 
 EVALSET = "data/evalsets/canvas-test-300.json"
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample-run"
 
 
 @pytest.mark.parametrize(
@@ -21,6 +24,9 @@ EVALSET = "data/evalsets/canvas-test-300.json"
         ["--models", "baseline:random", "--image-window", "3"],
         ["--models", "baseline:random", "--surfaces", "paint"],
         ["--models", "baseline:random@loud"],
+    ["--models", "baseline:nosuch"],
+    ["--models", f"replay:{SAMPLE}#0000000000000000"],
+    ["--models", "replay:no/such/run#abc"],
         ["--models", "anthropic:claude-sonnet-5"],
         ["--models", "baseline:random", "--env-file", "missing.env"],
     ],

@@ -4,8 +4,9 @@ A spec is `provider:model[@thinking]`: `anthropic:claude-sonnet-5@low`, `openai:
 `hf:Qwen/Qwen3-VL-8B-Instruct:novita|together`, `vllm:my-model@off`, `baseline:tracer`,
 `replay:runs/demo#3f2a…`. Each provider module exposes
 
-    create(model, thinking, *, system, tools, options) -> Agent
-    required_keys(model) -> list[list[str]]   # any one name of each inner list must be set
+    create(model, thinking, *, system, tools, options, provider) -> Agent
+    required_keys(model, provider) -> list[list[str]]   # any one name of each inner list must be set
+    validate(model) -> None                   # optional: ConfigError for a model it cannot run
 
 and is imported only when a spec names it, so a missing SDK never breaks the offline agents.
 """
@@ -73,11 +74,14 @@ def provider_module(spec: Spec) -> ModuleType:
 
 
 def check_keys(specs: list[str]) -> None:
-    """Raise MissingKeyError naming every absent key, before any work starts."""
+    """Before any work starts: ConfigError for a spec its provider cannot run, MissingKeyError naming every
+    absent key."""
     missing: list[str] = []
     for s in specs:
         spec = parse_spec(s)
         mod = provider_module(spec)
+        if hasattr(mod, "validate"):
+            mod.validate(spec.model)
         for alternatives in getattr(mod, "required_keys", lambda m, p=None: [])(spec.model, spec.provider):
             if not any(os.environ.get(k) for k in alternatives):
                 missing.append(f"{' or '.join(alternatives)} (for {s})")

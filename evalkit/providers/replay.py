@@ -42,6 +42,11 @@ def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
         raise ConfigError(f"replay: episode {key!r} is not in run {str(run_dir)!r} ({e})") from e
 
 
+def validate(model: str) -> None:
+    """Check the target exists before a batch starts (ConfigError otherwise)."""
+    _load_record(*parse_target(model))
+
+
 class ReplayAgent:
     """Plays back the turns of one recorded episode, one per `step()`."""
 

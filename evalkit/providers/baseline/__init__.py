@@ -123,6 +123,13 @@ def _policies() -> dict[str, type[ScriptedAgent]]:
     return {"tracer": TracerAgent, "random": RandomAgent}
 
 
+def validate(model: str) -> None:
+    """An unknown policy name is a configuration mistake, reported before any work."""
+    policies = _policies()
+    if model not in policies:
+        raise ConfigError(f"unknown baseline {model!r} (known: {', '.join(sorted(policies))})")
+
+
 def create(
     model: str,
     thinking: str | None = None,
@@ -132,7 +139,5 @@ def create(
     options: AgentOptions | None = None,
     provider: str = "baseline",
 ) -> ScriptedAgent:
-    policies = _policies()
-    if model not in policies:
-        raise ConfigError(f"unknown baseline {model!r} (known: {', '.join(sorted(policies))})")
-    return policies[model](system, tools or [], options)
+    validate(model)
+    return _policies()[model](system, tools or [], options)
