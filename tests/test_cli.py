@@ -8,30 +8,33 @@ import pytest
 
 from evalkit.cli import main
 
-EVALSET = "data/evalsets/canvas-test-300.json"
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample-run"
+ROOT = Path(__file__).resolve().parents[1]
+EVALSET = str(ROOT / "data" / "evalsets" / "canvas-test-300.json")
+SAMPLE = ROOT / "data" / "sample-run"
+RANDOM = ["--models", "baseline:random"]
 
 
 @pytest.mark.parametrize(
-    "extra",
+    "extra, says",
     [
-        ["--models", "nosuch:model"],
-        ["--models", "baseline:random", "--evalset", "data/evalsets/missing.json"],
-        ["--models", "baseline:random", "--evalset", EVALSET, "--subset", "nope"],
-        ["--models", "baseline:random", "--evalset", EVALSET, "--tiers", "legendary"],
-        ["--models", "baseline:random", "--concurrency", "0"],
-        ["--models", "baseline:random", "--concurrency", "many"],
-        ["--models", "baseline:random", "--image-window", "3"],
-        ["--models", "baseline:random", "--surfaces", "paint"],
-        ["--models", "baseline:random@loud"],
-    ["--models", "baseline:nosuch"],
-    ["--models", f"replay:{SAMPLE}#0000000000000000"],
-    ["--models", "replay:no/such/run#abc"],
-        ["--models", "anthropic:claude-sonnet-5"],
-        ["--models", "baseline:random", "--env-file", "missing.env"],
+        (["--models", "nosuch:model"], "unknown provider 'nosuch'"),
+        ([*RANDOM, "--evalset", "data/evalsets/missing.json"], "evalset not found"),
+        ([*RANDOM, "--evalset", EVALSET, "--subset", "nope"], "no subset 'nope'"),
+        ([*RANDOM, "--evalset", EVALSET, "--tiers", "legendary"], "no tier legendary"),
+        ([*RANDOM, "--concurrency", "0"], "positive"),
+        ([*RANDOM, "--concurrency", "many"], "expected a number"),
+        ([*RANDOM, "--image-window", "3"], "MAX,KEEP"),
+        ([*RANDOM, "--surfaces", "paint"], "no surface paint"),
+        ([*RANDOM, "--subset", "lite"], "need --evalset"),
+        (["--models", "baseline:random@loud"], "unknown thinking level"),
+        (["--models", "baseline:nosuch"], "unknown baseline 'nosuch'"),
+        (["--models", f"replay:{SAMPLE}#0000000000000000"], "is not in run"),
+        (["--models", "replay:no/such/run#abc"], "no run directory"),
+        (["--models", "anthropic:claude-sonnet-5"], "ANTHROPIC_API_KEY"),
+        ([*RANDOM, "--env-file", "missing.env"], "missing.env does not exist"),
     ],
 )
-def test_run_mistakes(tmp_path, capsys, monkeypatch, extra):
+def test_run_mistakes(tmp_path, capsys, monkeypatch, extra, says):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)  # no .env up the tree supplies a key
     out = tmp_path / "never"
@@ -40,6 +43,7 @@ def test_run_mistakes(tmp_path, capsys, monkeypatch, extra):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("evalkit: error:") and "\n" not in err
+    assert says in err
     assert not out.exists()
 
 
