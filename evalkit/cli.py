@@ -167,9 +167,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
         f"{run.errors} unscored by infrastructure errors"
     )
-    summary = Path(run.path) / "summary.md"
-    if summary.exists():
-        print(summary.read_text())
+    print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
     return 0
 
 

@@ -95,8 +95,8 @@ def test_view_serves_the_viewer_on_loopback(tmp_path):
     from evalkit.envs.server import free_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "evalkit.cli", "view", "data/sample-run", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    cmd = [sys.executable, "-m", "evalkit.cli", "view", str(SAMPLE), "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while True:
