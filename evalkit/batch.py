@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sys
+import threading
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -292,8 +293,10 @@ def _execute(
 
     bar = tqdm(total=len(todo), desc=out.name, unit="ep", disable=not progress or not todo, file=sys.stderr)
 
+    stopping = threading.Event()
+
     def one(job: Job) -> EpisodeRecord:
-        return run_episode(
+        rec = run_episode(
             job.model,
             env,
             job.task,
@@ -307,35 +310,40 @@ def _execute(
             env_name=env_name,
             **episode_kw,
         )
+        # Written by the worker as soon as the episode ends, so that an episode still in flight when the
+        # batch is interrupted is kept if it finishes, and nothing waits on the main thread to be saved.
+        # One that broke because the batch itself was shutting down is not data about the env: drop it.
+        if not (stopping.is_set() and rec.error_class):
+            writer.append(rec)
+        return rec
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep") as pool:
-        pending: set[Future] = set()
-        queue = iter(todo)
-        try:
-            for job in queue:
-                pending.add(pool.submit(one, job))
-                if len(pending) >= concurrency * 2:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in finished:
-                        _collect(f.result(), writer, run, rewards, bar, verbose)
-            while pending:
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
+    pending: set[Future] = set()
+    try:
+        for job in todo:
+            pending.add(pool.submit(one, job))
+            if len(pending) >= concurrency * 2:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    _collect(f.result(), writer, run, rewards, bar, verbose)
-        except BaseException:
-            for f in pending:
-                f.cancel()
-            raise
-        finally:
-            bar.close()
+                    _collect(f.result(), run, rewards, bar, verbose)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                _collect(f.result(), run, rewards, bar, verbose)
+    except BaseException:
+        stopping.set()
+        # Ctrl-C (or a config error inside an episode): queued jobs are dropped, running ones finish in the
+        # background and are written; nobody waits for them here. Resume picks up the rest.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        bar.close()
+    pool.shutdown(wait=True)
     _summarise(out)
     return run
 
 
-def _collect(
-    rec: EpisodeRecord, writer: TraceWriter, run: Run, rewards: dict, bar: Any, verbose: bool
-) -> None:
-    writer.append(rec)
+def _collect(rec: EpisodeRecord, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
     run.ran += 1
     if rec.error_class:
         run.errors += 1

@@ -239,8 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("evalkit: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+        print("evalkit: interrupted; finished episodes are saved, rerun the same command to resume",
+              file=sys.stderr, flush=True)  # fmt: skip
+        sys.stdout.flush()
+        # Episodes still running in worker threads would hold the interpreter open until they end; every
+        # record already written is complete on disk, so leave now and let resume re-run the rest.
+        os._exit(130)
 
 
 if __name__ == "__main__":

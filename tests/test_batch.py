@@ -134,3 +134,27 @@ def test_killed_batch_resumes_without_losing_or_duplicating(tmp_path):
     assert len(keys) == 16 and max(keys.values()) == 1, "every job exactly once"
     assert before <= set(keys)
     assert all(d["reward"] is not None for d in rows)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_promptly_and_resume_finishes(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", "baseline:tracer",
+           "--evalset", EVALSET, "--limit", "8", "--concurrency", "2", "--no-progress",
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    trace = out / "trace.jsonl"
+    deadline = time.monotonic() + 120
+    while not (trace.exists() and trace.read_bytes().count(b"\n") >= 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    t = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "rerun the same command to resume" in err
+    assert time.monotonic() - t < 15
+    saved = list(iter_lines(trace))
+    assert 2 <= len(saved) < 8
+    assert all(d["error_class"] is None for d in saved), "the interruption is not an env failure"
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    keys = Counter(d["key"] for d in iter_lines(trace))
+    assert len(keys) == 8 and max(keys.values()) == 1
