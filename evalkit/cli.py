@@ -191,8 +191,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from evalkit.report import build_report
+    from evalkit.report import NOTEBOOK, build_report
 
+    if not Path(NOTEBOOK).exists():
+        raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
+                          "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
     path = build_report(_existing_runs(a.runs), a.output, a=a.a, b=a.b)
     print(f"wrote {path}")
     return 0
@@ -202,7 +205,8 @@ def cmd_view(a: argparse.Namespace) -> int:
     from evalkit.viewer_support import APP_PATH
 
     if not APP_PATH.exists():
-        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {APP_PATH})")
+        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {APP_PATH}); "
+                          "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
     # Loopback only and no usage statistics: traces can hold prompts a user may not want to publish.
     cmd = [sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.port", str(a.port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",

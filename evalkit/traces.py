@@ -230,13 +230,26 @@ def completed_keys(run_dir: str | Path) -> set[str]:
 
 
 def trace_signature(run_dir: str | Path) -> tuple[int, int]:
-    """(size, mtime_ns) of the trace: a cache key that changes whenever a record is appended."""
-    path = Path(run_dir) / TRACE
+    """A cache key that changes whenever the run changes: (size, mtime_ns) of a native run's trace; for a
+    run written by another harness (one file, or a folder of them), (total size, newest mtime_ns) of its
+    JSON files, up to two folders deep. (0, 0) when there is nothing to read."""
+    path = Path(run_dir)
     try:
-        st = path.stat()
-    except FileNotFoundError:
+        st = (path / TRACE).stat() if path.is_dir() and (path / TRACE).exists() else path.stat()
+    except OSError:
         return (0, 0)
-    return (st.st_size, st.st_mtime_ns)
+    if not path.is_dir() or (path / TRACE).exists():
+        return (st.st_size, st.st_mtime_ns)
+    size = newest = 0
+    for pattern in ("*.json*", "*/*.json*", "*/*/*.json*"):
+        for f in path.glob(pattern):
+            try:
+                fst = f.stat()
+            except OSError:
+                continue
+            size += fst.st_size
+            newest = max(newest, fst.st_mtime_ns)
+    return (size, newest)
 
 
 def safe_path(run_dir: str | Path, rel: str | None) -> Path | None:

@@ -112,3 +112,15 @@ def test_view_serves_the_viewer_on_loopback(tmp_path):
         proc.terminate()
         proc.wait(10)
     assert main(["view", str(tmp_path / "missing")]) == 2
+
+
+def test_report_and_view_need_a_checkout(monkeypatch, capsys):
+    import evalkit.report
+    import evalkit.viewer_support
+
+    monkeypatch.setattr(evalkit.report, "NOTEBOOK", ROOT / "notebooks" / "absent.ipynb")
+    monkeypatch.setattr(evalkit.viewer_support, "APP_PATH", ROOT / "viewer" / "absent.py")
+    for argv in (["report", str(SAMPLE)], ["view", str(SAMPLE)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "pip install -e ." in err and "\n" not in err

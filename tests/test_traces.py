@@ -106,3 +106,26 @@ def test_safe_path_refuses_escapes(tmp_path):
         "C:/x.png",
     ]:
         assert safe_path(run, bad) is None, bad
+
+
+def test_signature_tracks_native_and_imported_runs(tmp_path):
+    import time
+
+    from evalkit.traces import trace_signature
+
+    assert trace_signature(tmp_path / "missing") == (0, 0)
+    w = TraceWriter(tmp_path / "native")
+    w.append(_rec("a"))
+    first = trace_signature(tmp_path / "native")
+    w.append(_rec("b"))
+    assert trace_signature(tmp_path / "native") != first
+    one_file = tmp_path / "episodes.jsonl"
+    one_file.write_text("{}\n")
+    assert trace_signature(one_file) == (3, one_file.stat().st_mtime_ns)
+    folder = tmp_path / "ownloop" / "task-1"
+    folder.mkdir(parents=True)
+    (folder / "session.json").write_text("{}")
+    before = trace_signature(tmp_path / "ownloop")
+    time.sleep(0.01)
+    (folder / "steps.jsonl").write_text("{}\n")
+    assert trace_signature(tmp_path / "ownloop") != before
