@@ -8,6 +8,7 @@ record ended with an `error_class`.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import sys
 import threading
@@ -17,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from evalkit.envs import EMBEDDED, MODES, SURFACES
 from evalkit.episode import run_episode
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EnvError
 from evalkit.evalsets import load_evalset
 from evalkit.providers import check_keys, parse_spec
 from evalkit.traces import TraceWriter, completed_keys, read_records, read_run_json, write_run_json
@@ -74,10 +77,6 @@ class Run:
         from evalkit.display import run_html
 
         return run_html(self.path)
-
-
-def env_label(env: Any) -> str:
-    return getattr(env, "name", None) or str(env)
 
 
 def select_tasks(
@@ -194,7 +193,7 @@ def run_batch(
             )
         name = env
     else:
-        name = env_label(env)
+        name = env_identity(env)
     for what, asked, known in (("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))):
         bad = [x for x in asked if known is not None and x not in known]
         if bad or not asked:
@@ -222,7 +221,7 @@ def run_batch(
     if isinstance(env, str) and "://" not in env:
         from evalkit.envs.server import serve
 
-        served = env = serve(env)
+        served = env = serve(env, max_concurrent_envs=max(64, concurrency + 4))
     from evalkit import __version__
 
     meta = {
@@ -230,6 +229,7 @@ def run_batch(
         "env": name,
         "surfaces": surfaces,
         "modes": modes,
+        "base_url": getattr(env, "base_url", env) if served is None else None,
         "evalset": str(evalset) if evalset else None,
         "evalset_id": evalset_id,
         "subset": subset,
@@ -257,10 +257,74 @@ def run_batch(
         coordinates=coordinates,
     )
     try:
+        _check_resume(out, meta)
+        _preflight(env, jobs, explicit=bool(task_ids) and evalset is None)
         return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
     finally:
         if served is not None:
             served.stop()
+
+
+def env_identity(env: Any) -> str:
+    """The env's name in keys and records: an embedded server's name, else the name the server reports at
+    `/metadata` (so a restart on another port still resumes), else its URL. An unreachable server is a
+    configuration mistake, reported before any work."""
+    if getattr(env, "name", None):
+        return env.name
+    url = str(getattr(env, "base_url", env)).rstrip("/")
+    try:
+        r = httpx.get(f"{url}/metadata", timeout=10.0)
+    except httpx.HTTPError as e:
+        raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
+    try:
+        name = r.json().get("name") if r.status_code == 200 else None
+    except ValueError:
+        name = None
+    return str(name) if name else url
+
+
+# Settings that change what an episode is: resuming with other values would mix incomparable records.
+_OUTCOME_SETTINGS = ("max_turns", "max_steps", "episode_timeout")
+_OUTCOME_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
+
+
+def _check_resume(out: Path, meta: dict) -> None:
+    if not (out / "trace.jsonl").exists():
+        return
+    old = read_run_json(out)
+
+    def norm(v: Any) -> Any:
+        return json.loads(json.dumps(v, default=str))
+
+    changed = [k for k in _OUTCOME_SETTINGS if k in old and norm(old[k]) != norm(meta[k])]
+    old_opts, new_opts = old.get("options") or {}, meta.get("options") or {}
+    changed += [k for k in _OUTCOME_OPTIONS if k in old_opts and norm(old_opts[k]) != norm(new_opts.get(k))]
+    if changed:
+        was = ", ".join(f"{k}={old.get(k, old_opts.get(k))}" for k in changed)
+        raise ConfigError(f"{out} was run with {was}; resume it with the same settings or use a new --out")
+
+
+def _preflight(env: Any, jobs: list[Job], explicit: bool) -> None:
+    """Reset the first task (and every task named by --task-ids without an evalset) once: a split or task
+    the env refuses is the user's mistake, better said now than recorded as an env error per episode."""
+    if not jobs:
+        return
+    from evalkit.episode import _session
+
+    probes = {j.ident: j.task for j in (jobs if explicit else jobs[:1])}
+    session = None
+    try:
+        session = _session(env)
+        for ident, task in probes.items():
+            try:
+                session.reset(**{**task, "surface": jobs[0].surface, "mode": jobs[0].mode})
+            except EnvError as e:
+                raise ConfigError(f"the environment refused task {ident}: {e}") from None
+    except EnvError as e:
+        raise ConfigError(str(e)) from None
+    finally:
+        if session is not None:
+            session.close()
 
 
 def _write_meta(out: Path, meta: dict) -> None:
@@ -308,6 +372,7 @@ def _execute(
             task_key=job.ident,
             store_dir=out,
             env_name=env_name,
+            cancel=stopping,
             **episode_kw,
         )
         # Written by the worker as soon as the episode ends, so that an episode still in flight when the

@@ -9,13 +9,15 @@ episode unscored (`reward` None, `error_class` set) so that resume runs it again
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import ConfigError, error_class_of
+from evalkit.errors import ConfigError, EvalkitError, error_class_of
 from evalkit.providers import make_agent, parse_spec
 from evalkit.traces import FrameStore, TraceWriter, read_run_json, write_run_json
 from evalkit.types import (
@@ -31,6 +33,15 @@ from evalkit.types import (
     Usage,
     episode_key,
 )
+
+log = logging.getLogger(__name__)
+
+
+class EpisodeCancelled(EvalkitError):
+    """The caller asked the episode to stop (an interrupted batch); such a record is not kept."""
+
+    error_class = "cancelled"
+
 
 NUDGE = (
     "You did not call a tool. Continue the task by calling one of your tools; when you are done, call submit."
@@ -110,11 +121,13 @@ def run_episode(
     task_key: str | None = None,
     env_name: str | None = None,
     store_dir: str | Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
-    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`)."""
+    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
+    `cancel` stops the episode before its next turn (error_class `cancelled`)."""
     if isinstance(agent, str):
         parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
     options = options or AgentOptions()
@@ -143,7 +156,7 @@ def run_episode(
 
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
-    _Episode(rec, store, frames, options, max_turns, episode_timeout).run(
+    _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel).run(
         agent,
         env,
         _reset_kwargs(
@@ -170,9 +183,10 @@ class _Episode:
         options: AgentOptions,
         max_turns: int,
         episode_timeout: float | None,
+        cancel: threading.Event | None = None,
     ):
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
-        self.max_turns, self.timeout = max_turns, episode_timeout
+        self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
         self.usage = Usage()
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
@@ -190,15 +204,21 @@ class _Episode:
             rec.traceback = traceback.format_exc(limit=20)
             rec.reward = None
         finally:
+            # Nothing here may raise: it runs after the episode boundary, and one failure would kill a batch.
             if self.session is not None:
-                self.session.close()
+                try:
+                    self.session.close()
+                except Exception as e:
+                    log.debug("closing the env session failed: %s", e)
             rec.usage = self.usage.to_dict()
             rec.seconds = round(time.monotonic() - t0, 3)
             rec.n_turns = len(rec.turns)
             info = dict(getattr(self.agent, "info", None) or {})
             rec.provider_switches = list(info.pop("provider_switches", []) or [])
             rec.info.update(info)
-            rec.cost_usd = _cost(rec.model, self.usage)
+            # A turn whose usage the provider never reported (a stream cut by the harness cap) makes the
+            # cost unknown, not smaller.
+            rec.cost_usd = None if info.get("usage_unknown_turns") else _cost(rec.model, self.usage)
 
     def _timed_env(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         t = time.monotonic()
@@ -242,6 +262,8 @@ class _Episode:
         rec.end_reason = "turn_limit"
         has_submit = any(t.name == "submit" for t in tools)
         for n in range(1, self.max_turns + 1):
+            if self.cancel is not None and self.cancel.is_set():
+                raise EpisodeCancelled("the batch was interrupted")
             if self.timeout is not None and time.monotonic() - t0 > self.timeout:
                 rec.end_reason = "deadline"
                 break
@@ -353,6 +375,8 @@ def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
 def _cost(model: str, usage: Usage) -> float | None:
     try:
         from evalkit.providers.prices import cost_usd
-    except ImportError:
+
+        return cost_usd(model, usage)
+    except Exception as e:  # a missing or broken price table costs the number, never the episode
+        log.warning("no cost for %s: %s", model, e)
         return None
-    return cost_usd(model, usage)

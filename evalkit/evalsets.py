@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,12 @@ from pathlib import Path
 from evalkit.errors import EvalsetError
 
 TIER_ORDER = ("easy", "medium", "hard")
+
+
+def evalset_hash(tasks: list[dict], subsets: dict[str, list[str]]) -> str:
+    """The id of an evalset: a hash of its tasks and subsets, so two runs on the same id ran the same set."""
+    canonical = json.dumps({"tasks": tasks, "subsets": subsets}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -89,8 +96,14 @@ def load_evalset(path: str | Path) -> Evalset:
     subsets = data.get("subsets") or {}
     if not isinstance(subsets, dict):
         raise EvalsetError(f"evalset {path}: subsets must be an object")
+    actual = evalset_hash(data["tasks"], subsets)
+    if data.get("evalset_id") and data["evalset_id"] != actual:
+        raise EvalsetError(
+            f"evalset {path} was edited after it was frozen (its id is {data['evalset_id']}, its content "
+            f"hashes to {actual}): set evalset_id to {actual} to freeze the new content"
+        )
     return Evalset(
-        evalset_id=str(data.get("evalset_id") or ""),
+        evalset_id=actual,
         name=str(data.get("name") or path.stem),
         env=data.get("env"),
         tasks=data["tasks"],

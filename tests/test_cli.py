@@ -32,6 +32,8 @@ RANDOM = ["--models", "baseline:random"]
         (["--models", "replay:no/such/run#abc"], "no run directory"),
         (["--models", "anthropic:claude-sonnet-5"], "ANTHROPIC_API_KEY"),
         ([*RANDOM, "--env-file", "missing.env"], "missing.env does not exist"),
+        ([*RANDOM, "--split", "validation", "--tasks", "2"], "refused task canvas-validation-0000"),
+        ([*RANDOM, "--task-ids", "canvas-test-0001,canvas-tst-0002"], "refused task canvas-tst-0002"),
     ],
 )
 def test_run_mistakes(tmp_path, capsys, monkeypatch, extra, says):
@@ -124,3 +126,28 @@ def test_report_and_view_need_a_checkout(monkeypatch, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert "pip install -e ." in err and "\n" not in err
+
+
+def test_unreachable_base_url(tmp_path, capsys):
+    from evalkit.envs.server import free_port
+
+    out = tmp_path / "never"
+    argv = ["run", "--base-url", f"http://127.0.0.1:{free_port()}", "--models", "baseline:random",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    assert "cannot reach the environment" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_resume_refuses_changed_settings_and_base_url_shares_keys(canvas_server, tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ["run", "--models", "baseline:random", "--evalset", EVALSET, "--limit", "2", "--out", str(out),
+            "--no-progress", "--max-turns", "5"]  # fmt: skip
+    assert main([*base, "--env", "canvas"]) == 0
+    trace = (out / "trace.jsonl").read_bytes()
+    assert main([*base[:-1], "6", "--env", "canvas"]) == 2
+    assert "max_turns=5" in capsys.readouterr().err
+    assert (out / "trace.jsonl").read_bytes() == trace
+    # the same server reached by URL is the same env: nothing to re-run
+    assert main([*base, "--base-url", canvas_server.base_url]) == 0
+    assert "ran 0 episode(s), skipped 2" in capsys.readouterr().out

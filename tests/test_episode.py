@@ -166,3 +166,27 @@ def test_description_mode_sends_no_image_and_pruning_is_requested(canvas_server)
     assert rec.mode == "description" and sink[0].users[0][1] == []
     assert "rect" in sink[0].system or "ellipse" in sink[0].system or "text" in sink[0].system
     assert sink[0].pruned == [(2, 6)]
+
+
+def test_cancel_stops_before_the_next_turn(canvas_server):
+    import threading
+
+    cancel = threading.Event()
+
+    def then_cancel():
+        cancel.set()
+        return Turn(calls=[call("get_document")])
+
+    rec = run_episode(factory([then_cancel] * 5), canvas_server, "canvas-test-0011", cancel=cancel)
+    assert rec.error_class == "cancelled" and rec.n_turns == 1 and rec.reward is None
+
+
+def test_a_broken_price_table_costs_the_number_not_the_episode(canvas_server, monkeypatch):
+    import evalkit.providers.prices as prices
+
+    def broken(*a):
+        raise FileNotFoundError("prices.json")
+
+    monkeypatch.setattr(prices, "cost_usd", broken)
+    rec = run_episode(factory([Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0012")
+    assert rec.error_class is None and rec.reward is not None and rec.cost_usd is None

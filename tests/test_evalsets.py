@@ -46,9 +46,18 @@ def test_malformed_evalsets_are_config_errors(tmp_path, content):
         load_evalset(tmp_path / "missing.json")
 
 
-def test_evalset_id_hashes_the_tasks():
-    import hashlib
+def test_evalset_id_hashes_tasks_and_subsets_and_edits_are_caught(tmp_path):
+    from evalkit.evalsets import evalset_hash
 
     data = json.loads(open(CANVAS).read())
-    canon = json.dumps(data["tasks"], sort_keys=True, separators=(",", ":"))
-    assert data["evalset_id"] == hashlib.sha256(canon.encode()).hexdigest()[:12]
+    assert load_evalset(CANVAS).evalset_id == data["evalset_id"] == evalset_hash(data["tasks"], data["subsets"])
+    for edit in (lambda d: d["tasks"][0].update(tier="hard"), lambda d: d["subsets"]["lite"].pop()):
+        changed = json.loads(json.dumps(data))
+        edit(changed)
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(changed))
+        with pytest.raises(EvalsetError, match="edited after it was frozen"):
+            load_evalset(path)
+    del changed["evalset_id"]
+    path.write_text(json.dumps(changed))
+    assert load_evalset(path).evalset_id == evalset_hash(changed["tasks"], changed["subsets"])

@@ -86,13 +86,13 @@ class OpenEnvSession:
         self.metadata: dict = {}
         self._http = httpx.Client(timeout=message_timeout_s, headers=headers)
         self._has_pictures: bool | None = None
+        self._client = MCPToolClient(
+            self.base_url, message_timeout_s=message_timeout_s, headers=headers
+        ).sync()
         try:
-            self._client = MCPToolClient(
-                self.base_url, message_timeout_s=message_timeout_s, headers=headers
-            ).sync()
             self._client.connect()
         except Exception as e:
-            self._http.close()
+            self.close()  # the sync client owns an event-loop thread that would otherwise outlive us
             raise EnvError(f"cannot connect to the environment at {self.base_url}: {e}") from e
 
     def reset(self, **kwargs: Any) -> dict:

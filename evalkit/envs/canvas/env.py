@@ -16,7 +16,7 @@ from fastmcp.exceptions import ToolError as FastMCPToolError
 from fastmcp.utilities.types import Image as MCPImage
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
-from openenv.core.env_server.types import Observation, State
+from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
 from pydantic import Field
 
 from . import model
@@ -295,6 +295,11 @@ class CanvasEnv(MCPEnvironment):
             "steps": ep.steps,
         }
         return obs
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """Named as evalkit names it, so `--base-url` to a served canvas and `--env canvas` share keys."""
+        return EnvironmentMetadata(name="canvas", description="Recreate a target design on a canvas.",
+                                   version=PROMPT_VERSIONS["tools"])  # fmt: skip
 
     @property
     def state(self) -> State:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalkit.evalsets import evalset_hash
+
 from .model import Doc, Element
 from .render import element_box, font
 
@@ -176,7 +178,6 @@ def evalset(n: int = EVALSET_SIZE) -> dict:
         }
         for t in tasks
     ]
-    canonical = json.dumps(rows, sort_keys=True, separators=(",", ":"))
     ranked = {
         tier: sorted((r["task_id"] for r in rows if r["tier"] == tier), key=_subset_rank) for tier in TIERS
     }
@@ -185,7 +186,7 @@ def evalset(n: int = EVALSET_SIZE) -> dict:
         "core30": sorted(tid for tier in TIERS for tid in ranked[tier][:10]),
     }
     return {
-        "evalset_id": hashlib.sha256(canonical.encode()).hexdigest()[:12],
+        "evalset_id": evalset_hash(rows, subsets),
         "name": f"canvas-test-{n}",
         "env": "canvas",
         "split": "test",
