@@ -16,6 +16,7 @@ from evalkit.providers.common import (
     load_env,
     make_call,
     notes_text,
+    reading_stream,
     retry_in_stream,
     sdk,
 )
@@ -263,7 +264,8 @@ class AnthropicAgent:
 
     def _call(self) -> dict:
         if self.stream:
-            with self.client.messages.create(stream=True, **self.params()) as events:
+            events = self.client.messages.create(stream=True, **self.params())
+            with events, reading_stream(sdk("anthropic")):
                 return accumulate(ev.model_dump(mode="json") for ev in events)
         return self.client.messages.create(**self.params()).model_dump(mode="json")
 

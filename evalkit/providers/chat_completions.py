@@ -16,10 +16,13 @@ from typing import Any
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.common import (
+    StreamError,
+    count_unknown_usage,
     data_url,
     load_env,
     make_call,
     notes_text,
+    reading_stream,
     retry_in_stream,
     sdk,
     wire_args,
@@ -210,6 +213,10 @@ class Accumulator:
             self.finish = choice.get("finish_reason") or self.finish
 
     def message(self) -> dict:
+        """The reply as a plain completion; a stream that ended without a finish reason was cut off (unless
+        the harness cut it), and half a reply must not pass for a whole one."""
+        if self.finish is None and not self.capped:
+            raise StreamError("the stream ended without a finish reason")
         calls = [
             {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
             for _, c in sorted(self.calls.items())
@@ -375,12 +382,14 @@ class ChatAgent:
             return self.client.chat.completions.create(**self.params()).model_dump(mode="json")
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
-        with self.client.chat.completions.create(
+        chunks = self.client.chat.completions.create(
             stream=True, stream_options={"include_usage": True}, **self.params()
-        ) as chunks:
+        )
+        with chunks, reading_stream(sdk("openai")):
             for chunk in chunks:
                 acc.add(chunk.model_dump(mode="json"))
                 if acc.chars > cap:
+                    # Leaving closes the stream before its usage chunk: step() records the usage as unknown.
                     acc.capped = True
                     break
         return acc.message()
@@ -408,6 +417,8 @@ class ChatAgent:
                     self._switch(status)
                     continue
                 raise
+        if not resp.get("usage"):
+            count_unknown_usage(self.info)
         turn = turn_from_completion(resp)
         msg = assistant_message(turn)
         if msg:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -113,7 +115,33 @@ def _short(exc: BaseException, limit: int = 500) -> str:
 
 
 class StreamError(Exception):
-    """A stream ended without a usable response (a failed response event, no final event): transient."""
+    """A stream that broke or ended without a usable response (a failed response event, no final event, a
+    connection cut mid-reply): transient."""
+
+
+def transport_errors(client_sdk: ModuleType) -> tuple[type[BaseException], ...]:
+    """What a connection that breaks while a stream is read raises: the OpenAI SDKs wrap it as their
+    APIConnectionError (APITimeoutError included), the Anthropic SDK lets the HTTP library's own error out."""
+    errors: list[type[BaseException]] = [client_sdk.APIConnectionError]
+    # Whichever HTTP library the SDK uses is imported by now; both spell the base class the same way.
+    for name in ("httpx2", "httpx"):
+        module = sys.modules.get(name)
+        if module is not None and isinstance(getattr(module, "TransportError", None), type):
+            errors.append(module.TransportError)
+    return tuple(errors)
+
+
+@contextmanager
+def reading_stream(client_sdk: ModuleType) -> Iterator[None]:
+    """Around the reading of an open stream: a broken connection becomes a StreamError, to be retried.
+
+    The SDK retries connection errors only until the response starts; once a stream is open, a cut is
+    ours to retry.
+    """
+    try:
+        yield
+    except transport_errors(client_sdk) as exc:
+        raise StreamError(f"the connection broke mid-stream: {type(exc).__name__}: {_short(exc)}") from exc
 
 
 RETRY_DELAY = 1.0
@@ -121,11 +149,13 @@ RETRY_DELAY = 1.0
 
 
 def retry_in_stream(fn: Callable[[], T], client_sdk: ModuleType, retries: int) -> T:
-    """Run one model call, retrying failures the SDK cannot: errors that arrive inside an open stream.
+    """Run one model call, retrying failures the SDK cannot: those after a stream has opened.
 
-    The SDK already retried what failed before the response started (429, 5xx, timeouts); an error event in
-    a 200 stream (an overloaded server mid-generation) reaches us as a plain APIError or a status error with
-    status 200, and is transient too.
+    What failed before the response started (429, 5xx, timeouts, connection errors) the SDK has already
+    retried, so such an error ends the call. After that the SDK retries nothing: an error event in a 200
+    stream (an overloaded server mid-generation) reaches us as a plain APIError or a status error with status
+    200, and a connection cut while the stream is read as a StreamError (the adapters read streams inside
+    `reading_stream`); both are transient and retried here.
     """
     for attempt in range(retries + 1):
         try:
@@ -136,11 +166,18 @@ def retry_in_stream(fn: Callable[[], T], client_sdk: ModuleType, retries: int) -
             time.sleep(min(RETRY_DELAY * 2**attempt, 8.0))
         except client_sdk.APIError as exc:
             status = status_of(exc)
+            # A connection error that escapes as such came from opening the request, which the SDK retried.
             mid_stream = not isinstance(exc, client_sdk.APIConnectionError) and status in (None, 200)
             if not mid_stream or attempt >= retries:
                 raise endpoint_error(exc, client_sdk) from exc
             time.sleep(min(RETRY_DELAY * 2**attempt, 8.0))
     raise AssertionError("unreachable")
+
+
+def count_unknown_usage(info: dict) -> None:
+    """Note in `agent.info` a turn whose usage the endpoint never reported: the episode's cost is then
+    unknown (null), since a sum that leaves the turn out would be a guess."""
+    info["usage_unknown_turns"] = info.get("usage_unknown_turns", 0) + 1
 
 
 def notes_text(reasoning: str) -> str:

@@ -13,10 +13,12 @@ from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.common import (
     StreamError,
+    count_unknown_usage,
     data_url,
     load_env,
     make_call,
     notes_text,
+    reading_stream,
     retry_in_stream,
     sdk,
     wire_args,
@@ -24,6 +26,8 @@ from evalkit.providers.common import (
 from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORT = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
+EFFORT_PARAM = "reasoning.effort"
+"""The `param` of a 400 that refuses the reasoning effort: the only 400 the effort fallback answers."""
 
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
@@ -151,6 +155,14 @@ def final_response(events: Any) -> dict:
     raise StreamError("the stream ended before the response completed")
 
 
+def rejects_effort(exc: BaseException | None, openai: Any) -> bool:
+    """Whether `exc` is a 400 refusing the reasoning effort, by the `param` of the error body the SDK kept."""
+    if not isinstance(exc, openai.BadRequestError) or not isinstance(exc.body, dict):
+        return False
+    error = exc.body.get("error", exc.body)
+    return isinstance(error, dict) and error.get("param") == EFFORT_PARAM
+
+
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -223,7 +235,8 @@ class ResponsesAgent:
 
     def _call(self) -> dict:
         if self.stream:
-            with self.client.responses.create(stream=True, **self.params()) as events:
+            events = self.client.responses.create(stream=True, **self.params())
+            with events, reading_stream(sdk("openai")):
                 return final_response(events)
         return self.client.responses.create(**self.params()).model_dump(mode="json", exclude_none=True)
 
@@ -232,12 +245,14 @@ class ResponsesAgent:
         try:
             resp = retry_in_stream(self._call, openai, self.options.max_retries)
         except EndpointError as exc:
-            # Some models reject effort `none`; the status says the request was refused, not why.
-            if self.effort != "none" or exc.status != 400:
+            # Some models reject effort `none`; any other refusal (an oversized image) is not ours to mend.
+            if self.effort != "none" or not rejects_effort(exc.__cause__, openai):
                 raise
             self.effort = "low"
             self.info["effort_fallback"] = "low"
             resp = retry_in_stream(self._call, openai, self.options.max_retries)
+        if not resp.get("usage"):
+            count_unknown_usage(self.info)
         turn, carried = turn_from_response(resp)
         self.items += carried
         return turn

@@ -1,9 +1,15 @@
-"""Cost of model usage from the price table in `data/prices.json` (USD per million tokens)."""
+"""Cost of model usage from the price table in `data/prices.json` (USD per million tokens).
+
+A table that cannot be read (missing from an install, malformed) leaves every cost unknown with one warning:
+a price is data for the report, never a reason for an episode to fail.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,11 +18,38 @@ from evalkit.types import Usage
 PRICES_PATH = Path(__file__).resolve().parents[2] / "data" / "prices.json"
 
 
+def _valid_entry(value: object) -> bool:
+    """Non-negative numbers, input and output at least: a missing rate would be priced as free."""
+    return (
+        isinstance(value, dict)
+        and {"input", "output"} <= value.keys()
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in value.values()
+        )
+    )
+
+
 @lru_cache(maxsize=1)
-def price_table() -> dict[str, dict[str, float]]:
-    with open(PRICES_PATH, encoding="utf-8") as f:
-        table = json.load(f)
-    return {k: v for k, v in table.items() if not k.startswith("_") and isinstance(v, dict)}
+def price_table() -> dict[str, dict[str, float]] | None:
+    """Model id → prices, or None (warned about once) when the file is missing or malformed."""
+    try:
+        with open(PRICES_PATH, encoding="utf-8") as f:
+            table = json.load(f)
+        if not isinstance(table, dict):
+            raise ValueError("the top level is not an object")
+        entries = {k: v for k, v in table.items() if not k.startswith("_")}
+        bad = sorted(k for k, v in entries.items() if not _valid_entry(v))
+        if bad:
+            raise ValueError(f"entries without valid input and output prices: {', '.join(bad[:5])}")
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        warnings.warn(
+            f"price table {str(PRICES_PATH)!r} unusable ({type(exc).__name__}: {exc}); every cost is null",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return entries
 
 
 def model_id(label: str) -> str:
@@ -31,6 +64,8 @@ def model_id(label: str) -> str:
 
 def prices_for(label: str) -> dict[str, float] | None:
     table = price_table()
+    if table is None:
+        return None
     model = model_id(label)
     for key in (model, re.sub(r"-\d{8}$", "", model)):
         if key in table:
@@ -39,7 +74,7 @@ def prices_for(label: str) -> dict[str, float] | None:
 
 
 def cost_usd(model_label: str, usage: Usage) -> float | None:
-    """What `usage` cost, or None when the model is not in the table: an unknown price is not a guess."""
+    """What `usage` cost, or None when the model or the table is unknown: an unknown price is not a guess."""
     p = prices_for(model_label)
     if p is None:
         return None

@@ -10,6 +10,7 @@ mid-stream, or carry tool arguments that are not JSON.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -46,6 +47,12 @@ class Reply:
     """Where a chat reply puts its reasoning: `reasoning_content`, `reasoning` or `tags` (<think>)."""
     signed: bool = True
     """Whether a thinking block gets its signature (a block cut off by the output limit gets none)."""
+    cut_after: int | None = None
+    """Send only this many stream events, then cut the stream (a connection lost mid-reply)."""
+    cut: str = "drop"
+    """How a stream is cut: `drop` the connection before the body is complete, or `end` the body cleanly."""
+    error: dict = field(default_factory=dict)
+    """Fields added to an error reply's `error` object (`param`, `code`), as an API explains a 400."""
 
 
 Script = Reply | Callable[[dict], Reply]
@@ -383,16 +390,36 @@ RENDER = {
 }
 
 
-def error_body(path: str, status: int) -> dict:
+class ConnectionCut(Exception):
+    """Raised inside a streamed body: uvicorn drops the connection without finishing the chunked body."""
+
+
+def _not_a_scripted_cut(record: logging.LogRecord) -> bool:
+    return not (record.exc_info and isinstance(record.exc_info[1], ConnectionCut))
+
+
+def cut_stream(events: Iterator[bytes], after: int, how: str) -> Iterator[bytes]:
+    for i, event in enumerate(events):
+        if i >= after:
+            if how == "drop":
+                raise ConnectionCut(f"scripted cut after {after} events")
+            return
+        yield event
+
+
+def error_body(path: str, status: int, extra: dict | None = None) -> dict:
     if path == "/v1/messages":
         kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(
             status, "api_error" if status >= 500 else "invalid_request_error"
         )
-        return {"type": "error", "error": {"type": kind, "message": f"scripted {status}"}}
+        return {"type": "error", "error": {"type": kind, "message": f"scripted {status}", **(extra or {})}}
     return {
         "error": {
             "message": f"scripted {status}",
             "type": "server_error" if status >= 500 else "invalid_request_error",
+            "param": None,
+            "code": None,
+            **(extra or {}),
         }
     }
 
@@ -412,6 +439,8 @@ class FakeModelServer:
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
+        # uvicorn logs the exception that drops a connection; for a scripted cut that is only noise.
+        logging.getLogger("uvicorn.error").addFilter(_not_a_scripted_cut)
 
     def start(self) -> FakeModelServer:
         self._thread.start()
@@ -455,8 +484,11 @@ class FakeModelServer:
             await anyio.sleep(reply.delay)
         if reply.status != 200:
             headers = {"retry-after-ms": "5", "retry-after": "0.005"}
-            return JSONResponse(error_body(path, reply.status), reply.status, headers=headers)
+            return JSONResponse(error_body(path, reply.status, reply.error), reply.status, headers=headers)
         plain, stream = RENDER[path]
         if body.get("stream"):
-            return StreamingResponse(stream(reply, body, n), media_type="text/event-stream")
+            events = stream(reply, body, n)
+            if reply.cut_after is not None:
+                events = cut_stream(events, reply.cut_after, reply.cut)
+            return StreamingResponse(events, media_type="text/event-stream")
         return JSONResponse(plain(reply, body, n))

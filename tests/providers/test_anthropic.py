@@ -220,3 +220,23 @@ def test_stray_call_is_passed_through(fake):
     a.results([(Call(t.calls[0].id, "nope", {}), ToolOutcome(text="unknown tool", is_error=True))])
     a.step()
     assert blocks(fake.bodies()[1])[0]["content"] == [{"type": "text", "text": "unknown tool"}]
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_cut_mid_reply_is_retried(fake, cut):
+    """A connection lost mid-reply (`drop`: the SDK lets the HTTP library's error out) is retried."""
+    fake.reset(Reply(calls=[("add_element", {"kind": "rect"})], cut_after=4, cut=cut), Reply(text="whole"))
+    a = agent()
+    a.user("go")
+    turn = a.step()
+    assert turn.text == "whole" and turn.stop == "end_turn" and len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_always_cut_is_an_endpoint_error(fake, cut):
+    fake.reset(default=Reply(calls=[("add_element", {"kind": "rect"})], cut_after=4, cut=cut))
+    a = agent()
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status is None and len(fake.requests) == 3

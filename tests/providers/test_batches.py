@@ -95,3 +95,33 @@ def test_batch_records_endpoint_errors_unscored(fake, canvas_server, tmp_path):
     recs = list(read_records(tmp_path / "run"))
     assert run.errors == 2
     assert all(r.error_class == "endpoint_error" and r.reward is None for r in recs)
+
+
+@pytest.mark.parametrize("spec", [s for s, _, priced in SPECS if priced])
+def test_batch_records_streams_cut_mid_reply_as_endpoint_errors(fake, canvas_server, tmp_path, spec):
+    fake.reset(default=Reply(calls=[("add_element", RECT)], cut_after=3))
+    run = run_batch(
+        [spec], canvas_server, out=tmp_path / "run", tasks=1, max_turns=3, progress=False,
+        options=AgentOptions(max_retries=1),
+    )  # fmt: skip
+    recs = list(read_records(tmp_path / "run"))
+    assert run.errors == 1 and len(recs) == 1
+    assert recs[0].error_class == "endpoint_error" and recs[0].reward is None, recs[0].error
+
+
+def test_batch_with_a_capped_turn_has_no_cost(fake, canvas_server, tmp_path):
+    """The usage of a turn cut at the harness cap never arrives: the episode's cost is unknown, not low."""
+
+    def chatty_then_submit(body: dict) -> Reply:
+        if _turns_so_far(body) == 0:
+            return Reply(text="la " * 2000, usage={"output": 3000})
+        return Reply(calls=[("submit", {})], usage={"output": 20})
+
+    fake.reset(default=chatty_then_submit)
+    run_batch(
+        ["openai-chat:gpt-6-luna"], canvas_server, out=tmp_path / "run", tasks=1, max_turns=3,
+        progress=False, options=AgentOptions(max_retries=1, max_tokens=100),
+    )  # fmt: skip
+    (rec,) = read_records(tmp_path / "run")
+    assert rec.error_class is None and rec.turns[0].stop == "length (harness cap)", rec.error
+    assert rec.info.get("usage_unknown_turns") == 1 and rec.cost_usd is None

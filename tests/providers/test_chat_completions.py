@@ -214,3 +214,35 @@ def test_rejected_request_without_images_or_fallback_ends_the_episode(fake):
     with pytest.raises(EndpointError) as info:
         a.step()
     assert info.value.status == 400 and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_cut_mid_arguments_is_retried(fake, cut):
+    """Half the arguments received: not a model's parse error, a broken stream to run again."""
+    fake.reset(Reply(calls=[("add_element", {"kind": "rect"})], cut_after=3, cut=cut), Reply(text="whole"))
+    a = agent()
+    a.user("go")
+    turn = a.step()
+    assert turn.text == "whole" and turn.stop == "stop" and len(fake.requests) == 2
+    assert a.info == {}
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_always_cut_is_an_endpoint_error(fake, cut):
+    fake.reset(default=Reply(calls=[("add_element", {"kind": "rect"})], cut_after=3, cut=cut))
+    a = agent()
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status is None and len(fake.requests) == 2
+
+
+def test_capped_turn_has_unknown_usage(fake):
+    fake.reset(Reply(text="la " * 2000, usage={"output": 3000}), Reply(text="short", usage={"output": 3}))
+    a = agent("openai-chat:gpt-6-luna", max_tokens=100)
+    a.user("go")
+    capped = a.step()
+    assert capped.stop == "length (harness cap)" and capped.usage.output == 0
+    assert a.info == {"usage_unknown_turns": 1}
+    a.user("again")
+    assert a.step().usage.output == 3 and a.info == {"usage_unknown_turns": 1}

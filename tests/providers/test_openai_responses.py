@@ -74,8 +74,11 @@ def test_stateless_history_carries_encrypted_reasoning(fake, stream):
     assert output["output"][1]["image_url"] == f"data:image/png;base64,{SHOT.b64}"
 
 
+EFFORT_REFUSED = {"param": "reasoning.effort", "code": "unsupported_value"}
+
+
 def test_effort_none_rejected_falls_back_to_low(fake):
-    fake.reset(Reply(status=400), Reply(text="a"), Reply(text="b"))
+    fake.reset(Reply(status=400, error=EFFORT_REFUSED), Reply(text="a"), Reply(text="b"))
     a = agent("openai:gpt-6.2-sol@off")
     a.user("go")
     assert a.step().text == "a"
@@ -149,3 +152,39 @@ def test_prune_replaces_old_images_in_outputs(fake):
     outputs = [i for i in fake.bodies()[-1]["input"] if i.get("type") == "function_call_output"]
     kinds = [[p["type"] for p in o["output"]] for o in outputs]
     assert kinds == [["input_text", "input_text"]] * 2 + [["input_text", "input_image"]]
+
+
+def test_other_400_is_an_endpoint_error_not_an_effort_fallback(fake):
+    """Told apart by the error's `param`, not its message (which here even mentions the effort)."""
+    other = {
+        "param": "input[0].content[1].image_url",
+        "code": "image_too_large",
+        "message": "Image too large for reasoning effort none",
+    }
+    fake.reset(default=Reply(status=400, error=other))
+    a = agent("openai:gpt-6.2-sol@off")
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status == 400 and len(fake.requests) == 1
+    assert a.info == {} and a.effort == "none"
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_cut_mid_reply_is_retried(fake, cut):
+    """A connection lost mid-reply reaches us as the SDK's APIConnectionError, which it does not retry."""
+    fake.reset(Reply(calls=[("submit", {"why": "done"})], cut_after=4, cut=cut), Reply(text="whole"))
+    a = agent()
+    a.user("go")
+    turn = a.step()
+    assert turn.text == "whole" and turn.stop == "completed" and len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("cut", ["drop", "end"])
+def test_stream_always_cut_is_an_endpoint_error(fake, cut):
+    fake.reset(default=Reply(calls=[("submit", {"why": "done"})], cut_after=4, cut=cut))
+    a = agent()
+    a.user("go")
+    with pytest.raises(EndpointError) as info:
+        a.step()
+    assert info.value.status is None and len(fake.requests) == 3
