@@ -10,6 +10,8 @@ only through `evalkit.traces` and `evalkit.analysis`.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import math
 import os
@@ -28,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from evalkit import traces
+from evalkit.analysis import PAIR_KEYS
 from evalkit.errors import TraceError
 from evalkit.types import EpisodeRecord, TurnRecord
 
@@ -41,6 +44,7 @@ TABLE_COLUMNS: dict[str, Any] = {
     "surface": pl.String,
     "mode": pl.String,
     "task_id": pl.String,
+    "skin": pl.String,
     "tier": pl.String,
     "repeat": pl.Int64,
     "reward": pl.Float64,
@@ -77,6 +81,8 @@ NONE_LABEL = "(none)"
 
 TEXT_LIMIT = 20_000
 """Characters of one field shown at once; longer fields are paged (a 10 MB field would stall the browser)."""
+CELL_LIMIT = 200
+"""Characters of a table cell, header or label; longer values are cut with an ellipsis."""
 IMAGE_LIMIT = 40 * 1024 * 1024
 INDEX_TEXT_CAP = 2_000_000
 """Characters of one episode kept in the search index."""
@@ -143,13 +149,16 @@ def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
     return df.with_columns(exprs)
 
 
+_TEXT_COLUMNS = [k for k, t in TABLE_COLUMNS.items() if t == pl.String and k != "run"]
+
+
 def _row(d: dict, offset: int | None) -> dict:
     turns = d.get("turns") if isinstance(d.get("turns"), list) else []
     row = {k: d.get(k) for k in TABLE_COLUMNS if k not in ("run", "offset")}
     row["offset"] = offset
     if row.get("n_turns") is None:
         row["n_turns"] = len(turns)
-    for k in ("key", "model", "env", "surface", "mode", "task_id", "tier", "end_reason", "error_class"):
+    for k in _TEXT_COLUMNS:
         if row[k] is not None and not isinstance(row[k], str):
             row[k] = str(row[k])
     for k in ("reward", "cost_usd", "seconds"):
@@ -171,8 +180,7 @@ def fallback_table(run: str | Path) -> pl.DataFrame:
             rows.pop(k, None)
             rows[k] = _row({**d, "key": k}, offset)
     else:
-        for i, d in enumerate(traces.iter_dicts(run)):
-            k = str(d.get("key") or f"#{i}")
+        for k, d in imported_records(run).items():
             rows[k] = _row({**d, "key": k}, None)
     schema = {k: v for k, v in TABLE_COLUMNS.items() if k != "run"}
     return (
@@ -284,8 +292,8 @@ def text_index(run: str | Path) -> pl.DataFrame:
             texts.pop(k, None)
             texts[k] = _turn_text(d.get("turns"))
     else:
-        for i, d in enumerate(traces.iter_dicts(run)):
-            texts[str(d.get("key") or f"#{i}")] = _turn_text(d.get("turns"))
+        for k, d in imported_records(run).items():
+            texts[k] = _turn_text(d.get("turns"))
     return pl.DataFrame(
         {"run": [str(run)] * len(texts), "key": list(texts), "text": list(texts.values())},
         schema={"run": pl.String, "key": pl.String, "text": pl.String},
@@ -304,13 +312,33 @@ def search(index: pl.DataFrame, query: str) -> pl.DataFrame:
 # -------------------------------------------------------------------------------------------- episodes
 
 
-def open_record(run: str | Path, key: str, offset: int | None = None) -> EpisodeRecord:
-    """One episode: by byte offset when the index has it (one line read), else by key."""
+@functools.lru_cache(maxsize=8)
+def _imported(run: str, signature: tuple[int, int]) -> dict[str, dict]:
+    return {str(d.get("key") or f"#{i}"): d for i, d in enumerate(traces.iter_dicts(run))}
+
+
+def imported_records(run: str | Path, signature: tuple[int, int] | None = None) -> dict[str, dict]:
+    """Episode dicts of a run written by another harness, by key. Imported runs have no byte offsets, and
+    importing can mean reading every episode folder, so this happens once per run and signature
+    (`traces.trace_signature`, computed here unless given): opening another episode then reads nothing."""
+    return _imported(str(run), tuple(signature or traces.trace_signature(run)))
+
+
+def open_record(
+    run: str | Path, key: str, offset: int | None = None, signature: tuple[int, int] | None = None
+) -> EpisodeRecord:
+    """One episode: by byte offset when the index has it (one line read), else by key: from the cached import
+    of a foreign run (`signature` as in `imported_records`), or one pass over a native trace."""
     if offset is not None and not (isinstance(offset, float) and math.isnan(offset)):
         rec = traces.read_at(run, int(offset))
         if not key or rec.key == key or key.startswith("#"):
             return rec
-    return traces.find_record(run, key)
+    if traces.is_native(run):
+        return traces.find_record(run, key)
+    d = imported_records(run, signature).get(key)
+    if d is None:
+        raise TraceError(f"{run}: no episode with key {key!r}")
+    return EpisodeRecord.from_dict(d)
 
 
 @dataclass
@@ -343,20 +371,67 @@ def is_ownloop(rec: EpisodeRecord) -> bool:
     return "ownloop" in marks.replace("-", "").replace("_", "").lower() or rec.env == "ownloop"
 
 
-def grade_rows(grade: Any) -> list[dict[str, str]]:
-    """The grade dict flattened to (component, value) rows, values as text."""
-    if not isinstance(grade, dict):
-        return []
-    rows = []
-    for k, v in grade.items():
+def clip(value: Any, limit: int = CELL_LIMIT) -> str:
+    """`value` as text of at most `limit` characters, cut with an ellipsis: for cells, labels and headers."""
+    s = "" if value is None else str(value)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+LABEL_COLUMNS = (
+    "model",
+    "env",
+    "surface",
+    "mode",
+    "task_id",
+    "skin",
+    "tier",
+    "end_reason",
+    "error_class",
+    "run_name",
+    "run_label",
+)
+"""The text columns of the episode frame that name things (and end up in table cells and chart legends)."""
+
+
+def clip_columns(
+    df: pl.DataFrame, limit: int = CELL_LIMIT, columns: Iterable[str] | None = None
+) -> pl.DataFrame:
+    """The text columns of `df` (or just `columns`) with cells cut to `limit` characters (ellipsis), before
+    they go to the browser: a 10 MB model name or task id in a trace must not travel with every table."""
+    wanted = None if columns is None else set(columns)
+    exprs = [
+        pl.when(pl.col(c).str.len_chars() > limit)
+        .then(pl.col(c).str.slice(0, limit - 1) + "…")
+        .otherwise(pl.col(c))
+        .alias(c)
+        for c, dtype in df.schema.items()
+        if dtype == pl.String and (wanted is None or c in wanted)
+    ]
+    return df.with_columns(exprs) if exprs else df
+
+
+def short_id(value: Any) -> str:
+    """A short stable id for trace text used in widget keys (which the browser receives)."""
+    return hashlib.sha256(str(value).encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def field_rows(values: Any, limit: int = CELL_LIMIT) -> tuple[list[dict[str, str]], list[tuple[str, str]]]:
+    """A grade or usage dict as (name, value) rows of text, each cell clipped to `limit`; and (name, whole
+    text) of every value that was clipped, for the page-by-page view of long fields."""
+    if not isinstance(values, dict):
+        return [], []
+    rows, long = [], []
+    for k, v in values.items():
         if isinstance(v, float):
             s = f"{v:.4g}"
         elif isinstance(v, (dict, list)):
-            s = json.dumps(v, default=str)[:500]
+            s = json.dumps(v, default=str, ensure_ascii=False)
         else:
             s = str(v)
-        rows.append({"component": str(k), "value": s})
-    return rows
+        rows.append({"name": clip(k, limit), "value": clip(s, limit)})
+        if len(s) > limit:
+            long.append((clip(k, 60), s))
+    return rows, long
 
 
 def as_json(value: Any) -> str:
@@ -410,53 +485,86 @@ def side_label(model: Any, run_label: Any) -> str:
     return f"{model} · {run_label}"
 
 
+def _side() -> pl.Expr:
+    return pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")])
+
+
 def sides(df: pl.DataFrame) -> list[str]:
     if df.is_empty():
         return []
-    return (
-        df.select(
-            pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]).alias(
-                "s"
-            )
-        )
-        .get_column("s")
-        .unique()
-        .sort()
-        .to_list()
-    )
+    return df.select(_side().alias("s")).get_column("s").unique().sort().to_list()
 
 
 def side_rows(df: pl.DataFrame, side: str) -> pl.DataFrame:
-    return df.filter(
-        pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]) == side
+    return df.filter(_side() == side)
+
+
+PAIR_SEP = "\x1f"
+"""Joins the values of the pairing columns into one pair id (a unit separator: not in task ids or names)."""
+
+
+def pair_columns(df: pl.DataFrame) -> list[str]:
+    """The columns of `evalkit.analysis.PAIR_KEYS` that `df` has: an A episode is compared with a B episode
+    only when all of them agree (same env, surface, mode, task and skin)."""
+    return [k for k in PAIR_KEYS if k in df.columns]
+
+
+def _pair_expr(keys: Sequence[str]) -> pl.Expr:
+    return pl.concat_str([pl.col(k).cast(pl.String).fill_null(NONE_LABEL) for k in keys], separator=PAIR_SEP)
+
+
+def pair_id(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """The pair id of one table row (as `ab_tasks` puts in its `pair` column)."""
+    return PAIR_SEP.join(NONE_LABEL if row.get(k) is None else str(row.get(k)) for k in keys)
+
+
+def pair_label(pid: str, keys: Sequence[str], limit: int = CELL_LIMIT) -> str:
+    """`task · env surface/mode · skin` for a pair id, what is unset left out, clipped for a label."""
+    v = dict(zip(keys, pid.split(PAIR_SEP), strict=False))
+    where = f"{v.get('surface', NONE_LABEL)}/{v.get('mode', NONE_LABEL)}"
+    if v.get("env", NONE_LABEL) != NONE_LABEL:
+        where = f"{v['env']} {where}"
+    parts = [v.get("task_id", NONE_LABEL), where]
+    if v.get("skin", NONE_LABEL) != NONE_LABEL:
+        parts.append(f"skin {v['skin']}")
+    return clip(" · ".join(parts), limit)
+
+
+def pair_rows(df: pl.DataFrame, side: str, pid: str) -> pl.DataFrame:
+    """The episodes of `side` on one pair (task, surface, mode, …), by repeat."""
+    keys = pair_columns(df)
+    return (
+        side_rows(df, side)
+        .filter(_pair_expr(keys) == pid)
+        .sort("repeat", nulls_last=True, maintain_order=True)
     )
 
 
 def best_opponent(df: pl.DataFrame, a: str) -> str | None:
-    """The other side that shares most tasks with `a`: the natural default for B."""
-    labelled = df.with_columns(
-        pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")]).alias(
-            "_side"
-        )
-    )
-    tasks = labelled.filter(pl.col("_side") == a).get_column("task_id").unique()
+    """The other side that shares most (task, surface, mode, …) pairs with `a`: the natural default for B."""
+    labelled = df.with_columns(_side().alias("_side"), _pair_expr(pair_columns(df)).alias("_pair"))
+    mine = labelled.filter(pl.col("_side") == a).get_column("_pair").unique()
     shared = (
-        labelled.filter((pl.col("_side") != a) & pl.col("task_id").is_in(tasks.implode()))
+        labelled.filter((pl.col("_side") != a) & pl.col("_pair").is_in(mine.implode()))
         .group_by("_side")
-        .agg(pl.col("task_id").n_unique().alias("n"))
+        .agg(pl.col("_pair").n_unique().alias("n"))
         .sort(["n", "_side"], descending=[True, False])
     )
     return shared.get_column("_side")[0] if shared.height else None
 
 
 def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFrame:
-    """Tasks that both sides attempted: best scored reward of each and an outcome label. A task is solved by a
-    side when any scored episode reaches `solved`; unscored episodes count neither way."""
+    """One row per pair (env, surface, mode, task, skin: `evalkit.analysis.PAIR_KEYS`) that both sides
+    attempted: the pairing columns, a `pair` id, best scored reward of each side and an outcome label. A pair
+    is solved by a side when any scored episode (repeat) reaches `solved`; unscored episodes count neither
+    way. Pairing on the task alone would line up one mode of A against another of B."""
+    keys = pair_columns(df)
 
     def per(side: str, tag: str) -> pl.DataFrame:
         return (
             side_rows(df, side)
-            .group_by("task_id")
+            .with_columns(pl.col(k).cast(pl.String).fill_null(NONE_LABEL) for k in keys)
+            .group_by(keys)
             .agg(
                 pl.col("reward").max().alias(f"{tag}_best"),
                 pl.len().alias(f"{tag}_n"),
@@ -464,7 +572,7 @@ def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFr
             )
         )
 
-    both = per(a, "a").join(per(b, "b"), on="task_id", how="inner")
+    both = per(a, "a").join(per(b, "b"), on=keys, how="inner")
     a_ok = pl.col("a_best") >= solved
     b_ok = pl.col("b_best") >= solved
     outcome = (
@@ -479,8 +587,31 @@ def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFr
         .otherwise(pl.lit("both failed"))
     )
     return both.with_columns(
-        outcome.alias("outcome"), (pl.col("a_best") - pl.col("b_best")).alias("difference")
-    ).sort("task_id")
+        _pair_expr(keys).alias("pair"),
+        outcome.alias("outcome"),
+        (pl.col("a_best") - pl.col("b_best")).alias("difference"),
+    ).sort(["task_id", *[k for k in keys if k != "task_id"]])
+
+
+def ab_table(pairs: pl.DataFrame) -> pl.DataFrame:
+    """`ab_tasks` as shown: task, surface and mode always, env and skin only when they tell pairs apart."""
+    cols = [c for c in ("task_id", "surface", "mode") if c in pairs.columns]
+    if "env" in pairs.columns and pairs.get_column("env").n_unique() > 1:
+        cols.append("env")
+    if "skin" in pairs.columns and (pairs.get_column("skin") != NONE_LABEL).any():
+        cols.append("skin")
+    return clip_columns(pairs.select(*cols, "outcome", "a_best", "b_best", "difference", "a_n", "b_n"))
+
+
+def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:
+    """Index in `b_rows` of the episode to show against A's: same surface, mode and repeat when there is one
+    (the rows already share the pair), else the first."""
+    if a_row is None or b_rows.is_empty():
+        return 0
+    for i, r in enumerate(b_rows.iter_rows(named=True)):
+        if all(r.get(k) == a_row.get(k) for k in ("surface", "mode", "repeat")):
+            return i
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------- links
@@ -672,7 +803,12 @@ __all__ = [
     "steps_of",
     "align_steps",
     "is_ownloop",
-    "grade_rows",
+    "field_rows",
+    "clip",
+    "clip_columns",
+    "LABEL_COLUMNS",
+    "short_id",
+    "imported_records",
     "as_json",
     "page_of",
     "md_escape",
@@ -680,6 +816,13 @@ __all__ = [
     "sides",
     "side_rows",
     "ab_tasks",
+    "ab_table",
+    "pair_rows",
+    "pair_id",
+    "pair_label",
+    "pair_columns",
+    "matching_episode",
+    "best_opponent",
     "parse_link",
     "make_link",
     "resolve_run",

@@ -51,7 +51,7 @@ def _text_index(run: str, signature: tuple[int, int]) -> pl.DataFrame:
 @st.cache_resource(max_entries=48, show_spinner=False)
 def _record(run: str, signature: tuple[int, int], key: str, offset: int | None) -> EpisodeRecord | str:
     try:
-        return vs.open_record(run, key, offset)
+        return vs.open_record(run, key, offset, signature)
     except (OSError, ValueError, TypeError, vs.TraceError) as e:
         return f"{type(e).__name__}: {e}"
 
@@ -194,10 +194,22 @@ def show_call(run: str, call: CallRecord, key: str, ownloop: bool) -> None:
             show_image(run, img, f"Returned image {j + 1}")
 
 
+def _fields(box, rows: list[dict[str, str]], name: str, empty: str) -> None:
+    """A grade or usage table (cells already clipped by `vs.field_rows`)."""
+    if rows:
+        box.dataframe(
+            pl.DataFrame(rows, schema={"name": pl.String, "value": pl.String}).rename({"name": name}),
+            hide_index=True,
+        )
+    else:
+        box.caption(empty)
+
+
 def show_header(rec: EpisodeRecord, label: str) -> None:
+    c = vs.clip
     st.text(
-        f"{rec.model} · {rec.env or ''} {rec.surface}/{rec.mode} · {rec.task_id} · tier {rec.tier} · "
-        f"repeat {rec.repeat} · {label}"
+        f"{c(rec.model)} · {c(rec.env or '', 60)} {c(rec.surface, 60)}/{c(rec.mode, 60)} · "
+        f"{c(rec.task_id)} · tier {c(rec.tier, 40)} · repeat {_num(rec.repeat, 'd')} · {c(label)}"
     )
     cols = st.columns(5)
     cols[0].metric("Reward", _num(rec.reward, ".3f", "unscored"))
@@ -206,31 +218,35 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
     cols[3].metric("Tool errors", _num(rec.tool_errors, "d"))
     cols[4].metric("Cost", "$" + _num(rec.cost_usd, ".4f") if rec.cost_usd is not None else "—")
     st.text(
-        f"End reason: {rec.end_reason or '—'}"
-        + (f" · error class: {rec.error_class}" if rec.error_class else "")
+        f"End reason: {c(rec.end_reason or '—', 80)}"
+        + (f" · error class: {c(rec.error_class, 80)}" if rec.error_class else "")
         + f" · {_num(rec.seconds, '.1f')} s (model {_num(rec.model_seconds, '.1f')} s, "
         f"env {_num(rec.env_seconds, '.1f')} s)"
     )
+    sid = vs.short_id(rec.key)
     if rec.error_class or rec.error:
         st.error("The episode ended with an error" + (" and is unscored." if rec.reward is None else "."))
-        show_text("", str(rec.error or ""), f"err_{rec.key}", code=True)
+        show_text("", str(rec.error or ""), f"err_{sid}", code=True)
     with st.expander("Grade, usage, details"):
         c1, c2 = st.columns(2)
-        rows = vs.grade_rows(rec.grade)
-        if rows:
-            c1.dataframe(pl.DataFrame(rows), hide_index=True)
-        else:
-            c1.caption("no grade")
-        usage = {k: str(v) for k, v in (rec.usage or {}).items()} if isinstance(rec.usage, dict) else {}
-        c2.dataframe(pl.DataFrame({"usage": list(usage), "value": list(usage.values())}), hide_index=True)
+        grade, long_grade = vs.field_rows(rec.grade)
+        usage, long_usage = vs.field_rows(rec.usage)
+        _fields(c1, grade, "component", "no grade")
+        _fields(c2, usage, "usage", "no usage")
+        # A value cut in the table above is there in full, a page at a time.
+        for i, (name, text) in enumerate(long_grade):
+            show_text(f"Grade component {vs.md_escape(name, 60)}, whole value", text, f"grade{i}_{sid}", True)
+        for i, (name, text) in enumerate(long_usage):
+            show_text(f"Usage {vs.md_escape(name, 60)}, whole value", text, f"usage{i}_{sid}", True)
         st.text(
-            f"key {rec.key} · started {rec.started} · parse errors {rec.parse_errors} · "
-            f"auto submitted {rec.auto_submitted} · prompt {rec.prompt_version}"
+            f"key {c(rec.key, 80)} · started {c(rec.started, 60)} · "
+            f"parse errors {_num(rec.parse_errors, 'd')} · auto submitted {c(rec.auto_submitted, 20)} · "
+            f"prompt {c(rec.prompt_version, 80)}"
         )
         if rec.traceback:
-            show_text("Traceback", rec.traceback, f"tb_{rec.key}", code=True)
+            show_text("Traceback", rec.traceback, f"tb_{sid}", code=True)
         if rec.info:
-            show_text("Info", vs.as_json(rec.info), f"info_{rec.key}", code=True)
+            show_text("Info", vs.as_json(rec.info), f"info_{sid}", code=True)
 
 
 def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str, pictures: bool = True) -> None:
@@ -290,7 +306,7 @@ def view_table(df: pl.DataFrame, total: int) -> None:
     df = vs.sort_table(df, None if by == "(trace order)" else by, desc).with_row_index("#", offset=1)
     S._shown = list(zip(df.get_column("run").to_list(), df.get_column("key").to_list(), strict=True))
     # Repeated strings go as Arrow dictionaries: a third of the bytes to the browser for 10,000 rows.
-    shown = df.select("#", *cols).with_columns(pl.col(pl.String).cast(pl.Categorical))
+    shown = vs.clip_columns(df.select("#", *cols)).with_columns(pl.col(pl.String).cast(pl.Categorical))
     st.dataframe(
         shown,
         key="table",
@@ -344,7 +360,8 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
 def _choices(rows: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
     items = list(zip(rows.get_column("run").to_list(), rows.get_column("key").to_list(), strict=True))
     desc = [
-        f"{r['surface']}/{r['mode']} · repeat {r['repeat']} · reward {_num(r['reward'], '.3f', 'unscored')}"
+        f"{vs.clip(r['surface'], 40)}/{vs.clip(r['mode'], 40)} · repeat {r['repeat']} · "
+        f"reward {_num(r['reward'], '.3f', 'unscored')}"
         for r in rows.iter_rows(named=True)
     ]
     return items, desc
@@ -363,18 +380,37 @@ def _episode_choice(rows: pl.DataFrame, key: str) -> tuple[str, str] | None:
 
 
 def _apply_pin(pin: tuple[str, str, str, str], df: pl.DataFrame, labels: dict[str, str]) -> None:
-    """A deep link to A vs B: select the sides, task and episodes that hold the two linked episodes."""
+    """A deep link to A vs B: select the sides, pair and episodes that hold the two linked episodes."""
     ra, ka, rb, kb = pin
     a_row, b_row = _find(df, ra, ka), _find(df, rb, kb)
     if not (a_row and b_row):
         return
     S.ab_a = vs.side_label(a_row["model"] or vs.NONE_LABEL, labels[ra])
     S.ab_b = vs.side_label(b_row["model"] or vs.NONE_LABEL, labels[rb])
-    S.ab_task = a_row["task_id"]
+    S.ab_task = vs.pair_id(a_row, vs.pair_columns(df))
     S.ab_only = False
     for tag, side, want in (("a", S.ab_a, (ra, ka)), ("b", S.ab_b, (rb, kb))):
-        items, _ = _choices(vs.side_rows(df, side).filter(pl.col("task_id") == a_row["task_id"]))
+        items, _ = _choices(vs.pair_rows(df, side, S.ab_task))
         S[f"ab_ep_{tag}"] = items.index(want) if want in items else 0
+    S._ab_follow = (S.ab_task, (ra, ka), S.ab_b)  # the link chose B's episode: do not re-match it to A
+
+
+def _ab_side(rec: EpisodeRecord, run: str, labels: dict[str, str], name: str) -> None:
+    c = vs.clip
+    st.subheader(name)
+    st.text(f"{c(rec.model)} · {c(labels.get(run, run))}")
+    st.text(f"{c(rec.task_id)} · {c(rec.surface, 60)}/{c(rec.mode, 60)} · repeat {_num(rec.repeat, 'd')}")
+    st.metric("Reward", _num(rec.reward, ".3f", "unscored"))
+    st.text(
+        f"end {c(rec.end_reason, 80)} · turns {_num(rec.n_turns or len(rec.turns), 'd')}"
+        + (f" · {c(rec.error_class, 80)}" if rec.error_class else "")
+    )
+    rows, long = vs.field_rows(rec.grade)
+    if rows:
+        _fields(st, rows, "component", "no grade")
+    if long:
+        st.caption("Long grade values are cut here; the Episode view shows them whole.")
+    show_image(run, rec.render, "Final render")
 
 
 def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str]) -> None:
@@ -385,74 +421,77 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str]) -> N
     if not sides:
         st.info("No episodes under the current filters.")
         return
+    keys = vs.pair_columns(df)
     c1, c2, c3 = st.columns([2, 2, 1])
     open_row = _find(df, *S.ep) if S.get("ep") and "ab_a" not in S else None
-    if open_row:  # coming from an open episode: it is A, on its task
+    if open_row:  # coming from an open episode: it is A, on its task, surface and mode
         S.ab_a = vs.side_label(open_row["model"] or vs.NONE_LABEL, labels[open_row["run"]])
-        S.ab_task = open_row["task_id"]
+        S.ab_task = vs.pair_id(open_row, keys)
+        S._ab_open = (open_row["run"], open_row["key"])
     if S.get("ab_a") not in sides:
         S.ab_a = sides[0]
     if S.get("ab_b") not in sides:
         S.ab_b = vs.best_opponent(df, S.ab_a) or next((x for x in sides if x != S.ab_a), sides[0])
-    a = c1.selectbox("A", sides, key="ab_a")
-    b = c2.selectbox("B", sides, key="ab_b")
+    a = c1.selectbox("A", sides, key="ab_a", format_func=vs.clip)
+    b = c2.selectbox("B", sides, key="ab_b", format_func=vs.clip)
     thr = c3.number_input("Solved if reward ≥", 0.0, 1e9, 0.5, 0.05, key="ab_thr")
-    tasks = vs.ab_tasks(df, a, b, thr)
-    if tasks.is_empty():
-        st.info("A and B share no task.")
+    pairs = vs.ab_tasks(df, a, b, thr)
+    if pairs.is_empty():
+        st.info("A and B share no task on the same surface and mode.")
         return
-    counts = tasks.group_by("outcome").len().sort("outcome")
+    counts = pairs.group_by("outcome").len().sort("outcome")
     st.text("  ·  ".join(f"{o}: {n}" for o, n in counts.iter_rows()))
     only = st.toggle("Only tasks A solved and B failed", key="ab_only")
-    shown = tasks.filter(pl.col("outcome") == "A solved, B failed") if only else tasks
+    shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
     st.dataframe(
-        shown.select("task_id", "outcome", "a_best", "b_best", "difference", "a_n", "b_n"),
+        vs.ab_table(shown),
         hide_index=True,
         height=220,
         column_config={
+            "task_id": st.column_config.TextColumn("task"),
             "a_best": st.column_config.NumberColumn("A best", format="%.3f"),
             "b_best": st.column_config.NumberColumn("B best", format="%.3f"),
             "difference": st.column_config.NumberColumn("A − B", format="%+.3f"),
         },
     )
-    task_ids = shown.get_column("task_id").to_list() or tasks.get_column("task_id").to_list()
-    if S.get("ab_task") not in task_ids:
-        S.ab_task = task_ids[0]
-    task = st.selectbox("Task", task_ids, key="ab_task")
+    ids = shown.get_column("pair").to_list() or pairs.get_column("pair").to_list()
+    if S.get("ab_task") not in ids:
+        S.ab_task = ids[0]
+    pid = st.selectbox("Task", ids, key="ab_task", format_func=lambda p: vs.pair_label(p, keys))
+    a_rows, b_rows = vs.pair_rows(df, a, pid), vs.pair_rows(df, b, pid)
+    opened = S.pop("_ab_open", None)
+    if opened:
+        items, _ = _choices(a_rows)
+        S.ab_ep_a = items.index(opened) if opened in items else 0
     ca, cb = st.columns(2)
-    picks = []
-    for col, side, tag in ((ca, a, "a"), (cb, b, "b")):
-        with col:
-            rows = vs.side_rows(df, side).filter(pl.col("task_id") == task)
-            picks.append(_episode_choice(rows, f"ab_ep_{tag}"))
-    if None in picks:
+    with ca:
+        pick_a = _episode_choice(a_rows, "ab_ep_a")
+    # B follows A: on a new pair, A episode or B side, B shows its episode of the same surface, mode and
+    # repeat; an episode the user picks for B stays until one of those changes.
+    if S.get("_ab_follow") != (pid, pick_a, b):
+        S._ab_follow = (pid, pick_a, b)
+        S.ab_ep_b = vs.matching_episode(_find(df, *pick_a) if pick_a else None, b_rows)
+    with cb:
+        pick_b = _episode_choice(b_rows, "ab_ep_b")
+    picks = [pick_a, pick_b]
+    if pick_a is None or pick_b is None:
         st.info("One side has no episode of this task.")
         return
     recs = [_load(df_all, r, k) for r, k in picks]
-    S._ab_pair = (*picks[0], *picks[1])
-    for col, rec, (r, _k), name in ((ca, recs[0], picks[0], "A"), (cb, recs[1], picks[1], "B")):
+    S._ab_pair = (*pick_a, *pick_b)
+    for col, rec, (r, _k), name in ((ca, recs[0], pick_a, "A"), (cb, recs[1], pick_b, "B")):
         with col:
             if isinstance(rec, str):
                 st.error(vs.md_escape(rec, 500))
-                continue
-            st.subheader(name)
-            st.text(f"{rec.model} · {labels.get(r, r)}")
-            st.metric("Reward", _num(rec.reward, ".3f", "unscored"))
-            st.text(
-                f"end {rec.end_reason} · turns {rec.n_turns or len(rec.turns)}"
-                + (f" · {rec.error_class}" if rec.error_class else "")
-            )
-            rows = vs.grade_rows(rec.grade)
-            if rows:
-                st.dataframe(pl.DataFrame(rows), hide_index=True)
-            show_image(r, rec.render, "Final render")
+            else:
+                _ab_side(rec, r, labels, name)
     if any(isinstance(x, str) for x in recs):
         return
-    show_image(picks[0][0], recs[0].target, "Target")
-    pairs = vs.align_steps(recs[0], recs[1])
-    pos = step_controls("ab_step", [max(x.index for x in p if x is not None) for p in pairs])
-    sa, sb = pairs[pos]
-    for col, rec, (r, _k), s, tag in ((ca, recs[0], picks[0], sa, "a"), (cb, recs[1], picks[1], sb, "b")):
+    show_image(pick_a[0], recs[0].target, "Target")
+    aligned = vs.align_steps(recs[0], recs[1])
+    pos = step_controls("ab_step", [max(x.index for x in p if x is not None) for p in aligned])
+    sa, sb = aligned[pos]
+    for col, rec, (r, _k), s, tag in ((ca, recs[0], pick_a, sa, "a"), (cb, recs[1], pick_b, sb, "b")):
         with col:
             if s is None:
                 st.caption("(this episode has ended)")
@@ -461,6 +500,8 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str]) -> N
 
 
 def view_summary(df: pl.DataFrame) -> None:
+    # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
+    df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
     analysis = vs.analysis_module()
     if analysis is None:
         st.caption("evalkit.analysis is not available: a plain count instead.")
@@ -483,7 +524,7 @@ def view_summary(df: pl.DataFrame) -> None:
         try:
             st.dataframe(f(df), hide_index=True)
         except Exception as e:  # a summary that cannot be computed on this selection must not hide the rest
-            st.caption(f"{fn} failed: {type(e).__name__}: {e}")
+            st.warning(vs.md_escape(f"{title} could not be computed: {type(e).__name__}: {e}", 500))
     try:
         from evalkit import plots
     except ImportError:
@@ -496,7 +537,7 @@ def view_summary(df: pl.DataFrame) -> None:
         try:
             st.altair_chart(f(df), width="stretch")
         except Exception as e:  # same: one chart that does not apply leaves the others
-            st.caption(f"{name}: {type(e).__name__}: {e}")
+            st.warning(vs.md_escape(f"Chart {name} could not be drawn: {type(e).__name__}: {e}", 500))
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -510,7 +551,7 @@ def sidebar(df: pl.DataFrame) -> vs.Filters:
             opts = vs.options(df, col)
             if len(opts) > 1 or S.get(f"f_{col}"):
                 S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
-                f.include[col] = st.multiselect(label, opts, key=f"f_{col}")
+                f.include[col] = st.multiselect(label, opts, key=f"f_{col}", format_func=vs.clip)
         rewards = (
             df.get_column("reward").drop_nulls()
             if "reward" in df.columns

@@ -1,4 +1,5 @@
-"""Session fixtures of the viewer tests."""
+"""Session fixtures of the viewer tests. Most tests use the committed `data/sample-run`; the synthetic runs
+here exist for what it lacks (an unscored episode, repeats, hostile content)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.viewer.viewer_runs import write_hostile_run, write_sample_run
+from tests.viewer.viewer_runs import copy_sample_run, write_hostile_run, write_repeats_run, write_sample_run
 
 
 @pytest.fixture(scope="session")
-def sample_run(tmp_path_factory) -> Path:
-    return write_sample_run(tmp_path_factory.mktemp("viewer") / "sample")
+def synth_run(tmp_path_factory) -> Path:
+    """Two models on four tasks, one of them unscored (an env error), a returned image per turn."""
+    return write_sample_run(tmp_path_factory.mktemp("viewer") / "synth")
 
 
 @pytest.fixture(scope="session")
-def second_run(tmp_path_factory) -> Path:
-    """A second run with the same models and tasks, so runs can be compared too."""
-    return write_sample_run(tmp_path_factory.mktemp("viewer2") / "again", n_turns=2)
+def sample_copy(tmp_path_factory) -> Path:
+    """The committed sample run under another name, so two runs can be compared."""
+    return copy_sample_run(tmp_path_factory.mktemp("viewer2") / "again")
+
+
+@pytest.fixture(scope="session")
+def repeats_run(tmp_path_factory) -> Path:
+    """The committed sample run with a second repeat of every episode."""
+    return write_repeats_run(tmp_path_factory.mktemp("viewer3") / "repeats")
 
 
 @pytest.fixture(scope="session")
@@ -41,10 +49,10 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def served(sample_run, hostile_run, tmp_path_factory):
-    """The viewer under `streamlit run` on a free port, over the sample run and the hostile one."""
+def served(synth_run, hostile_run, tmp_path_factory):
+    """The viewer under `streamlit run` on a free port, over the synthetic run and the hostile one."""
     from evalkit.viewer_support import running_app
 
     log = tmp_path_factory.mktemp("served") / "streamlit.log"
-    with running_app([sample_run, hostile_run], log=log) as url:
+    with running_app([synth_run, hostile_run], log=log) as url:
         yield url

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+from pathlib import Path
 
 import polars as pl
 
+from evalkit import importers
 from evalkit import viewer_support as vs
-from tests.viewer.viewer_runs import MODELS
+from tests.viewer.viewer_runs import MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS
+OWNLOOP = Path(__file__).resolve().parents[1] / "fixtures" / "ownloop_run"
 
 
-def test_discover_runs(tmp_path, sample_run):
+def test_discover_runs(tmp_path, synth_run):
     (tmp_path / "runs" / "a").mkdir(parents=True)
     (tmp_path / "runs" / "a" / "trace.jsonl").write_text("")
     (tmp_path / "runs" / "empty").mkdir()
     assert vs.discover_runs([], {}, tmp_path) == [(tmp_path / "runs" / "a").resolve()]
-    env = {"EVALKIT_RUNS": os.pathsep.join([str(sample_run), str(tmp_path / "missing")])}
-    assert vs.discover_runs([], env, tmp_path) == [sample_run.resolve()]
-    assert vs.discover_runs([str(sample_run)], env, tmp_path) == [sample_run.resolve()]
+    env = {"EVALKIT_RUNS": os.pathsep.join([str(synth_run), str(tmp_path / "missing")])}
+    assert vs.discover_runs([], env, tmp_path) == [synth_run.resolve()]
+    assert vs.discover_runs([str(synth_run)], env, tmp_path) == [synth_run.resolve()]
 
 
 def test_run_labels_are_short_and_unique():
@@ -28,26 +32,42 @@ def test_run_labels_are_short_and_unique():
     assert labels == {"/x/a/run": "a/run", "/y/b/run": "b/run", "/z/other": "other"}
 
 
-def test_fallback_table_matches_the_analysis_table(sample_run):
-    fast = vs.episode_table(sample_run)
-    slow = vs._conform(vs.fallback_table(sample_run), str(sample_run))
+def test_fallback_table_matches_the_analysis_table():
+    fast = vs.episode_table(SAMPLE_RUN)
+    slow = vs._conform(vs.fallback_table(SAMPLE_RUN), str(SAMPLE_RUN))
     cols = list(vs.TABLE_COLUMNS)
     assert fast.select(cols).sort("key").equals(slow.select(cols).sort("key"))
-    assert fast.height == 8 and fast.get_column("offset").null_count() == 0
+    assert fast.height == 24 and fast.get_column("offset").null_count() == 0
 
 
-def test_filters_and_search(sample_run):
-    df = vs.with_labels(vs.episode_table(sample_run), vs.run_labels([str(sample_run)]))
-    f = vs.Filters(include={"model": [TRACER], "error_class": [vs.NONE_LABEL]})
-    assert vs.apply_filters(df, f).height == 3
-    idx = vs.text_index(sample_run)
-    hits = vs.search(idx, "ZEBRA")
-    assert hits.height == 1
-    assert vs.apply_filters(df, vs.Filters(), hits).get_column("task_id").to_list() == ["canvas-test-0003"]
+def test_filters_and_search():
+    df = vs.with_labels(vs.episode_table(SAMPLE_RUN), vs.run_labels([str(SAMPLE_RUN)]))
+    f = vs.Filters(include={"model": [TRACER], "mode": ["reference"], "error_class": [vs.NONE_LABEL]})
+    assert vs.apply_filters(df, f).height == 6
+    hits = vs.search(vs.text_index(SAMPLE_RUN), "(ROUND 2)")
+    assert hits.height == 3
+    found = vs.apply_filters(df, vs.Filters(), hits)
+    assert set(found["model"]) == {TRACER} and set(found["mode"]) == {"reference"}
 
 
-def test_ab_tasks_labels_outcomes(sample_run):
-    df = vs.with_labels(vs.episode_table(sample_run), {str(sample_run): "s"})
+def test_ab_tasks_pair_on_task_surface_and_mode():
+    df = vs.with_labels(vs.episode_table(SAMPLE_RUN), {str(SAMPLE_RUN): "s"})
+    t = vs.ab_tasks(df, f"{TRACER} · s", f"{RANDOM} · s", 0.7)
+    assert t.height == 12 and t.select("task_id", "mode").n_unique() == 12
+    rows = {(r["task_id"], r["mode"]): r for r in t.iter_rows(named=True)}
+    assert rows[("canvas-test-0010", "reference")]["a_best"] == 0.6754  # not the 1.0 of its description
+    assert rows[("canvas-test-0010", "reference")]["outcome"] == "both failed"
+    assert rows[("canvas-test-0010", "description")]["outcome"] == "A solved, B failed"
+    pid = rows[("canvas-test-0010", "reference")]["pair"]
+    assert vs.pair_label(pid, vs.pair_columns(df)) == "canvas-test-0010 · canvas tools/reference"
+    b = vs.pair_rows(df, f"{RANDOM} · s", pid)
+    assert b.height == 1 and b.row(0, named=True)["mode"] == "reference"
+    assert {"surface", "mode"} <= set(vs.ab_table(t).columns) and "skin" not in vs.ab_table(t).columns
+    assert vs.best_opponent(df, f"{TRACER} · s") == f"{RANDOM} · s"
+
+
+def test_ab_tasks_labels_unscored(synth_run):
+    df = vs.with_labels(vs.episode_table(synth_run), {str(synth_run): "s"})
     t = vs.ab_tasks(df, f"{TRACER} · s", f"{RANDOM} · s", 0.5)
     assert dict(zip(t["task_id"], t["outcome"], strict=True)) == {
         "canvas-test-0001": "A solved, B failed",
@@ -55,16 +75,37 @@ def test_ab_tasks_labels_outcomes(sample_run):
         "canvas-test-0003": "A solved, B failed",
         "canvas-test-0004": "unscored",
     }
-    assert vs.best_opponent(df, f"{TRACER} · s") == f"{RANDOM} · s"
 
 
-def test_steps_and_alignment(sample_run):
-    df = vs.episode_table(sample_run)
-    a, b = (vs.open_record(sample_run, r["key"], r["offset"]) for r in df.head(2).iter_rows(named=True))
+def test_matching_episode_takes_a_surface_mode_and_repeat():
+    b = pl.DataFrame(
+        {"surface": ["tools", "tools", "tools"], "mode": ["reference"] * 3, "repeat": [0, 1, 2]},
+    )
+    assert vs.matching_episode({"surface": "tools", "mode": "reference", "repeat": 2}, b) == 2
+    assert vs.matching_episode({"surface": "tools", "mode": "reference", "repeat": 7}, b) == 0
+    assert vs.matching_episode(None, b) == 0
+
+
+def test_steps_and_alignment():
+    df = vs.episode_table(SAMPLE_RUN).sort("n_turns")
+    a, b = (vs.open_record(SAMPLE_RUN, r["key"], r["offset"]) for r in df.tail(2).iter_rows(named=True))
     a.turns = a.turns[:2]
     pairs = vs.align_steps(a, b)
-    assert [s.index for s in vs.steps_of(b)] == [0, 1, 2, 3]
-    assert len(pairs) == 4 and pairs[3][0] is None and pairs[3][1].turn.turn == 3
+    n = len(b.turns)
+    assert [s.index for s in vs.steps_of(b)] == list(range(n + 1))
+    assert len(pairs) == n + 1 and pairs[n][0] is None and pairs[n][1].turn.turn == b.turns[-1].turn
+
+
+def test_clipping_and_field_rows():
+    assert vs.clip("x" * 10, 5) == "xxxx…" and vs.clip(None) == "" and vs.clip("short") == "short"
+    df = pl.DataFrame({"model": ["m" * 500, "ok"], "task_id": ["t" * 500, "t"], "n": [1, 2]})
+    cut = vs.clip_columns(df, 50)
+    assert cut["model"].str.len_chars().to_list() == [50, 2] and cut["model"][0].endswith("…")
+    assert vs.clip_columns(df, 50, columns=["task_id"])["model"][0] == "m" * 500
+    rows, long = vs.field_rows({"total": 0.123456, "note": "n" * 1000, "parts": [1, 2]}, 100)
+    assert rows[0] == {"name": "total", "value": "0.1235"} and len(rows[1]["value"]) == 100
+    assert rows[2]["value"] == "[1, 2]" and long == [("note", "n" * 1000)]
+    assert vs.field_rows(None) == ([], [])
 
 
 def test_links_round_trip_and_refuse_unknown_runs():
@@ -93,15 +134,29 @@ def test_page_of_splits_long_text():
     assert vs.page_of(text, 99, size=10)[0].endswith("END")
 
 
-def test_table_of_a_foreign_run_has_no_offsets(tmp_path):
-    from pathlib import Path
-
-    run = Path(__file__).resolve().parents[1] / "fixtures" / "ownloop_run"
-    if not run.is_dir():
-        return
-    df = vs.episode_table(run)
-    assert df.height >= 1 and df.get_column("offset").null_count() == df.height
+def test_table_of_a_foreign_run_has_no_offsets():
+    df = vs.episode_table(OWNLOOP)
+    assert df.height == 3 and df.get_column("offset").null_count() == df.height
     row = df.row(0, named=True)
-    rec = vs.open_record(run, row["key"], row["offset"])
+    rec = vs.open_record(OWNLOOP, row["key"], row["offset"])
     assert vs.is_ownloop(rec) and rec.key == row["key"]
     assert isinstance(vs.concat_tables([df, pl.DataFrame(schema=vs.TABLE_COLUMNS)]), pl.DataFrame)
+
+
+def test_an_imported_run_is_read_once(monkeypatch, tmp_path):
+    run = shutil.copytree(OWNLOOP, tmp_path / "ownloop")
+    reads = []
+    real = importers.read_foreign
+    monkeypatch.setattr(importers, "read_foreign", lambda path: reads.append(path) or real(path))
+    keys = vs.episode_table(run).get_column("key").to_list()
+    reads.clear()
+    recs = [vs.open_record(run, k) for k in keys]
+    assert [r.key for r in recs] == keys and len(
+        reads
+    ) == 1  # the first open imports, the others read nothing
+    vs.text_index(run)
+    assert len(reads) == 1
+    with open(run / "task_login" / "steps.jsonl", "a") as f:  # a changed run is imported again
+        f.write("\n")
+    vs.open_record(run, keys[0])
+    assert len(reads) == 2

@@ -1,9 +1,12 @@
-"""Runs for the viewer tests: a small synthetic run with real PNG frames, and a hostile one."""
+"""Runs for the viewer tests: copies of the committed sample run, a small synthetic run with real PNG frames
+(with the unscored episode the sample lacks), and a hostile one."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
+import shutil
 from pathlib import Path
 
 from PIL import Image as PILImage
@@ -43,6 +46,25 @@ def png(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> Image:
     buf = io.BytesIO()
     PILImage.new("RGB", size, color).save(buf, "PNG")
     return Image(buf.getvalue())
+
+
+def copy_sample_run(dest: Path) -> Path:
+    """`data/sample-run` copied to `dest` (without its cached index)."""
+    shutil.copytree(SAMPLE_RUN, dest, ignore=shutil.ignore_patterns(".evalkit"))
+    return dest
+
+
+def write_repeats_run(dest: Path) -> Path:
+    """`data/sample-run` with a second repeat of each episode (half the reward), which the sample lacks."""
+    copy_sample_run(dest)
+    lines = []
+    for raw in (SAMPLE_RUN / "trace.jsonl").read_text().splitlines():
+        d = json.loads(raw)
+        again = dict(d, repeat=1, reward=None if d["reward"] is None else round(d["reward"] / 2, 4))
+        again["key"] = episode_key(d["model"], d["env"], d["surface"], d["mode"], d["task_id"], d["skin"], 1)
+        lines += [json.dumps(d), json.dumps(again)]
+    (dest / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    return dest
 
 
 def write_sample_run(run: Path, n_turns: int = 3) -> Path:
@@ -117,8 +139,14 @@ HUGE = 10 * 1024 * 1024
 SECRET = "TOP-SECRET-MARKER-93172"
 
 
+def huge(fill: str, end: str) -> str:
+    """A 10 MB string whose end can be recognised (to see that the last page reaches it)."""
+    return fill * (HUGE - len(end)) + end
+
+
 def write_hostile_run(root: Path) -> Path:
-    """Traversal, absolute and symlinked frame paths, script in model text, a 10 MB field."""
+    """Traversal, absolute and symlinked frame paths, script in model text, 10 MB fields: turn text, grade,
+    usage, model, task id, tool arguments and tool result."""
     outside = root / "outside"
     outside.mkdir(parents=True, exist_ok=True)
     secret_png = outside / "secret.png"
@@ -148,20 +176,34 @@ def write_hostile_run(root: Path) -> Path:
             ],
         ),
         TurnRecord(turn=2, text="x" * (HUGE - 1) + "END-OF-HUGE", frame=str(secret_png.resolve())),
-        TurnRecord(turn=3, text="after the huge one", frame="frames/link.png"),
+        TurnRecord(
+            turn=3,
+            text="after the huge one",
+            frame="frames/link.png",
+            calls=[
+                CallRecord(
+                    id="b",
+                    name="big",
+                    args={"blob": huge("a", "END-OF-ARGS")},
+                    ok=True,
+                    result=huge("r", "END-OF-RESULT"),
+                )
+            ],
+        ),
         TurnRecord(turn=4, text="a good frame", frame=ok),
     ]
     writer.append(
         EpisodeRecord(
             key="evil",
-            model="<script>alert(1)</script>",
+            model="<script>alert(1)</script>" + huge("m", "END-OF-MODEL"),
             env="canvas",
             surface="tools",
             mode="reference",
-            task_id="../../etc/passwd",
+            task_id="../../etc/passwd" + huge("t", "END-OF-TASK"),
             tier="easy",
             reward=0.5,
-            grade={"total": 0.5, "note": script},
+            grade={"total": 0.5, "note": script, "huge": huge("g", "END-OF-GRADE")},
+            usage={"input": 10, "blob": huge("u", "END-OF-USAGE")},
             end_reason="submitted",
             target="/etc/hostname",
             render="../outside/secret.png",
