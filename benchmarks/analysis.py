@@ -9,6 +9,10 @@
    (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; with
    `--reference`, also the reference reader (`json.loads` per line) against the fast one.
 
+Episodes are shaped like a real canvas run's (data/sample-run): the grade, a final document with its
+elements (and the grade again), a frame per turn, tool calls with arguments and results — ~7 KB a line, so
+the 100,000-episode trace is ~710 MB.
+
 Times are medians of `--repeat` runs (the plain-Python summary runs once): the machine is shared and noisy.
 """
 
@@ -32,56 +36,151 @@ MODELS = ("model-a", "model-b", "model-c")
 TIERS = ("easy", "medium", "hard")
 
 
-def synthetic_rows(n: int, seed: int = 0) -> list[dict]:
+COLORS = ("#ff7f0e", "#ffffff", "#f4a261", "#15e6e9", "#043c78", "#98c993", "#d82b8a", "#264653")
+WORDS = "header card button pricing hero footer title logo banner panel column grid".split()
+
+
+def _sha(rng: random.Random) -> str:
+    h = f"{rng.getrandbits(256):064x}"
+    return f"frames/{h[:2]}/{h}.png"
+
+
+def _element(rng: random.Random, i: int) -> dict:
+    kind = rng.choice(("rect", "rect", "text", "line", "ellipse"))
+    return {
+        "id": f"e{i}",
+        "kind": kind,
+        "x": round(rng.uniform(0, 600), 1),
+        "y": round(rng.uniform(0, 600), 1),
+        "width": round(rng.uniform(0, 400), 1),
+        "height": round(rng.uniform(0, 400), 1),
+        "fill": None if kind == "line" else rng.choice(COLORS),
+        "stroke": rng.choice(COLORS) if kind == "line" else None,
+        "stroke_width": rng.randint(1, 3) if kind == "line" else 0,
+        "radius": rng.choice((0, 0, 8, 16)),
+        "text": rng.choice(WORDS).title() if kind == "text" else "",
+        "font_size": rng.choice((12, 16, 24, 32)),
+    }
+
+
+def episode(rng: random.Random, model: str, mi: int, task: int, rep: int) -> dict:
+    """One episode shaped as `EpisodeRecord.to_dict()` writes a canvas run (as in data/sample-run): a grade,
+    a final document with its elements (and the grade again), frames per turn, tool calls with their
+    arguments and results, the last one a submit returning the grade."""
+    tier = TIERS[task % 3]
+    unscored = rng.random() < 0.02
+    reward = (
+        None if unscored else round(min(1.0, max(0.0, rng.gauss(0.7 - 0.2 * (task % 3) + 0.05 * mi, 0.2))), 4)
+    )
+    n_turns = rng.randint(1, 12)
+    elements = [_element(rng, i + 1) for i in range(rng.randint(1, 12))]
+    grade = None
+    if reward is not None:
+        grade = {
+            k: round(rng.random(), 4) for k in ("structure", "visual", "coverage", "order", "background")
+        }
+        grade |= {"total": reward, "n_gt": len(elements), "n_submitted": len(elements), "n_matched": 2}
+    usage = {"input": 900 * n_turns, "output": 200 * n_turns, "cache_read": 400 * n_turns, "cache_write": 0}
+    usage |= {"reasoning_tokens": 50 * n_turns, "reasoning_chars": 180 * n_turns}
+    calls = [("set_background", {"color": rng.choice(COLORS)}, '{"background": "#f7f3e9"}')]
+    for e in elements:
+        args = {k: v for k, v in e.items() if k != "id" and v not in (None, "", 0)}
+        calls.append(("add_element", args, json.dumps({"id": e["id"]})))
+    calls.append(("submit", {}, json.dumps(grade) if grade else "error: endpoint overloaded"))
+    per_turn = [calls[k::n_turns] for k in range(n_turns)]  # spread over the turns, in order enough
+    turns, n = [], 0
+    for k, cs in enumerate(per_turn):
+        tc = []
+        for name, args, result in cs:
+            n += 1
+            tc.append(
+                {"id": f"call_{n}", "name": name, "args": args, "ok": True, "result": result}
+                | {"images": [], "parse_error": False}
+            )
+        turns.append(
+            {
+                "turn": k + 1,
+                "text": f"Turn {k + 1}: placing the {rng.choice(WORDS)} and the {rng.choice(WORDS)} "
+                "to match the target's layout.",
+                "reasoning": "The target shows a card on the left; its colour is close to orange. " * (k % 3),
+                "stop": "tool_use",
+                "usage": {"input": 900, "output": 200, "cache_read": 400, "cache_write": 0}
+                | {"reasoning_tokens": 50, "reasoning_chars": 180},
+                "model_s": round(rng.uniform(1, 9), 3),
+                "env_s": round(rng.uniform(0.1, 0.5), 3),
+                "frame": _sha(rng),
+                "calls": tc,
+            }
+        )
+    key = episode_key(model, "canvas", "tools", "reference", f"t{task}", None, rep)
+    return {
+        "format_version": 1,
+        "key": key,
+        "model": model,
+        "env": "canvas",
+        "surface": "tools",
+        "mode": "reference",
+        "split": "test",
+        "task_id": f"t{task}",
+        "evalset_task": f"{task:012x}",
+        "tier": tier,
+        "difficulty_score": round(rng.random(), 4),
+        "skin": None,
+        "coordinates": "pixels",
+        "repeat": rep,
+        "episode_id": f"{rng.getrandbits(128):032x}",
+        "prompt_version": "canvas-tools-1",
+        "reward": reward,
+        "grade": grade,
+        "end_reason": "error" if unscored else "submitted",
+        "error_class": "endpoint_error" if unscored else None,
+        "error": "EndpointError: 529 overloaded" if unscored else None,
+        "traceback": None,
+        "auto_submitted": False,
+        "provider_switches": [],
+        "usage": usage,
+        "cost_usd": round(0.002 * n_turns, 6),
+        "n_turns": n_turns,
+        "tool_calls": len(calls),
+        "tool_errors": rng.randint(0, 2),
+        "parse_errors": 0,
+        "seconds": round(3.0 * n_turns, 3),
+        "model_seconds": round(2.5 * n_turns, 4),
+        "env_seconds": round(0.4 * n_turns, 4),
+        "started": "2026-11-30T14:25:24+00:00",
+        "target": f"renders/t{task}__target.jpg",
+        "frame0": _sha(rng),
+        "render": f"renders/{key}__final.png",
+        "final_doc": {
+            "episode_id": f"{rng.getrandbits(128):032x}",
+            "task_id": f"t{task}",
+            "done": True,
+            "steps": len(calls),
+            "grade": grade,
+            "width": 640,
+            "height": 640,
+            "background": rng.choice(COLORS),
+            "elements": elements,
+        },
+        "turns": turns,
+        "info": {},
+    }
+
+
+def write_trace(path: Path, n: int, seed: int = 0) -> list[dict]:
+    """Write n episodes of 3 models (tasks repeated 4 times, 2% unscored) as `TraceWriter` does; return
+    their top-level fields (without final_doc and turns) for the plain-Python summary."""
     rng = random.Random(seed)
     per_model = n // len(MODELS)
     n_tasks = max(1, per_model // 4)
-    rows = []
-    for mi, model in enumerate(MODELS):
-        for i in range(per_model):
-            task, rep = i % n_tasks, i // n_tasks
-            tier = TIERS[task % 3]
-            unscored = rng.random() < 0.02
-            reward = (
-                None
-                if unscored
-                else min(1.0, max(0.0, rng.gauss(0.7 - 0.2 * TIERS.index(tier) + 0.05 * mi, 0.2)))
-            )
-            turns = rng.randint(1, 12)
-            rows.append(
-                {
-                    "format_version": 1,
-                    "key": episode_key(model, "canvas", "tools", "reference", f"t{task}", None, rep),
-                    "model": model,
-                    "env": "canvas",
-                    "surface": "tools",
-                    "mode": "reference",
-                    "task_id": f"t{task}",
-                    "tier": tier,
-                    "repeat": rep,
-                    "reward": reward,
-                    "grade": None if reward is None else {"total": reward},
-                    "end_reason": "error" if unscored else "submitted",
-                    "error_class": "endpoint_error" if unscored else None,
-                    "usage": {"input": 900 * turns, "output": 200 * turns, "reasoning_tokens": 50 * turns},
-                    "cost_usd": 0.002 * turns,
-                    "n_turns": turns,
-                    "tool_calls": turns + 1,
-                    "tool_errors": rng.randint(0, 2),
-                    "parse_errors": 0,
-                    "seconds": 3.0 * turns,
-                    "turns": [
-                        {
-                            "turn": k,
-                            "text": "ok",
-                            "stop": "tool_use",
-                            "calls": [{"name": "add_element", "args": {"x": k}}],
-                        }
-                        for k in range(2)
-                    ],
-                }
-            )
-    return rows
+    heads = []
+    with open(path, "w", encoding="utf-8") as f:
+        for mi, model in enumerate(MODELS):
+            for i in range(per_model):
+                d = episode(rng, model, mi, i % n_tasks, i // n_tasks)
+                f.write(json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n")
+                heads.append({k: v for k, v in d.items() if k not in ("final_doc", "turns")})
+    return heads
 
 
 def python_summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
@@ -108,7 +207,9 @@ def python_summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
             "turns": statistics.fmean(r["n_turns"] for r in rs),
             "calls": statistics.fmean(r["tool_calls"] for r in rs),
             "tool_errors": statistics.fmean(r["tool_errors"] for r in rs),
-            "tokens": statistics.fmean(sum(r["usage"].values()) - r["usage"]["reasoning_tokens"] for r in rs),
+            "tokens": statistics.fmean(
+                sum(r["usage"][k] for k in ("input", "output", "cache_read", "cache_write")) for r in rs
+            ),
             "reasoning_per_turn": sum(r["usage"]["reasoning_tokens"] for r in rs) / n_turns,
             "cost": sum(r["cost_usd"] for r in rs),
         }
@@ -155,11 +256,10 @@ def main() -> int:
     ap.add_argument("--reference", action="store_true", help="also time the json.loads-per-line reader")
     a = ap.parse_args()
 
-    rows = synthetic_rows(a.episodes)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "summary-run"
         run.mkdir()
-        (run / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rows = write_trace(run / "trace.jsonl", a.episodes)
         df = analysis.load_runs(run)
     assert df.height == len(rows), df.height
 
@@ -168,13 +268,10 @@ def main() -> int:
     print(f"summarise + by_tier, {a.episodes:,} episodes, 3 models x 3 tiers, 2,000 resamples:")
     print(f"  plain Python / evalkit.analysis = {t_py / t_vec:.1f}x   ({t_py:.2f} s vs {t_vec:.3f} s)")
 
-    big = synthetic_rows(a.load, seed=1)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "load-run"
         run.mkdir()
-        with open(run / "trace.jsonl", "w") as f:
-            for r in big:
-                f.write(json.dumps(r) + "\n")
+        big = write_trace(run / "trace.jsonl", a.load, seed=1)
         size = (run / "trace.jsonl").stat().st_size
 
         def uncached() -> None:

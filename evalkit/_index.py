@@ -4,10 +4,12 @@
 row for row, and hands every line it cannot vouch for to that reference. A line takes the fast path only if
 it is one `{...}` object on a line of its own, valid UTF-8 without control characters or lone surrogate
 escapes, whose text-typed fields hold strings (Polars would print a number or `true` where `str()` gives
-`1.0` or `True`) and whose top-level `grade` is a flat object or null. Polars itself is stricter than
-`json.loads` (NaN, numbers out of range, a string where a number belongs): a block it rejects is halved
-until the offending lines are found, and those go the reference way too. Torn and corrupt lines therefore
-cost a few extra parses of a small block, never the load.
+`1.0` or `True`) and whose top-level `grade` is a flat object or null — the first "grade" key reached
+through scalars only, as `json.dumps` of an EpisodeRecord writes it (real records hold more grades, in
+their final_doc and tool calls). Polars itself is stricter than `json.loads` (NaN, numbers out of range, a
+string where a number belongs): a block it rejects is halved until the offending lines are found, and those
+go the reference way too. Torn and corrupt lines therefore cost a few extra parses of a small block, never
+the load.
 
 Not reproduced: objects with a key written twice (`json.loads` keeps the last, Polars the first) or keys
 spelled with escapes; `json.dumps` writes neither.
@@ -52,9 +54,12 @@ SCHEMA = pl.Schema(
 _TURNS = pl.Schema({"turns": SCHEMA["turns"]})
 _HEAD = pl.Schema({k: v for k, v in SCHEMA.items() if k != "turns"})
 _NOT_TEXT = r'"(?:' + "|".join(_TEXT + ["frame", "importer"]) + r')"\s*:\s*[^"n\s]'
-_GRADE_KEY = r'"grade"\s*:'
-# A flat object (strings may hold anything, values no nested {} or []), or null.
-_GRADE = r'"grade"\s*:\s*(\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*\}|null)'
+_STR = r'"(?:[^"\\]|\\.)*"'
+# The top-level grade: a "grade" key reached from the line's opening brace through strings and scalars
+# only (so at depth 1, not the one a final_doc or a tool call's arguments may hold), whose value is a flat
+# object (strings may hold anything, values no nested {} or []) or null. `json.dumps` of an EpisodeRecord
+# writes grade after scalars alone; a line that puts it after a nested value takes the reference path.
+_GRADE = r'^\{(?:[^{}\[\]"]|' + _STR + r')*?"grade"\s*:\s*(\{(?:[^{}\[\]"]|' + _STR + r")*\}|null)"
 _FRAME = r'"frame"\s*:\s*"[^"]'  # a "frame" key, at any depth, with a non-empty string
 _SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 _PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
@@ -64,7 +69,13 @@ _PARSE_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, ValueE
 
 def _lines(buf: bytes, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (without the newline) of every line, as `for raw in f` splits a binary file."""
-    nl = np.flatnonzero(arr == 10)
+    # bytes.find is a memchr per line: on a 700 MB trace, ~10x faster than comparing every byte in numpy.
+    found, find = [], buf.find
+    i = find(b"\n")
+    while i != -1:
+        found.append(i)
+        i = find(b"\n", i + 1)
+    nl = np.array(found, np.int64)
     starts = np.concatenate([[0], nl + 1])
     ends = np.concatenate([nl, [len(buf)]])
     if starts[-1] == len(buf):  # the file ends with a newline: no fragment after it
@@ -106,7 +117,12 @@ def _eligible(
     ok &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
     if ends[-1] == len(buf):
         ok[-1] = False  # a last line without its newline may be torn
-    ctl = np.flatnonzero(arr < 32)
+    # In 4 MB chunks that stay in cache: several times faster than one pass over a 700 MB mask.
+    step = 1 << 22
+    ctl = np.concatenate(
+        [np.flatnonzero(arr[i : i + step] < 32) + i for i in range(0, len(arr), step)]
+        or [np.zeros(0, np.int64)]
+    )
     ctl = ctl[arr[ctl] != 10]
     ok[np.searchsorted(starts, ctl, side="right") - 1] = False
     line = pl.col("l")
@@ -116,7 +132,6 @@ def _eligible(
         .select(
             line.is_not_null().alias("utf8"),
             line.str.contains(_NOT_TEXT).fill_null(True).alias("not_text"),
-            line.str.count_matches(_GRADE_KEY).fill_null(0).alias("n_grade"),
             line.str.extract(_GRADE, 1).alias("grade"),
             line.str.contains(_FRAME).fill_null(False).alias("has_frame"),
             line.str.count_matches(_SURROGATE).fill_null(0).alias("sur"),
@@ -125,8 +140,6 @@ def _eligible(
         .collect()
     )
     ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy()
-    ng = checks["n_grade"].to_numpy()
-    ok &= (ng == 0) | ((ng == 1) & checks["grade"].is_not_null().to_numpy())
     ok &= checks["sur"].to_numpy() == 2 * checks["pairs"].to_numpy()
     return ok, checks.select("grade", "has_frame")
 

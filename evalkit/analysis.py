@@ -4,6 +4,8 @@ The column lists are declared once below (`EPISODE_COLUMNS`, `TURN_COLUMNS`, `CA
 this module returns has exactly those columns in that order, so the viewer, the plots and the notebooks can
 rely on them. An unscored episode (`reward` null, `error_class` set: the infrastructure failed) is never read
 as a zero: summaries give the mean over scored episodes and, labelled, the mean with unscored counted as zero.
+An episode with no reward and no error (an env that gives no reward, or none for how this episode ended) is
+neither: summaries count it as `no_reward` and leave it out of both means.
 
 Loading a native run builds an index of its trace (one row per episode plus the byte offset of its line, for
 `traces.read_at`) and caches it as Parquet under `<run>/.evalkit/`, named by the trace's size and mtime; a
@@ -401,13 +403,15 @@ def calls(paths_or_df: Any) -> pl.DataFrame:
 def _aggs() -> list[pl.Expr]:
     r = pl.col("reward")
     scored = pl.col("scored")
+    failed = pl.col("error_class").is_not_null()
     turns_ = pl.col("n_turns").cast(_F)
     return [
         pl.len().alias("n"),
         scored.sum().cast(_I).alias("scored"),
-        (~scored).sum().cast(_I).alias("unscored"),
+        failed.sum().cast(_I).alias("unscored"),
+        (~scored & ~failed).sum().cast(_I).alias("no_reward"),
         r.filter(scored).mean().alias("mean_reward"),
-        pl.when(scored).then(r).otherwise(0.0).mean().alias("mean_reward_unscored_as_0"),
+        pl.when(scored).then(r).when(failed).then(0.0).mean().alias("mean_reward_unscored_as_0"),
         r.filter(scored).min().alias("min_reward"),
         r.filter(scored).max().alias("max_reward"),
         pl.col("n_turns").mean().alias("mean_turns"),
@@ -425,8 +429,13 @@ def _aggs() -> list[pl.Expr]:
 
 
 def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP) -> pl.DataFrame:
-    """Per model × env × surface × mode: counts (scored / unscored), reward (scored mean, and with unscored
-    counted as zero), turns, tool calls and errors, tokens, reasoning per turn, cost."""
+    """Per model × env × surface × mode: counts, reward (scored mean, and with unscored counted as zero),
+    turns, tool calls and errors, tokens, reasoning per turn, cost.
+
+    `n` = `scored` + `unscored` + `no_reward`: `unscored` are infrastructure errors (`error_class` set, no
+    reward); `no_reward` are episodes that ended without error and without a reward (an env that gives
+    none). `mean_reward` is over scored episodes; `mean_reward_unscored_as_0` also counts the unscored as
+    zero. No-reward episodes are in neither mean: there is no score to take, and no failure to charge."""
     by = list(by)
     return df.group_by(by, maintain_order=True).agg(_aggs()).sort(by, nulls_last=True)
 
@@ -518,7 +527,7 @@ def by_tier(
     per_task = both.group_by(keys + [cluster], maintain_order=True).agg(
         pl.col("reward").filter(pl.col("scored")).sum().alias("s"),
         pl.col("scored").sum().cast(_F).alias("c"),
-        pl.len().cast(_F).alias("nz"),
+        (pl.col("scored") | pl.col("error_class").is_not_null()).sum().cast(_F).alias("nz"),
     )
     ci_rows = []
     for n, (k, sub) in enumerate(per_task.group_by(keys, maintain_order=True)):
@@ -562,40 +571,12 @@ def _select(df: pl.DataFrame, who: str) -> pl.DataFrame:
     raise ValueError(f"{who!r} is neither a model nor a run in this frame")
 
 
-def _padded(groups: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
-    k = np.array([len(g) for g in groups], dtype=np.int64)
-    m = np.zeros((len(groups), int(k.max()) if len(k) else 1))
-    for i, g in enumerate(groups):
-        m[i, : len(g)] = g
-    return m, k
-
-
-def _nested_means(rng: np.random.Generator, m: np.ndarray, k: np.ndarray, ti: np.ndarray) -> np.ndarray:
-    """Per resampled task, the mean of its repeats resampled with replacement (the nested second stage)."""
-    kk = k[ti]
-    if m.shape[1] == 1 or (k == 1).all():
-        return m[ti, 0] if m.shape[1] == 1 else (m.sum(1) / k)[ti]
-    j = (rng.random(ti.shape + (m.shape[1],)) * kk[..., None]).astype(np.int64)
-    vals = m[ti[..., None], j]
-    mask = np.arange(m.shape[1]) < kk[..., None]
-    return (vals * mask).sum(-1) / kk
-
-
-def paired_bootstrap(
-    a: list[list[float]], b: list[list[float]], n_boot: int = N_BOOT, seed: int = 0
-) -> np.ndarray:
-    """Bootstrap distribution of mean over tasks of (mean A − mean B): tasks resampled (the cluster), and
-    within each drawn task its repeats resampled on each side (nested)."""
-    ma, ka = _padded(a)
-    mb, kb = _padded(b)
-    n = len(a)
-    rng = np.random.default_rng(seed)
-    out = []
-    width = n * max(ma.shape[1], mb.shape[1])
-    for nb in _chunks(n_boot, width):
-        ti = _boot_idx(rng, n, nb)
-        out.append((_nested_means(rng, ma, ka, ti) - _nested_means(rng, mb, kb, ti)).mean(1))
-    return np.concatenate(out)
+def paired_bootstrap(d: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """Bootstrap distribution of the mean of per-task differences `d`: tasks are resampled (the cluster) and
+    each carries its own difference, so the repeats behind it travel with it. Resampling the repeats again
+    inside each drawn task would count the within-task noise twice (it is already in the spread of `d`)."""
+    d = np.asarray(d, float)
+    return cluster_bootstrap(d, np.ones_like(d), n_boot, seed)
 
 
 COMPARE_COLUMNS = (
@@ -605,6 +586,7 @@ COMPARE_COLUMNS = (
     "group",
     "n_tasks",
     "n_dropped",
+    "n_unpaired",
     "n_unscored_a",
     "n_unscored_b",
     "mean_a",
@@ -621,24 +603,50 @@ COMPARE_COLUMNS = (
 )
 
 
-def _compare_block(a_df: pl.DataFrame, b_df: pl.DataFrame, n_boot: int, seed: int) -> dict:
-    keys = [k for k in PAIR_KEYS if k in a_df.columns]
+def _per_task_differences(
+    a_df: pl.DataFrame, b_df: pl.DataFrame, keys: list[str]
+) -> tuple[pl.DataFrame, int]:
+    """Per task with at least one repeat scored on both sides: the mean over those repeats of A, of B, and of
+    their difference (repeat r of A against repeat r of B). Also the number of scored episodes of those tasks
+    left out because the other side has no scored episode with the same repeat."""
+    rk = keys + ["repeat"]
 
-    def per_task(d: pl.DataFrame) -> pl.DataFrame:
+    def cells(d: pl.DataFrame) -> pl.DataFrame:
+        # One value per task and repeat (a model found in two runs may have both at the same repeat).
         return (
             d.filter(pl.col("scored"))
-            .sort("repeat")
-            .group_by(keys, maintain_order=True)
-            .agg(pl.col("reward").alias("r"))
+            .group_by(rk)
+            .agg(pl.col("reward").mean().alias("r"), pl.len().alias("k"))
         )
 
-    ta, tb = per_task(a_df), per_task(b_df)
-    j = ta.join(tb, on=keys, how="inner", suffix="_b", nulls_equal=True)
-    n = j.height
+    ca, cb = cells(a_df), cells(b_df)
+    # Sorted, so that sums (and the seeded bootstrap over them) come out the same on every call.
+    j = ca.join(cb, on=rk, how="inner", suffix="_b", nulls_equal=True).sort(rk, nulls_last=True)
+    per_task = (
+        j.group_by(keys, maintain_order=True)
+        .agg(
+            pl.col("r").mean().alias("mean_a"),
+            pl.col("r_b").mean().alias("mean_b"),
+            (pl.col("r") - pl.col("r_b")).mean().alias("d"),
+        )
+        .sort(keys, nulls_last=True)
+    )
+    paired = per_task.select(keys)
+    scored_in_paired = sum(
+        int(c.join(paired, on=keys, how="semi", nulls_equal=True)["k"].sum()) for c in (ca, cb)
+    )
+    return per_task, scored_in_paired - int(j["k"].sum() + j["k_b"].sum())
+
+
+def _compare_block(a_df: pl.DataFrame, b_df: pl.DataFrame, n_boot: int, seed: int) -> dict:
+    keys = [k for k in PAIR_KEYS if k in a_df.columns]
+    per_task, unpaired = _per_task_differences(a_df, b_df, keys)
+    n = per_task.height
     row: dict[str, Any] = {
         "n_tasks": n,
         "n_dropped": pl.concat([a_df.select(keys), b_df.select(keys)]).unique().height - n,
-        "n_unscored_a": int((~a_df["scored"]).sum()),
+        "n_unpaired": unpaired,
+        "n_unscored_a": int((~a_df["scored"]).sum()),  # no score: an infrastructure error or no reward
         "n_unscored_b": int((~b_df["scored"]).sum()),
     }
     if n == 0:
@@ -650,19 +658,16 @@ def _compare_block(a_df: pl.DataFrame, b_df: pl.DataFrame, n_boot: int, seed: in
             }
             | {"wins": 0, "ties": 0, "losses": 0}
         )
-    ra, rb = j["r"].to_list(), j["r_b"].to_list()
-    mean_a = np.array([np.mean(x) for x in ra])
-    mean_b = np.array([np.mean(x) for x in rb])
-    d = mean_a - mean_b
-    boot = paired_bootstrap(ra, rb, n_boot, seed)
+    d = per_task["d"].to_numpy()
+    boot = paired_bootstrap(d, n_boot, seed)
     lo, hi = _ci(boot)
     le, ge = int((boot <= 0).sum()), int((boot >= 0).sum())
     p = min(1.0, (2 * min(le, ge) + 1) / (len(boot) + 1))
     sd = float(np.std(d, ddof=1)) if n > 1 else None
     tie = np.isclose(d, 0, atol=1e-9)
     return row | {
-        "mean_a": float(mean_a.mean()),
-        "mean_b": float(mean_b.mean()),
+        "mean_a": float(per_task["mean_a"].mean()),
+        "mean_b": float(per_task["mean_b"].mean()),
         "diff": float(d.mean()),
         "ci_low": lo,
         "ci_high": hi,
@@ -679,11 +684,14 @@ def compare(
     df: pl.DataFrame, a: str, b: str, by: str | None = "tier", n_boot: int = N_BOOT, seed: int = 0
 ) -> pl.DataFrame:
     """Paired comparison of `a` against `b` (models, or runs): episodes paired by task (env, surface, mode,
-    task, skin), repeats averaged within a task; `diff` = mean over paired tasks of (A − B). The bootstrap
-    resamples tasks and, nested, the repeats within each; `p_value` is two-sided from that distribution;
-    `mde` is the smallest true difference this many tasks would detect with 80% power at α = 0.05, from the
-    observed SD of per-task differences. Unscored episodes are left out (counted); a task without a scored
-    episode on both sides is dropped (counted). One row per value of `by` plus "all"."""
+    task, skin) and repeat. Each task gives one difference d, the mean over its paired repeats of
+    (A − B); `diff` is the mean of d over tasks, `sd_diff` its SD. The bootstrap resamples tasks only, each
+    with its d (a task-clustered bootstrap: repeats travel with their task); `p_value` is two-sided from
+    that distribution; `mde` is the smallest true difference this many tasks would detect with 80% power
+    at α = 0.05, from `sd_diff`. Left out and counted: episodes without a score (`n_unscored_*`: an
+    infrastructure error or no reward), tasks without a repeat scored on both sides (`n_dropped`), and
+    scored episodes of the other tasks whose repeat has no scored partner on the other side
+    (`n_unpaired`). One row per value of `by` plus "all"."""
     da, db = _select(df, a), _select(df, b)
     groups: list[tuple[str, pl.DataFrame, pl.DataFrame]] = []
     if by:
@@ -698,7 +706,7 @@ def compare(
     for n, (g, xa, xb) in enumerate(groups):
         rows.append({"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, n_boot, seed + n))
     schema = {c: (_S if c in ("a", "b", "by", "group") else _F) for c in COMPARE_COLUMNS}
-    for c in ("n_tasks", "n_dropped", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):
+    for c in ("n_tasks", "n_dropped", "n_unpaired", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):
         schema[c] = _I
     return pl.DataFrame(rows, schema=schema).select(COMPARE_COLUMNS)
 
@@ -754,6 +762,7 @@ _SUMMARY_COLS = [
     ("n", "n"),
     ("scored", "scored"),
     ("unscored", "unscored"),
+    ("no_reward", "no reward"),
     ("mean_reward", "reward (scored)"),
     ("mean_reward_unscored_as_0", "reward (unscored=0)"),
     ("min_reward", "min"),
@@ -813,6 +822,14 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
             "Unscored (infrastructure errors): "
             + ", ".join(f"{r['model']} {r['error_class']} ×{r['len']}" for r in counts.iter_rows(named=True)),
         ]
+    quiet = df.filter(~pl.col("scored") & pl.col("error_class").is_null())
+    if quiet.height:
+        counts = quiet.group_by("model").len().sort("model")
+        parts += [
+            "",
+            "No reward (ended without error, the env gave none; in neither mean): "
+            + ", ".join(f"{r['model']} ×{r['len']}" for r in counts.iter_rows(named=True)),
+        ]
     return "\n".join(parts)
 
 
@@ -838,6 +855,7 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         ("group", by),
         ("n_tasks", "tasks"),
         ("n_dropped", "dropped"),
+        ("n_unpaired", "unpaired"),
         ("mean_a", "mean A"),
         ("mean_b", "mean B"),
         ("diff", "A − B"),
@@ -846,7 +864,10 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         ("wtl", "win/tie/loss"),
         ("mde", "MDE (80%)"),
     ]
-    note = "Paired by task; bootstrap over tasks with repeats nested; unscored episodes left out."
+    note = (
+        "Paired by task and repeat; per task, the mean of the paired differences; bootstrap over tasks "
+        "(repeats travel with their task); unscored episodes left out."
+    )
     return _table(r, cols, markdown) + "\n" + note
 
 
@@ -859,15 +880,18 @@ def write_summary(run_dir: str | Path) -> dict:
         "run": str(run_dir),
         "n_episodes": df.height,
         "n_scored": int(df["scored"].sum()),
-        "n_unscored": int((~df["scored"]).sum()),
+        "n_unscored": int(df["error_class"].is_not_null().sum()),
+        "n_no_reward": int((~df["scored"] & df["error_class"].is_null()).sum()),
         "notes": "mean_reward is over scored episodes; mean_reward_unscored_as_0 counts unscored "
-        "(infrastructure "
-        "errors) as zero. CIs: 95% percentile bootstrap over tasks, 2,000 resamples, seed 0.",
+        "(infrastructure errors) as zero; episodes with no reward and no error are in neither mean "
+        "(no_reward). CIs: 95% percentile bootstrap over tasks (repeats travel with their task), "
+        "2,000 resamples, seed 0.",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
     }
     traces.atomic_write(run_dir / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
-    md = f"# Summary of `{run_dir.name}`\n\n{df.height} episodes, {data['n_unscored']} unscored.\n\n"
+    md = f"# Summary of `{run_dir.name}`\n\n{df.height} episodes, {data['n_unscored']} unscored"
+    md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
     md += "## Per tier (95% bootstrap CI over tasks)\n\n" + _table(_with_ci(tiers), _TIER_COLS, True) + "\n\n"
     md += data["notes"] + "\n"

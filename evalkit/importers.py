@@ -11,13 +11,19 @@ dict per episode in the shape of `EpisodeRecord.to_dict()`, image fields as path
   infrastructure failure), `steps.jsonl` and `screens/step_NN.png`.
 
 Each record's `info` says which importer read it. Anything else raises TraceError with one line.
+
+An episode without a reward is an infrastructure failure (unscored, `error_class` set) only when the format
+says something failed (an `error`, a list of `errors`, an end reason that is an error, `session_failed.json`).
+One with no reward and no error (an env that gives none) keeps `error_class` None: `evalkit.analysis`
+counts it as "no reward", apart from both the scored and the unscored episodes.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Iterator
+import re
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +104,9 @@ def _canvas_episode(root: Path, d: dict, repeat: int) -> dict:
     rec = _base(model, "canvas", surface, mode, task, skin, repeat)
     reward = d.get("reward")
     error = d.get("error") or None
-    unscored = reward is None
+    # The format keeps only a message, not what failed: a missing reward with an error is a harness error.
+    unscored = reward is None and error is not None
+    stem = _canvas_stem(d)
     turns = []
     n_calls = n_err = n_parse = 0
     for t in d.get("turns") or []:
@@ -132,7 +140,7 @@ def _canvas_episode(root: Path, d: dict, repeat: int) -> dict:
                 "usage": t.get("usage") or {},
                 "model_s": float(t.get("model_s") or 0),
                 "env_s": float(t.get("env_s") or 0),
-                "frame": t.get("frame"),
+                "frame": t["frame"] if "frame" in t else _canvas_frame(root, stem, t.get("turn")),
                 "calls": calls,
             }
         )
@@ -146,10 +154,9 @@ def _canvas_episode(root: Path, d: dict, repeat: int) -> dict:
         tier=d.get("tier"),
         difficulty_score=d.get("difficulty_score"),
         episode_id=d.get("episode_id"),
-        reward=None if unscored else float(reward),
+        reward=None if reward is None else float(reward),
         grade=d.get("grade") if isinstance(d.get("grade"), dict) else None,
         end_reason="error" if unscored else ("auto_submitted" if auto else "submitted"),
-        # The format keeps only a message, not what failed: an unscored episode counts as a harness error.
         error_class="harness_error" if unscored else None,
         error=error,
         auto_submitted=auto,
@@ -171,6 +178,27 @@ def _canvas_episode(root: Path, d: dict, repeat: int) -> dict:
     return rec
 
 
+_FRAME_PATH = re.compile(r"frames/([^/]+)/\d+\.png")
+_RENDER_PATH = re.compile(r"renders/([^/]+)\.png")
+
+
+def _canvas_stem(d: dict) -> str | None:
+    """The episode's folder under `frames/`, from its first frame (`frames/<stem>/000.png`) or its final
+    render (`renders/<stem>.png`)."""
+    for rx, v in ((_FRAME_PATH, d.get("frame0")), (_RENDER_PATH, d.get("render"))):
+        m = rx.fullmatch(v) if isinstance(v, str) else None
+        if m:
+            return m.group(1)
+    return None
+
+
+def _canvas_frame(root: Path, stem: str | None, turn: Any) -> str | None:
+    """A turn written without a `frame` field: its picture is `frames/<stem>/NNN.png`, NNN its turn number."""
+    if stem is None or not isinstance(turn, int) or isinstance(turn, bool) or turn < 0:
+        return None
+    return _rel(root, root / "frames" / stem / f"{turn:03d}.png")
+
+
 def read_design_canvas(root: Path) -> Iterator[dict]:
     rep = _Repeats()
     for d in iter_lines(root / "trace.jsonl"):
@@ -187,29 +215,32 @@ def _planning_episode(d: dict, repeat: int) -> dict:
     env = str(d.get("env") or "planning")
     rec = _base(model, env, "tools", "text", task, None, repeat)
     final = d.get("final") if isinstance(d.get("final"), dict) else {}
-    step_ok = {}
-    for s in d.get("steps") or []:
-        res = s.get("result")
-        step_ok[(s.get("turn"), s.get("tool"))] = not (
-            isinstance(res, dict) and (res.get("error") or res.get("ok") is False)
-        )
+    messages = [m for m in d.get("messages") or [] if isinstance(m, dict)]
+    failed = _failed_calls(
+        d.get("steps"),
+        [
+            [_call_name(c) for c in m.get("tool_calls") or []]
+            for m in messages
+            if m.get("role") == "assistant"
+        ],
+    )
     turns: list[dict] = []
     by_id: dict[str, dict] = {}
     system = []
-    for m in d.get("messages") or []:
+    for m in messages:
         role = m.get("role")
         if role == "assistant":
             n = len(turns)
             calls = []
             for i, c in enumerate(m.get("tool_calls") or []):
                 fn = c.get("function") if isinstance(c.get("function"), dict) else {}
-                name = str(c.get("name") or fn.get("name") or "")
+                name = _call_name(c)
                 args, bad = _args(c.get("arguments", fn.get("arguments")))
                 call = {
                     "id": str(c.get("id") or f"call_{n}_{i}"),
                     "name": name,
                     "args": args,
-                    "ok": not bad and step_ok.get((n, name), True),
+                    "ok": not bad and (n, i) not in failed,
                     "result": "",
                     "images": [],
                     "parse_error": bad,
@@ -239,6 +270,13 @@ def _planning_episode(d: dict, repeat: int) -> dict:
     errors = d.get("errors")
     err_list = errors if isinstance(errors, list) else []
     raw_end = str(d.get("end_reason") or "")
+    # No reward is an infrastructure failure only when the episode says something failed.
+    failed_run = reward is None and bool(
+        err_list
+        or (isinstance(errors, int) and not isinstance(errors, bool) and errors > 0)
+        or raw_end == "error"
+        or raw_end.endswith("_error")
+    )
     end = (
         raw_end
         if raw_end in END_REASONS
@@ -255,10 +293,10 @@ def _planning_episode(d: dict, repeat: int) -> dict:
         episode_id=d.get("episode_id"),
         reward=None if reward is None else float(reward),
         grade=grade,
-        end_reason="error" if reward is None else end,
-        error_class="harness_error" if reward is None else None,
+        end_reason="error" if failed_run else end,
+        error_class="harness_error" if failed_run else None,
         error="; ".join(map(str, err_list))
-        or (None if reward is not None else f"no reward ({raw_end or 'unknown'})"),
+        or (f"no reward ({raw_end or 'unknown'})" if failed_run else None),
         provider_switches=d.get("provider_switches") if isinstance(d.get("provider_switches"), list) else [],
         usage={
             "input": int(u.get("input_tokens") or u.get("input") or 0),
@@ -279,6 +317,58 @@ def _planning_episode(d: dict, repeat: int) -> dict:
         },
     )
     return rec
+
+
+def _call_name(c: Any) -> str:
+    if not isinstance(c, dict):
+        return ""
+    fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+    return str(c.get("name") or fn.get("name") or "")
+
+
+def _step_failed(s: dict) -> bool:
+    res = s.get("result")
+    return isinstance(res, dict) and bool(res.get("error") or res.get("ok") is False)
+
+
+def _failed_calls(steps: Any, names: list[list[str]]) -> set[tuple[int, int]]:
+    """(assistant turn, call index) of the calls whose step reports a failure, given each turn's call names.
+
+    Steps name their turn, but writers count turns from 0 or from 1: the base taken is the one under which
+    every step lands on a call of its tool in that turn (0 first). When neither fits, steps are matched to
+    calls by tool name and order. Several calls of one tool in a turn take its steps in order."""
+    steps = [s for s in steps or [] if isinstance(s, dict)]
+
+    def assign(
+        step_key: Callable[[dict], Any], call_key: Callable[[int, str], Any], strict: bool
+    ) -> set | None:
+        free: dict[Any, deque] = defaultdict(deque)
+        for n, turn in enumerate(names):
+            for i, name in enumerate(turn):
+                free[call_key(n, name)].append((n, i))
+        out = set()
+        for s in steps:
+            q = free.get(step_key(s))
+            if not q:
+                if strict:
+                    return None
+                continue
+            pos = q.popleft()
+            if _step_failed(s):
+                out.add(pos)
+        return out
+
+    def turn_key(s: dict, base: int) -> Any:
+        t = s.get("turn")
+        return (
+            (t - base, str(s.get("tool") or "")) if isinstance(t, int) and not isinstance(t, bool) else None
+        )
+
+    for base in (0, 1):
+        got = assign(lambda s, base=base: turn_key(s, base), lambda n, name: (n, name), strict=True)
+        if got is not None:
+            return got
+    return assign(lambda s: str(s.get("tool") or ""), lambda n, name: name, strict=False) or set()
 
 
 def _is_planning(d: dict) -> bool:

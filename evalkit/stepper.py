@@ -108,6 +108,8 @@ class EpisodeStepper:
         self.pending: Turn | None = None
         self.reward: float | None = None
         self.grade: dict | None = None
+        self.ended = False
+        """Whether the env has ended the episode (some call came back done), with or without a reward."""
 
     # ------------------------------------------------------------ set-up
 
@@ -118,6 +120,7 @@ class EpisodeStepper:
 
         self.close()
         self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
+        self.ended = False
         self.session = episode._session(self.env)
         kw = episode._reset_kwargs(self.task, surface=self.surface, mode=self.mode, **self.reset_kw)
         self.meta = self.session.reset(**kw)
@@ -239,6 +242,7 @@ class EpisodeStepper:
     def _run(self, name: str, args: dict) -> ToolOutcome:
         out = self.session.call(name, args)
         if out.done:
+            self.ended = True
             self.reward = out.reward if out.reward is not None else (out.grade or {}).get("total")
             self.grade = out.grade
         return out
@@ -248,7 +252,8 @@ class EpisodeStepper:
         return fn() if callable(fn) else None
 
     def execute(self) -> Step:
-        """Run the pending calls on the env, hand the results to the model, take a frame."""
+        """Run the pending calls on the env, hand the results to the model, take a frame. Calls after the
+        one that ended the episode (or all of them, if it had ended before) are not run: the model is told."""
         from evalkit.episode import NUDGE, _with_note, turns_left_note
 
         if self.pending is None:
@@ -256,13 +261,16 @@ class EpisodeStepper:
         step, turn, self.pending = self.steps[-1], self.pending, None
         t = time.monotonic()
         pairs = []
+        # `step.done` reads `step.pairs`, filled only after this loop: the flag is the loop's own.
+        ended = self.ended
         for c in turn.calls:
-            if c.error is not None:
-                out = ToolOutcome(f"error: {c.error}", is_error=True)
-            elif step.done:
+            if ended:
                 out = ToolOutcome("not executed: the episode had already ended", is_error=True)
+            elif c.error is not None:
+                out = ToolOutcome(f"error: {c.error}", is_error=True)
             else:
                 out = self._run(c.name, c.args)
+                ended = out.done
             pairs.append((c, out))
         step.pairs = pairs
         step.frame = self._frame()
@@ -297,9 +305,10 @@ class EpisodeStepper:
         return step
 
     def run(self, n: int | None = None) -> list[Step]:
-        """Step until the episode ends, the turns run out, or `n` steps have been taken."""
+        """Step until the episode ends (the env said done, whether or not it gave a reward), the turns run
+        out, or `n` steps have been taken."""
         done = []
-        while self.turns_left > 0 and (n is None or len(done) < n) and self.reward is None:
+        while self.turns_left > 0 and (n is None or len(done) < n) and not self.ended:
             done.append(self.step())
         return done
 

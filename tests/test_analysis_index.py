@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -71,6 +72,20 @@ def odd_lines() -> list[str]:
         d("grade-no-total", reward=0.3, grade={"structure": 0.5}),
         d("grade-text-total", reward=0.3, grade={"total": "0.75"}),
         d("nested-grade-key", turns=[{"frame": "f.png", "calls": [{"args": {"grade": {"total": 9}}}]}]),
+        d("grades-everywhere", reward=0.4, grade={"total": 0.4}, final_doc={"grade": {"total": 1.0}})[:-1]
+        + ', "turns": [{"frame": "f.png", "calls": [{"args": {"grade": {"total": 9}}}]}]}',
+        # the top-level grade after a nested one: not the first "grade" key of the line
+        json.dumps(
+            base | {"key": "grade-after-turns", "turns": [{"grade": {"total": 9}}], "grade": {"total": 0.1}}
+        ),
+        json.dumps(
+            base | {"key": "grade-after-list", "provider_switches": [{"grade": 1}], "grade": {"total": 0.2}}
+        ),
+        json.dumps(
+            base | {"key": "grade-after-nested", "usage": {"grade": {"total": 3}}, "grade": {"total": 0.3}}
+        ),
+        '{"format_version": 1, "key": "escaped-key", "x\\"grade": {"total": 5}, "grade": {"total": 0.6}}',
+        '{"format_version": 1, "key": "escaped-grade", "gr\\u0061de": {"total": 0.7}, "reward": 0.7}',
         d("frame-in-args", turns=[{"frame": "", "calls": [{"args": {"frame": "elsewhere"}}]}, None]),
         d("falsy-frames", turns=[{"frame": None}, {"frame": ""}, {"frame": "a"}, {}]),
         d("odd-frames", turns=[{"frame": 0}, {"frame": "b"}]),
@@ -120,6 +135,25 @@ def make(run: Path, n: int, frames: int, every: int = 1, seed_lines: bool = True
     return run
 
 
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample-run" / "trace.jsonl"
+
+
+def real_lines() -> list[str]:
+    """Lines of a real run (data/sample-run): their final_doc carries the grade again."""
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    assert lines and all('"grade":' in line.split('"final_doc":', 1)[1] for line in lines)
+    return lines
+
+
+def fast_lines(run: Path) -> int:
+    buf = (run / "trace.jsonl").read_bytes()
+    arr = np.frombuffer(buf, np.uint8)
+    starts, ends = _index._lines(buf, arr)
+    ok, checks = _index._eligible(buf, arr, starts, ends)
+    _, gone = _index._read(buf, starts, ends, ok, checks)
+    return int((ok & ~gone).sum())
+
+
 def same_as_reference(run: Path) -> pl.DataFrame:
     fast = A._build_index(run)
     ref = A._build_index_reference(run)
@@ -156,6 +190,45 @@ def test_clean_trace_and_empty_traces(tmp_path):
         b'{"format_version": 1, "key": "a"}\n\xff\xfe{"key": "b"}\n{"x": "\xe9"}\n'
     )
     assert_frame_equal(A._build_index(junk), A._build_index_reference(junk), check_exact=True)
+
+
+def test_real_records_take_the_fast_path(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    lines = real_lines()
+    (run / "trace.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    df = same_as_reference(run)
+    assert df.height == len(lines) and df["grade_total"].null_count() == 0
+    assert fast_lines(run) == len(lines)  # every one of them, not json.loads
+
+
+def test_grade_keys_inside_final_doc_and_tool_args(tmp_path):
+    inner = {"grade": {"total": 0.01, "note": "not this one"}}
+    recs = [
+        rec(
+            i,
+            0.5,
+            2,
+            final_doc=inner | {"elements": [{"id": "e1", "grade": "x"}]},
+            turns=[turn(0, "f.png", grade=inner)],
+        )
+        for i in range(5)
+    ]
+    run = tmp_path / "r"
+    w = TraceWriter(run)
+    for r in recs:
+        w.append(r)
+    with open(run / "trace.jsonl", "a", encoding="utf-8") as f:
+        for line in real_lines():
+            f.write(line + "\n")
+        for line in odd_lines():
+            f.write(line + "\n")
+    df = same_as_reference(run)
+    assert df.filter(pl.col("task_id") == "t1")["grade_total"].to_list() == [0.5]
+    assert df.filter(pl.col("key") == "grades-everywhere")["grade_total"].to_list() == [0.4]
+    assert df.filter(pl.col("key") == "grade-after-turns")["grade_total"].to_list() == [0.1]
+    assert fast_lines(run) >= len(recs) + len(real_lines())
 
 
 def test_load_runs_uses_the_fast_index(tmp_path):

@@ -47,3 +47,22 @@ def test_strip_network():
     )
     out = report.strip_network(page)
     assert out == "<p>keep</p><script>var x=1;</script>"
+
+
+EXTERNAL = re.compile(r"<[a-z][^>]*\b(?:src|href|srcset|action|data)\s*=\s*[\"']?\s*(?:https?:)?//", re.I)
+
+
+def test_only_a_is_compared_with_the_most_frequent_other_model(tmp_path):
+    run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=6, frames=False)
+    html = report.build_report([str(run)], tmp_path / "r.html", a="m-bad", n_boot=200).read_text()
+    assert "nothing to compare" not in html
+    assert "A − B" in html and re.search(r"m-bad\s+m-good\s+easy", html)
+
+
+def test_hostile_model_and_run_names_stay_text(tmp_path):
+    evil = 'x` <img src="https://evil.example/p.png"> [l](https://evil.example/) <a href=//evil.example>a</a>'
+    run = make_run(tmp_path / "run` <b>x", models={evil: 0.7, "m-bad": 0.3}, n_tasks=6, frames=False)
+    html = report.build_report([str(run)], tmp_path / "r.html", a=evil, b="m-bad", n_boot=200).read_text()
+    assert "evil.example" in html  # the name is shown...
+    assert EXTERNAL.search(html) is None, EXTERNAL.search(html)  # ...never as a tag that fetches or links
+    assert "<b>x" not in html and "&lt;b&gt;x" in html

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.stepper import EpisodeStepper
+from evalkit.types import ToolOutcome, ToolSpec, Turn
+from tests.support.scripted import call, factory
 
 
 def test_step_edit_inject_and_finish(canvas_server):
@@ -36,3 +38,56 @@ def test_step_edit_inject_and_finish(canvas_server):
     assert st.reward is not None and 0 <= st.reward <= 1 and "total" in st.grade
     assert st.frame.size == (800, 600)
     st.close()
+
+
+def test_calls_after_the_ending_one_are_not_run(canvas_server):
+    sink: list = []
+    rect = dict(kind="rect", x=10, y=10, width=50, height=40, fill="#ff0000")
+    turns = [
+        Turn(calls=[call("submit"), call("add_element", **rect)]),
+        Turn(calls=[call("add_element", **rect)]),
+    ]
+    st = EpisodeStepper(factory(turns, sink), canvas_server, task="canvas-test-0007", max_turns=5)
+    st.reset()
+    s = st.step()
+    assert s.done and st.ended and st.reward is not None
+    (_, submitted), (_, after) = s.pairs
+    assert submitted.done and after.is_error and after.text == "not executed: the episode had already ended"
+    assert st.run() == []  # ended: no more model calls
+    assert len(sink[0].turns) == 1 and len(st.steps) == 1
+
+
+class NoRewardEnv:
+    """An env session whose `finish` ends the episode without a reward or grade (in-process: the stepper
+    only needs the session protocol, and no served env ends an episode this way)."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def reset(self, **kw):
+        return {"task_id": "t", "instructions": "Call note, then finish."}
+
+    def tools(self):
+        return [ToolSpec("note"), ToolSpec("finish")]
+
+    def call(self, name, args):
+        self.calls.append(name)
+        return ToolOutcome("finished" if name == "finish" else "noted", done=name == "finish")
+
+    def close(self):
+        pass
+
+
+def test_run_stops_when_the_env_ends_the_episode_without_a_reward():
+    env = NoRewardEnv()
+    turns = [
+        Turn(calls=[call("note")]),
+        Turn(calls=[call("finish"), call("note")]),
+        Turn(calls=[call("note")]),
+    ]
+    st = EpisodeStepper(factory(turns), lambda: env, max_turns=10)
+    st.reset()
+    steps = st.run()
+    assert len(steps) == 2 and st.ended and st.reward is None
+    assert env.calls == ["note", "finish"]
+    assert steps[-1].pairs[1][1].text.startswith("not executed")
