@@ -740,7 +740,7 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False
     body = [[_fmt(r.get(c), _SPEC.get(c, ".3f")) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-        lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in body]
+        lines += ["| " + " | ".join(_md_text(x) for x in row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
@@ -871,6 +871,11 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
     return _table(r, cols, markdown) + "\n" + note
 
 
+def _md_text(text: str) -> str:
+    """A name as literal Markdown text: a run or model name must not become a link, an image or HTML."""
+    return "".join("\\" + c if c in "\\`*_[]()<>!|~&" else c for c in text)
+
+
 def write_summary(run_dir: str | Path) -> dict:
     """Write `summary.json` and `summary.md` for a run; returns what was written to the JSON."""
     run_dir = Path(run_dir)
@@ -890,7 +895,7 @@ def write_summary(run_dir: str | Path) -> dict:
         "by_tier": tiers.to_dicts(),
     }
     traces.atomic_write(run_dir / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
-    md = f"# Summary of `{run_dir.name}`\n\n{df.height} episodes, {data['n_unscored']} unscored"
+    md = f"# Summary of {_md_text(run_dir.name)}\n\n{df.height} episodes, {data['n_unscored']} unscored"
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
     md += "## Per tier (95% bootstrap CI over tasks)\n\n" + _table(_with_ci(tiers), _TIER_COLS, True) + "\n\n"

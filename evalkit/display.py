@@ -173,7 +173,8 @@ def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) ->
     )
     runs = ", ".join(_e(r) for r in df["run"].unique(maintain_order=True).to_list())
     parts = [
-        f"<div><b>{df.height}</b> episodes in {runs} · {int((~df['scored']).sum())} unscored</div>",
+        f"<div><b>{df.height}</b> episodes in {runs} · "
+        f"{int(df['error_class'].is_not_null().sum())} unscored (infrastructure errors)</div>",
         _frame_html(summ),
         _frame_html(tiers),
     ]

@@ -311,3 +311,15 @@ def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
     rows = A.summarise(A.load_runs([tmp_path])).iter_rows(named=True)
     s = {r["model"]: r["cost_usd"] for r in rows}
     assert s == {"priced": 0.75, "partly": None, "free": None}
+
+
+def test_summary_markdown_cannot_inject_html_or_links(tmp_path):
+    from evalkit.traces import TraceWriter
+    from evalkit.types import EpisodeRecord
+
+    hostile = "m<img src=https://evil.example/x.png>[click](https://evil.example)"
+    TraceWriter(tmp_path).append(EpisodeRecord(key="k", model=hostile, env="canvas", surface="tools",
+                                               mode="reference", task_id="t", reward=0.5))  # fmt: skip
+    A.write_summary(tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    assert "<img" not in md and "](" not in md and "\\<img" in md
