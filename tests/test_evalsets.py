@@ -50,7 +50,8 @@ def test_evalset_id_hashes_tasks_and_subsets_and_edits_are_caught(tmp_path):
     from evalkit.evalsets import evalset_hash
 
     data = json.loads(open(CANVAS).read())
-    assert load_evalset(CANVAS).evalset_id == data["evalset_id"] == evalset_hash(data["tasks"], data["subsets"])
+    expected = evalset_hash(data["tasks"], data["subsets"])
+    assert load_evalset(CANVAS).evalset_id == data["evalset_id"] == expected
     for edit in (lambda d: d["tasks"][0].update(tier="hard"), lambda d: d["subsets"]["lite"].pop()):
         changed = json.loads(json.dumps(data))
         edit(changed)
