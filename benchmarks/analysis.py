@@ -1,6 +1,6 @@
 """Analysis speed: vectorised summaries and tier CIs against plain Python, and trace load time.
 
-    python benchmarks/analysis.py [--episodes 30000] [--load 100000] [--repeat 3] [--reference]
+    python benchmarks/analysis.py [--episodes 30000] [--load 100000] [--append 100] [--repeat 3] [--reference]
 
 1. 30,000 synthetic episodes, 3 models × 3 tiers (tasks repeated 4 times, 2% unscored): `summarise` +
    `by_tier` (2,000 task-clustered bootstrap resamples, both reward means) against the same summary written
@@ -8,6 +8,9 @@
 2. A 100,000-episode trace.jsonl: `load_runs` cold (parse + write the index) and with the cached index
    (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; with
    `--reference`, also the reference reader (`json.loads` per line) against the fast one.
+3. The same trace while a batch still runs: `--append` more episodes appended, then `load_runs` again, which
+   extends the cached index with the new lines instead of reading the whole trace. Prints the ratio of that
+   reload to the cold load.
 
 Episodes are shaped like a real canvas run's (data/sample-run): the grade, a final document with its
 elements (and the grade again), a frame per turn, tool calls with arguments and results — ~7 KB a line, so
@@ -183,6 +186,15 @@ def write_trace(path: Path, n: int, seed: int = 0) -> list[dict]:
     return heads
 
 
+def append_trace(path: Path, n: int, seed: int) -> None:
+    """Append n new episodes (new keys: repeats no earlier episode has) as `TraceWriter` would."""
+    rng = random.Random(seed)
+    with open(path, "a", encoding="utf-8") as f:
+        for i in range(n):
+            d = episode(rng, MODELS[i % len(MODELS)], i % len(MODELS), i, 1_000_000 + seed)
+            f.write(json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def python_summary(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> dict:
     """The same numbers as summarise + by_tier, the way one writes them without a dataframe library."""
     rng = random.Random(seed)
@@ -252,6 +264,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=30_000)
     ap.add_argument("--load", type=int, default=100_000)
+    ap.add_argument("--append", type=int, default=100, help="episodes appended before the incremental load")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reference", action="store_true", help="also time the json.loads-per-line reader")
     a = ap.parse_args()
@@ -282,13 +295,27 @@ def main() -> int:
         t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
         t_nocache = median_of(lambda: analysis.load_runs(run, cache=False), a.repeat)
         t_ref = median_of(lambda: analysis._build_index_reference(run), 1) if a.reference else None
+        appended = []
+
+        def grow() -> None:
+            appended.append(len(appended))
+            append_trace(run / "trace.jsonl", a.append, seed=len(appended))
+
+        t_inc = median_of(lambda: analysis.load_runs(run), a.repeat, before=grow)
+        grown = analysis.load_runs(run)
+        assert grown.equals(analysis.load_runs(run, cache=False))  # extended = built from scratch
     assert cold.height == len(big)
+    assert grown.height == len(big) + a.append * len(appended), grown.height
     print(f"load_runs, {a.load:,} episodes ({size / 1e6:.0f} MB trace):")
     print(
         f"  cold (parse + write index) / cached index = {t_cold / t_warm:.0f}x   "
         f"({t_cold:.2f} s vs {t_warm:.3f} s; goals 3 s and 0.3 s)"
     )
     print(f"  parse without writing the index: {t_nocache:.2f} s")
+    print(
+        f"  {a.append:,} episodes appended, reload (extends the index) / cold = {t_inc / t_cold:.3f}   "
+        f"({t_inc:.3f} s vs {t_cold:.2f} s)"
+    )
     if t_ref is not None:
         ratio = t_ref / t_nocache
         print(f"  reference reader (json.loads per line) / fast reader = {ratio:.1f}x   ({t_ref:.2f} s)")

@@ -292,14 +292,20 @@ def _token(k: Any) -> str | None:
     return f"\x00{json.dumps(k, sort_keys=True, default=str)}"
 
 
-def build(trace: Path, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema) -> pl.DataFrame:
-    """The index of a native trace (the columns of `schema`, `offset` first, as `episode_row` fills them),
-    one row per key in the order of each key's last record."""
-    buf = Path(trace).read_bytes()
+def records(
+    buf: bytes, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema, trace: Any = "trace"
+) -> pl.DataFrame:
+    """Every readable record of `buf` (complete lines of a native trace, or its tail from a line start), in
+    order, as `_tok` (the reference's dedup key, null where the record has none) then the columns of
+    `schema`, `offset` relative to `buf`."""
+    cols = list(schema)
+    empty = schema.to_frame().select(pl.lit(None, _S).alias("_tok"), *cols)
     arr = np.frombuffer(buf, np.uint8)
+    if not len(buf):
+        return empty
     starts, ends = _lines(buf, arr)
     if not len(starts):
-        return schema.to_frame()
+        return empty
     ok, checks = _eligible(buf, arr, starts, ends)
     slow = ~ok
     parts = []
@@ -323,22 +329,32 @@ def build(trace: Path, episode_row: Callable[[dict, int | None], tuple], schema:
         toks.append(_token(d.get("key")))
     if bad:
         log.debug("%s: %d unreadable line(s) left out of the index", trace, bad)
-    cols = list(schema)
     if rows:
         ref = pl.DataFrame(rows, schema=schema, orient="row").drop("offset")
         parts.append(ref.with_columns(pl.Series("_line", lines, _I), pl.Series("_tok", toks, _S)))
     if not parts:
-        return schema.to_frame()
+        return empty
     df = pl.concat([p.select(["_line", "_tok"] + cols[1:]) for p in parts], how="vertical")
     if len(parts) > 1:
         df = df.sort("_line")
     off = pl.Series("offset", starts, _I)
+    return df.with_columns(off.gather(df["_line"]).alias("offset")).select(["_tok"] + cols)
+
+
+def latest(df: pl.DataFrame, first: int = 0) -> pl.DataFrame:
+    """The last record of each key of `records`, in the order of those last records, `_tok` filled in: a
+    record without a key is `#n`, n its position among all readable records (the first of `df` is `first`),
+    as the reference numbers them."""
     return (
-        df.with_row_index("_n")
-        .with_columns(
-            pl.coalesce("_tok", pl.format("#{}", "_n")).alias("_tok"),
-            off.gather(df["_line"]).alias("offset"),
-        )
+        df.with_row_index("_n", offset=first)
+        .with_columns(pl.coalesce("_tok", pl.format("#{}", "_n")).alias("_tok"))
         .filter(pl.col("_n") == pl.col("_n").max().over("_tok"))
-        .select(cols)
+        .drop("_n")
     )
+
+
+def build(trace: Path, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema) -> pl.DataFrame:
+    """The index of a native trace (the columns of `schema`, `offset` first, as `episode_row` fills them),
+    one row per key in the order of each key's last record."""
+    df = records(Path(trace).read_bytes(), episode_row, schema, trace)
+    return latest(df).select(list(schema))

@@ -10,11 +10,13 @@ neither: summaries count it as `no_reward` and leave it out of both means.
 Loading a native run builds an index of its trace (one row per episode plus the byte offset of its line, for
 `traces.read_at`) and caches it as Parquet under `<run>/.evalkit/`, named by the trace's size and mtime; a
 changed trace gets a new index, a read-only run gets none. The index is read by Polars (`evalkit._index`);
-`_build_index_reference`, one `json.loads` per line, is what it must equal.
+`_build_index_reference`, one `json.loads` per line, is what it must equal. Traces are append-only, so a trace
+that grew since its cached index is indexed from where that index stopped (see `_extend_index`), not anew.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -265,27 +267,129 @@ def index_path(run: str | Path) -> Path:
     return Path(run) / ".evalkit" / f"index-v{INDEX_VERSION}-{size}-{mtime}.parquet"
 
 
+_META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend_index`)
+_WINDOW = 4096  # bytes per window of the prefix checked before an index is extended
+_N_WINDOWS = 16
+
+
+def _fingerprint(f: Any, size: int) -> str:
+    """A hash of the first `size` bytes of the open file `f`, from 16 windows of 4 KB spread over them (the
+    first and the last included): cheap, and an append leaves it as it was."""
+    h = hashlib.sha256(str(size).encode())
+    last = max(size - _WINDOW, 0)
+    for k in range(_N_WINDOWS):
+        at = last * k // (_N_WINDOWS - 1)
+        f.seek(at)
+        h.update(f.read(min(_WINDOW, size - at)))
+    return h.hexdigest()
+
+
+def _meta(f: Any, df: pl.DataFrame, indexed: int, n_records: int) -> dict:
+    """What an index with `_tok` covers: the bytes up to `indexed` (a line start), the number of readable
+    records there (the next key-less one is `#n_records`), and the dedup key of each row whose key column
+    does not give it (no key, or a key that is not a string)."""
+    odd = df.with_row_index("_r").filter(pl.col("_tok").ne_missing(pl.col("key")))
+    return {
+        "version": INDEX_VERSION,
+        "indexed": indexed,
+        "records": n_records,
+        "rows": df.height,
+        "fingerprint": _fingerprint(f, indexed),
+        "tokens": {str(r): t for r, t in zip(odd["_r"].to_list(), odd["_tok"].to_list(), strict=True)},
+    }
+
+
+def _covered(recs: pl.DataFrame, indexed: int) -> bool:
+    """Whether the records read stop before `indexed`: a last line without its newline that still parsed
+    is in the index but not in the prefix a later append would extend (so that index is not extended)."""
+    return recs.height == 0 or recs["offset"][-1] < indexed
+
+
+def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
+    """The index of a native run, extended from a cached one when the trace only grew since; and what it
+    covers (None when a later one cannot extend it)."""
+    cached = pl.Schema({c: EPISODE_COLUMNS[c] for c in _CACHED})
+    cols = list(cached)
+    trace = run / traces.TRACE
+    with open(trace, "rb") as f:
+        base = _extendable(run, f)
+        start = base[1]["indexed"] if base else 0
+        f.seek(start)
+        buf = f.read()
+        recs = _index.records(buf, _episode_row, cached, trace)
+        indexed = start + buf.rfind(b"\n") + 1
+        if base is None:
+            df = _index.latest(recs)
+            n_records = recs.height
+        else:
+            df = _extend_index(*base, recs.with_columns(pl.col("offset") + start))
+            n_records = base[1]["records"] + recs.height
+        meta = _meta(f, df, indexed, n_records) if _covered(recs, indexed - start) else None
+    return df.select(cols), meta
+
+
+def _extend_index(old: pl.DataFrame, meta: dict, tail: pl.DataFrame) -> pl.DataFrame:
+    """The cached index `old` (with `meta`) followed by the records read after it (`tail`, offsets absolute),
+    deduplicated as one pass over the whole trace would: an old row stays unless a later record has its key,
+    in place; the tail's last records follow. Key-less tail records are numbered on from the old count."""
+    tok = old["key"]
+    if meta["tokens"]:
+        rows = [int(r) for r in meta["tokens"]]
+        tok = tok.scatter(rows, pl.Series(list(meta["tokens"].values()), dtype=_S))
+    old = old.with_columns(tok.alias("_tok"))
+    new = _index.latest(tail, first=meta["records"])
+    keep = old.filter(~pl.col("_tok").is_in(new["_tok"].implode()))
+    return pl.concat([keep, new.select(old.columns)], how="vertical")
+
+
+def _extendable(run: Path, f: Any) -> tuple[pl.DataFrame, dict] | None:
+    """The newest cached index of `run` that the open trace `f` only appended to, and what it covers."""
+    folder = run / ".evalkit"
+    try:
+        found = sorted(
+            folder.glob(f"index-v{INDEX_VERSION}-*.parquet"), key=lambda p: p.stat().st_mtime_ns, reverse=True
+        )
+    except OSError:
+        return None
+    size = os.fstat(f.fileno()).st_size
+    for path in found:
+        try:
+            meta = json.loads(pl.read_parquet_metadata(path).get(_META) or "null")
+            if not isinstance(meta, dict) or meta.get("version") != INDEX_VERSION:
+                continue
+            if not 0 < meta["indexed"] <= size or _fingerprint(f, meta["indexed"]) != meta["fingerprint"]:
+                continue
+            df = pl.read_parquet(path)
+        except Exception as e:  # a damaged cache is skipped, never fatal
+            log.debug("%s: not extended (%s)", path, e)
+            continue
+        if df.height == meta["rows"] and df.columns == _CACHED:
+            return df, meta
+    return None
+
+
 def _load_one(run: Path, cache: bool) -> pl.DataFrame:
     if not run.exists():
         raise TraceError(f"{run}: no such run directory")
     native = run.is_dir() and traces.is_native(run)
-    if cache and native:
-        path = index_path(run)
-        if path.exists():
-            try:
-                return pl.read_parquet(path)
-            except Exception as e:  # a damaged cache is rebuilt, never fatal
-                log.warning("%s: unreadable index, rebuilding (%s)", path, e)
-    df = _build_index(run)
-    if cache and native:
-        _write_index(run, path, df)
+    if not (cache and native):
+        return _build_index(run)
+    path = index_path(run)
+    if path.exists():
+        try:
+            return pl.read_parquet(path)
+        except Exception as e:  # a damaged cache is rebuilt, never fatal
+            log.warning("%s: unreadable index, rebuilding (%s)", path, e)
+    df, meta = _index_native(run)
+    _write_index(run, path, df, meta)
     return df
 
 
-def _write_index(run: Path, path: Path, df: pl.DataFrame) -> None:
+def _write_index(run: Path, path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
     try:
         buf = io.BytesIO()
-        df.write_parquet(buf, compression="lz4", statistics=False)
+        extra = {_META: json.dumps(meta)} if meta else None
+        df.write_parquet(buf, compression="lz4", statistics=False, metadata=extra)
         traces.atomic_write(path, buf.getvalue())
         for old in path.parent.glob(f"index-v{INDEX_VERSION}-*.parquet"):
             if old != path:
