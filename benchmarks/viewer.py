@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PIL import Image as PILImage  # noqa: E402
 
 from evalkit import viewer_support as vs  # noqa: E402
+from evalkit.envs.server import free_port  # noqa: E402
 from evalkit.traces import FrameStore, write_run_json  # noqa: E402
 from evalkit.types import Image, episode_key  # noqa: E402
 
@@ -92,7 +93,7 @@ def floor(browser, repeats: int, workdir: Path) -> list[float]:
     """First paint of a one-line Streamlit page on this machine: what no Streamlit app can beat."""
     app = workdir / "floor_app.py"
     app.write_text(FLOOR_APP)
-    port = vs.free_port()
+    port = free_port()
     cmd = vs.app_command([], port)
     cmd[cmd.index(str(vs.APP_PATH))] = str(app)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -258,7 +258,7 @@ class _Episode:
         images = [target] if target is not None and rec.mode == "reference" else []
         agent.user(opening_text(meta, rec.mode, self.max_turns), images)
 
-        done, nudges, last_reward, outcome = False, 0, None, None
+        done, nudges, last_reward = False, 0, None
         rec.end_reason = "turn_limit"
         has_submit = any(t.name == "submit" for t in tools)
         for n in range(1, self.max_turns + 1):

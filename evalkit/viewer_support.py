@@ -17,7 +17,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import polars as pl
 
 from evalkit import traces
 from evalkit.analysis import PAIR_KEYS
+from evalkit.envs.server import free_port
 from evalkit.errors import TraceError
 from evalkit.types import EpisodeRecord, TurnRecord
 
@@ -716,12 +716,6 @@ def chromium_executable() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
     """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
     return [
@@ -829,7 +823,6 @@ __all__ = [
     "APP_PATH",
     "CHROMIUM_ARGS",
     "chromium_executable",
-    "free_port",
     "app_command",
     "running_app",
 ]

@@ -30,7 +30,6 @@ PROVIDERS = {
     "baseline": "evalkit.providers.baseline",
     "replay": "evalkit.providers.replay",
 }
-OFFLINE = ("baseline", "replay")
 THINKING = ("off", "low", "default", "medium", "high")
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5", "openai": "gpt-6-sol"}
 
