@@ -844,7 +844,10 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False
     body = [[_fmt(r.get(c), _SPEC.get(c, ".3f")) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-        lines += ["| " + " | ".join(_md_text(x) for x in row) + " |" for row in body]
+        # Only text from the trace (names) can carry Markdown; numbers and CIs we formatted stay readable.
+        raw = [isinstance(df.schema.get(c), pl.String) and c not in ("ci", "ci0") for c, _ in cols]
+        lines += ["| " + " | ".join(_md_text(x) if r else x for x, r in zip(row, raw, strict=True)) + " |"
+                  for row in body]  # fmt: skip
         return "\n".join(lines)
     widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
