@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import sys
 import threading
 from collections import defaultdict
@@ -18,17 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from evalkit.envs import EMBEDDED, MODES, SURFACES
+from evalkit.envs.openenv import env_identity
 from evalkit.episode import run_episode
 from evalkit.errors import ConfigError, EnvError
 from evalkit.evalsets import load_evalset
 from evalkit.providers import check_keys, parse_spec
-from evalkit.traces import TraceWriter, completed_keys, read_records, read_run_json, write_run_json
+from evalkit.traces import TRACE, TraceWriter, completed_keys, read_records, read_run_json, write_run_json
 from evalkit.types import AgentOptions, EpisodeRecord, episode_key
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -258,29 +254,12 @@ def run_batch(
     )
     try:
         _check_resume(out, meta)
-        _preflight(env, jobs, explicit=bool(task_ids) and evalset is None)
+        done = completed_keys(out)
+        _preflight(env, [j for j in jobs if j.key not in done], explicit=bool(task_ids) and evalset is None)
         return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
     finally:
         if served is not None:
             served.stop()
-
-
-def env_identity(env: Any) -> str:
-    """The env's name in keys and records: an embedded server's name, else the name the server reports at
-    `/metadata` (so a restart on another port still resumes), else its URL. An unreachable server is a
-    configuration mistake, reported before any work."""
-    if getattr(env, "name", None):
-        return env.name
-    url = str(getattr(env, "base_url", env)).rstrip("/")
-    try:
-        r = httpx.get(f"{url}/metadata", timeout=10.0)
-    except httpx.HTTPError as e:
-        raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
-    try:
-        name = r.json().get("name") if r.status_code == 200 else None
-    except ValueError:
-        name = None
-    return str(name) if name else url
 
 
 # Settings that change what an episode is: resuming with other values would mix incomparable records.
@@ -289,7 +268,7 @@ _OUTCOME_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", 
 
 
 def _check_resume(out: Path, meta: dict) -> None:
-    if not (out / "trace.jsonl").exists():
+    if not (out / TRACE).exists():
         return
     old = read_run_json(out)
 

@@ -92,7 +92,15 @@ def _session(env: Any) -> EnvSession:
 
 
 def _env_name(env: Any) -> str:
-    return getattr(env, "name", None) or (env if isinstance(env, str) else type(env).__name__)
+    """The same name `run_batch` gives an env, so an episode run alone has the key a batch would give it."""
+    if isinstance(env, str) or hasattr(env, "base_url"):
+        from evalkit.envs.openenv import env_identity
+
+        try:
+            return env_identity(env)
+        except ConfigError:  # unreachable: the episode itself records the env error
+            return str(getattr(env, "base_url", env))
+    return getattr(env, "name", None) or type(env).__name__
 
 
 def _reset_kwargs(task: str | dict | None, **fixed: Any) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.errors import EnvError
+from evalkit.errors import ConfigError, EnvError
 from evalkit.types import Image, ToolOutcome, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,29 @@ def outcome_from_step(result: Any) -> ToolOutcome:
     )
 
 
+def http_url(url: str) -> str:
+    """The HTTP base of a server given by its HTTP or WebSocket URL."""
+    return url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+
+
+def env_identity(env: Any) -> str:
+    """The env's name in keys and records: an embedded server's name, else the name the server reports at
+    `/metadata` (so a restart on another port still resumes), else its URL. An unreachable server is a
+    configuration mistake, reported before any work."""
+    if getattr(env, "name", None):
+        return env.name
+    url = http_url(str(getattr(env, "base_url", env)))
+    try:
+        r = httpx.get(f"{url}/metadata", timeout=10.0)
+    except httpx.HTTPError as e:
+        raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
+    try:
+        name = r.json().get("name") if r.status_code == 200 else None
+    except ValueError:
+        name = None
+    return str(name) if name else url
+
+
 class OpenEnvSession:
     """One episode's connection to an OpenEnv MCP server."""
 
@@ -82,7 +105,7 @@ class OpenEnvSession:
         from openenv.core.mcp_client import MCPToolClient
 
         self.base_url = base_url.rstrip("/")
-        self.http_base = self.base_url.replace("ws://", "http://").replace("wss://", "https://")
+        self.http_base = http_url(self.base_url)
         self.metadata: dict = {}
         self._http = httpx.Client(timeout=message_timeout_s, headers=headers)
         self._has_pictures: bool | None = None

@@ -9,6 +9,7 @@ shows how the same actions fare against the environment as it is now.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,10 +17,6 @@ from evalkit.errors import ConfigError, TraceError
 from evalkit.types import AgentOptions, Call, EpisodeRecord, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EXHAUSTED = "replay_exhausted"
-
-
-def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
-    return []
 
 
 def parse_target(model: str) -> tuple[Path, str]:
@@ -32,9 +29,19 @@ def parse_target(model: str) -> tuple[Path, str]:
 
 def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
     """The recorded episode, or ConfigError: replaying something that is not there is a mistake in the ask."""
-    from evalkit.traces import find_record
+    from evalkit.traces import trace_signature
 
     if not run_dir.is_dir():
+        raise ConfigError(f"replay: no run directory {str(run_dir)!r}")
+    # Cached on the trace's signature: a batch replays one record per episode and must not re-read the trace.
+    return _cached_record(str(run_dir), key, trace_signature(run_dir))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_record(run_dir: str, key: str, signature: tuple[int, int]) -> EpisodeRecord:
+    from evalkit.traces import find_record
+
+    if not Path(run_dir).is_dir():
         raise ConfigError(f"replay: no run directory {str(run_dir)!r}")
     try:
         return find_record(run_dir, key)
@@ -52,7 +59,6 @@ class ReplayAgent:
 
     def __init__(self, record: EpisodeRecord, label: str):
         self.model = label
-        self.record = record
         self._turns = list(record.turns)
         self._next = 0
         self._n_calls = 0
@@ -68,10 +74,6 @@ class ReplayAgent:
 
     def prune_images(self, keep: int, window: int | None = None) -> None:
         pass
-
-    @property
-    def remaining(self) -> int:
-        return len(self._turns) - self._next
 
     def step(self) -> Turn:
         if self._next >= len(self._turns):

@@ -3,20 +3,17 @@
 import base64
 import io
 import json
-import socket
-import threading
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import uvicorn
 from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.mcp_client import MCPToolClient
 from PIL import Image
 
-from evalkit.envs.canvas import build_app, task_from_id
+from evalkit.envs.canvas import task_from_id
+from evalkit.envs.server import serve
 
 TOOLS = {
     "get_document",
@@ -31,20 +28,8 @@ TOOLS = {
 
 @pytest.fixture(scope="module")
 def base_url():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    server = uvicorn.Server(uvicorn.Config(build_app(16), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started:
-        assert time.time() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serve("canvas", max_concurrent_envs=16) as server:
+        yield server.base_url
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.errors import ConfigError
 from evalkit.providers import make_agent, parse_spec
-from evalkit.providers.replay import EXHAUSTED, required_keys
+from evalkit.providers.replay import EXHAUSTED
 from evalkit.types import EpisodeRecord, ToolOutcome
 
 
@@ -76,7 +76,6 @@ def test_missing_key_or_run_is_a_config_error(run_dir, tmp_path):
         make_agent(f"replay:{tmp_path / 'nope'}#bbbb", system="", tools=[])
     with pytest.raises(ConfigError):
         parse_spec("replay:just-a-dir")
-    assert required_keys("x#y") == []
 
 
 def test_replay_redrives_the_real_env(canvas_server, tmp_path):

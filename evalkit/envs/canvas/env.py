@@ -19,6 +19,8 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
 from pydantic import Field
 
+from evalkit import envs
+
 from . import model
 from .episode import Episode, registry
 from .model import DocError, build_element, normalize_color, scale_element
@@ -27,8 +29,8 @@ from .render import encode, jpeg_b64, render_doc
 from .tasks import generate_task, task_from_id
 
 SURFACES = ("tools", "html", "gui")
-SUPPORTED_SURFACES = ("tools",)
-MODES = ("reference", "description")
+SUPPORTED_SURFACES = envs.SURFACES["canvas"]
+MODES = envs.MODES["canvas"]
 COORDINATES = ("pixels", "normalized")
 DEFAULT_MAX_STEPS = 60
 

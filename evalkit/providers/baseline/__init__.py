@@ -22,10 +22,6 @@ from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn
 Plan = Generator[tuple[str, list[tuple[str, dict]]], "list[tuple[Call, ToolOutcome]] | None", None]
 
 
-def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
-    return []
-
-
 @dataclass
 class CanvasInfo:
     """What the instructions say about the canvas: its pixel size and the coordinate space tools take."""
