@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from evalkit import traces
+from evalkit import analysis, traces
 from evalkit.analysis import PAIR_KEYS
 from evalkit.envs.server import free_port
 from evalkit.errors import TraceError
@@ -152,64 +152,10 @@ def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
 _TEXT_COLUMNS = [k for k, t in TABLE_COLUMNS.items() if t == pl.String and k != "run"]
 
 
-def _row(d: dict, offset: int | None) -> dict:
-    turns = d.get("turns") if isinstance(d.get("turns"), list) else []
-    row = {k: d.get(k) for k in TABLE_COLUMNS if k not in ("run", "offset")}
-    row["offset"] = offset
-    if row.get("n_turns") is None:
-        row["n_turns"] = len(turns)
-    for k in _TEXT_COLUMNS:
-        if row[k] is not None and not isinstance(row[k], str):
-            row[k] = str(row[k])
-    for k in ("reward", "cost_usd", "seconds"):
-        if not isinstance(row[k], (int, float)) or isinstance(row[k], bool):
-            row[k] = None
-    for k in ("repeat", "n_turns", "tool_calls", "offset"):
-        if not isinstance(row[k], int) or isinstance(row[k], bool):
-            row[k] = None
-    return row
-
-
-def fallback_table(run: str | Path) -> pl.DataFrame:
-    """The episode table straight from the trace (one pass), for when `evalkit.analysis` is unavailable."""
-    run = Path(run)
-    rows: dict[str, dict] = {}
-    if traces.is_native(run):
-        for offset, d in traces.iter_offsets(run):
-            k = str(d.get("key") or f"#{offset}")
-            rows.pop(k, None)
-            rows[k] = _row({**d, "key": k}, offset)
-    else:
-        for k, d in imported_records(run).items():
-            rows[k] = _row({**d, "key": k}, None)
-    schema = {k: v for k, v in TABLE_COLUMNS.items() if k != "run"}
-    return (
-        pl.DataFrame(list(rows.values()), schema=schema, orient="row")
-        if rows
-        else pl.DataFrame(schema=schema)
-    )
-
-
-def analysis_module() -> Any | None:
-    """`evalkit.analysis` when it is importable and offers `load_runs`, else None."""
-    try:
-        from evalkit import analysis
-    except ImportError:
-        return None
-    return analysis if hasattr(analysis, "load_runs") else None
-
-
 def episode_table(run: str | Path) -> pl.DataFrame:
     """One row per episode of one run: the analysis frame (cached Parquet index) with the viewer's columns
-    guaranteed; the fallback reader when analysis is missing."""
-    run = str(run)
-    analysis = analysis_module()
-    df = None
-    if analysis is not None:
-        df = analysis.load_runs([run])
-    if df is None:
-        df = fallback_table(run)
-    return _conform(df, run)
+    guaranteed."""
+    return _conform(analysis.load_runs([str(run)]), str(run))
 
 
 def concat_tables(tables: Iterable[pl.DataFrame]) -> pl.DataFrame:
@@ -785,7 +731,6 @@ __all__ = [
     "discover_runs",
     "run_labels",
     "episode_table",
-    "fallback_table",
     "concat_tables",
     "with_labels",
     "options",

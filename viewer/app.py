@@ -502,42 +502,39 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str]) -> N
 def view_summary(df: pl.DataFrame) -> None:
     # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
     df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
-    analysis = vs.analysis_module()
-    if analysis is None:
-        st.caption("evalkit.analysis is not available: a plain count instead.")
-        st.dataframe(
-            df.group_by("model", "surface", "mode")
-            .agg(
-                pl.len().alias("n"),
-                pl.col("reward").is_not_null().sum().alias("scored"),
-                pl.col("reward").mean().alias("mean reward"),
-            )
-            .sort("model"),
-            hide_index=True,
-        )
-        return
-    for title, fn in (("Summary", "summarise"), ("By tier", "by_tier")):
-        f = getattr(analysis, fn, None)
-        if f is None:
-            continue
-        st.subheader(title)
+    from evalkit import analysis, plots
+
+    def shown(title: str, make) -> object | None:
         try:
-            st.dataframe(f(df), hide_index=True)
-        except Exception as e:  # a summary that cannot be computed on this selection must not hide the rest
+            return make()
+        except Exception as e:  # one table or chart that does not apply to this selection leaves the rest
             st.warning(vs.md_escape(f"{title} could not be computed: {type(e).__name__}: {e}", 500))
-    try:
-        from evalkit import plots
-    except ImportError:
-        return
+            return None
+
+    tiers = None
+    for title, make in (
+        ("Summary", lambda: analysis.summarise(df)),
+        ("By tier", lambda: analysis.by_tier(df)),
+    ):
+        st.subheader(title)
+        table = shown(title, make)
+        if table is not None:
+            st.dataframe(table, hide_index=True)
+        if title == "By tier":
+            tiers = table
     st.subheader("Charts")
-    for name in ("reward_by_tier", "end_reasons", "reward_vs_cost", "reward_vs_turns", "grade_components"):
-        f = getattr(plots, name, None)
-        if f is None:
-            continue
-        try:
-            st.altair_chart(f(df), width="stretch")
-        except Exception as e:  # same: one chart that does not apply leaves the others
-            st.warning(vs.md_escape(f"Chart {name} could not be drawn: {type(e).__name__}: {e}", 500))
+    charts = {
+        # the per-tier chart draws the table above rather than bootstrapping it again
+        "reward_by_tier": lambda: plots.reward_by_tier(tiers if tiers is not None else df),
+        "end_reasons": lambda: plots.end_reasons(df),
+        "reward_vs_cost": lambda: plots.reward_vs_cost(df),
+        "reward_vs_turns": lambda: plots.reward_vs_turns(df),
+        "grade_components": lambda: plots.grade_components(df),
+    }
+    for name, make in charts.items():
+        chart = shown(f"Chart {name}", make)
+        if chart is not None:
+            st.altair_chart(chart, width="stretch")
 
 
 # ------------------------------------------------------------------------------------------------ main

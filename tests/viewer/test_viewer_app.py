@@ -284,7 +284,7 @@ def test_summary_tab_reports_a_failing_chart(app, monkeypatch):
     at.radio(key="view").set_value("Summary").run()
     assert not at.exception and len(at.get("vega_lite_chart")) == 4
     assert [w.value for w in at.warning] == [
-        vs.md_escape("Chart end_reasons could not be drawn: KeyError: 'no such column'", 500)
+        vs.md_escape("Chart end_reasons could not be computed: KeyError: 'no such column'", 500)
     ]
 
 

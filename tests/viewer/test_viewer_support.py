@@ -32,12 +32,10 @@ def test_run_labels_are_short_and_unique():
     assert labels == {"/x/a/run": "a/run", "/y/b/run": "b/run", "/z/other": "other"}
 
 
-def test_fallback_table_matches_the_analysis_table():
-    fast = vs.episode_table(SAMPLE_RUN)
-    slow = vs._conform(vs.fallback_table(SAMPLE_RUN), str(SAMPLE_RUN))
-    cols = list(vs.TABLE_COLUMNS)
-    assert fast.select(cols).sort("key").equals(slow.select(cols).sort("key"))
-    assert fast.height == 24 and fast.get_column("offset").null_count() == 0
+def test_episode_table_from_the_index():
+    df = vs.episode_table(SAMPLE_RUN)
+    assert df.height == 24 and df.get_column("offset").null_count() == 0
+    assert set(vs.TABLE_COLUMNS) <= set(df.columns)
 
 
 def test_filters_and_search():
