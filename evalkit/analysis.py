@@ -381,11 +381,11 @@ def _load_one(run: Path, cache: bool) -> pl.DataFrame:
         except Exception as e:  # a damaged cache is rebuilt, never fatal
             log.warning("%s: unreadable index, rebuilding (%s)", path, e)
     df, meta = _index_native(run)
-    _write_index(run, path, df, meta)
+    _write_index(path, df, meta)
     return df
 
 
-def _write_index(run: Path, path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
+def _write_index(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
     try:
         buf = io.BytesIO()
         extra = {_META: json.dumps(meta)} if meta else None
@@ -553,10 +553,6 @@ def _tier_rank() -> pl.Expr:
         .then(t.replace_strict(list(TIER_ORDER), list(range(len(TIER_ORDER))), default=50))
         .otherwise(50)
     )
-
-
-def _boot_idx(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
-    return rng.integers(0, n, size=(b, n), dtype=np.int32 if n < 2**31 else np.int64)
 
 
 def _chunks(n_boot: int, width: int, budget: int = 250_000) -> Iterator[int]:

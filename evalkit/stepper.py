@@ -254,7 +254,7 @@ class EpisodeStepper:
     def execute(self) -> Step:
         """Run the pending calls on the env, hand the results to the model, take a frame. Calls after the
         one that ended the episode (or all of them, if it had ended before) are not run: the model is told."""
-        from evalkit.episode import NUDGE, _with_note, turns_left_note
+        from evalkit.episode import NOTES_TAIL, NUDGE, _with_note, turns_left_note
 
         if self.pending is None:
             raise RuntimeError("no pending turn")
@@ -282,8 +282,9 @@ class EpisodeStepper:
         elif not step.done:
             self._user(NUDGE + turns_left_note(self.turns_left))
         if turn.truncated and not step.done:
-            self.sent.append({"kind": "notes", "text": turn.reasoning[-8000:]})
-            self.agent.notes(turn.reasoning[-8000:])
+            tail = turn.reasoning[-NOTES_TAIL:]
+            self.sent.append({"kind": "notes", "text": tail})
+            self.agent.notes(tail)
         return step
 
     def call(self, name: str, args: dict | None = None, tell_model: bool = True) -> Step:

@@ -26,12 +26,22 @@ def test_record_html_with_and_without_run(run):
 
 
 def test_unscored_and_hostile_paths(run, tmp_path):
+    from PIL import Image as PILImage
+
+    outside = tmp_path / "outside.png"  # a real image, just not inside the run
+    PILImage.new("RGB", (4, 4), "red").save(outside)
+    (run / "frames" / "link.png").symlink_to(outside)
     rec = next(r for r in traces.read_records(run) if r.error_class)
-    rec.turns[0].frame = "../../etc/passwd"
-    rec.target = "/etc/hostname"
+    rec.turns[0].frame = "frames/link.png"
+    rec.target = str(outside)
+    rec.render = "../outside.png"
+    rec.frame0 = None
+    for t in rec.turns[1:]:
+        t.frame = None
     rec.error = "<img src=x onerror=alert(1)>"
     html = display.record_html(rec, run)
     assert "unscored: endpoint_error" in html and "(missing)" in html
+    assert "data:image" not in html, "an image outside the run was inlined"
     assert "<img src=x" not in html
 
 
