@@ -301,7 +301,21 @@ def main() -> int:
             appended.append(len(appended))
             append_trace(run / "trace.jsonl", a.append, seed=len(appended))
 
-        t_inc = median_of(lambda: analysis.load_runs(run), a.repeat, before=grow)
+        extended = []
+        real_extend = analysis._extend_index
+
+        def counting_extend(*args):
+            extended.append(1)
+            return real_extend(*args)
+
+        analysis._extend_index = counting_extend
+        try:
+            t_inc = median_of(lambda: analysis.load_runs(run), a.repeat, before=grow)
+        finally:
+            analysis._extend_index = real_extend
+        assert len(extended) == len(appended), (
+            "a reload after an append rebuilt the index instead of extending it"
+        )
         grown = analysis.load_runs(run)
         assert grown.equals(analysis.load_runs(run, cache=False))  # extended = built from scratch
     assert cold.height == len(big)

@@ -178,6 +178,8 @@ def main() -> None:
             f"run: {args.episodes:,} episodes, {args.episodes * args.turns:,} frame references, "
             f"trace {size / 1e6:.0f} MB, written in {time.perf_counter() - t0:.1f} s"
         )
+        # "first open" means no analysis index yet: a reused --out must not bring its old one along
+        shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
         r = measure(args.out, args.episodes, args.turns, args.repeats)
         cold, warm, nxt = r["table_cold"][0], statistics.median(r["table_warm"]), statistics.median(r["next"])
         base = statistics.median(r["floor"])
