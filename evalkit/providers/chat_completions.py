@@ -182,34 +182,38 @@ def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
 
 
 class Accumulator:
-    """Assembles a streamed reply (content, reasoning, tool-call deltas, usage) chunk by chunk."""
+    """Assembles a streamed reply (content, reasoning, tool-call deltas, usage) chunk by chunk. Pieces are
+    kept in lists and joined once: appending to a string per chunk is quadratic in the reply's length."""
 
     def __init__(self) -> None:
-        self.content, self.reasoning = "", ""
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: dict[int, dict] = {}
+        self.chars = 0
         self.finish: str | None = None
         self.usage: dict | None = None
         self.capped = False
 
-    @property
-    def chars(self) -> int:
-        return len(self.content) + len(self.reasoning) + sum(len(c["arguments"]) for c in self.calls.values())
+    def _take(self, into: list[str], piece: str) -> None:
+        if piece:
+            into.append(piece)
+            self.chars += len(piece)
 
     def add(self, chunk: dict) -> None:
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            self.content += delta.get("content") or ""
+            self._take(self.content, delta.get("content") or "")
             # Some servers send the same text as both fields; one of them is enough.
-            self.reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
+            self._take(self.reasoning, delta.get("reasoning_content") or delta.get("reasoning") or "")
             for i, tc in enumerate(delta.get("tool_calls") or []):
                 index = tc.get("index") if tc.get("index") is not None else i
-                entry = self.calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+                entry = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
                 fn = tc.get("function") or {}
                 entry["id"] = entry["id"] or tc.get("id")
                 entry["name"] = entry["name"] or fn.get("name") or ""
-                entry["arguments"] += fn.get("arguments") or ""
+                self._take(entry["arguments"], fn.get("arguments") or "")
             self.finish = choice.get("finish_reason") or self.finish
 
     def message(self) -> dict:
@@ -218,10 +222,14 @@ class Accumulator:
         if self.finish is None and not self.capped:
             raise StreamError("the stream ended without a finish reason")
         calls = [
-            {"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            {"id": c["id"], "function": {"name": c["name"], "arguments": "".join(c["arguments"])}}
             for _, c in sorted(self.calls.items())
         ]
-        msg = {"content": self.content, "reasoning_content": self.reasoning, "tool_calls": calls}
+        msg = {
+            "content": "".join(self.content),
+            "reasoning_content": "".join(self.reasoning),
+            "tool_calls": calls,
+        }
         finish = HARNESS_CAP if self.capped else self.finish
         return {"choices": [{"message": msg, "finish_reason": finish}], "usage": self.usage}
 

@@ -194,10 +194,16 @@ def test_vllm_needs_a_base_url(fake, monkeypatch):
 
 
 def test_slow_stream_within_timeout_still_arrives(fake):
-    fake.reset(Reply(text="slow but steady " * 3, chunk_delay=0.05))
-    a = agent(request_timeout=2.0)
+    import time
+
+    # Each gap (0.1 s) is inside the timeout, the whole stream (≈0.5 s) is not: the timeout must bound a
+    # silence, not the length of a reply.
+    fake.reset(Reply(text="slow but steady " * 3, chunk_delay=0.1))
+    a = agent(request_timeout=0.3)
     a.user("go")
+    t = time.monotonic()
     assert a.step().text == "slow but steady " * 3
+    assert time.monotonic() - t > 0.3 and len(fake.bodies()) == 1  # one request, no timeout-and-retry
 
 
 def test_error_chunk_inside_stream_is_retried(fake):
