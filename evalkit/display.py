@@ -203,12 +203,7 @@ class RunView:
 
     def episode(self, i: int) -> EpisodeRecord:
         row = self.df.row(i, named=True)
-        if row["offset"] is not None:
-            return attach(traces.read_at(row["run"], row["offset"]), row["run"])
-        for d in traces.iter_dicts(row["run"]):
-            if d.get("key") == row["key"]:
-                return attach(EpisodeRecord.from_dict(d), row["run"])
-        raise KeyError(row["key"])
+        return load(row["run"], row["key"], row["offset"])
 
     def _repr_html_(self) -> str:
         return run_html(self.paths)

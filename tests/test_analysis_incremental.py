@@ -152,7 +152,7 @@ def test_a_foreign_or_damaged_cache_is_not_extended(tmp_path, extended):
     meta = json.loads(pl.read_parquet_metadata(idx)[A._META])
     assert meta["indexed"] == (run / traces.TRACE).stat().st_size and meta["tokens"] == {}
     meta["version"] = A.INDEX_VERSION + 1
-    A._write_index(run, idx, A.load_runs(run).select(A._CACHED), meta)
+    A._write_index(idx, A.load_runs(run).select(A._CACHED), meta)
     TraceWriter(run).append(rec(11, 0.5))
     check(run)
     assert extended == []
