@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import polars as pl
 
 from evalkit import analysis, traces
 from evalkit.analysis import PAIR_KEYS
+from evalkit.browser import CHROMIUM_ARGS, chromium_executable
 from evalkit.envs.server import free_port
 from evalkit.errors import TraceError
 from evalkit.types import EpisodeRecord, TurnRecord
@@ -642,26 +642,6 @@ def make_link(link: DeepLink, labels: Mapping[str, str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- serving
 
 APP_PATH = Path(__file__).resolve().parent.parent / "viewer" / "app.py"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-
-
-def chromium_executable() -> str | None:
-    """Chromium for headless tests and benchmarks: `EVALKIT_CHROMIUM`, else Debian's `chromium` on PATH."""
-    if os.environ.get("EVALKIT_CHROMIUM"):
-        return os.environ["EVALKIT_CHROMIUM"]
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
 def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
     """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
     return [
