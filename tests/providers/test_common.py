@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from evalkit.errors import ConfigError, EndpointError, MissingKeyError
+from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.providers import check_keys, common, images, prices
 from evalkit.types import Image, Usage
 
@@ -64,34 +64,44 @@ def test_missing_keys_are_named(monkeypatch, tmp_path):
     assert "ANTHROPIC_API_KEY" in str(info.value) and "HF_TOKEN" in str(info.value)
 
 
-def test_endpoint_error_by_type_and_status():
-    import httpx2
-    import openai
-
-    request = httpx2.Request("POST", "http://127.0.0.1/v1/x")
-    status_error = openai.InternalServerError(
-        "boom", response=httpx2.Response(502, request=request), body=None
-    )
-    assert common.endpoint_error(status_error, openai).status == 502
-    assert common.endpoint_error(openai.APITimeoutError(request=request), openai).status is None
-    assert common.endpoint_error(ValueError("bug"), openai) is None
-    assert isinstance(common.endpoint_error(EndpointError("x", 1), openai), EndpointError)
-
-
 @pytest.mark.parametrize(
     ("live", "keep", "window", "drop"),
     [
         (3, 4, None, 0),
-        (5, 4, None, 2),
-        (9, 8, None, 3),
-        (2, 1, None, 1),
+        (7, 4, None, 0),
+        (8, 4, None, 4),
+        (4, 1, None, 0),
+        (5, 1, None, 4),
+        (3, 0, None, 0),
+        (4, 0, None, 4),
         (3, 2, 3, 0),
         (4, 2, 3, 2),
-        (10, 0, None, 10),
     ],
 )
 def test_to_drop(live, keep, window, drop):
     assert images.to_drop(live, keep, window) == drop
+
+
+@pytest.mark.parametrize(
+    ("keep", "window", "says"),
+    [
+        (4, (8, 4), "give only one"),
+        (None, (4, 4), "0 ≤ KEEP < MAX"),
+        (None, (3, 5), "0 ≤ KEEP < MAX"),
+        (None, (0, 0), "0 ≤ KEEP < MAX"),
+        (-1, None, "≥ 0"),
+        (None, (8,), "MAX,KEEP"),
+    ],
+)
+def test_impossible_budgets_are_config_errors(keep, window, says):
+    with pytest.raises(ConfigError, match=says):
+        images.check_budget(keep, window)
+
+
+def test_budgets():
+    assert images.budget(None, None) is None
+    assert images.budget(2, None) == images.Budget(most=2 + images.KEEP_BLOCK - 1, keep=2)
+    assert images.budget(None, (6, 2)) == images.Budget(most=6, keep=2)
 
 
 def test_shrink_only_big_pngs():

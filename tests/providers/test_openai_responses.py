@@ -147,7 +147,7 @@ def test_prune_replaces_old_images_in_outputs(fake):
     for _ in range(3):
         turn = a.step()
         a.results([(turn.calls[0], ToolOutcome(text="shot", images=[SHOT]))])
-    a.prune_images(1)
+    a.prune_images(1, 2)
     a.step()
     outputs = [i for i in fake.bodies()[-1]["input"] if i.get("type") == "function_call_output"]
     kinds = [[p["type"] for p in o["output"]] for o in outputs]
