@@ -274,7 +274,7 @@ class AnthropicAgent:
                 return accumulate((ev.model_dump(mode="json") for ev in events), partial)
         except Exception as exc:
             # message_start reports the input tokens (cache included): billed even if the reply never ends.
-            if partial.get("usage") and not isinstance(exc, StreamError):
+            if partial.get("usage") and getattr(exc, "partial_usage", None) is None:
                 exc.partial_usage = usage_from_wire(partial["usage"])  # type: ignore[attr-defined]
             raise
 

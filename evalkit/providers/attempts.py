@@ -46,11 +46,14 @@ sleep = time.sleep
 
 class StreamError(Exception):
     """A stream that broke or ended without a usable response (a failed response event, no final event, a
-    connection cut mid-reply): transient. `usage` is what the stream reported before it broke."""
+    connection cut mid-reply): transient.
+
+    `partial_usage` is what the stream reported before it broke; adapters set the same attribute on the SDK's
+    own exceptions when a stream they were reading fails."""
 
     def __init__(self, message: str, usage: Usage | None = None):
         super().__init__(message)
-        self.usage = usage
+        self.partial_usage = usage
 
 
 def transport_errors(client_sdk: ModuleType) -> tuple[type[BaseException], ...]:
@@ -114,9 +117,7 @@ def classify(
     exc: BaseException, client_sdk: ModuleType, route: str, url: str, seconds: float
 ) -> Attempt | None:
     """The Attempt a failed request stands for, or None when `exc` is no endpoint failure (a bug)."""
-    partial = (
-        getattr(exc, "usage", None) if isinstance(exc, StreamError) else getattr(exc, "partial_usage", None)
-    )
+    partial = getattr(exc, "partial_usage", None)
     reported = partial if isinstance(partial, Usage) else Usage()
     where = _url(exc, url)
 

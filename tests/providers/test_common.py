@@ -1,4 +1,4 @@
-"""Shared helpers: keys from .env, argument parsing, error mapping, the image budget, prices."""
+"""Shared helpers: keys from .env, argument parsing, the image budget."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import pytest
 
 from evalkit.errors import ConfigError, MissingKeyError
-from evalkit.providers import check_keys, common, images, prices
-from evalkit.types import Image, Usage
+from evalkit.providers import check_keys, common, images
+from evalkit.types import Image
 
 
 @pytest.mark.parametrize(
@@ -112,52 +112,3 @@ def test_shrink_only_big_pngs():
     big = Image.from_pil(PILImage.effect_noise((300, 300), 90).convert("RGBA"))
     shrunk = images.shrink(big, limit=10_000)
     assert shrunk.mime == "image/jpeg" and len(shrunk.data) < len(big.data)
-
-
-def test_cost_from_price_table():
-    usage = Usage(input=1_000_000, output=100_000, cache_read=2_000_000, cache_write=400_000)
-    cost = prices.cost_usd("anthropic:claude-sonnet-5@low", usage)
-    assert cost == pytest.approx(2.0 + 1.0 + 0.4 + 1.0)
-    assert prices.cost_usd("openai:gpt-6-sol", Usage(output=1_000_000)) == pytest.approx(10.0)
-    assert prices.cost_usd("anthropic:claude-sonnet-5-20260630", Usage(input=1_000_000)) == pytest.approx(2.0)
-
-
-def test_unknown_model_has_no_price():
-    assert prices.cost_usd("hf:org/unknown:prov-a|prov-b@off", Usage(input=10)) is None
-    assert prices.cost_usd("vllm:my-model", Usage(input=10)) is None
-    assert prices.model_id("hf:org/m:novita|together@low") == "org/m"
-
-
-@pytest.fixture
-def price_file(tmp_path, monkeypatch):
-    """A price table at a path of the test's choosing, read afresh (and the real one again afterwards)."""
-    path = tmp_path / "prices.json"
-    monkeypatch.setattr(prices, "PRICES_PATH", path)
-    prices.price_table.cache_clear()
-    yield path
-    prices.price_table.cache_clear()
-
-
-@pytest.mark.parametrize(
-    "content",
-    [
-        None,
-        "{not json",
-        "[1, 2]",
-        '{"gpt-6-sol": {"input": "two", "output": 10.0}}',
-        '{"gpt-6-sol": {"output": 10.0}}',
-    ],
-    ids=["missing", "not-json", "not-an-object", "not-a-number", "no-input-price"],
-)
-def test_unusable_price_table_warns_once_and_prices_nothing(price_file, content):
-    if content is not None:
-        price_file.write_text(content)
-    with pytest.warns(RuntimeWarning, match="price table") as caught:
-        for label in ("openai:gpt-6-sol", "anthropic:claude-sonnet-5", "vllm:m"):
-            assert prices.cost_usd(label, Usage(input=1_000, output=1_000)) is None
-    assert len([w for w in caught if "price table" in str(w.message)]) == 1
-
-
-def test_price_table_at_another_path(price_file):
-    price_file.write_text('{"_about": "x", "m-1": {"input": 1.0, "output": 2.0}}')
-    assert prices.cost_usd("vllm:m-1", Usage(input=1_000_000, output=1_000_000)) == pytest.approx(3.0)
