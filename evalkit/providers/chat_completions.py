@@ -22,7 +22,7 @@ from evalkit.providers.attempts import (
     settle,
 )
 from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
-from evalkit.providers.health import ProviderHealth, error_fields, provider_failure
+from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -292,10 +292,12 @@ class ChatAgent:
     ):
         self.client = client
         self.provider = provider
-        self.routes = route_models(model, provider)
-        self.route: str | None = None
-        """The provider route in use; chosen at the first step."""
-        self.health = health if health is not None else ProviderHealth()
+        self.info: dict = {}
+        self.routes = Routes(
+            route_models(model, provider),
+            health if health is not None else ProviderHealth(),
+            lambda switch: self.info.setdefault("provider_switches", []).append(switch),
+        )
         self.model = f"{provider}:{model}" + (f"@{thinking}" if thinking else "")
         self.thinking = thinking
         self.tools = [tool_to_wire(t) for t in tools]
@@ -304,7 +306,6 @@ class ChatAgent:
         self.limit_key = "max_completion_tokens" if provider == "openai-chat" else "max_tokens"
         self.shrink_over = JPEG_OVER if provider == "hf" else None
         self.messages: list[dict] = [{"role": "system", "content": system}] if system else []
-        self.info: dict = {}
         self.off: dict[str, OffChoice] = {}
         """The thinking-off switch found for each route probed."""
         self._opening: int | None = None
@@ -334,8 +335,13 @@ class ChatAgent:
             self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
         )
 
+    @property
+    def route(self) -> str:
+        """The provider route in use (the first, before the first step chose one)."""
+        return self.routes.current or self.routes.routes[0]
+
     def params(self) -> dict:
-        route = self.route or self.routes[0]
+        route = self.route
         p: dict[str, Any] = {
             "model": route,
             "messages": self.messages,
@@ -374,34 +380,25 @@ class ChatAgent:
         openai = sdk("openai")
         self._turn += 1
         log: list[Attempt] = []
-        tried: set[str] = set()
         shrunk = False
-        if self.route is None:
-            self._enter(self.health.choose(self.routes) or self.routes[0], None)
+        self.routes.begin(self._turn)
         while True:
             # With another provider behind this one, a failure moves on at once instead of retrying here.
-            alternative = any(r != self.route and r not in tried for r in self.routes)
-            policy = FALLBACK if alternative else persist(self.options.max_retries)
+            policy = FALLBACK if self.routes.fallback_left else persist(self.options.max_retries)
             try:
                 if self.thinking == "off" and self.route not in self.off:
                     self._probe(policy, log)
                 url = str(self.client.base_url)
                 resp = request(self._call, openai, route=self.route, url=url, policy=policy, log=log)
-                self.health.succeeded(self.route)
+                self.routes.succeeded()
                 break
             except EndpointError as exc:
                 last, cause = exc.attempts[-1], exc.__cause__
                 if not shrunk and self._shrink_rejected(last, cause):
                     shrunk = True
                     continue
-                if not provider_failure(last, cause):
+                if not provider_failure(last, cause) or not self.routes.failed(last, self._turn):
                     raise
-                self.health.failed(self.route, f"{last.kind} {last.status or ''}".strip(), last.retry_after)
-                tried.add(self.route)
-                nxt = self.health.choose(self.routes, exclude=tried)
-                if nxt is None:
-                    raise
-                self._enter(nxt, last)
         if self.thinking == "off":
             self.info["thinking_off_method"] = self.off[self.route].method
         turn = settle(turn_from_completion(resp), log)
@@ -410,28 +407,6 @@ class ChatAgent:
         if msg:
             self.messages.append(msg)
         return turn
-
-    def _enter(self, route: str, failure: Attempt | None) -> None:
-        """Make `route` the one in use; a change (or a start away from the first) is recorded with why."""
-        old = self.route or self.routes[0]
-        self.route = route
-        if route == old:
-            return
-        # The failure's details are in the turn's failed attempts; the switch says what kind it was.
-        why = (
-            f"{failure.kind} {failure.status or ''}".strip()
-            if failure
-            else self.health.note(old) or "passed over"
-        )
-        self.info.setdefault("provider_switches", []).append(
-            {
-                "turn": self._turn,
-                "from": old,
-                "to": route,
-                "why": why,
-                "status": failure.status if failure else None,
-            }
-        )
 
     def _probe(self, policy: Any, log: list[Attempt]) -> None:
         choice, spent = probe(self.client, self.route, self.limit_key, policy=policy, log=log)

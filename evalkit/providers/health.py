@@ -122,3 +122,57 @@ class ProviderHealth:
                 r: {"why": d.why, "failures": d.failures, "seconds_left": round(max(0.0, d.until - now), 1)}
                 for r, d in self._down.items()
             }
+
+
+class Routes:
+    """The providers of one router spec over one episode: the one in use (the episode stays on it, its cache
+    is there, until it fails), and each switch, handed to `on_switch` as {turn, from, to, why, status}."""
+
+    def __init__(self, routes: list[str], health: ProviderHealth, on_switch: Callable[[dict], None]):
+        self.routes = routes
+        self.health = health
+        self.on_switch = on_switch
+        self.current: str | None = None
+        self._tried: set[str] = set()
+
+    def begin(self, turn: int) -> str:
+        """Start a model call: the route to use, chosen by the run's health at the episode's first call."""
+        self._tried = set()
+        if self.current is None:
+            self._enter(self.health.choose(self.routes) or self.routes[0], turn, None)
+        return self.current  # type: ignore[return-value]
+
+    @property
+    def fallback_left(self) -> bool:
+        """Whether another route is left to try in this call if the current one fails."""
+        return any(r != self.current and r not in self._tried for r in self.routes)
+
+    def succeeded(self) -> None:
+        if self.current is not None:
+            self.health.succeeded(self.current)
+
+    def failed(self, attempt: Attempt, turn: int) -> bool:
+        """The current route failed by its own fault: the run remembers it, and the call moves to the next
+        route; False when none is left."""
+        assert self.current is not None
+        self.health.failed(self.current, _why(attempt), attempt.retry_after)
+        self._tried.add(self.current)
+        nxt = self.health.choose(self.routes, exclude=self._tried)
+        if nxt is None:
+            return False
+        self._enter(nxt, turn, attempt)
+        return True
+
+    def _enter(self, route: str, turn: int, failure: Attempt | None) -> None:
+        old = self.current or self.routes[0]
+        self.current = route
+        if route == old:
+            return
+        # The failure's details are in the turn's failed attempts; the switch says what kind it was.
+        why = _why(failure) if failure else self.health.note(old) or "passed over"
+        status = failure.status if failure else None
+        self.on_switch({"turn": turn, "from": old, "to": route, "why": why, "status": status})
+
+
+def _why(attempt: Attempt) -> str:
+    return f"{attempt.kind} {attempt.status or ''}".strip()
