@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from evalkit.errors import EndpointError
 from evalkit.types import Attempt, Turn, Usage
@@ -202,19 +202,19 @@ def request(
             n += 1
 
 
-def settle(turn: Turn, log: list[Attempt]) -> Turn:
-    """Fold the failed requests of a call into its turn: their reported usage is added, and a request that
-    may have been billed without saying so makes the turn's usage unknown."""
-    turn.attempts = list(log)
-    for a in log:
-        turn.usage = turn.usage + a.usage
-        turn.usage_known = turn.usage_known and a.usage_known
-    return turn
-
-
-def log_usage(log: list[Any]) -> tuple[Usage, bool]:
-    """(usage reported, whether it is all of it) over failed requests."""
+def log_usage(log: list[Attempt]) -> tuple[Usage, bool]:
+    """(usage reported, whether that is all they may have cost) over failed requests."""
     total, known = Usage(), True
     for a in log:
         total, known = total + a.usage, known and a.usage_known
     return total, known
+
+
+def settle(turn: Turn, log: list[Attempt]) -> Turn:
+    """Fold the failed requests of a call into its turn: their reported usage is added, and a request that
+    may have been billed without saying so makes the turn's usage unknown."""
+    usage, known = log_usage(log)
+    turn.attempts = list(log)
+    turn.usage = turn.usage + usage
+    turn.usage_known = turn.usage_known and known
+    return turn

@@ -7,9 +7,9 @@ each further failure doubles the cool-down. When every provider is cooling down,
 soonest is tried anyway: failing an episode would only make resume run it again.
 
 Which failures are the provider's (fall back) and which are the request's (no other provider would take it):
-any transport failure — 5xx, 429, timeouts, lost connections, cut streams — and the 4xx a router uses to
-say a provider cannot serve the model: 402, 403, 404, or a 400/422 whose error names `model` (`param`) or
-a model code. Decided on status and the error body's fields, never on its message.
+any transport failure — 5xx, 408, 409, 429, timeouts, lost connections, cut streams — and the 4xx a router
+uses to say a provider cannot serve the model: 402, 403, 404, or a 400/422 whose error names `model`
+(`param`) or a model code. Decided on status and the error body's fields, never on its message.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.providers.attempts import transient
 from evalkit.types import Attempt
 
 COOLDOWN = 300.0
@@ -40,9 +41,7 @@ def error_fields(exc: BaseException | None) -> dict:
 
 def provider_failure(attempt: Attempt, exc: BaseException | None) -> bool:
     """Whether the failed request says the provider, not the request, is at fault (see the module doc)."""
-    if attempt.status is None or attempt.status == 408 or attempt.status == 429 or attempt.status >= 500:
-        return True
-    if attempt.status in PROVIDER_STATUSES:
+    if transient(attempt) or attempt.status in PROVIDER_STATUSES:
         return True
     if attempt.status in (400, 422):
         fields = error_fields(exc)

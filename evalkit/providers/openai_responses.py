@@ -13,6 +13,7 @@ from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.health import error_fields
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORT = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
@@ -154,10 +155,7 @@ def final_response(events: Any) -> dict:
 
 def rejects_effort(exc: BaseException | None, openai: Any) -> bool:
     """Whether `exc` is a 400 refusing the reasoning effort, by the `param` of the error body the SDK kept."""
-    if not isinstance(exc, openai.BadRequestError) or not isinstance(exc.body, dict):
-        return False
-    error = exc.body.get("error", exc.body)
-    return isinstance(error, dict) and error.get("param") == EFFORT_PARAM
+    return isinstance(exc, openai.BadRequestError) and error_fields(exc).get("param") == EFFORT_PARAM
 
 
 # ---- the agent ---------------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class _Rejection(Exception):
         (503, None, True),
         (429, None, True),
         (408, None, True),
+        (409, None, True),
         (402, None, True),
         (403, None, True),
         (404, None, True),
