@@ -825,9 +825,18 @@ def compare_many(
 # ---------------------------------------------------------------- text and files
 
 
+def _usd(v: float) -> str:
+    """Cents, or two significant digits below a cent: a small run's cost must not read as 0.00."""
+    if v == 0 or abs(v) >= 0.01:
+        return f"{v:,.2f}"
+    return f"{v:.{1 - math.floor(math.log10(abs(v)))}f}"
+
+
 def _fmt(v: Any, spec: str = ".3f") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
+    if spec == "usd" and isinstance(v, (int, float)):
+        return _usd(float(v))
     if isinstance(v, float):
         if abs(v) >= 1000:
             return f"{v:,.0f}"
@@ -854,7 +863,7 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False
 
 _SPEC = {
     "mean_turns": ".1f", "mean_tool_calls": ".1f", "mean_tool_errors": ".2f", "mean_parse_errors": ".2f",
-    "mean_tokens": ".0f", "reasoning_tokens_per_turn": ".0f", "cost_usd": ".2f",
+    "mean_tokens": ".0f", "reasoning_tokens_per_turn": ".0f", "cost_usd": "usd",
 }  # fmt: skip
 
 _SUMMARY_COLS = [

@@ -22,7 +22,9 @@ from evalkit.envs.openenv import env_identity
 from evalkit.episode import run_episode
 from evalkit.errors import ConfigError, EnvError
 from evalkit.evalsets import load_evalset
-from evalkit.providers import check_keys, parse_spec
+from evalkit.providers import check_endpoints, check_keys, parse_spec
+from evalkit.providers.health import ProviderHealth
+from evalkit.providers.images import check_budget
 from evalkit.traces import TRACE, TraceWriter, completed_keys, read_records, read_run_json, write_run_json
 from evalkit.types import AgentOptions, EpisodeRecord, episode_key
 
@@ -166,12 +168,17 @@ def run_batch(
     progress: bool = True,
     verbose: bool = False,
     argv: list[str] | None = None,
+    health: ProviderHealth | None = None,
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
     `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv MCP server, or the name of an
     embedded environment (served for the length of the batch). Every configuration mistake — unknown
-    provider, missing key, bad evalset, empty selection — raises ConfigError before the run directory exists.
+    provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad
+    evalset, empty selection — raises ConfigError before the run directory exists.
+
+    The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
+    that fails is passed over by the following episodes for a cool-down.
     """
     models, surfaces, modes = _as_list(models), _as_list(surfaces), _as_list(modes)
     if not models:
@@ -179,6 +186,9 @@ def run_batch(
     for m in models:
         parse_spec(m)
     check_keys(models)
+    if options is not None:
+        check_budget(options.keep_images, options.image_window)
+    check_endpoints(models)
     if concurrency < 1 or max_turns < 1 or repeats < 1:
         raise ConfigError("--concurrency, --max-turns and --repeats must be ≥ 1")
     served = None
@@ -251,6 +261,8 @@ def run_batch(
         options=options,
         skin=skin,
         coordinates=coordinates,
+        health=health if health is not None else ProviderHealth(),
+        preflight=False,
     )
     try:
         _check_resume(out, meta)

@@ -31,9 +31,22 @@ def _window(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(
             f"--image-window wants MAX,KEEP (two integers), got {text!r}"
         ) from None
-    if not 0 < keep <= hi:
-        raise argparse.ArgumentTypeError("--image-window wants 0 < KEEP ≤ MAX")
+    if not 0 <= keep < hi:
+        raise argparse.ArgumentTypeError(
+            f"--image-window MAX,KEEP wants 0 ≤ KEEP < MAX, got {text!r} "
+            "(KEEP = MAX would drop an image, and rewrite the prompt prefix, every turn)"
+        )
     return hi, keep
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {text!r}")
+    return v
 
 
 def _positive(kind: type):
@@ -80,9 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-frames", action="store_true", help="don't store a frame per turn")
     r.add_argument("--max-tokens", type=_positive(int), default=16000)
     r.add_argument("--request-timeout", type=_positive(float), default=600.0)
-    r.add_argument("--keep-images", type=_positive(int), help="keep only the newest N images in the prompt")
     r.add_argument(
-        "--image-window", type=_window, help="MAX,KEEP: let images reach MAX, then keep the newest KEEP"
+        "--keep-images",
+        type=_count,
+        help="keep the target and at least the newest N later images; older ones go 4 at a time",
+    )
+    r.add_argument(
+        "--image-window",
+        type=_window,
+        help="MAX,KEEP (KEEP < MAX): keep the target; later images reach MAX, then drop to the newest KEEP",
     )
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
     r.add_argument("--no-progress", action="store_true")

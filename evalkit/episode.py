@@ -17,8 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import ConfigError, EvalkitError, error_class_of
-from evalkit.providers import make_agent, parse_spec
+from evalkit.errors import ConfigError, EndpointError, EvalkitError, error_class_of
+from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
+from evalkit.providers.attempts import log_usage
+from evalkit.providers.health import ProviderHealth
+from evalkit.providers.images import budget, check_budget
 from evalkit.traces import FrameStore, TraceWriter, read_run_json, write_run_json
 from evalkit.types import (
     RESULT_CAP,
@@ -29,6 +32,7 @@ from evalkit.types import (
     EpisodeRecord,
     Image,
     ToolOutcome,
+    Turn,
     TurnRecord,
     Usage,
     episode_key,
@@ -130,15 +134,26 @@ def run_episode(
     env_name: str | None = None,
     store_dir: str | Path | None = None,
     cancel: threading.Event | None = None,
+    health: ProviderHealth | None = None,
+    preflight: bool = True,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
     `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
-    `cancel` stops the episode before its next turn (error_class `cancelled`)."""
+    `cancel` stops the episode before its next turn (error_class `cancelled`). `health` is the run's record
+    of failing providers (`run_batch` shares one across its episodes).
+
+    Before anything starts (unless `preflight=False`, as `run_batch` does after its own checks): an unknown
+    provider, a missing key or endpoint URL, an endpoint nothing answers at, or an image budget that cannot
+    be honoured raises ConfigError."""
+    options = options or AgentOptions()
+    check_budget(options.keep_images, options.image_window)
     if isinstance(agent, str):
         parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
-    options = options or AgentOptions()
+        if preflight:
+            check_keys([agent])
+            check_endpoints([agent])
     label = _agent_label(agent)
     env_name = env_name or _env_name(env)
     task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
@@ -164,7 +179,7 @@ def run_episode(
 
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
-    _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel).run(
+    _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health).run(
         agent,
         env,
         _reset_kwargs(
@@ -192,10 +207,14 @@ class _Episode:
         max_turns: int,
         episode_timeout: float | None,
         cancel: threading.Event | None = None,
+        health: ProviderHealth | None = None,
     ):
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
         self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
+        self.health = health
         self.usage = Usage()
+        self.usage_known = True
+        """False once some request may have been billed without reporting its usage: the cost is unknown."""
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
 
@@ -218,15 +237,24 @@ class _Episode:
                     self.session.close()
                 except Exception as e:
                     log.debug("closing the env session failed: %s", e)
-            rec.usage = self.usage.to_dict()
             rec.seconds = round(time.monotonic() - t0, 3)
             rec.n_turns = len(rec.turns)
             info = dict(getattr(self.agent, "info", None) or {})
             rec.provider_switches = list(info.pop("provider_switches", []) or [])
+            # Requests that belong to no turn (the thinking-off probe) were billed too.
+            total = (
+                self.usage + Usage.from_dict(info.get("probe_usage"))
+                if info.get("probe_usage")
+                else self.usage
+            )
+            rec.usage = total.to_dict()
+            unknown = sum(not t.usage_known for t in rec.turns)
+            if unknown:
+                info["usage_unknown_turns"] = unknown
             rec.info.update(info)
-            # A turn whose usage the provider never reported (a stream cut by the harness cap) makes the
-            # cost unknown, not smaller.
-            rec.cost_usd = None if info.get("usage_unknown_turns") else _cost(rec.model, self.usage)
+            # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
+            # died with the harness) makes the cost unknown, not smaller.
+            rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
 
     def _timed_env(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         t = time.monotonic()
@@ -252,10 +280,9 @@ class _Episode:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
         system = str(meta.get("instructions") or "")
-        make = make_agent if isinstance(agent_spec, str) else None
         self.agent = agent = (
-            make(agent_spec, system=system, tools=tools, options=self.options)
-            if make
+            make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
+            if isinstance(agent_spec, str)
             else agent_spec(system=system, tools=tools, options=self.options)
         )
         target = self._picture("target")
@@ -269,22 +296,21 @@ class _Episode:
         done, nudges, last_reward = False, 0, None
         rec.end_reason = "turn_limit"
         has_submit = any(t.name == "submit" for t in tools)
+        images_budget = budget(self.options.keep_images, self.options.image_window)
         for n in range(1, self.max_turns + 1):
             if self.cancel is not None and self.cancel.is_set():
                 raise EpisodeCancelled("the batch was interrupted")
             if self.timeout is not None and time.monotonic() - t0 > self.timeout:
                 rec.end_reason = "deadline"
                 break
-            if self.options.keep_images or self.options.image_window:
-                window = self.options.image_window
-                agent.prune_images(
-                    window[1] if window else self.options.keep_images, window[0] if window else None
-                )
+            if images_budget is not None:
+                agent.prune_images(images_budget.keep, images_budget.most)
             tm = time.monotonic()
-            turn = agent.step()
+            turn = self._step(agent, n)
             model_s = time.monotonic() - tm
             rec.model_seconds = round(rec.model_seconds + model_s, 4)
             self.usage = self.usage + turn.usage
+            self.usage_known = self.usage_known and turn.usage_known
             trec = TurnRecord(
                 turn=n,
                 text=turn.text,
@@ -292,6 +318,9 @@ class _Episode:
                 stop=turn.stop,
                 usage=turn.usage.to_dict(),
                 model_s=round(model_s, 3),
+                attempts=1 + len(turn.attempts),
+                failed_attempts=[a.to_dict() for a in turn.attempts],
+                usage_known=turn.usage_known,
             )
             env_before = rec.env_seconds
             tool_images: list[Image] = []
@@ -302,7 +331,7 @@ class _Episode:
                     if done:
                         outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
                     elif call.error is not None:
-                        outcome = ToolOutcome(f"error: {call.error}", is_error=True)
+                        outcome = ToolOutcome(call.error, is_error=True)
                         rec.parse_errors += 1
                     else:
                         outcome = self._timed_env(session.call, call.name, call.args)
@@ -356,6 +385,26 @@ class _Episode:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
         doc = getattr(session, "document", None)
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
+
+    def _step(self, agent: Agent, n: int) -> Turn:
+        """One model call. When it fails, what its failed requests reported still counts, and whatever
+        they may have cost without saying makes the episode's cost unknown."""
+        try:
+            return agent.step()
+        except EndpointError as e:
+            usage, known = log_usage(e.attempts)
+            self.usage = self.usage + usage
+            self.usage_known = self.usage_known and known and bool(e.attempts)
+            if e.attempts:
+                self.rec.info["failed_turn"] = {
+                    "turn": n,
+                    "attempts": len(e.attempts),
+                    "failed_attempts": [a.to_dict() for a in e.attempts],
+                }
+            raise
+        except Exception:
+            self.usage_known = False  # the request may have been answered, and billed, before the break
+            raise
 
     def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
         """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step

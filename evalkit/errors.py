@@ -32,7 +32,7 @@ class UnknownProviderError(ConfigError):
 
 
 class MissingKeyError(ConfigError):
-    """A requested model needs an API key that is not set."""
+    """A requested model needs an API key or an endpoint URL that is not set."""
 
 
 class EvalsetError(ConfigError):
@@ -40,13 +40,15 @@ class EvalsetError(ConfigError):
 
 
 class EndpointError(EvalkitError):
-    """The model endpoint failed after the SDK's retries (5xx, 429, timeouts, connection errors)."""
+    """The model endpoint failed after its retries (5xx, 429, timeouts, connection errors, cut streams)."""
 
     error_class = "endpoint_error"
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, attempts: list | None = None):
         super().__init__(message)
         self.status = status
+        self.attempts: list = list(attempts or [])
+        """Every failed request of the call (`evalkit.types.Attempt`), so their usage is still counted."""
 
 
 class EnvError(EvalkitError):

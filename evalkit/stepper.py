@@ -93,9 +93,19 @@ class EpisodeStepper:
         options: AgentOptions | None = None,
         **reset_kw: Any,
     ):
+        from evalkit.providers import check_keys
+        from evalkit.providers.health import ProviderHealth
+        from evalkit.providers.images import check_budget
+
         self.agent_spec, self.env, self.task = agent, env, task
         self.surface, self.mode, self.max_turns = surface, mode, max_turns
         self.options = options or AgentOptions()
+        # What would only fail at the first step (a missing key, a bad image budget) is said here, at once.
+        check_budget(self.options.keep_images, self.options.image_window)
+        if isinstance(agent, str):
+            check_keys([agent])
+        self.health = ProviderHealth()
+        """Providers that failed, remembered across resets as a batch remembers them across episodes."""
         self.reset_kw = reset_kw
         self.session: Any = None
         self.agent: Any = None
@@ -114,10 +124,13 @@ class EpisodeStepper:
     # ------------------------------------------------------------ set-up
 
     def reset(self) -> dict:
-        """Open a session, reset the env, create the agent and hand it the opening message."""
+        """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
+        nothing answers at is a ConfigError naming its URL, before the env is touched."""
         from evalkit import episode
-        from evalkit.providers import make_agent
+        from evalkit.providers import check_endpoints, make_agent
 
+        if isinstance(self.agent_spec, str):
+            check_endpoints([self.agent_spec])
         self.close()
         self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
         self.ended = False
@@ -127,7 +140,9 @@ class EpisodeStepper:
         self.tools = self.session.tools()
         system = str(self.meta.get("instructions") or "")
         if isinstance(self.agent_spec, str):
-            self.agent = make_agent(self.agent_spec, system=system, tools=self.tools, options=self.options)
+            self.agent = make_agent(
+                self.agent_spec, system=system, tools=self.tools, options=self.options, health=self.health
+            )
         else:
             self.agent = self.agent_spec(system=system, tools=self.tools, options=self.options)
         fn = getattr(self.session, "target", None)
@@ -267,7 +282,7 @@ class EpisodeStepper:
             if ended:
                 out = ToolOutcome("not executed: the episode had already ended", is_error=True)
             elif c.error is not None:
-                out = ToolOutcome(f"error: {c.error}", is_error=True)
+                out = ToolOutcome(c.error, is_error=True)
             else:
                 out = self._run(c.name, c.args)
                 ended = out.done

@@ -110,6 +110,32 @@ class Usage:
 
 
 @dataclass
+class Attempt:
+    """One request of a model call that did not bring the reply: an HTTP error, a timeout, a lost connection,
+    a stream cut mid-reply. A turn keeps them so that retries and fallbacks stay visible in the trace."""
+
+    route: str = ""
+    """The model id the request named (for a router, `org/model:provider`)."""
+    status: int | None = None
+    """The HTTP status, when the server answered with one."""
+    kind: str = ""
+    """What went wrong: `rate_limited`, `server_error`, `rejected`, `timeout`, `no_connection`,
+    `connection_lost`, `stream_cut`, `stream_error`."""
+    error: str = ""
+    usage: Usage = field(default_factory=Usage)
+    """What the API reported before the failure (an error status reports nothing and bills nothing)."""
+    usage_known: bool = True
+    """False when the request may have been billed beyond `usage` (a cut stream, a timeout): the turn's cost
+    is then unknown."""
+    retry_after: float | None = None
+    """Seconds the server asked to wait, if it said."""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
 class Turn:
     """What one model call produced."""
 
@@ -122,6 +148,11 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     truncated: bool = False
     """The output limit cut this turn off; the loop hands its reasoning back as notes."""
+    attempts: list[Attempt] = field(default_factory=list)
+    """The requests that failed before the reply (retries, fallbacks); their reported usage is in `usage`."""
+    usage_known: bool = True
+    """False when some request of this turn was billed without reporting its usage (a stream cut by the
+    harness cap or by the network): the episode's cost is then unknown."""
 
 
 @dataclass
@@ -223,6 +254,12 @@ class TurnRecord:
     frame: str | None = None
     """The environment's render after this turn, relative to the run directory."""
     calls: list[CallRecord] = field(default_factory=list)
+    attempts: int = 1
+    """Model requests this turn made: 1, plus one per retry or fallback."""
+    failed_attempts: list[dict] = field(default_factory=list)
+    """The requests that failed (`Attempt.to_dict()`): route, status, kind, error, usage, seconds."""
+    usage_known: bool = True
+    """False when a request of this turn was billed without reporting its usage; `usage` is then a floor."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -272,6 +309,8 @@ class EpisodeRecord:
     traceback: str | None = None
     auto_submitted: bool = False
     provider_switches: list = field(default_factory=list)
+    """Every change of provider behind a router spec: {`turn`, `from`, `to`, `why`, `status`}; a switch at
+    turn 1 with why `cooling down …` means an earlier episode of the run found the first provider failing."""
 
     usage: dict = field(default_factory=dict)
     cost_usd: float | None = None

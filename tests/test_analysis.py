@@ -325,3 +325,20 @@ def test_summary_markdown_cannot_inject_html_or_links(tmp_path):
     md = (tmp_path / "summary.md").read_text()
     assert "\\<img" in md
     assert not re.search(r"(?<!\\)<", md) and not re.search(r"(?<!\\)\]\(", md)
+
+
+def test_small_costs_keep_their_digits(tmp_path):
+    """A cheap run's summary must not read $0.00; an unknown cost reads as unknown, never as zero."""
+    cheap = write(
+        tmp_path / "cheap", [rec("m", "t0", 0.5, cost_usd=0.0012), rec("m", "t1", 0.7, cost_usd=0.0022)]
+    )
+    line = next(
+        x for x in A.format_summary(A.load_runs([cheap]), tiers=False).splitlines() if " m " in f" {x} "
+    )
+    assert line.split()[-1] == "0.0034"
+    unknown = write(tmp_path / "unknown", [rec("m", "t0", 0.5, cost_usd=0.0012), rec("m", "t1", None)])
+    line = next(
+        x for x in A.format_summary(A.load_runs([unknown]), tiers=False).splitlines() if " m " in f" {x} "
+    )
+    assert line.split()[-1] == "-"
+    assert [A._usd(v) for v in (0.0, 0.000012, 0.05, 1234.5)] == ["0.00", "0.000012", "0.05", "1,234.50"]

@@ -15,7 +15,7 @@ import pytest
 from evalkit.batch import run_batch
 from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.traces import TraceWriter, iter_lines, read_records
-from evalkit.types import EpisodeRecord
+from evalkit.types import AgentOptions, EpisodeRecord
 
 EVALSET = "data/evalsets/canvas-test-300.json"
 
@@ -81,10 +81,20 @@ def test_split_selection_without_an_evalset(canvas_server, tmp_path):
         (dict(surfaces=["paint"]), ConfigError),
         (dict(modes=["telepathy"]), ConfigError),
         (dict(concurrency=0), ConfigError),
+        (dict(options=AgentOptions(keep_images=2, image_window=(6, 2))), ConfigError),
+        (dict(options=AgentOptions(image_window=(4, 4))), ConfigError),
+        (dict(models=["vllm:m"]), MissingKeyError),
+        (dict(models=["openai-chat:m"]), ConfigError),  # OPENAI_BASE_URL: nothing listens there
     ],
 )
 def test_config_errors_come_before_any_work(tmp_path, monkeypatch, kw, exc):
+    from evalkit.envs.server import free_port
+
+    monkeypatch.chdir(tmp_path)  # no .env up the tree supplies a key
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     args = dict(models=["baseline:random"], env="canvas", out=tmp_path / "never", progress=False)
     args.update(kw)
     with pytest.raises(exc):

@@ -24,6 +24,10 @@ RANDOM = ["--models", "baseline:random"]
         ([*RANDOM, "--concurrency", "0"], "positive"),
         ([*RANDOM, "--concurrency", "many"], "expected a number"),
         ([*RANDOM, "--image-window", "3"], "MAX,KEEP"),
+        ([*RANDOM, "--image-window", "4,4"], "0 ≤ KEEP < MAX"),
+        ([*RANDOM, "--keep-images", "-1"], "≥ 0"),
+        ([*RANDOM, "--keep-images", "2", "--image-window", "6,2"], "give only one"),
+        (["--models", "vllm:m"], "missing endpoint URL VLLM_BASE_URL"),
         ([*RANDOM, "--surfaces", "paint"], "no surface paint"),
         ([*RANDOM, "--subset", "lite"], "need --evalset"),
         (["--models", "baseline:random@loud"], "unknown thinking level"),
@@ -38,6 +42,7 @@ RANDOM = ["--models", "baseline:random"]
 )
 def test_run_mistakes(tmp_path, capsys, monkeypatch, extra, says):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)  # no .env up the tree supplies a key
     out = tmp_path / "never"
     with pytest.raises(SystemExit) as exc:

@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.envs.server import serve
 from evalkit.episode import run_episode
-from evalkit.errors import ConfigError, EndpointError
+from evalkit.errors import ConfigError, EndpointError, MissingKeyError
 from evalkit.traces import read_records, safe_path
 from evalkit.types import AgentOptions, Call, Turn, Usage
 from tests.support.echo_env import EchoServer
@@ -190,3 +190,36 @@ def test_a_broken_price_table_costs_the_number_not_the_episode(canvas_server, mo
     monkeypatch.setattr(prices, "cost_usd", broken)
     rec = run_episode(factory([Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0012")
     assert rec.error_class is None and rec.reward is not None and rec.cost_usd is None
+
+
+def test_keys_endpoint_urls_and_endpoints_are_checked_before_any_work(tmp_path, monkeypatch):
+    """As the CLI does: a missing key or URL is named, an endpoint nothing answers at is named by its URL."""
+    from evalkit.envs.server import free_port
+
+    monkeypatch.chdir(tmp_path)  # no .env up the tree supplies a key
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    out = tmp_path / "run"
+    with pytest.raises(MissingKeyError, match="missing API key ANTHROPIC_API_KEY"):
+        run_episode("anthropic:claude-sonnet-5", "http://127.0.0.1:9", "t", out=out)
+    with pytest.raises(MissingKeyError) as info:
+        run_episode("vllm:m", "http://127.0.0.1:9", "t", out=out)
+    assert "missing endpoint URL VLLM_BASE_URL" in str(info.value) and "API key" not in str(info.value)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    monkeypatch.setenv("VLLM_BASE_URL", dead)
+    with pytest.raises(ConfigError) as info:
+        run_episode("vllm:m", "http://127.0.0.1:9", "t", out=out)
+    assert f"cannot reach the model endpoint {dead} (set by VLLM_BASE_URL" in str(info.value)
+    with pytest.raises(ConfigError, match="give only one"):
+        run_episode(
+            factory([]), "http://127.0.0.1:9", "t", options=AgentOptions(keep_images=1, image_window=(3, 1))
+        )
+    assert not out.exists()
+
+
+def test_a_parse_error_reads_once_as_an_error(canvas_server):
+    sink: list = []
+    broken = Call("c1", "add_element", {}, raw="{kind: rect", error="tool arguments are not valid JSON")
+    run_episode(factory([Turn(calls=[broken])], sink), canvas_server, "canvas-test-0013", max_turns=1)
+    (outcome,) = [o for _, o in sink[0].results_seen[0]]
+    assert outcome.is_error and outcome.text.startswith("tool arguments are not valid JSON")

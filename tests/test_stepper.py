@@ -91,3 +91,19 @@ def test_run_stops_when_the_env_ends_the_episode_without_a_reward():
     assert len(steps) == 2 and st.ended and st.reward is None
     assert env.calls == ["note", "finish"]
     assert steps[-1].pairs[1][1].text.startswith("not executed")
+
+
+def test_keys_at_once_and_the_model_endpoint_at_reset(tmp_path, monkeypatch):
+    from evalkit.envs.server import free_port
+    from evalkit.errors import ConfigError, MissingKeyError
+
+    monkeypatch.chdir(tmp_path)  # no .env up the tree supplies a key
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(MissingKeyError, match="ANTHROPIC_API_KEY"):
+        EpisodeStepper("anthropic:claude-sonnet-5", "http://127.0.0.1:9")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    monkeypatch.setenv("VLLM_BASE_URL", dead)
+    st = EpisodeStepper("vllm:m", "http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match=f"cannot reach the model endpoint {dead}"):
+        st.reset()
+    assert st.session is None and st.agent is None

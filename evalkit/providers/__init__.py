@@ -4,8 +4,10 @@ A spec is `provider:model[@thinking]`: `anthropic:claude-sonnet-5@low`, `openai:
 `hf:Qwen/Qwen3-VL-8B-Instruct:novita|together`, `vllm:my-model@off`, `baseline:tracer`,
 `replay:runs/demo#3f2a…`. Each provider module exposes
 
-    create(model, thinking, *, system, tools, options, provider) -> Agent
-    required_keys(model, provider) -> list[list[str]]   # any one name of each inner list must be set
+    create(model, thinking, *, system, tools, options, provider[, health]) -> Agent
+    required_keys(model, provider) -> list[list[str]]   # API keys: one name of each inner list must be set
+    required_urls(model, provider) -> list[str]         # optional: endpoint variables that must be set
+    endpoint_url(model, provider) -> (url, variable)    # optional: where requests go, for `check_endpoints`
     validate(model) -> None                   # optional: ConfigError for a model it cannot run
 
 and is imported only when a spec names it, so a missing SDK never breaks the offline agents.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from evalkit.errors import ConfigError, MissingKeyError, UnknownProviderError
+from evalkit.providers.health import ProviderHealth
 from evalkit.types import Agent, AgentOptions, ToolSpec
 
 PROVIDERS = {
@@ -72,29 +75,86 @@ def provider_module(spec: Spec) -> ModuleType:
     return importlib.import_module(PROVIDERS[spec.provider])
 
 
+def _absent(spec: Spec, label: str) -> tuple[list[str], list[str]]:
+    """(API keys, endpoint URL variables) that `spec` needs and the environment lacks."""
+    mod = provider_module(spec)
+    keys = [
+        f"{' or '.join(alternatives)} (for {label})"
+        for alternatives in getattr(mod, "required_keys", lambda m, p=None: [])(spec.model, spec.provider)
+        if not any(os.environ.get(k) for k in alternatives)
+    ]
+    urls = [
+        f"{name} (for {label})"
+        for name in getattr(mod, "required_urls", lambda m, p=None: [])(spec.model, spec.provider)
+        if not os.environ.get(name)
+    ]
+    return keys, urls
+
+
+def _raise_absent(keys: list[str], urls: list[str]) -> None:
+    said = [f"missing API key {'; '.join(keys)}"] if keys else []
+    said += [f"missing endpoint URL {'; '.join(urls)}"] if urls else []
+    if said:
+        raise MissingKeyError("; ".join(said) + " — set it in the environment or .env")
+
+
 def check_keys(specs: list[str]) -> None:
     """Before any work starts: ConfigError for a spec its provider cannot run, MissingKeyError naming every
-    absent key."""
-    missing: list[str] = []
+    absent API key and endpoint URL variable."""
+    keys: list[str] = []
+    urls: list[str] = []
     for s in specs:
         spec = parse_spec(s)
         mod = provider_module(spec)
         if hasattr(mod, "validate"):
             mod.validate(spec.model)
-        for alternatives in getattr(mod, "required_keys", lambda m, p=None: [])(spec.model, spec.provider):
-            if not any(os.environ.get(k) for k in alternatives):
-                missing.append(f"{' or '.join(alternatives)} (for {s})")
-    if missing:
-        raise MissingKeyError(
-            "missing API key: " + "; ".join(missing) + " — set it in the environment or .env"
-        )
+        k, u = _absent(spec, s)
+        keys, urls = keys + k, urls + u
+    _raise_absent(keys, urls)
+
+
+def check_endpoints(specs: list[str], timeout: float = 10.0) -> None:
+    """Before any work starts: every model endpoint answers HTTP at all (any status will do: no key is sent
+    and no tokens are spent). ConfigError naming the URL and the variable that sets it when nothing does."""
+    import httpx
+
+    seen: set[str] = set()
+    for s in specs:
+        spec = parse_spec(s)
+        where = getattr(provider_module(spec), "endpoint_url", None)
+        if where is None:
+            continue
+        url, variable = where(spec.model, spec.provider)
+        if url in seen:
+            continue
+        seen.add(url)
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{variable}={url!r} (for {s}) is not an http:// or https:// URL")
+        try:
+            httpx.get(url, timeout=timeout)
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
+            raise ConfigError(
+                f"cannot reach the model endpoint {url} (set by {variable}, for {s}): {type(e).__name__}: {e}"
+            ) from None
+
+
+ROUTED = ("hf", "vllm", "openai-chat")
+"""Providers whose agents take the run's `ProviderHealth` (a router spec may name several providers)."""
 
 
 def make_agent(
-    spec: str, *, system: str, tools: list[ToolSpec], options: AgentOptions | None = None
+    spec: str,
+    *,
+    system: str,
+    tools: list[ToolSpec],
+    options: AgentOptions | None = None,
+    health: ProviderHealth | None = None,
 ) -> Agent:
-    """A fresh agent for one episode."""
+    """A fresh agent for one episode; `health` is the run's record of failing providers, if it has one. A
+    missing key is a MissingKeyError naming it (never the SDK's own TypeError)."""
     s = parse_spec(spec)
+    _raise_absent(*_absent(s, spec))
+    extra = {"health": health} if health is not None and s.provider in ROUTED else {}
     agent = provider_module(s).create(
         s.model,
         s.thinking,
@@ -102,6 +162,7 @@ def make_agent(
         tools=tools,
         options=options or AgentOptions(),
         provider=s.provider,
+        **extra,
     )
     agent.model = str(s)
     return agent

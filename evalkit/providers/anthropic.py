@@ -11,16 +11,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalkit.providers import images as imgs
-from evalkit.providers.common import (
-    StreamError,
-    load_env,
-    make_call,
-    notes_text,
-    reading_stream,
-    retry_in_stream,
-    sdk,
-)
-from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
+from evalkit.providers.common import load_env, make_call, notes_text, sdk
+from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORTS = ("low", "medium", "high")
 
@@ -28,6 +21,12 @@ EFFORTS = ("low", "medium", "high")
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
     load_env()
     return [["ANTHROPIC_API_KEY"]]
+
+
+def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
+    """(the base URL requests go to, where it was set), for the reachability check before a run."""
+    load_env()
+    return str(sdk("anthropic").Anthropic(api_key="-").base_url), "ANTHROPIC_BASE_URL"
 
 
 def create(
@@ -41,8 +40,9 @@ def create(
 ) -> AnthropicAgent:
     anthropic = sdk("anthropic")
     load_env()
-    # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself.
-    client = anthropic.Anthropic(max_retries=options.max_retries, timeout=options.request_timeout)
+    # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself. Retries are made by
+    # evalkit.providers.attempts, where each request is seen and accounted for.
+    client = anthropic.Anthropic(max_retries=0, timeout=options.request_timeout)
     return AnthropicAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 
@@ -103,9 +103,11 @@ def history_block(block: dict, calls: dict[str, Call]) -> dict | None:
 # ---- from the wire -----------------------------------------------------------------------------------------
 
 
-def accumulate(events: Iterable[dict]) -> dict:
-    """Raw stream events → the message they describe, keeping tool inputs as the raw JSON text received."""
-    msg: dict[str, Any] = {"content": [], "usage": {}, "stop_reason": None}
+def accumulate(events: Iterable[dict], msg: dict | None = None) -> dict:
+    """Raw stream events → the message they describe, keeping tool inputs as the raw JSON text received.
+    Built in `msg` when given, so that a caller still holds what arrived (the usage) if the stream breaks."""
+    msg = msg if msg is not None else {}
+    msg.update({"content": [], "usage": {}, "stop_reason": None})
     blocks: dict[int, dict] = {}
     stopped = False
     for ev in events:
@@ -137,7 +139,7 @@ def accumulate(events: Iterable[dict]) -> dict:
             msg["stop_reason"] = ev["delta"].get("stop_reason")
             msg["usage"].update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
     if not stopped:
-        raise StreamError("the stream ended before message_stop")
+        raise StreamError("the stream ended before message_stop", usage_from_wire(msg["usage"]))
     return msg
 
 
@@ -263,15 +265,25 @@ class AnthropicAgent:
         return p
 
     def _call(self) -> dict:
-        if self.stream:
-            events = self.client.messages.create(stream=True, **self.params())
+        if not self.stream:
+            return self.client.messages.create(**self.params()).model_dump(mode="json")
+        events = self.client.messages.create(stream=True, **self.params())
+        partial: dict = {}
+        try:
             with events, reading_stream(sdk("anthropic")):
-                return accumulate(ev.model_dump(mode="json") for ev in events)
-        return self.client.messages.create(**self.params()).model_dump(mode="json")
+                return accumulate((ev.model_dump(mode="json") for ev in events), partial)
+        except Exception as exc:
+            # message_start reports the input tokens (cache included): billed even if the reply never ends.
+            if partial.get("usage") and getattr(exc, "partial_usage", None) is None:
+                exc.partial_usage = usage_from_wire(partial["usage"])  # type: ignore[attr-defined]
+            raise
 
     def step(self) -> Turn:
-        msg = retry_in_stream(self._call, sdk("anthropic"), self.options.max_retries)
+        log: list[Attempt] = []
+        policy = persist(self.options.max_retries)
+        url = str(self.client.base_url)
+        msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
         turn, content = turn_from_message(msg)
         if content:
             self.messages.append({"role": "assistant", "content": content})
-        return turn
+        return settle(turn, log)

@@ -8,26 +8,23 @@ results. Replies are streamed with usage; servers that ignore `max_tokens` are h
 from __future__ import annotations
 
 import os
-import threading
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.providers import images as imgs
-from evalkit.providers.common import (
+from evalkit.providers.attempts import (
+    FALLBACK,
     StreamError,
-    count_unknown_usage,
-    data_url,
-    load_env,
-    make_call,
-    notes_text,
+    persist,
     reading_stream,
-    retry_in_stream,
-    sdk,
-    wire_args,
+    request,
+    settle,
 )
-from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
+from evalkit.providers.thinking_off import OffChoice, probe
+from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 HF_ROUTER_DEFAULT: str | None = None
 """The router's base URL when `HF_ROUTER_URL` is not set (left for the project to fill in)."""
@@ -36,26 +33,29 @@ JPEG_OVER = 150_000
 HARNESS_CAP = "length (harness cap)"
 EFFORTS = ("low", "medium", "high")
 
-NO_THINKING_TEMPLATE = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
-OFF_METHODS: list[tuple[str, dict]] = [
-    ("chat_template_kwargs.enable_thinking=false", NO_THINKING_TEMPLATE),
-    ("reasoning_effort=none", {"reasoning_effort": "none"}),
-    ("reasoning_effort=low", {"reasoning_effort": "low"}),
-]
-PROBE_TOOL = ToolSpec(
-    "record", "Record a number.", {"type": "object", "properties": {"n": {"type": "integer"}}}
-)
-PROBE_PROMPT = "Call the record tool with n=7."
-
-_probe_cache: dict[tuple[str, str], tuple[str | None, dict]] = {}
-_probe_locks: dict[tuple[str, str], threading.Lock] = {}
-_probe_guard = threading.Lock()
-
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
     load_env()
-    hf = [["HF_TOKEN"]] + ([] if HF_ROUTER_DEFAULT else [["HF_ROUTER_URL"]])
-    return {"hf": hf, "vllm": [["VLLM_BASE_URL"]]}.get(provider or "", [["OPENAI_API_KEY"]])
+    return {"hf": [["HF_TOKEN"]], "vllm": []}.get(provider or "", [["OPENAI_API_KEY"]])
+
+
+def required_urls(model: str, provider: str | None = None) -> list[str]:
+    """The endpoint variables a spec needs: the router's and the user's own server have no default."""
+    load_env()
+    if provider == "hf" and not HF_ROUTER_DEFAULT:
+        return ["HF_ROUTER_URL"]
+    return ["VLLM_BASE_URL"] if provider == "vllm" else []
+
+
+def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
+    """(the base URL requests go to, where it was set), for the reachability check before a run."""
+    load_env()
+    if provider == "hf":
+        return os.environ.get("HF_ROUTER_URL") or HF_ROUTER_DEFAULT or "", "HF_ROUTER_URL"
+    if provider == "vllm":
+        return os.environ.get("VLLM_BASE_URL", ""), "VLLM_BASE_URL"
+    openai = sdk("openai")
+    return str(openai.OpenAI(api_key="-").base_url), "OPENAI_BASE_URL"
 
 
 def endpoint(provider: str) -> dict:
@@ -93,13 +93,15 @@ def create(
     tools: list[ToolSpec],
     options: AgentOptions,
     provider: str = "openai-chat",
+    health: ProviderHealth | None = None,
 ) -> ChatAgent:
     openai = sdk("openai")
     load_env()
-    client = openai.OpenAI(
-        max_retries=options.max_retries, timeout=options.request_timeout, **endpoint(provider)
+    # Retries are made by evalkit.providers.attempts, where each request is seen and accounted for.
+    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout, **endpoint(provider))
+    return ChatAgent(
+        client, model, thinking, system=system, tools=tools, options=options, provider=provider, health=health
     )
-    return ChatAgent(client, model, thinking, system=system, tools=tools, options=options, provider=provider)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -255,50 +257,6 @@ def turn_from_completion(resp: dict) -> Turn:
     )
 
 
-# ---- @off: which switch turns thinking off -----------------------------------------------------------------
-
-
-def probe_off(client: Any, model: str, limit_key: str) -> tuple[str | None, dict]:
-    """Once per (server, model): the method that leaves the least reasoning on a tiny tool-call request."""
-    key = (str(client.base_url), model)
-    with _probe_guard:
-        lock = _probe_locks.setdefault(key, threading.Lock())
-    with lock:
-        if key in _probe_cache:
-            return _probe_cache[key]
-        openai = sdk("openai")
-        tried: list[tuple[int, str, dict]] = []
-        for name, kwargs in OFF_METHODS:
-            try:
-                resp = client.chat.completions.create(
-                    model=model,
-                    messages=[{"role": "user", "content": PROBE_PROMPT}],
-                    tools=[tool_to_wire(PROBE_TOOL)],
-                    **{limit_key: 512},
-                    **kwargs,
-                )
-            except openai.APIError:
-                continue
-            usage = turn_from_completion(resp.model_dump(mode="json")).usage
-            tried.append((usage.reasoning_chars + usage.reasoning_tokens, name, kwargs))
-            if tried[-1][0] == 0:
-                break
-        if not tried:
-            choice: tuple[str | None, dict] = (None, {})
-            warnings.warn(
-                f"{model}: the server refused every way to turn thinking off", RuntimeWarning, stacklevel=2
-            )
-        else:
-            amount, name, kwargs = min(tried, key=lambda t: t[0])
-            choice = (name, kwargs)
-            if amount:
-                warnings.warn(
-                    f"{model}: no switch turns thinking fully off; using {name}", RuntimeWarning, stacklevel=2
-                )
-        _probe_cache[key] = choice
-        return choice
-
-
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -311,7 +269,12 @@ def _placeholder() -> dict:
 
 
 class ChatAgent:
-    """One episode's conversation over chat completions."""
+    """One episode's conversation over chat completions.
+
+    Behind a router spec with several providers (`org/m:a|b`), the episode starts on the first provider the
+    run's `ProviderHealth` does not pass over, and stays on it (its cache is there) until it fails in a way
+    that is the provider's; then the next is tried at once. Every switch goes to `info["provider_switches"]`.
+    """
 
     stream = True
 
@@ -325,11 +288,16 @@ class ChatAgent:
         tools: list[ToolSpec],
         options: AgentOptions,
         provider: str = "openai-chat",
+        health: ProviderHealth | None = None,
     ):
         self.client = client
         self.provider = provider
-        self.models = route_models(model, provider)
-        self.current = 0
+        self.info: dict = {}
+        self.routes = Routes(
+            route_models(model, provider),
+            health if health is not None else ProviderHealth(),
+            lambda switch: self.info.setdefault("provider_switches", []).append(switch),
+        )
         self.model = f"{provider}:{model}" + (f"@{thinking}" if thinking else "")
         self.thinking = thinking
         self.tools = [tool_to_wire(t) for t in tools]
@@ -338,8 +306,8 @@ class ChatAgent:
         self.limit_key = "max_completion_tokens" if provider == "openai-chat" else "max_tokens"
         self.shrink_over = JPEG_OVER if provider == "hf" else None
         self.messages: list[dict] = [{"role": "system", "content": system}] if system else []
-        self.info: dict = {}
-        self.off_params: dict | None = None
+        self.off: dict[str, OffChoice] = {}
+        """The thinking-off switch found for each route probed."""
         self._opening: int | None = None
         self._turn = 0
 
@@ -367,9 +335,15 @@ class ChatAgent:
             self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
         )
 
+    @property
+    def route(self) -> str:
+        """The provider route in use (the first, before the first step chose one)."""
+        return self.routes.current or self.routes.routes[0]
+
     def params(self) -> dict:
+        route = self.route
         p: dict[str, Any] = {
-            "model": self.models[self.current],
+            "model": route,
             "messages": self.messages,
             self.limit_key: self.options.max_tokens,
         }
@@ -377,8 +351,8 @@ class ChatAgent:
             p["tools"] = self.tools
         if self.thinking in EFFORTS:
             p["reasoning_effort"] = self.thinking
-        elif self.thinking == "off":
-            p.update(self.off_params or {})
+        elif self.thinking == "off" and route in self.off:
+            p.update(self.off[route].params)
         if self.options.temperature is not None:
             p["temperature"] = self.options.temperature
         if self.options.seed is not None:
@@ -397,7 +371,7 @@ class ChatAgent:
             for chunk in chunks:
                 acc.add(chunk.model_dump(mode="json"))
                 if acc.chars > cap:
-                    # Leaving closes the stream before its usage chunk: step() records the usage as unknown.
+                    # Leaving closes the stream before its usage chunk: the turn's usage is unknown.
                     acc.capped = True
                     break
         return acc.message()
@@ -405,36 +379,55 @@ class ChatAgent:
     def step(self) -> Turn:
         openai = sdk("openai")
         self._turn += 1
-        if self.thinking == "off" and self.off_params is None:
-            method, self.off_params = probe_off(self.client, self.models[self.current], self.limit_key)
-            self.info["thinking_off_method"] = method
-        pruned = False
+        log: list[Attempt] = []
+        shrunk = False
+        self.routes.begin(self._turn)
         while True:
+            # With another provider behind this one, a failure moves on at once instead of retrying here.
+            policy = FALLBACK if self.routes.fallback_left else persist(self.options.max_retries)
             try:
-                resp = retry_in_stream(self._call, openai, self.options.max_retries)
+                if self.thinking == "off" and self.route not in self.off:
+                    self._probe(policy, log)
+                url = str(self.client.base_url)
+                resp = request(self._call, openai, route=self.route, url=url, policy=policy, log=log)
+                self.routes.succeeded()
                 break
             except EndpointError as exc:
-                status = exc.status or 0
-                # An over-long prompt: keep only the newest image and try once more.
-                n_images = len(imgs.find_images(self.messages, _is_image))
-                if status in (400, 413) and not pruned and n_images > 1:
-                    pruned = True
-                    imgs.keep_newest(self.messages, 1, is_image=_is_image, placeholder=_placeholder)
+                last, cause = exc.attempts[-1], exc.__cause__
+                if not shrunk and self._shrink_rejected(last, cause):
+                    shrunk = True
                     continue
-                if 400 <= status < 600 and status != 429 and self.current + 1 < len(self.models):
-                    self._switch(status)
-                    continue
-                raise
-        if not resp.get("usage"):
-            count_unknown_usage(self.info)
-        turn = turn_from_completion(resp)
+                if not provider_failure(last, cause) or not self.routes.failed(last, self._turn):
+                    raise
+        if self.thinking == "off":
+            self.info["thinking_off_method"] = self.off[self.route].method
+        turn = settle(turn_from_completion(resp), log)
+        turn.usage_known = turn.usage_known and bool(resp.get("usage"))
         msg = assistant_message(turn)
         if msg:
             self.messages.append(msg)
         return turn
 
-    def _switch(self, status: int) -> None:
-        old, self.current = self.models[self.current], self.current + 1
-        self.info.setdefault("provider_switches", []).append(
-            {"turn": self._turn, "from": old, "to": self.models[self.current], "status": status}
+    def _probe(self, policy: Any, log: list[Attempt]) -> None:
+        choice, spent = probe(self.client, self.route, self.limit_key, policy=policy, log=log)
+        self.off[self.route] = choice
+        self.info.setdefault("thinking_off", {})[self.route] = choice.to_dict()
+        if spent != Usage():
+            self.info["probe_usage"] = (Usage.from_dict(self.info.get("probe_usage")) + spent).to_dict()
+
+    def _shrink_rejected(self, last: Attempt, cause: BaseException | None) -> bool:
+        """A prompt the server refused (413; or a 400 that does not name the provider, as servers that cap
+        the images per request or the context length send): every later image but the newest goes and the
+        request is made once more; the opening message, with the target, stays. True if it dropped any."""
+        if last.status not in (400, 413) or provider_failure(last, cause):
+            return False
+        if len(imgs.droppable(self.messages, self._opening, _is_image)) <= 1:
+            return False
+        dropped = imgs.keep_newest(
+            self.messages, 1, is_image=_is_image, placeholder=_placeholder, opening=self._opening
         )
+        code = error_fields(cause).get("code")
+        self.info.setdefault("rejected_prompt_prunes", []).append(
+            {"turn": self._turn, "route": self.route, "status": last.status, "code": code, "dropped": dropped}
+        )
+        return True

@@ -11,19 +11,10 @@ from typing import Any
 
 from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
-from evalkit.providers.common import (
-    StreamError,
-    count_unknown_usage,
-    data_url,
-    load_env,
-    make_call,
-    notes_text,
-    reading_stream,
-    retry_in_stream,
-    sdk,
-    wire_args,
-)
-from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
+from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.health import error_fields
+from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORT = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
 EFFORT_PARAM = "reasoning.effort"
@@ -33,6 +24,12 @@ EFFORT_PARAM = "reasoning.effort"
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
     load_env()
     return [["OPENAI_API_KEY"]]
+
+
+def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
+    """(the base URL requests go to, where it was set), for the reachability check before a run."""
+    load_env()
+    return str(sdk("openai").OpenAI(api_key="-").base_url), "OPENAI_BASE_URL"
 
 
 def create(
@@ -46,8 +43,9 @@ def create(
 ) -> ResponsesAgent:
     openai = sdk("openai")
     load_env()
-    # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
-    client = openai.OpenAI(max_retries=options.max_retries, timeout=options.request_timeout)
+    # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself. Retries are made by
+    # evalkit.providers.attempts, where each request is seen and accounted for.
+    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout)
     return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 
@@ -157,10 +155,7 @@ def final_response(events: Any) -> dict:
 
 def rejects_effort(exc: BaseException | None, openai: Any) -> bool:
     """Whether `exc` is a 400 refusing the reasoning effort, by the `param` of the error body the SDK kept."""
-    if not isinstance(exc, openai.BadRequestError) or not isinstance(exc.body, dict):
-        return False
-    error = exc.body.get("error", exc.body)
-    return isinstance(error, dict) and error.get("param") == EFFORT_PARAM
+    return isinstance(exc, openai.BadRequestError) and error_fields(exc).get("param") == EFFORT_PARAM
 
 
 # ---- the agent ---------------------------------------------------------------------------------------------
@@ -240,19 +235,28 @@ class ResponsesAgent:
                 return final_response(events)
         return self.client.responses.create(**self.params()).model_dump(mode="json", exclude_none=True)
 
+    @property
+    def messages(self) -> list[dict]:
+        """The input items: this API's history, under the name the other adapters use."""
+        return self.items
+
     def step(self) -> Turn:
         openai = sdk("openai")
+        log: list[Attempt] = []
+        kw = dict(
+            route=self.model_id, url=str(self.client.base_url), policy=persist(self.options.max_retries)
+        )
         try:
-            resp = retry_in_stream(self._call, openai, self.options.max_retries)
+            resp = request(self._call, openai, log=log, **kw)
         except EndpointError as exc:
             # Some models reject effort `none`; any other refusal (an oversized image) is not ours to mend.
             if self.effort != "none" or not rejects_effort(exc.__cause__, openai):
                 raise
             self.effort = "low"
             self.info["effort_fallback"] = "low"
-            resp = retry_in_stream(self._call, openai, self.options.max_retries)
-        if not resp.get("usage"):
-            count_unknown_usage(self.info)
+            resp = request(self._call, openai, log=log, **kw)
         turn, carried = turn_from_response(resp)
         self.items += carried
+        turn = settle(turn, log)
+        turn.usage_known = turn.usage_known and bool(resp.get("usage"))
         return turn

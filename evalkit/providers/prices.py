@@ -1,13 +1,19 @@
-"""Cost of model usage from the price table in `data/prices.json` (USD per million tokens).
+"""Cost of model usage from a price table (USD per million tokens).
 
-A table that cannot be read (missing from an install, malformed) leaves every cost unknown with one warning:
-a price is data for the report, never a reason for an episode to fail.
+The table ships inside the package (`evalkit/data/prices.json`). A user file adds models or replaces their
+prices, model by model: the file named by `EVALKIT_PRICES`, else `~/.config/evalkit/prices.json` (under
+`$XDG_CONFIG_HOME` when set) if it exists. A model in neither is priced null, never guessed.
+
+A table that cannot be read (malformed, or an `EVALKIT_PRICES` that names no file) leaves every cost unknown
+with one warning: a price is data for the report, never a reason for an episode to fail, and a user who
+asked for their own prices must not get the shipped ones in silence.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import warnings
 from functools import lru_cache
@@ -15,7 +21,19 @@ from pathlib import Path
 
 from evalkit.types import Usage
 
-PRICES_PATH = Path(__file__).resolve().parents[2] / "data" / "prices.json"
+PRICES_PATH = Path(__file__).resolve().parents[1] / "data" / "prices.json"
+"""The table shipped with evalkit."""
+OVERRIDE_VARIABLE = "EVALKIT_PRICES"
+
+
+def override_path() -> Path | None:
+    """The user's price file: `EVALKIT_PRICES` (which must exist), else the config-dir file if present."""
+    named = os.environ.get(OVERRIDE_VARIABLE)
+    if named:
+        return Path(named).expanduser()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = config / "evalkit" / "prices.json"
+    return path if path.is_file() else None
 
 
 def _valid_entry(value: object) -> bool:
@@ -30,26 +48,36 @@ def _valid_entry(value: object) -> bool:
     )
 
 
+def _read(path: Path) -> dict[str, dict[str, float]]:
+    with open(path, encoding="utf-8") as f:
+        table = json.load(f)
+    if not isinstance(table, dict):
+        raise ValueError("the top level is not an object")
+    entries = {k: v for k, v in table.items() if not k.startswith("_")}
+    bad = sorted(k for k, v in entries.items() if not _valid_entry(v))
+    if bad:
+        raise ValueError(f"entries without valid input and output prices: {', '.join(bad[:5])}")
+    return entries
+
+
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, dict[str, float]] | None:
-    """Model id → prices, or None (warned about once) when the file is missing or malformed."""
-    try:
-        with open(PRICES_PATH, encoding="utf-8") as f:
-            table = json.load(f)
-        if not isinstance(table, dict):
-            raise ValueError("the top level is not an object")
-        entries = {k: v for k, v in table.items() if not k.startswith("_")}
-        bad = sorted(k for k, v in entries.items() if not _valid_entry(v))
-        if bad:
-            raise ValueError(f"entries without valid input and output prices: {', '.join(bad[:5])}")
-    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        warnings.warn(
-            f"price table {str(PRICES_PATH)!r} unusable ({type(exc).__name__}: {exc}); every cost is null",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return entries
+    """Model id → prices (the shipped table with the user's file over it), or None, warned about once, when
+    either cannot be read."""
+    table: dict[str, dict[str, float]] = {}
+    for path in (PRICES_PATH, override_path()):
+        if path is None:
+            continue
+        try:
+            table.update(_read(path))
+        except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            warnings.warn(
+                f"price table {str(path)!r} unusable ({type(exc).__name__}: {exc}); every cost is null",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return None
+    return table
 
 
 def model_id(label: str) -> str:

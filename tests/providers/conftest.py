@@ -19,7 +19,7 @@ def _server():
 @pytest.fixture
 def fake(_server, monkeypatch):
     """The fake server, emptied, with every provider's base URL and key pointed at it."""
-    from evalkit.providers import chat_completions, common
+    from evalkit.providers import attempts, thinking_off
 
     _server.reset()
     for k, v in KEYS.items():
@@ -29,6 +29,8 @@ def fake(_server, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", _server.url + "/v1")
     monkeypatch.setenv("HF_ROUTER_URL", _server.url + "/v1")
     monkeypatch.setenv("VLLM_BASE_URL", _server.url + "/v1")
-    monkeypatch.setattr(common, "RETRY_DELAY", 0.01)
-    chat_completions._probe_cache.clear()
+    # Waits between retries are recorded, not slept: what a test checks is how long evalkit would wait.
+    _server.waits = []
+    monkeypatch.setattr(attempts, "sleep", _server.waits.append)
+    thinking_off.clear_cache()
     yield _server

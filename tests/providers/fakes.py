@@ -54,6 +54,8 @@ class Reply:
     """How a stream is cut: `drop` the connection before the body is complete, or `end` the body cleanly."""
     error: dict = field(default_factory=dict)
     """Fields added to an error reply's `error` object (`param`, `code`), as an API explains a 400."""
+    retry_after: float | None = 0.005
+    """Seconds an error reply asks to wait (as `retry-after-ms` and `retry-after`); None: no header."""
 
 
 Script = Reply | Callable[[dict], Reply]
@@ -478,7 +480,8 @@ class FakeModelServer:
 
             await anyio.sleep(reply.delay)
         if reply.status != 200:
-            headers = {"retry-after-ms": "5", "retry-after": "0.005"}
+            wait = reply.retry_after
+            headers = {"retry-after-ms": f"{wait * 1000:g}", "retry-after": f"{wait:g}"} if wait else {}
             return JSONResponse(error_body(path, reply.status, reply.error), reply.status, headers=headers)
         plain, stream = RENDER[path]
         if body.get("stream"):
@@ -487,3 +490,45 @@ class FakeModelServer:
                 events = cut_stream(events, reply.cut_after, reply.cut)
             return StreamingResponse(events, media_type="text/event-stream")
         return JSONResponse(plain(reply, body, n))
+
+
+# ---- reading recorded requests ----------------------------------------------------------------------------
+
+IMAGE_TYPES = ("image", "image_url", "input_image")
+
+
+def conversation(body: dict) -> list:
+    """The part of a request a provider caches by prefix: system prompt and history, in wire order."""
+    if "messages" in body and "system" in body:  # Anthropic: the system prompt is a top-level field
+        return [body["system"], *body["messages"]]
+    if "input" in body:
+        return [body.get("instructions"), *body["input"]]
+    return list(body.get("messages") or [])
+
+
+def live_images(node: Any) -> list[str]:
+    """The data of every image block still in a request (placeholders are text), in reading order."""
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            if x.get("type") in IMAGE_TYPES:
+                src = x.get("source") or {}
+                url = x.get("image_url")
+                found.append(src.get("data") or (url.get("url") if isinstance(url, dict) else url) or "")
+                return
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(node)
+    return found
+
+
+def prefix_hits(bodies: list[dict]) -> list[bool]:
+    """For each request after the first: whether its first N bytes equal the previous request's, N being the
+    previous conversation's length (its closing bracket aside) — whether the cached prefix survived."""
+    texts = [json.dumps(conversation(b), separators=(",", ":")) for b in bodies]
+    return [cur.startswith(prev[:-1]) for prev, cur in zip(texts, texts[1:], strict=False)]

@@ -197,18 +197,18 @@ def test_prune_window_keeps_opening_image(fake):
     assert [_live_images(b) for b in fake.bodies()] == [(0, 1), (1, 1), (2, 1), (3, 1), (2, 1), (3, 1)]
 
 
-def test_keep_images_prunes_in_batches(fake):
+def test_keep_images_prunes_in_blocks_and_keeps_the_target(fake):
     fake.reset(default=Reply(calls=[("add_element", {"kind": "rect"})]))
     a = agent()
     a.user("target", [PNG])
-    for _ in range(7):
-        a.prune_images(4)
+    for _ in range(10):
+        a.prune_images(1)
         turn = a.step()
         a.results([(turn.calls[0], ToolOutcome(text="ok", images=[SHOT]))])
     counts = [sum(_live_images(b)) for b in fake.bodies()]
-    # At most 4 images; a prune drops to 3 so the cached prefix is rewritten only every other image.
-    assert counts == [1, 2, 3, 4, 3, 4, 3]
-    assert "removed" in str(fake.bodies()[-1]["messages"][0])
+    # The target, then later images build up to 1 + KEEP_BLOCK - 1 = 4 and drop back to 1, four at a time.
+    assert counts == [1, 2, 3, 4, 5, 2, 3, 4, 5, 2]
+    assert all(blocks(b, index=0)[1]["source"]["data"] == PNG.b64 for b in fake.bodies())
 
 
 def test_stray_call_is_passed_through(fake):

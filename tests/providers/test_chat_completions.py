@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import threading
 import warnings
 
@@ -105,35 +106,64 @@ def test_broken_arguments(fake):
 
 
 def test_hf_falls_back_to_next_provider_after_500(fake):
-    fake.reset(Reply(status=500), Reply(status=500), Reply(text="from b"), Reply(text="still b"))
+    """With another provider behind it, a 500 is not retried where it happened: one request, then the next."""
+    fake.reset(Reply(status=500), Reply(text="from b"), Reply(text="still b"))
     a = agent("hf:org/model:prov-a|prov-b")
     a.user("go")
-    assert a.step().text == "from b"
+    turn = a.step()
+    assert turn.text == "from b"
+    assert [(x.route, x.status, x.kind) for x in turn.attempts] == [("org/model:prov-a", 500, "server_error")]
     a.user("again")
     assert a.step().text == "still b"
-    assert [b["model"] for b in fake.bodies()] == ["org/model:prov-a"] * 2 + ["org/model:prov-b"] * 2
-    assert a.info["provider_switches"] == [
-        {"turn": 1, "from": "org/model:prov-a", "to": "org/model:prov-b", "status": 500}
+    assert [b["model"] for b in fake.bodies()] == ["org/model:prov-a"] + ["org/model:prov-b"] * 2
+    (switch,) = a.info["provider_switches"]
+    assert (switch["turn"], switch["from"], switch["to"]) == (1, "org/model:prov-a", "org/model:prov-b")
+    assert (switch["why"], switch["status"]) == ("server_error 500", 500)
+
+
+def test_hf_falls_back_on_429_after_its_retry_after(fake):
+    """A rate limit is waited out once (as long as the server asked), then the next provider is tried."""
+    fake.reset(Reply(status=429), Reply(status=429), Reply(text="from b"))
+    a = agent("hf:org/model:prov-a|prov-b")
+    a.user("go")
+    turn = a.step()
+    assert turn.text == "from b" and fake.waits == [0.005]
+    assert [b["model"] for b in fake.bodies()] == ["org/model:prov-a"] * 2 + ["org/model:prov-b"]
+    assert [x.kind for x in turn.attempts] == ["rate_limited"] * 2
+    assert a.info["provider_switches"][0]["why"] == "rate_limited 429"
+
+
+def test_last_provider_retries_a_429_with_its_retry_after(fake):
+    fake.reset(Reply(status=429), Reply(status=429), Reply(text="ok"))
+    a = agent("hf:org/model:prov-a", max_retries=3)
+    a.user("go")
+    turn = a.step()
+    assert turn.text == "ok" and fake.waits == [0.005, 0.005] and len(turn.attempts) == 2
+
+
+def test_overlong_prompt_drops_later_images_but_never_the_target(fake):
+    target, newest = Image(b"\x89PNG target", "image/png"), Image(b"newest", "image/png")
+    fake.reset(Reply(calls=[("add_element", {})]), Reply(status=413), Reply(text="ok"))
+    a = agent()
+    a.user("target", [target])
+    turn = a.step()
+    a.results([(turn.calls[0], ToolOutcome("drawn", images=[SHOT, SHOT, newest]))])
+    assert a.step().text == "ok"
+    retry = json.dumps(fake.bodies()[2]["messages"])
+    assert target.b64 in retry and newest.b64 in retry and SHOT.b64 not in retry
+    assert a.info["rejected_prompt_prunes"] == [
+        {"turn": 2, "route": "gpt-6-luna", "status": 413, "code": None, "dropped": 2}
     ]
 
 
-def test_hf_does_not_switch_on_429(fake):
-    fake.reset(default=Reply(status=429))
-    a = agent("hf:org/model:prov-a|prov-b")
-    a.user("go")
+def test_overlong_prompt_with_only_the_target_is_an_endpoint_error(fake):
+    fake.reset(default=Reply(status=413))
+    a = agent()
+    a.user("target", [SHOT, SHOT])
     with pytest.raises(EndpointError) as info:
         a.step()
-    assert info.value.status == 429
-    assert {b["model"] for b in fake.bodies()} == {"org/model:prov-a"}
-
-
-def test_overlong_prompt_prunes_to_newest_image_once(fake):
-    fake.reset(Reply(status=413), Reply(text="ok"))
-    a = agent()
-    a.user("target", [SHOT, SHOT, Image(b"newest", "image/png")])
-    assert a.step().text == "ok"
-    retry = fake.bodies()[1]["messages"][1]["content"]
-    assert [p["type"] for p in retry] == ["text", "text", "text", "image_url"]
+    assert info.value.status == 413 and len(fake.requests) == 1
+    assert all(SHOT.b64 in json.dumps(b) for b in fake.bodies())
 
 
 def test_big_png_reencoded_as_jpeg_for_the_router(fake):
@@ -248,7 +278,18 @@ def test_capped_turn_has_unknown_usage(fake):
     a = agent("openai-chat:gpt-6-luna", max_tokens=100)
     a.user("go")
     capped = a.step()
-    assert capped.stop == "length (harness cap)" and capped.usage.output == 0
-    assert a.info == {"usage_unknown_turns": 1}
+    assert capped.stop == "length (harness cap)" and capped.usage.output == 0 and not capped.usage_known
     a.user("again")
-    assert a.step().usage.output == 3 and a.info == {"usage_unknown_turns": 1}
+    later = a.step()
+    assert later.usage.output == 3 and later.usage_known
+
+
+def test_a_parse_error_reaches_the_model_as_one_error(fake):
+    from evalkit.episode import run_episode
+    from tests.support.pictures import PictureEnv
+
+    fake.reset(Reply(calls=[("look", "{not json")]), Reply(text="sorry"))
+    options = AgentOptions(max_retries=1)
+    run_episode("openai-chat:gpt-6-luna", lambda: PictureEnv(), max_turns=2, options=options)
+    tool = [m for m in fake.bodies()[1]["messages"] if m["role"] == "tool"][0]
+    assert tool["content"].startswith("Error: tool arguments are not valid JSON")

@@ -1,4 +1,4 @@
-"""Shared helpers: keys from .env, argument parsing, error mapping, the image budget, prices."""
+"""Shared helpers: keys from .env, argument parsing, the image budget."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from evalkit.errors import ConfigError, EndpointError, MissingKeyError
-from evalkit.providers import check_keys, common, images, prices
-from evalkit.types import Image, Usage
+from evalkit.errors import ConfigError, MissingKeyError
+from evalkit.providers import check_keys, common, images
+from evalkit.types import Image
 
 
 @pytest.mark.parametrize(
@@ -64,34 +64,44 @@ def test_missing_keys_are_named(monkeypatch, tmp_path):
     assert "ANTHROPIC_API_KEY" in str(info.value) and "HF_TOKEN" in str(info.value)
 
 
-def test_endpoint_error_by_type_and_status():
-    import httpx2
-    import openai
-
-    request = httpx2.Request("POST", "http://127.0.0.1/v1/x")
-    status_error = openai.InternalServerError(
-        "boom", response=httpx2.Response(502, request=request), body=None
-    )
-    assert common.endpoint_error(status_error, openai).status == 502
-    assert common.endpoint_error(openai.APITimeoutError(request=request), openai).status is None
-    assert common.endpoint_error(ValueError("bug"), openai) is None
-    assert isinstance(common.endpoint_error(EndpointError("x", 1), openai), EndpointError)
-
-
 @pytest.mark.parametrize(
     ("live", "keep", "window", "drop"),
     [
         (3, 4, None, 0),
-        (5, 4, None, 2),
-        (9, 8, None, 3),
-        (2, 1, None, 1),
+        (7, 4, None, 0),
+        (8, 4, None, 4),
+        (4, 1, None, 0),
+        (5, 1, None, 4),
+        (3, 0, None, 0),
+        (4, 0, None, 4),
         (3, 2, 3, 0),
         (4, 2, 3, 2),
-        (10, 0, None, 10),
     ],
 )
 def test_to_drop(live, keep, window, drop):
     assert images.to_drop(live, keep, window) == drop
+
+
+@pytest.mark.parametrize(
+    ("keep", "window", "says"),
+    [
+        (4, (8, 4), "give only one"),
+        (None, (4, 4), "0 ≤ KEEP < MAX"),
+        (None, (3, 5), "0 ≤ KEEP < MAX"),
+        (None, (0, 0), "0 ≤ KEEP < MAX"),
+        (-1, None, "≥ 0"),
+        (None, (8,), "MAX,KEEP"),
+    ],
+)
+def test_impossible_budgets_are_config_errors(keep, window, says):
+    with pytest.raises(ConfigError, match=says):
+        images.check_budget(keep, window)
+
+
+def test_budgets():
+    assert images.budget(None, None) is None
+    assert images.budget(2, None) == images.Budget(most=2 + images.KEEP_BLOCK - 1, keep=2)
+    assert images.budget(None, (6, 2)) == images.Budget(most=6, keep=2)
 
 
 def test_shrink_only_big_pngs():
@@ -102,52 +112,3 @@ def test_shrink_only_big_pngs():
     big = Image.from_pil(PILImage.effect_noise((300, 300), 90).convert("RGBA"))
     shrunk = images.shrink(big, limit=10_000)
     assert shrunk.mime == "image/jpeg" and len(shrunk.data) < len(big.data)
-
-
-def test_cost_from_price_table():
-    usage = Usage(input=1_000_000, output=100_000, cache_read=2_000_000, cache_write=400_000)
-    cost = prices.cost_usd("anthropic:claude-sonnet-5@low", usage)
-    assert cost == pytest.approx(2.0 + 1.0 + 0.4 + 1.0)
-    assert prices.cost_usd("openai:gpt-6-sol", Usage(output=1_000_000)) == pytest.approx(10.0)
-    assert prices.cost_usd("anthropic:claude-sonnet-5-20260630", Usage(input=1_000_000)) == pytest.approx(2.0)
-
-
-def test_unknown_model_has_no_price():
-    assert prices.cost_usd("hf:org/unknown:prov-a|prov-b@off", Usage(input=10)) is None
-    assert prices.cost_usd("vllm:my-model", Usage(input=10)) is None
-    assert prices.model_id("hf:org/m:novita|together@low") == "org/m"
-
-
-@pytest.fixture
-def price_file(tmp_path, monkeypatch):
-    """A price table at a path of the test's choosing, read afresh (and the real one again afterwards)."""
-    path = tmp_path / "prices.json"
-    monkeypatch.setattr(prices, "PRICES_PATH", path)
-    prices.price_table.cache_clear()
-    yield path
-    prices.price_table.cache_clear()
-
-
-@pytest.mark.parametrize(
-    "content",
-    [
-        None,
-        "{not json",
-        "[1, 2]",
-        '{"gpt-6-sol": {"input": "two", "output": 10.0}}',
-        '{"gpt-6-sol": {"output": 10.0}}',
-    ],
-    ids=["missing", "not-json", "not-an-object", "not-a-number", "no-input-price"],
-)
-def test_unusable_price_table_warns_once_and_prices_nothing(price_file, content):
-    if content is not None:
-        price_file.write_text(content)
-    with pytest.warns(RuntimeWarning, match="price table") as caught:
-        for label in ("openai:gpt-6-sol", "anthropic:claude-sonnet-5", "vllm:m"):
-            assert prices.cost_usd(label, Usage(input=1_000, output=1_000)) is None
-    assert len([w for w in caught if "price table" in str(w.message)]) == 1
-
-
-def test_price_table_at_another_path(price_file):
-    price_file.write_text('{"_about": "x", "m-1": {"input": 1.0, "output": 2.0}}')
-    assert prices.cost_usd("vllm:m-1", Usage(input=1_000_000, output=1_000_000)) == pytest.approx(3.0)

@@ -147,7 +147,7 @@ def test_prune_replaces_old_images_in_outputs(fake):
     for _ in range(3):
         turn = a.step()
         a.results([(turn.calls[0], ToolOutcome(text="shot", images=[SHOT]))])
-    a.prune_images(1)
+    a.prune_images(1, 2)
     a.step()
     outputs = [i for i in fake.bodies()[-1]["input"] if i.get("type") == "function_call_output"]
     kinds = [[p["type"] for p in o["output"]] for o in outputs]
@@ -188,3 +188,16 @@ def test_stream_always_cut_is_an_endpoint_error(fake, cut):
     with pytest.raises(EndpointError) as info:
         a.step()
     assert info.value.status is None and len(fake.requests) == 3
+
+
+def test_stepper_shows_the_responses_history(fake):
+    from evalkit.stepper import EpisodeStepper
+    from tests.support.pictures import PictureEnv
+
+    fake.reset(default=Reply(calls=[("look", {})]))
+    st = EpisodeStepper("openai:gpt-6-sol", lambda: PictureEnv(), options=AgentOptions(max_retries=1))
+    st.reset()
+    assert isinstance(st.messages, list) and st.messages[0]["role"] == "user"
+    st.step()
+    assert [i.get("type") for i in st.messages[1:]] == ["reasoning", "function_call", "function_call_output"]
+    assert st.request()["input"] is st.messages
