@@ -78,6 +78,36 @@ class EnvServer:
         return f"EnvServer({self.name!r}, {self.base_url})"
 
 
+class ThreadedServer:
+    """Any ASGI app served by uvicorn in a background thread on a loopback port, healthy (`/health`) before
+    the constructor returns; stop with `stop()` or use as a context manager."""
+
+    def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", name: str = "app"):
+        import uvicorn
+
+        self.port = port or free_port(host)
+        self.base_url = f"http://{host}:{self.port}"
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"evalkit-{name}-{self.port}", daemon=True)
+        self._thread.start()
+        try:
+            wait_healthy(self.base_url)
+        except EnvError:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ThreadedServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
 def serve(name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw: Any) -> EnvServer:
     """Start embedded environment `name` on a free loopback port and wait until it answers `/health`."""
     logging.getLogger("fastmcp").setLevel(logging.ERROR)

@@ -42,6 +42,7 @@ _LOCATE = """([how, what]) => {
           text: (found.innerText || '').slice(0, 2000)} }"""
 _TEXT = "(sel) => { const el = document.querySelector(sel); return el ? el.innerText : null }"
 MAX_SCROLLS = 8
+SCROLL_PX = 500
 
 
 class SolverError(RuntimeError):
@@ -162,12 +163,9 @@ class DomSolver(_Baseline):
             box = self._locate(session, target)
             if 0 <= box["y"] < box["h"] - 4:
                 break
-            yield {
-                "type": "scroll",
-                "x": box["w"] // 2,
-                "y": box["h"] // 2,
-                "dy": round(box["y"] - box["h"] / 2),
-            }
+            # Whole wheel turns of 5 notches, as the GUI models scroll, so that a plan replays for any of them.
+            dy = SCROLL_PX if box["y"] >= box["h"] - 4 else -SCROLL_PX
+            yield {"type": "scroll", "x": box["w"] // 2, "y": box["h"] // 2, "dy": dy}
         box = self._locate(session, target)
         yield {"type": "click", "x": round(box["x"], 1), "y": round(box["y"], 1)}
         if "fill" in item:

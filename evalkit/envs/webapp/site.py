@@ -30,6 +30,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from evalkit.envs.server import ThreadedServer
+
 from . import data
 
 ADMIN_HEADER = "x-webapp-admin"
@@ -250,41 +252,18 @@ def build_site(admin_key: str | None = None) -> Starlette:
     return site
 
 
-class SiteServer:
-    """The web apps served by uvicorn in a background thread on a loopback port; a context manager."""
+class SiteServer(ThreadedServer):
+    """The web apps served in a background thread on a loopback port; a context manager."""
 
     def __init__(self, port: int | None = None, host: str = "127.0.0.1", admin_key: str | None = None):
-        import uvicorn
-
-        from evalkit.envs.server import free_port, wait_healthy
-
-        self.port = port or free_port(host)
-        self.base = f"http://{host}:{self.port}"
         self.app = build_site(admin_key)
         self.admin_key: str = self.app.state.admin_key
-        config = uvicorn.Config(self.app, host=host, port=self.port, log_level="warning", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"webapp-{self.port}", daemon=True)
-        self._thread.start()
-        try:
-            wait_healthy(self.base)
-        except Exception:
-            self.stop()
-            raise
+        super().__init__(self.app, port=port, host=host, name="webapp")
+        self.base = self.base_url
 
     @property
     def admin_headers(self) -> dict[str, str]:
         return {ADMIN_HEADER: self.admin_key}
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> SiteServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"SiteServer({self.base})"

@@ -1,0 +1,177 @@
+"""A fake OpenAI-compatible model server for own-loop runs without a GPU: real HTTP, real JSON, each
+agent's own output format.
+
+`FakeEndpoint(policy)` serves `/v1/models` and `/v1/chat/completions` on a loopback port; `policy(request)`
+writes each reply. `PlanPolicy` replays plans — the generic actions the DOM solver took on each task, in
+page pixels (`baselines.plan_of`) — writing each action as the agent being tested would: UI-TARS's
+`click(start_box='(x,y)')` in smart-resize pixels, OpenCUA's pyautogui code, Fara's `<tool_call>` JSON,
+MolmoWeb's percentages. A run against it clicks real elements only if the runner maps coordinates back the
+way the released agent does, so the tests and benchmarks that use it can fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from evalkit.envs.server import ThreadedServer
+
+from .coords import smart_resize, to_smart
+
+Policy = Callable[[dict], str]
+
+
+def images_of(request: dict) -> list[tuple[int, int]]:
+    """(width, height) of every image in a chat request, in order."""
+    from PIL import Image
+
+    sizes = []
+    for m in request.get("messages") or []:
+        content = m.get("content")
+        for part in content if isinstance(content, list) else []:
+            url = (part.get("image_url") or {}).get("url", "") if isinstance(part, dict) else ""
+            if url.startswith("data:"):
+                im = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+                sizes.append(im.size)
+    return sizes
+
+
+def text_of(request: dict) -> str:
+    out = []
+    for m in request.get("messages") or []:
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                out.append(str(part.get("text", "")))
+    return "\n".join(out)
+
+
+class FakeEndpoint(ThreadedServer):
+    """The fake server. `fail_first` requests are answered `fail_status` (a model server falling over);
+    `requests` keeps each request with its images reduced to their sizes."""
+
+    def __init__(self, policy: Policy, model: str = "fake-model", fail_first: int = 0, fail_status: int = 500,
+                 port: int | None = None, delay_s: float = 0.0):  # fmt: skip
+        self.policy, self.model, self.fail_first, self.fail_status = policy, model, fail_first, fail_status
+        self.delay_s = delay_s
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        routes = [
+            Route("/health", self._health),
+            Route("/v1/models", self._models),
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
+        ]
+        super().__init__(Starlette(routes=routes), port=port, name="fake-endpoint")
+        self.url = f"{self.base_url}/v1"
+
+    async def _health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "healthy"})
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]})
+
+    async def _chat(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        with self._lock:
+            n = len(self.requests)
+            self.requests.append({**{k: v for k, v in body.items() if k != "messages"},
+                                  "images": images_of(body), "text": text_of(body),
+                                  "roles": [m.get("role") for m in body.get("messages") or []]})  # fmt: skip
+        if n < self.fail_first:
+            return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=self.fail_status)
+        if body.get("model") != self.model:
+            return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        text = self.policy(body)
+        prompt_tokens = len(text_of(body)) // 4 + 765 * len(images_of(body))
+        return JSONResponse({
+            "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()), "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max(1, len(text) // 4),
+                      "total_tokens": prompt_tokens + max(1, len(text) // 4)},
+        })  # fmt: skip
+
+
+# ---------------------------------------------------------------- plans in each agent's words
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+
+
+def uitars_reply(action: dict, size: tuple[int, int]) -> str:
+    """UI-TARS-1.5's `Thought: ... Action: ...` in the smart-resize pixels of a `size` screenshot."""
+    w, h = size
+    kind = action["type"]
+    if kind == "click":
+        x, y = to_smart(action["x"], action["y"], w, h)
+        act = f"click(start_box='({x},{y})')"
+    elif kind == "type":
+        act = f"type(content='{_quote(action['text'])}')"
+    elif kind == "press":
+        act = "hotkey(key='" + " ".join(k.lower().replace("control", "ctrl") for k in action["key"].split("+")) + "')"
+    elif kind == "scroll":
+        x, y = to_smart(action["x"], action["y"], w, h)
+        act = f"scroll(start_box='({x},{y})', direction='{'down' if action['dy'] > 0 else 'up'}')"
+    elif kind == "finish":
+        act = f"finished(content='{_quote(str(action.get('answer') or ''))}')"
+    else:
+        raise ValueError(f"no UI-TARS form for {kind}")
+    return f"Thought: Next I {kind} as planned.\nAction: {act}"
+
+
+RENDERERS: dict[str, Callable[[dict, tuple[int, int]], str]] = {"uitars": uitars_reply}
+
+
+def _step_uitars(request: dict) -> int:
+    return sum(1 for m in request.get("messages") or [] if m.get("role") == "assistant")
+
+
+STEP_COUNTERS: dict[str, Callable[[dict], int]] = {"uitars": _step_uitars}
+
+
+class PlanPolicy:
+    """Replays `plans` (task prompt → generic actions) in `style`. The task is the one whose prompt (up to
+    any `{BASE}`) the request contains; the step is read off the conversation as the agent keeps it."""
+
+    def __init__(self, plans: dict[str, list[dict]], style: str, garbage: str | None = None):
+        if style not in RENDERERS:
+            raise ValueError(f"no fake replies for {style!r} (have: {', '.join(RENDERERS)})")
+        self.plans = {prompt.split("{BASE}")[0].strip(): plan for prompt, plan in plans.items()}
+        self.style, self.garbage = style, garbage
+
+    def __call__(self, request: dict) -> str:
+        if self.garbage is not None:
+            return self.garbage
+        text = text_of(request)
+        plan = next((p for key, p in self.plans.items() if key and key in text), None)
+        if plan is None:
+            return "I do not know this task."
+        k = STEP_COUNTERS[self.style](request)
+        sizes = images_of(request)
+        size = sizes[-1] if sizes else (1280, 800)
+        action = plan[k] if k < len(plan) else {"type": "finish", "answer": None}
+        return RENDERERS[self.style](action, size)
+
+
+def smart_size(width: int, height: int) -> tuple[int, int]:
+    """(width, height) of the smart-resized image of a page."""
+    h, w = smart_resize(height, width)
+    return w, h
+
+
+_ = (json, re)
