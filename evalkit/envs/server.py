@@ -89,7 +89,9 @@ class ThreadedServer:
         self.base_url = f"http://{host}:{self.port}"
         config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", access_log=False)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"evalkit-{name}-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, name=f"evalkit-{name}-{self.port}", daemon=True
+        )
         self._thread.start()
         try:
             wait_healthy(self.base_url)

@@ -52,7 +52,9 @@ def box_centre(box: str | Sequence[float], width: int, height: int) -> tuple[flo
     return round((float(x1) + float(x2)) / 2 * width, 3), round((float(y1) + float(y2)) / 2 * height, 3)
 
 
-def fit_pixels(width: int, height: int, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
+def fit_pixels(
+    width: int, height: int, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS
+) -> tuple[int, int]:
     """The size UI-TARS's own loop resizes a screenshot to before sending it (unchanged when its area is
     already within [min_pixels, max_pixels], as it is at every viewport used here)."""
     if width * height > max_pixels:

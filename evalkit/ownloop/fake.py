@@ -81,7 +81,9 @@ class FakeEndpoint(ThreadedServer):
         return JSONResponse({"status": "healthy"})
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
+        )
 
     async def _chat(self, request: Request) -> JSONResponse:
         body = await request.json()
@@ -91,9 +93,13 @@ class FakeEndpoint(ThreadedServer):
                                   "images": images_of(body), "text": text_of(body),
                                   "roles": [m.get("role") for m in body.get("messages") or []]})  # fmt: skip
         if n < self.fail_first:
-            return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=self.fail_status)
+            return JSONResponse(
+                {"error": {"message": "overloaded", "type": "server_error"}}, status_code=self.fail_status
+            )
         if body.get("model") != self.model:
-            return JSONResponse({"error": {"message": f"model {body.get('model')} not found"}}, status_code=404)
+            return JSONResponse(
+                {"error": {"message": f"model {body.get('model')} not found"}}, status_code=404
+            )
         if self.delay_s:
             time.sleep(self.delay_s)
         text = self.policy(body)
@@ -123,7 +129,11 @@ def uitars_reply(action: dict, size: tuple[int, int]) -> str:
     elif kind == "type":
         act = f"type(content='{_quote(action['text'])}')"
     elif kind == "press":
-        act = "hotkey(key='" + " ".join(k.lower().replace("control", "ctrl") for k in action["key"].split("+")) + "')"
+        act = (
+            "hotkey(key='"
+            + " ".join(k.lower().replace("control", "ctrl") for k in action["key"].split("+"))
+            + "')"
+        )
     elif kind == "scroll":
         x, y = to_smart(action["x"], action["y"], w, h)
         act = f"scroll(start_box='({x},{y})', direction='{'down' if action['dy'] > 0 else 'up'}')"

@@ -94,7 +94,9 @@ class UITarsAgent:
                                        frequency_penalty=self.frequency_penalty)  # fmt: skip
             usage = usage + reply.usage
             try:
-                parsed = parse_action_to_structure_output(reply.text, 1000, h, w, "qwen25vl", MAX_PIXELS, MIN_PIXELS)
+                parsed = parse_action_to_structure_output(
+                    reply.text, 1000, h, w, "qwen25vl", MAX_PIXELS, MIN_PIXELS
+                )
             except Exception as e:  # the released parser raises anything on a reply it cannot read
                 fails.append({"raw": reply.text, "parse_error": f"{type(e).__name__}: {str(e)[:200]}"})
                 temperature = 1.0
@@ -209,7 +211,10 @@ def execute(session: Any, act: dict, width: int, height: int, wait_s: float,
     elif kind in ("drag", "select"):
         if not (a.get("start_box") and a.get("end_box")):
             return False, None, "drag without both boxes"
-        (sx, sy), (ex, ey) = box_centre(a["start_box"], width, height), box_centre(a["end_box"], width, height)
+        (sx, sy), (ex, ey) = (
+            box_centre(a["start_box"], width, height),
+            box_centre(a["end_box"], width, height),
+        )
         sync.drag(sx, sy, ex, ey, steps=20)  # pyautogui.dragTo(duration=1.0)
         pointer[:] = [ex, ey]
     elif kind == "hotkey":
