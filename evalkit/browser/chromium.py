@@ -326,8 +326,8 @@ class BrowserSession:
         await self.page.mouse.click(x, y, button=button, click_count=clicks, delay=10)
 
     @_hop
-    async def move(self, x: float, y: float) -> None:
-        await self.page.mouse.move(x, y)
+    async def move(self, x: float, y: float, steps: int = 1) -> None:
+        await self.page.mouse.move(x, y, steps=max(1, steps))
 
     @_hop
     async def drag(self, x1: float, y1: float, x2: float, y2: float, steps: int = 8) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import re
 import threading
 import time
@@ -144,14 +143,66 @@ def uitars_reply(action: dict, size: tuple[int, int]) -> str:
     return f"Thought: Next I {kind} as planned.\nAction: {act}"
 
 
-RENDERERS: dict[str, Callable[[dict, tuple[int, int]], str]] = {"uitars": uitars_reply}
+def opencua_reply(action: dict, size: tuple[int, int]) -> str:
+    """OpenCUA-7B's l2 reply (Thought, Action, Code) with qwen25 coordinates: pixels of the screenshot as its
+    processor resizes it (min 3136, max 12845056 pixels)."""
+    w, h = size
+    rh, rw = smart_resize(h, w, min_pixels=3136, max_pixels=12845056)
+
+    def point(x: float, y: float) -> tuple[int, int]:
+        return round(x * rw / w), round(y * rh / h)
+
+    kind, fence = action["type"], "python"
+    if kind == "click":
+        x, y = point(action["x"], action["y"])
+        code, what = f"pyautogui.click(x={x}, y={y})", "Click the target."
+    elif kind == "type":
+        code, what = f"pyautogui.write({action['text']!r})", f"Type {action['text']!r}."
+    elif kind == "press":
+        keys = [k.lower().replace("control", "ctrl") for k in action["key"].split("+")]
+        code = (
+            f"pyautogui.press({keys[0]!r})"
+            if len(keys) == 1
+            else f"pyautogui.hotkey({', '.join(map(repr, keys))})"
+        )
+        what = f"Press {action['key']}."
+    elif kind == "scroll":
+        x, y = point(action["x"], action["y"])  # their projection covers moveTo, not scroll's own x and y
+        code = f"pyautogui.moveTo({x}, {y})\npyautogui.scroll({-round(action['dy'] / 100)})"
+        what = "Scroll the page."
+    elif kind == "finish":
+        code, fence = "computer.terminate(status='success')", "code"
+        what = f"The task is done. The answer is: {action.get('answer') or 'done'}"
+    else:
+        raise ValueError(f"no OpenCUA form for {kind}")
+    return f"## Thought:\nI follow my plan.\n\n## Action:\n{what}\n\n## Code:\n```{fence}\n{code}\n```"
+
+
+RENDERERS: dict[str, Callable[[dict, tuple[int, int]], str]] = {
+    "uitars": uitars_reply,
+    "opencua": opencua_reply,
+}
+
+
+def _assistant_texts(request: dict) -> list[str]:
+    out = []
+    for m in request.get("messages") or []:
+        if m.get("role") == "assistant":
+            c = m.get("content")
+            out.append(c if isinstance(c, str) else text_of({"messages": [m]}))
+    return out
 
 
 def _step_uitars(request: dict) -> int:
-    return sum(1 for m in request.get("messages") or [] if m.get("role") == "assistant")
+    return len(_assistant_texts(request))
 
 
-STEP_COUNTERS: dict[str, Callable[[dict], int]] = {"uitars": _step_uitars}
+def _step_opencua(request: dict) -> int:
+    """Their history writes each past step as `# Step N:`."""
+    return sum(len(re.findall(r"^# Step \d+:", t, re.M)) for t in _assistant_texts(request))
+
+
+STEP_COUNTERS: dict[str, Callable[[dict], int]] = {"uitars": _step_uitars, "opencua": _step_opencua}
 
 
 class PlanPolicy:
@@ -182,6 +233,3 @@ def smart_size(width: int, height: int) -> tuple[int, int]:
     """(width, height) of the smart-resized image of a page."""
     h, w = smart_resize(height, width)
     return w, h
-
-
-_ = (json, re)
