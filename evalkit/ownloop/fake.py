@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import threading
 import time
@@ -178,10 +179,69 @@ def opencua_reply(action: dict, size: tuple[int, int]) -> str:
     return f"## Thought:\nI follow my plan.\n\n## Action:\n{what}\n\n## Code:\n```{fence}\n{code}\n```"
 
 
-RENDERERS: dict[str, Callable[[dict, tuple[int, int]], str]] = {
-    "uitars": uitars_reply,
-    "opencua": opencua_reply,
-}
+FINISH = {"type": "finish", "answer": None}
+
+
+def fara_reply(plan: list[dict], k: int, size: tuple[int, int]) -> str:
+    """Fara-7B's thoughts and `<tool_call>` JSON, in the pixels of the resized screenshot it was shown (its
+    page is always 1440×900)."""
+    action = plan[k] if k < len(plan) else FINISH
+    sx, sy = size[0] / 1440, size[1] / 900
+
+    def point(x: float, y: float) -> list[int]:
+        return [round(x * sx), round(y * sy)]
+
+    kind, thoughts = action["type"], "I follow my plan."
+    if kind == "click":
+        args = {"action": "left_click", "coordinate": point(action["x"], action["y"])}
+    elif kind == "type":  # their type acts only at a coordinate: the field the plan clicked last
+        field = next((a for a in reversed(plan[:k]) if a["type"] == "click"), None)
+        args = {"action": "type", "text": action["text"], "press_enter": False, "delete_existing_text": True,
+                "coordinate": point(field["x"], field["y"]) if field else [720, 450]}  # fmt: skip
+    elif kind == "press":
+        args = {"action": "key", "keys": action["key"].split("+")}
+    elif kind == "scroll":
+        args = {"action": "scroll", "pixels": -int(action["dy"])}
+    elif kind == "finish":
+        args, thoughts = (
+            {"action": "terminate", "status": "success"},
+            f"Done. The answer is {action.get('answer')}.",
+        )
+    else:
+        raise ValueError(f"no Fara form for {kind}")
+    return f"{thoughts}\n<tool_call>\n{json.dumps({'name': 'computer_use', 'arguments': args})}\n</tool_call>"
+
+
+def molmoweb_reply(plan: list[dict], k: int, size: tuple[int, int]) -> str:
+    """MolmoWeb's JSON (thought and action) with points as percentages of the screenshot; a plan's finish is
+    an `[ANSWER] …` message, then `[EXIT]`."""
+    w, h = size
+    action = plan[k] if k < len(plan) else {"type": "exit"}
+    kind = action["type"]
+    if kind == "click":
+        act = {"name": "click", "x": round(action["x"] / w * 100, 3), "y": round(action["y"] / h * 100, 3)}
+    elif kind == "type":
+        act = {"name": "keyboard_type", "text": action["text"]}
+    elif kind == "press":
+        act = {"name": "keyboard_press", "key": action["key"].replace("Control+", "ControlOrMeta+")}
+    elif kind == "scroll":
+        act = {"name": "scroll", "delta_x": 0, "delta_y": round(action["dy"] / h * 100, 3)}
+    elif kind == "finish":
+        act = {"name": "send_msg_to_user", "msg": f"[ANSWER] {action.get('answer') or ''}"}
+    elif kind == "exit":
+        act = {"name": "send_msg_to_user", "msg": "[EXIT]"}
+    else:
+        raise ValueError(f"no MolmoWeb form for {kind}")
+    return json.dumps({"thought": "I follow my plan.", "action": act})
+
+
+def _one(render: Callable[[dict, tuple[int, int]], str]) -> Callable[[list[dict], int, tuple[int, int]], str]:
+    return lambda plan, k, size: render(plan[k] if k < len(plan) else FINISH, size)
+
+
+RENDERERS: dict[str, Callable[[list[dict], int, tuple[int, int]], str]] = {
+    "uitars": _one(uitars_reply), "opencua": _one(opencua_reply), "fara7b": fara_reply, "molmoweb": molmoweb_reply,
+}  # fmt: skip
 
 
 def _assistant_texts(request: dict) -> list[str]:
@@ -202,7 +262,14 @@ def _step_opencua(request: dict) -> int:
     return sum(len(re.findall(r"^# Step \d+:", t, re.M)) for t in _assistant_texts(request))
 
 
-STEP_COUNTERS: dict[str, Callable[[dict], int]] = {"uitars": _step_uitars, "opencua": _step_opencua}
+def _step_molmoweb(request: dict) -> int:
+    """Their prompt lists the last past steps as `## Step N` (N counts from 1)."""
+    return max((int(n) for n in re.findall(r"^## Step (\d+)", text_of(request), re.M)), default=0)
+
+
+STEP_COUNTERS: dict[str, Callable[[dict], int]] = {
+    "uitars": _step_uitars, "opencua": _step_opencua, "fara7b": _step_uitars, "molmoweb": _step_molmoweb,
+}  # fmt: skip
 
 
 class PlanPolicy:
@@ -225,8 +292,7 @@ class PlanPolicy:
         k = STEP_COUNTERS[self.style](request)
         sizes = images_of(request)
         size = sizes[-1] if sizes else (1280, 800)
-        action = plan[k] if k < len(plan) else {"type": "finish", "answer": None}
-        return RENDERERS[self.style](action, size)
+        return RENDERERS[self.style](plan, k, size)
 
 
 def smart_size(width: int, height: int) -> tuple[int, int]:

@@ -65,18 +65,31 @@ class TaskRun:
             "?logout=1" if task.get("needs_login") else ""
         )
         self.prompt = instruction(self.task["prompt"], self.start_url)
-        self.result: dict[str, Any] = {k: None for k in SESSION_FIELDS}
-        self.result.update(task_id=task["task_id"], base=self.base, rounds=0, record=[], log=[], parse_fails=0,
-                           action_errors=0)  # fmt: skip
         self.timing = {"model": 0.0, "action": 0.0, "screenshot": 0.0}
         self.usage = Usage()
         self.usage_known = True
-        self.turns: list[TurnRecord] = []
-        self.frames: dict[int, str] = {}
         self._store = frames
         self.t0 = time.monotonic()
-        (folder / "screens").mkdir(parents=True, exist_ok=True)
-        self._steps = open(folder / "steps.jsonl", "w")
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.result: dict[str, Any] = {k: None for k in SESSION_FIELDS}
+        self.result.update(task_id=self.raw_task["task_id"], base=self.base, rounds=0, record=[], log=[],
+                           parse_fails=0, action_errors=0)  # fmt: skip
+        self.turns: list[TurnRecord] = []
+        self.frames: dict[int, str] = {}
+        (self.folder / "screens").mkdir(parents=True, exist_ok=True)
+        self._steps = open(self.folder / "steps.jsonl", "w")
+
+    def close_steps(self) -> None:
+        if not self._steps.closed:
+            self._steps.close()
+
+    def restart(self) -> None:
+        """A fresh attempt at the task (for a runner that re-runs failed attempts): new result, steps and
+        screens; time and tokens keep counting."""
+        self.close_steps()
+        self._fresh()
 
     # ------------------------------------------------------------------ time
 
@@ -181,5 +194,5 @@ class TaskRun:
         )
 
     def close(self) -> None:
-        self._steps.close()
+        self.close_steps()
         self.result["seconds"] = round(time.monotonic() - self.t0, 1)
