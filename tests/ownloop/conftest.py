@@ -19,3 +19,22 @@ def pytest_collection_modifyitems(items):
         for item in items:
             if "ownloop" in str(item.fspath) and "browser" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def released_code():
+    """Undo what running released code did to the process: its --path entries on sys.path and the modules
+    loaded from them (and the runners' caches of classes built on them), so later tests see a clean one."""
+    import sys
+
+    from evalkit.ownloop import opencua
+
+    before = list(sys.path)
+    yield
+    added = [p for p in sys.path if p not in before]
+    sys.path[:] = before
+    for name, mod in list(sys.modules.items()):
+        where = getattr(mod, "__file__", None) or next(iter(getattr(mod, "__path__", []) or []), None)
+        if where and any(str(where).startswith(p) for p in added):
+            del sys.modules[name]
+    opencua._classes.clear()

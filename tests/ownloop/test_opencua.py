@@ -24,7 +24,7 @@ RELEASED = [p for p in os.environ.get("OWNLOOP_PATH", "").split(":") if p and (P
     [pytest.param(RELEASED, id="osworld", marks=pytest.mark.skipif(not RELEASED, reason="OSWorld not on OWNLOOP_PATH")),
      pytest.param([STAND_IN], id="stand-in", marks=pytest.mark.skipif(bool(RELEASED), reason="OSWorld is on the path"))],
 )  # fmt: skip
-def test_opencua_solves_tasks_through_its_own_loop(tmp_path, plans, path):
+def test_opencua_solves_tasks_through_its_own_loop(tmp_path, plans, path, released_code):
     with FakeEndpoint(PlanPolicy(plans(1920, 1080), "opencua"), model="fake-model") as fake:
         s = Settings(agent="opencua", endpoint=fake.url, model="fake-model", path=path, **FAST)
         run = run_ownloop(s, tmp_path, task_ids=TASKS, workers=2, log=lambda _: None)

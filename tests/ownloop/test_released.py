@@ -28,7 +28,7 @@ HAS_MOLMOWEB = _has("agent/multimodal_agent.py")
 
 
 @pytest.mark.skipif(not HAS_FARA, reason="microsoft/fara src/ not on OWNLOOP_PATH")
-def test_fara7b(tmp_path, plans):
+def test_fara7b(tmp_path, plans, released_code):
     ids = TASKS[:2]
     with FakeEndpoint(PlanPolicy(plans(1440, 900, ids), "fara7b"), model="fake-model") as fake:
         s = Settings(agent="fara7b", endpoint=fake.url, model="fake-model", path=PATH, **FAST)
@@ -44,7 +44,7 @@ def test_fara7b(tmp_path, plans):
 
 
 @pytest.mark.skipif(not HAS_MOLMOWEB, reason="allenai/molmoweb clone not on OWNLOOP_PATH")
-def test_molmoweb(tmp_path, plans):
+def test_molmoweb(tmp_path, plans, released_code):
     ids = TASKS[:2]
     with FakeEndpoint(PlanPolicy(plans(1280, 720, ids), "molmoweb"), model="fake-model") as fake:
         s = Settings(agent="molmoweb", endpoint=fake.url, model="fake-model", path=PATH, **FAST)
