@@ -36,5 +36,5 @@ def released_code():
     for name, mod in list(sys.modules.items()):
         where = getattr(mod, "__file__", None) or next(iter(getattr(mod, "__path__", []) or []), None)
         if where and any(str(where).startswith(p) for p in added):
-            del sys.modules[name]
+            sys.modules.pop(name, None)
     opencua._classes.clear()
