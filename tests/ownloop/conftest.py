@@ -33,8 +33,11 @@ def released_code():
     yield
     added = [p for p in sys.path if p not in before]
     sys.path[:] = before
-    for name, mod in list(sys.modules.items()):
+    drop = []
+    for name, mod in list(sys.modules.items()):  # look everything up first: a namespace package's __path__
         where = getattr(mod, "__file__", None) or next(iter(getattr(mod, "__path__", []) or []), None)
-        if where and any(str(where).startswith(p) for p in added):
-            sys.modules.pop(name, None)
+        if where and any(str(where).startswith(p) for p in added):  # is recomputed from its parent module
+            drop.append(name)
+    for name in drop:
+        sys.modules.pop(name, None)
     opencua._classes.clear()
