@@ -87,10 +87,11 @@ class FakeEndpoint(ThreadedServer):
 
     async def _chat(self, request: Request) -> JSONResponse:
         body = await request.json()
+        sizes = images_of(body)
         with self._lock:
             n = len(self.requests)
             self.requests.append({**{k: v for k, v in body.items() if k != "messages"},
-                                  "images": images_of(body), "text": text_of(body),
+                                  "images": sizes, "text": text_of(body),
                                   "roles": [m.get("role") for m in body.get("messages") or []]})  # fmt: skip
         if n < self.fail_first:
             return JSONResponse(
@@ -103,7 +104,7 @@ class FakeEndpoint(ThreadedServer):
         if self.delay_s:
             time.sleep(self.delay_s)
         text = self.policy(body)
-        prompt_tokens = len(text_of(body)) // 4 + 765 * len(images_of(body))
+        prompt_tokens = len(text_of(body)) // 4 + 765 * len(sizes)
         return JSONResponse({
             "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()), "model": self.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],

@@ -43,7 +43,7 @@ class UITarsAgent:
         self.prompt = COMPUTER_USE_DOUBAO.format(language=language, instruction=task)
         self.history_n, self.max_tokens = history_n, max_tokens
         self.temperature, self.top_p, self.frequency_penalty = temperature, top_p, frequency_penalty
-        self.images: list[bytes] = []
+        self.images: list[tuple[bytes, int, int]] = []
         self.responses: list[str] = []
 
     @staticmethod
@@ -84,8 +84,9 @@ class UITarsAgent:
 
         from evalkit.types import Usage
 
-        self.images = (self.images + [png])[-self.history_n :]
-        images = [self.prepare(b) for b in self.images]
+        # Each screenshot is resized and re-encoded once, when it arrives, not at every later step it rides along.
+        self.images = (self.images + [self.prepare(png)])[-self.history_n :]
+        images = self.images
         msgs = self.messages(images)
         _, h, w = images[-1]
         temperature, fails, usage = self.temperature, [], Usage()
