@@ -21,7 +21,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -49,15 +48,13 @@ def baselines(root: Path, workers: int) -> None:
     print("Baselines on every task: mean reward per tier (n)")
     print(f"{'agent':<10}" + "".join(f"{t:>14}" for t in (*TIERS, "all")) + f"{'graded':>10}{'s/task':>9}")
     for agent in ("dom", "random"):
-        t = time.perf_counter()
         run = run_ownloop(Settings(agent=agent), root / agent, workers=workers, log=lambda _: None)
-        wall = time.perf_counter() - t
         by = per_tier(run.records)
         cells = "".join(f"{statistics.mean(by[k]):>9.2f} ({len(by[k]):>2})" for k in (*TIERS, "all"))
         graded = sum(r.reward is not None for r in run.records) / len(run.records)
         print(f"{agent:<10}{cells}{graded:>10.0%}{statistics.median(r.seconds for r in run.records):>9.1f}")
         sys.stdout.flush()
-    print(f"(wall clock of the two runs is dominated by page loads; workers={workers})\n")
+    print(f"(s/task: median seconds per task, workers={workers})\n")
 
 
 def pick(per: int) -> list[str]:
@@ -82,8 +79,13 @@ def runner_row(agent: str, ids: list[str], root: Path, workers: int, fast: bool,
             return f"{agent:<10} skipped: {e}"
         settings.path = [str(STAND_IN)]
         note = "*"
-    dom = run_ownloop(Settings(agent="dom", width=w, height=h), root / f"plan-{agent}", task_ids=ids,
-                      workers=workers, log=lambda _: None)  # fmt: skip
+    dom = run_ownloop(
+        Settings(agent="dom", width=w, height=h),
+        root / f"plan-{agent}",
+        task_ids=ids,
+        workers=workers,
+        log=lambda _: None,
+    )
     prompts = {t["task_id"]: t["prompt"] for t in load_tasks()}
     plans = {prompts[r.task_id]: plan_of(root / f"plan-{agent}" / r.task_id) for r in dom.records}
     with FakeEndpoint(PlanPolicy(plans, agent), model="fake-model") as fake:
@@ -98,8 +100,10 @@ def runner_row(agent: str, ids: list[str], root: Path, workers: int, fast: bool,
     med = statistics.median(r.seconds / max(1, r.n_turns) for r in run.records)
     graded = sum(r.reward is not None for r in run.records) / len(run.records)
     reward = statistics.mean(r.reward for r in run.records if r.reward is not None)
-    return (f"{agent + note:<10}{len(run.records):>6}{steps:>7}{split['model']:>9.3f}{split['action']:>9.3f}"
-            f"{split['screenshot']:>9.3f}{total:>9.3f}{med:>10.3f}{graded:>9.0%}{reward:>8.2f}  {w}x{h}")  # fmt: skip
+    return (
+        f"{agent + note:<10}{len(run.records):>6}{steps:>7}{split['model']:>9.3f}{split['action']:>9.3f}"
+        f"{split['screenshot']:>9.3f}{total:>9.3f}{med:>10.3f}{graded:>9.0%}{reward:>8.2f}  {w}x{h}"
+    )
 
 
 def main() -> None:
@@ -114,10 +118,14 @@ def main() -> None:
         root = Path(tmp)
         baselines(root, a.workers)
         ids = pick(a.per_tier)
-        print(f"Runners against the fake endpoint on {len(ids)} tasks ({a.per_tier} per tier), "
-              f"{'test' if a.fast else 'released'} pauses: seconds per step")  # fmt: skip
-        print(f"{'agent':<10}{'tasks':>6}{'steps':>7}{'model':>9}{'action':>9}{'shot':>9}{'total':>9}"
-              f"{'median':>10}{'graded':>9}{'reward':>8}  viewport")  # fmt: skip
+        print(
+            f"Runners against the fake endpoint on {len(ids)} tasks ({a.per_tier} per tier), "
+            f"{'test' if a.fast else 'released'} pauses: seconds per step"
+        )
+        print(
+            f"{'agent':<10}{'tasks':>6}{'steps':>7}{'model':>9}{'action':>9}{'shot':>9}{'total':>9}"
+            f"{'median':>10}{'graded':>9}{'reward':>8}  viewport"
+        )
         path = [p for p in a.path.split(":") if p]
         for agent in a.agents.split(","):
             print(runner_row(agent, ids, root, a.workers, a.fast, path))

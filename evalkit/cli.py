@@ -120,8 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--endpoint", help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1")
     o.add_argument("--model", help="the served model name")
     o.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
-    o.add_argument("--path", default=os.environ.get("OWNLOOP_PATH", ""),
-                   help="colon list put first on sys.path for released agent code (default $OWNLOOP_PATH)")  # fmt: skip
+    o.add_argument(
+        "--path",
+        default=os.environ.get("OWNLOOP_PATH", ""),
+        help="colon list put first on sys.path for released agent code (default $OWNLOOP_PATH)",
+    )
     o.add_argument("--task-ids", type=_csv, help="only these task ids")
     o.add_argument("--limit", type=_positive(int), help="the first N tasks")
     o.add_argument("--workers", type=_positive(int), default=2)

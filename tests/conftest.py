@@ -32,8 +32,8 @@ def plans(tmp_path_factory):
         key = (width, height)
         if key not in made:
             out = tmp_path_factory.mktemp(f"plan{width}x{height}")
-            run = run_ownloop(Settings(agent="dom", width=width, height=height), out, task_ids=OWNLOOP_TASKS, workers=2,
-                              log=lambda _: None)  # fmt: skip
+            dom = Settings(agent="dom", width=width, height=height)
+            run = run_ownloop(dom, out, task_ids=OWNLOOP_TASKS, workers=2, log=lambda _: None)
             assert all(r.reward == 1.0 for r in run.records), "the DOM solver must solve the test tasks"
             made[key] = {prompts[t]: plan_of(out / t) for t in OWNLOOP_TASKS}
         return {p: v for p, v in made[key].items() if any(prompts[t] == p for t in task_ids)}

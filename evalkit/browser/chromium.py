@@ -375,7 +375,7 @@ class BrowserSession:
 
     @_hop
     async def fetch(self, url: str, headers: dict | None = None, timeout: float = 30.0) -> tuple[int, bytes]:
-        """GET `url` as this session (its cookies, sent and stored) without touching the page: (status, body)."""
+        """GET `url` as this session (its cookies, sent and stored), not through the page: (status, body)."""
         r = await self.context.request.get(url, headers=headers or {}, timeout=timeout * 1000)
         return r.status, await r.body()
 

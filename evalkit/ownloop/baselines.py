@@ -32,7 +32,8 @@ _LOCATE = """([how, what]) => {
   if (how === 'css') { found = [...document.querySelectorAll(what)].find(visible) || null }
   else {
     const norm = t => (t || '').replace(/\\s+/g, ' ').trim();
-    const pools = ['a, button, input[type=submit], label, [role=button]', 'h1, h2, h3, td, th, li, p, span, div'];
+    const pools = ['a, button, input[type=submit], label, [role=button]',
+                   'h1, h2, h3, td, th, li, p, span, div'];
     for (const sel of pools) {
       found = [...document.querySelectorAll(sel)].find(el => visible(el) && (norm(el.innerText) === what
         || norm(el.value) === what)); if (found) break } }
@@ -163,7 +164,7 @@ class DomSolver(_Baseline):
             box = self._locate(session, target)
             if 0 <= box["y"] < box["h"] - 4:
                 break
-            # Whole wheel turns of 5 notches, as the GUI models scroll, so that a plan replays for any of them.
+            # Whole turns of 5 wheel notches, as the GUI models scroll, so a plan replays for any of them.
             dy = SCROLL_PX if box["y"] >= box["h"] - 4 else -SCROLL_PX
             yield {"type": "scroll", "x": box["w"] // 2, "y": box["h"] // 2, "dy": dy}
         box = self._locate(session, target)

@@ -86,8 +86,10 @@ class Endpoint:
             else:
                 choice = r.choices[0] if r.choices else None
                 u = r.usage
-                usage = Usage(input=int(getattr(u, "prompt_tokens", 0) or 0),
-                              output=int(getattr(u, "completion_tokens", 0) or 0))  # fmt: skip
+                usage = Usage(
+                    input=int(getattr(u, "prompt_tokens", 0) or 0),
+                    output=int(getattr(u, "completion_tokens", 0) or 0),
+                )
                 return Reply(
                     text=(choice.message.content or "") if choice else "",
                     finish_reason=(choice.finish_reason or "") if choice else "",

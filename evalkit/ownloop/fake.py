@@ -18,7 +18,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -63,8 +62,15 @@ class FakeEndpoint(ThreadedServer):
     """The fake server. `fail_first` requests are answered `fail_status` (a model server falling over);
     `requests` keeps each request with its images reduced to their sizes."""
 
-    def __init__(self, policy: Policy, model: str = "fake-model", fail_first: int = 0, fail_status: int = 500,
-                 port: int | None = None, delay_s: float = 0.0):  # fmt: skip
+    def __init__(
+        self,
+        policy: Policy,
+        model: str = "fake-model",
+        fail_first: int = 0,
+        fail_status: int = 500,
+        port: int | None = None,
+        delay_s: float = 0.0,
+    ):
         self.policy, self.model, self.fail_first, self.fail_status = policy, model, fail_first, fail_status
         self.delay_s = delay_s
         self.requests: list[dict] = []
@@ -90,9 +96,14 @@ class FakeEndpoint(ThreadedServer):
         sizes = images_of(body)
         with self._lock:
             n = len(self.requests)
-            self.requests.append({**{k: v for k, v in body.items() if k != "messages"},
-                                  "images": sizes, "text": text_of(body),
-                                  "roles": [m.get("role") for m in body.get("messages") or []]})  # fmt: skip
+            self.requests.append(
+                {
+                    **{k: v for k, v in body.items() if k != "messages"},
+                    "images": sizes,
+                    "text": text_of(body),
+                    "roles": [m.get("role") for m in body.get("messages") or []],
+                }
+            )
         if n < self.fail_first:
             return JSONResponse(
                 {"error": {"message": "overloaded", "type": "server_error"}}, status_code=self.fail_status
@@ -105,12 +116,22 @@ class FakeEndpoint(ThreadedServer):
             time.sleep(self.delay_s)
         text = self.policy(body)
         prompt_tokens = len(text_of(body)) // 4 + 765 * len(sizes)
-        return JSONResponse({
-            "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()), "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max(1, len(text) // 4),
-                      "total_tokens": prompt_tokens + max(1, len(text) // 4)},
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-fake-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": max(1, len(text) // 4),
+                    "total_tokens": prompt_tokens + max(1, len(text) // 4),
+                },
+            }
+        )
 
 
 # ---------------------------------------------------------------- plans in each agent's words
@@ -197,8 +218,13 @@ def fara_reply(plan: list[dict], k: int, size: tuple[int, int]) -> str:
         args = {"action": "left_click", "coordinate": point(action["x"], action["y"])}
     elif kind == "type":  # their type acts only at a coordinate: the field the plan clicked last
         field = next((a for a in reversed(plan[:k]) if a["type"] == "click"), None)
-        args = {"action": "type", "text": action["text"], "press_enter": False, "delete_existing_text": True,
-                "coordinate": point(field["x"], field["y"]) if field else [720, 450]}  # fmt: skip
+        args = {
+            "action": "type",
+            "text": action["text"],
+            "press_enter": False,
+            "delete_existing_text": True,
+            "coordinate": point(field["x"], field["y"]) if field else [720, 450],
+        }
     elif kind == "press":
         args = {"action": "key", "keys": action["key"].split("+")}
     elif kind == "scroll":
@@ -241,8 +267,11 @@ def _one(render: Callable[[dict, tuple[int, int]], str]) -> Callable[[list[dict]
 
 
 RENDERERS: dict[str, Callable[[list[dict], int, tuple[int, int]], str]] = {
-    "uitars": _one(uitars_reply), "opencua": _one(opencua_reply), "fara7b": fara_reply, "molmoweb": molmoweb_reply,
-}  # fmt: skip
+    "uitars": _one(uitars_reply),
+    "opencua": _one(opencua_reply),
+    "fara7b": fara_reply,
+    "molmoweb": molmoweb_reply,
+}
 
 
 def _assistant_texts(request: dict) -> list[str]:
@@ -269,8 +298,11 @@ def _step_molmoweb(request: dict) -> int:
 
 
 STEP_COUNTERS: dict[str, Callable[[dict], int]] = {
-    "uitars": _step_uitars, "opencua": _step_opencua, "fara7b": _step_uitars, "molmoweb": _step_molmoweb,
-}  # fmt: skip
+    "uitars": _step_uitars,
+    "opencua": _step_opencua,
+    "fara7b": _step_uitars,
+    "molmoweb": _step_molmoweb,
+}
 
 
 class PlanPolicy:

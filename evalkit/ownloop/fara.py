@@ -183,14 +183,25 @@ class Fara7B:
                 finally:
                     ctx.timing["model"] += time.monotonic() - t
                 u = response.usage or {}
-                ctx.usage = ctx.usage + Usage(input=int(u.get("prompt_tokens") or 0),
-                                              output=int(u.get("completion_tokens") or 0))  # fmt: skip
+                ctx.usage = ctx.usage + Usage(
+                    input=int(u.get("prompt_tokens") or 0), output=int(u.get("completion_tokens") or 0)
+                )
                 return response
 
-        bm = BrowserManager(viewport_height=s.height, viewport_width=s.width, headless=True, page_script_path=None,
-                            browser_channel="chromium", browser_data_dir=None, downloads_folder=str(fdir),
-                            to_resize_viewport=True, single_tab_mode=True, animate_actions=False,
-                            use_browser_base=False, logger=log)  # fmt: skip
+        bm = BrowserManager(
+            viewport_height=s.height,
+            viewport_width=s.width,
+            headless=True,
+            page_script_path=None,
+            browser_channel="chromium",
+            browser_data_dir=None,
+            downloads_folder=str(fdir),
+            to_resize_viewport=True,
+            single_tab_mode=True,
+            animate_actions=False,
+            use_browser_base=False,
+            logger=log,
+        )
         shoot = bm._playwright_controller.get_screenshot
 
         async def timed_screenshot(*a: Any, **kw: Any) -> bytes:
@@ -201,19 +212,33 @@ class Fara7B:
                 ctx.timing["screenshot"] += time.monotonic() - t
 
         bm._playwright_controller.get_screenshot = timed_screenshot
-        agent = Agent(browser_manager=bm, client_config={"model": s.model, "base_url": s.endpoint,
-                      "api_key": os.environ.get("OWNLOOP_API_KEY") or "not-needed"}, start_page=ctx.start_url,
-                      downloads_folder=str(fdir), save_screenshots=True, max_rounds=s.max_steps, logger=log)  # fmt: skip
+        agent = Agent(
+            browser_manager=bm,
+            client_config={
+                "model": s.model,
+                "base_url": s.endpoint,
+                "api_key": os.environ.get("OWNLOOP_API_KEY") or "not-needed",
+            },
+            start_page=ctx.start_url,
+            downloads_folder=str(fdir),
+            save_screenshots=True,
+            max_rounds=s.max_steps,
+            logger=log,
+        )
         answer, t0, m0, s0 = None, time.monotonic(), ctx.timing["model"], ctx.timing["screenshot"]
         try:
             await agent.initialize()
             await asyncio.sleep(s.settle_s)
             left = max(1.0, ctx.deadline - time.monotonic())
             answer, _, _ = await asyncio.wait_for(agent.run(ctx.prompt), timeout=left)
-        except (asyncio.TimeoutError, TimeoutError) as e:
+        except TimeoutError as e:
             res["status"], res["error"] = "timeout", f"{type(e).__name__}: {str(e)[:200]}"
-        except (openai.APIConnectionError, openai.InternalServerError, openai.NotFoundError,
-                openai.RateLimitError) as e:  # fmt: skip
+        except (
+            openai.APIConnectionError,
+            openai.InternalServerError,
+            openai.NotFoundError,
+            openai.RateLimitError,
+        ) as e:
             res["status"], res["error"] = "endpoint_error", f"{type(e).__name__}: {str(e)[:300]}"
         except Exception as e:  # the released loop has no recovery: a parse or action error ends it
             res["status"], res["error"] = "error", f"{type(e).__name__}: {str(e)[:300]}"
@@ -261,7 +286,16 @@ class Fara7B:
         parsed = [parse(agent, r) for r in replies]
         for i, (text, (ok, action)) in enumerate(zip(replies, parsed, strict=True), 1):
             args = (action or {}).get("arguments") if ok else None
-            acts = [{"type": args.get("action"), **{k: v for k, v in args.items() if k not in ("action", "thoughts")}}] if args else []  # fmt: skip
+            acts = (
+                [
+                    {
+                        "type": args.get("action"),
+                        **{k: v for k, v in args.items() if k not in ("action", "thoughts")},
+                    }
+                ]
+                if args
+                else []
+            )
             ctx.step(i, raw=text, actions=acts, parse_error=not ok)
         last_ok, last = parsed[-1] if parsed else (True, None)
         if res["status"] is None:

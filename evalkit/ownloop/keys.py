@@ -9,12 +9,29 @@ from __future__ import annotations
 from evalkit.browser.keys import KeyNameError, key_name
 
 PYAUTOGUI = {
-    "ctrlleft": "Control", "ctrlright": "Control", "shiftleft": "Shift", "shiftright": "Shift",
-    "altleft": "Alt", "altright": "Alt", "winleft": "Meta", "winright": "Meta", "optionleft": "Alt",
-    "optionright": "Alt", "prtsc": "PrintScreen", "prtscr": "PrintScreen", "printscreen": "PrintScreen",
-    "\n": "Enter", "\r": "Enter", "\t": "Tab", " ": "Space", "numlock": "NumLock", "scrolllock": "ScrollLock",
-    "volumeup": "AudioVolumeUp", "volumedown": "AudioVolumeDown", "volumemute": "AudioVolumeMute",
-}  # fmt: skip
+    "ctrlleft": "Control",
+    "ctrlright": "Control",
+    "shiftleft": "Shift",
+    "shiftright": "Shift",
+    "altleft": "Alt",
+    "altright": "Alt",
+    "winleft": "Meta",
+    "winright": "Meta",
+    "optionleft": "Alt",
+    "optionright": "Alt",
+    "prtsc": "PrintScreen",
+    "prtscr": "PrintScreen",
+    "printscreen": "PrintScreen",
+    "\n": "Enter",
+    "\r": "Enter",
+    "\t": "Tab",
+    " ": "Space",
+    "numlock": "NumLock",
+    "scrolllock": "ScrollLock",
+    "volumeup": "AudioVolumeUp",
+    "volumedown": "AudioVolumeDown",
+    "volumemute": "AudioVolumeMute",
+}
 
 
 def pw_key(name: str) -> str:

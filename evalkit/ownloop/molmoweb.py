@@ -60,8 +60,12 @@ class EndpointPredictor:
         t = time.monotonic()
         try:
             with self.ctx.timed("model"):
-                reply = self.endpoint.chat([{"role": "user", "content": content}], max_tokens=self.max_tokens,
-                                           temperature=self.temperature, top_p=self.top_p)  # fmt: skip
+                reply = self.endpoint.chat(
+                    [{"role": "user", "content": content}],
+                    max_tokens=self.max_tokens,
+                    temperature=self.temperature,
+                    top_p=self.top_p,
+                )
         except EndpointError as e:
             self.failed = str(e)
             raise
@@ -129,8 +133,14 @@ class MolmoWeb:
                 self.browser = self.playwright.chromium.launch(**launch_options())
                 self.context = self.browser.new_context(**context_options(opts))
                 self.context.grant_permissions(list(opts.permissions))
-                self.context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
-                    ctx.base) else route.abort("blockedbyclient"))  # fmt: skip
+                self.context.route(
+                    "**/*",
+                    lambda route: (
+                        route.continue_()
+                        if route.request.url.startswith(ctx.base)
+                        else route.abort("blockedbyclient")
+                    ),
+                )
                 self.page = self.context.new_page()
                 cdp = self.context.new_cdp_session(self.page)
                 cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
@@ -148,9 +158,15 @@ class MolmoWeb:
                     return super()._get_obs()
 
         env = Env(start_url=ctx.start_url, goal=ctx.prompt, viewport_width=s.width, viewport_height=s.height)
-        agent = MultimodalAgent(endpoint_or_checkpoint=s.endpoint, inference_mode="fastapi",
-                                system_message="molmo_web_think", max_past_steps=s.max_past_steps,
-                                max_past_images=0, sampling_temperature=temperature, sampling_top_p=top_p)  # fmt: skip
+        agent = MultimodalAgent(
+            endpoint_or_checkpoint=s.endpoint,
+            inference_mode="fastapi",
+            system_message="molmo_web_think",
+            max_past_steps=s.max_past_steps,
+            max_past_images=0,
+            sampling_temperature=temperature,
+            sampling_top_p=top_p,
+        )
         endpoint = Endpoint(s.endpoint, s.model, timeout=s.request_timeout, wait=s.retry_wait)
         agent.predictor = predictor = EndpointPredictor(ctx, endpoint, temperature, top_p)
         episode = Episode(env=env, agent=agent, eps_name=ctx.raw_task["task_id"])
@@ -195,10 +211,19 @@ class MolmoWeb:
             res["action_errors"] += bool(nxt.get("last_action_error"))
             model_s, usage = replies[i - 1] if i - 1 < len(replies) else (0.0, None)
             action = a.get("action")
-            ctx.step(i, raw=it.raw_output, actions=[{"type": action.get("name"), **action}] if action else [],
-                     model_s=model_s, usage=usage, url=obs.get("url"), action_str=a.get("action_str"),
-                     thought=thought, error=it.error, action_error=nxt.get("last_action_error") or None,
-                     errors=[nxt.get("last_action_error") or ""] if action else None)  # fmt: skip
+            ctx.step(
+                i,
+                raw=it.raw_output,
+                actions=[{"type": action.get("name"), **action}] if action else [],
+                model_s=model_s,
+                usage=usage,
+                url=obs.get("url"),
+                action_str=a.get("action_str"),
+                thought=thought,
+                error=it.error,
+                action_error=nxt.get("last_action_error") or None,
+                errors=[nxt.get("last_action_error") or ""] if action else None,
+            )
         if inters and ((inters[-1].next_state or {}).get("obs") or {}).get("screenshot") is not None:
             ctx.shot(len(inters) + 1, _png(inters[-1].next_state["obs"]["screenshot"]))
         res["rounds"] = len(inters)

@@ -69,8 +69,13 @@ def agent_class() -> type:
                     self.calls.append({"error": str(e), "temperature": payload.get("temperature")})
                     raise
                 self.usages.append(reply.usage)
-                self.calls.append({"raw": reply.text, "finish_reason": reply.finish_reason,
-                                   "temperature": payload.get("temperature")})  # fmt: skip
+                self.calls.append(
+                    {
+                        "raw": reply.text,
+                        "finish_reason": reply.finish_reason,
+                        "temperature": payload.get("temperature"),
+                    }
+                )
                 return reply.text if reply.finish_reason == "stop" else None
 
         _classes["cls"] = EndpointOpenCUAAgent
@@ -127,11 +132,23 @@ class OpenCUA:
         s, res = ctx.settings, ctx.result
         endpoint = Endpoint(s.endpoint, s.model, timeout=s.request_timeout, wait=s.retry_wait)
         agent = agent_class()(
-            endpoint, ctx.deadline, model=s.model, history_type="action_history", max_steps=s.max_steps,
-            max_image_history_length=3, platform="ubuntu", max_tokens=s.opencua_max_tokens, top_p=0.9,
-            temperature=0.0, action_space="pyautogui", observation_type="screenshot", cot_level="l2",
-            screen_size=(s.width, s.height), coordinate_type="qwen25", use_old_sys_prompt=True,
-        )  # fmt: skip
+            endpoint,
+            ctx.deadline,
+            model=s.model,
+            history_type="action_history",
+            max_steps=s.max_steps,
+            max_image_history_length=3,
+            platform="ubuntu",
+            max_tokens=s.opencua_max_tokens,
+            top_p=0.9,
+            temperature=0.0,
+            action_space="pyautogui",
+            observation_type="screenshot",
+            cot_level="l2",
+            screen_size=(s.width, s.height),
+            coordinate_type="qwen25",
+            use_old_sys_prompt=True,
+        )
         session = ctx.open_browser(s.width, s.height)
         gui = PyAutoGUI(session)
         try:
@@ -150,8 +167,13 @@ class OpenCUA:
                 calls, accepted = agent.calls[n_calls:], len(agent.actions) > n_actions
                 res["rounds"] = i
                 res["parse_fails"] += len(calls) - accepted
-                row = {"url": url, "attempts": calls if len(calls) != 1 or not accepted else None,
-                       "action": cot.get("action"), "code": cot.get("original_code"), "executed": actions}  # fmt: skip
+                row = {
+                    "url": url,
+                    "attempts": calls if len(calls) != 1 or not accepted else None,
+                    "action": cot.get("action"),
+                    "code": cot.get("original_code"),
+                    "executed": actions,
+                }
                 if agent.endpoint_failed or agent.timed_out or not accepted:
                     ctx.step(i, raw=None, model_s=model_s, usage=usage, error=response, **row)
                     if agent.endpoint_failed:
@@ -184,8 +206,16 @@ class OpenCUA:
                     ctx.pause(s.wait_s)
                 with ctx.timed("action"):
                     settle(session)
-                ctx.step(i, raw=response, actions=[{"type": _name(c), "code": c} for c in actions], errors=notes,
-                         model_s=model_s, env_s=time.monotonic() - t, usage=usage, **row)  # fmt: skip
+                ctx.step(
+                    i,
+                    raw=response,
+                    actions=[{"type": _name(c), "code": c} for c in actions],
+                    errors=notes,
+                    model_s=model_s,
+                    env_s=time.monotonic() - t,
+                    usage=usage,
+                    **row,
+                )
                 if stop:
                     code = (cot.get("original_code") or "").lower()
                     if "computer.terminate" in code:  # theirs: "fail" anywhere in the code means failure

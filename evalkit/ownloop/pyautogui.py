@@ -32,9 +32,33 @@ class UnsupportedCode(Exception):
 class PyAutoGUI:
     """The pyautogui functions OSWorld's VM offers, on a `BrowserSession` of the same screen size."""
 
-    API = frozenset({"click", "doubleClick", "tripleClick", "rightClick", "middleClick", "moveTo", "moveRel",
-                     "move", "dragTo", "dragRel", "drag", "mouseDown", "mouseUp", "scroll", "vscroll", "hscroll",
-                     "write", "typewrite", "press", "hotkey", "keyDown", "keyUp", "sleep"})  # fmt: skip
+    API = frozenset(
+        {
+            "click",
+            "doubleClick",
+            "tripleClick",
+            "rightClick",
+            "middleClick",
+            "moveTo",
+            "moveRel",
+            "move",
+            "dragTo",
+            "dragRel",
+            "drag",
+            "mouseDown",
+            "mouseUp",
+            "scroll",
+            "vscroll",
+            "hscroll",
+            "write",
+            "typewrite",
+            "press",
+            "hotkey",
+            "keyDown",
+            "keyUp",
+            "sleep",
+        }
+    )
 
     def __init__(self, session: Any, max_sleep: float = 60.0):
         self.session, self.max_sleep = session, max_sleep
@@ -64,17 +88,27 @@ class PyAutoGUI:
 
     move = moveRel
 
-    def click(self, x: Any = None, y: Any = None, clicks: int = 1, interval: float = 0.0, button: str = "left",
-              *a: Any, **kw: Any) -> None:  # fmt: skip
+    def click(
+        self,
+        x: Any = None,
+        y: Any = None,
+        clicks: int = 1,
+        interval: float = 0.0,
+        button: str = "left",
+        *a: Any,
+        **kw: Any,
+    ) -> None:
         self.pos = self._xy(x, y)
         self._s.click(*self.pos, button=self._button(button), clicks=max(1, int(clicks)))
 
-    def doubleClick(self, x: Any = None, y: Any = None, interval: float = 0.0, button: str = "left",
-                    *a: Any, **kw: Any) -> None:  # fmt: skip
+    def doubleClick(
+        self, x: Any = None, y: Any = None, interval: float = 0.0, button: str = "left", *a: Any, **kw: Any
+    ) -> None:
         self.click(x, y, 2, button=button)
 
-    def tripleClick(self, x: Any = None, y: Any = None, interval: float = 0.0, button: str = "left",
-                    *a: Any, **kw: Any) -> None:  # fmt: skip
+    def tripleClick(
+        self, x: Any = None, y: Any = None, interval: float = 0.0, button: str = "left", *a: Any, **kw: Any
+    ) -> None:
         self.click(x, y, 3, button=button)
 
     def rightClick(self, x: Any = None, y: Any = None, *a: Any, **kw: Any) -> None:
@@ -93,16 +127,24 @@ class PyAutoGUI:
             self.moveTo(x, y)
         self._s.mouse_up(self._button(button))
 
-    def dragTo(self, x: Any = None, y: Any = None, duration: float = 0.0, button: str = "left",
-               *a: Any, **kw: Any) -> None:  # fmt: skip
+    def dragTo(
+        self, x: Any = None, y: Any = None, duration: float = 0.0, button: str = "left", *a: Any, **kw: Any
+    ) -> None:
         start, self.pos = self.pos, self._xy(x, y)
         self._s.move(*start)
         self._s.mouse_down(self._button(button))
         self._s.move(*self.pos, steps=20)  # pyautogui moves in steps over `duration`
         self._s.mouse_up(self._button(button))
 
-    def dragRel(self, xOffset: float = 0, yOffset: float = 0, duration: float = 0.0, button: str = "left",
-                *a: Any, **kw: Any) -> None:  # fmt: skip
+    def dragRel(
+        self,
+        xOffset: float = 0,
+        yOffset: float = 0,
+        duration: float = 0.0,
+        button: str = "left",
+        *a: Any,
+        **kw: Any,
+    ) -> None:
         self.dragTo(self.pos[0] + float(xOffset or 0), self.pos[1] + float(yOffset or 0), button=button)
 
     drag = dragRel

@@ -50,11 +50,30 @@ RUNNERS = {
 ENV, SURFACE, MODE = "webapp", "gui", "ownloop"
 FAILED = ("endpoint_error", "crash")
 """Statuses that mean the harness or the model server broke: unscored, rerun on resume."""
-END_REASONS = {"max_steps": "turn_limit", "timeout": "deadline", "parse_error": "no_tool_call",
-               "no_action": "no_tool_call", "error": "error", "endpoint_error": "error", "crash": "error"}  # fmt: skip
+END_REASONS = {
+    "max_steps": "turn_limit",
+    "timeout": "deadline",
+    "parse_error": "no_tool_call",
+    "no_action": "no_tool_call",
+    "error": "error",
+    "endpoint_error": "error",
+    "crash": "error",
+}
 # Settings that change what an episode is: a resume with other values would mix incomparable records.
-_OUTCOME = ("agent", "model", "max_steps", "timeout", "width", "height", "frequency_penalty", "temperature",
-            "top_p", "max_past_steps", "opencua_max_tokens", "fara_retries")  # fmt: skip
+_OUTCOME = (
+    "agent",
+    "model",
+    "max_steps",
+    "timeout",
+    "width",
+    "height",
+    "frequency_penalty",
+    "temperature",
+    "top_p",
+    "max_past_steps",
+    "opencua_max_tokens",
+    "fara_retries",
+)
 
 
 def runner_for(agent: str) -> Any:
@@ -77,7 +96,8 @@ class OwnloopRun:
     records: list[EpisodeRecord] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        return f"OwnloopRun({str(self.path)!r}, ran={self.ran}, skipped={self.skipped}, unscored={self.unscored})"
+        counts = f"ran={self.ran}, skipped={self.skipped}, unscored={self.unscored}"
+        return f"OwnloopRun({str(self.path)!r}, {counts})"
 
 
 def run_ownloop(
@@ -120,9 +140,16 @@ def run_ownloop(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
     label = model_label(settings.agent, settings.model)
-    meta = {"kind": "ownloop", "model": label, "env": ENV, "tasks": str(tasks or "webapp-v1"),
-            **{k: getattr(settings, k) for k in _OUTCOME}, "endpoint": settings.endpoint,
-            "n_tasks": len(chosen), "workers": workers}  # fmt: skip
+    meta = {
+        "kind": "ownloop",
+        "model": label,
+        "env": ENV,
+        "tasks": str(tasks or "webapp-v1"),
+        **{k: getattr(settings, k) for k in _OUTCOME},
+        "endpoint": settings.endpoint,
+        "n_tasks": len(chosen),
+        "workers": workers,
+    }
     _check_resume(out, meta)
     done = completed_keys(out)
     todo = [t for t in chosen if _key(label, t["task_id"]) not in done]
@@ -131,8 +158,9 @@ def run_ownloop(
 
     old = read_run_json(out)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_run_json(out, {**old, **meta, "created": old.get("created", now), "evalkit_version": __version__,
-                         "argv": argv})  # fmt: skip
+    write_run_json(
+        out, {**old, **meta, "created": old.get("created", now), "evalkit_version": __version__, "argv": argv}
+    )
     run = OwnloopRun(out, skipped=len(chosen) - len(todo))
     if not todo:
         return run
@@ -149,7 +177,8 @@ def run_ownloop(
     with ExitStack() as stack:
         sites = [stack.enter_context(SiteServer(port=p)) for p in (ports or [None] * n_servers)]
         say(
-            f"{settings.agent}: {len(todo)} task(s), {workers} worker(s) on {', '.join(s.base for s in sites)}"
+            f"{settings.agent}: {len(todo)} task(s), {workers} worker(s) on "
+            + ", ".join(s.base for s in sites)
         )
 
         def worker(i: int) -> None:
@@ -168,8 +197,10 @@ def run_ownloop(
                 outcome = rec.error_class or (
                     f"reward={rec.reward:.0f}" if rec.reward is not None else "ungraded"
                 )
-                say(f"{rec.task_id}: {outcome} status={info.get('status')} rounds={rec.n_turns} "
-                    f"{rec.seconds:.1f}s answer={str(info.get('answer'))[:60]!r}")  # fmt: skip
+                say(
+                    f"{rec.task_id}: {outcome} status={info.get('status')} rounds={rec.n_turns} "
+                    f"{rec.seconds:.1f}s answer={str(info.get('answer'))[:60]!r}"
+                )
 
         threads = [threading.Thread(target=worker, args=(i,), name=f"ownloop-{i}") for i in range(workers)]
         for t in threads:
@@ -208,8 +239,9 @@ def _clear(folder: Path) -> None:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
-def run_task(runner: Any, task: dict, site: Any, out: Path, settings: Settings, frames: FrameStore,
-             label: str) -> EpisodeRecord:  # fmt: skip
+def run_task(
+    runner: Any, task: dict, site: Any, out: Path, settings: Settings, frames: FrameStore, label: str
+) -> EpisodeRecord:
     """One task, start to record. Nothing raised by the runner escapes: it becomes the task's outcome."""
     folder = out / task["task_id"]
     _clear(folder)
@@ -239,8 +271,16 @@ def run_task(runner: Any, task: dict, site: Any, out: Path, settings: Settings, 
     return _record(ctx, task, label, started, g, err, tb, runner)
 
 
-def _record(ctx: TaskRun, task: dict, label: str, started: str, g: dict | None, err: BaseException | None,
-            tb: str | None, runner: Any) -> EpisodeRecord:  # fmt: skip
+def _record(
+    ctx: TaskRun,
+    task: dict,
+    label: str,
+    started: str,
+    g: dict | None,
+    err: BaseException | None,
+    tb: str | None,
+    runner: Any,
+) -> EpisodeRecord:
     res = ctx.result
     status = res["status"]
     error_class = None

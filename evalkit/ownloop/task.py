@@ -20,8 +20,19 @@ from evalkit.traces import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
 
 CLIPBOARD = ("clipboard-read", "clipboard-write")
-SESSION_FIELDS = ("task_id", "base", "answer", "status", "rounds", "error", "record", "log", "seconds",
-                  "parse_fails", "action_errors")  # fmt: skip
+SESSION_FIELDS = (
+    "task_id",
+    "base",
+    "answer",
+    "status",
+    "rounds",
+    "error",
+    "record",
+    "log",
+    "seconds",
+    "parse_fails",
+    "action_errors",
+)
 
 
 @dataclass
@@ -74,8 +85,15 @@ class TaskRun:
 
     def _fresh(self) -> None:
         self.result: dict[str, Any] = {k: None for k in SESSION_FIELDS}
-        self.result.update(task_id=self.raw_task["task_id"], base=self.base, rounds=0, record=[], log=[],
-                           parse_fails=0, action_errors=0)  # fmt: skip
+        self.result.update(
+            task_id=self.raw_task["task_id"],
+            base=self.base,
+            rounds=0,
+            record=[],
+            log=[],
+            parse_fails=0,
+            action_errors=0,
+        )
         self.turns: list[TurnRecord] = []
         self.frames: dict[int, str] = {}
         (self.folder / "screens").mkdir(parents=True, exist_ok=True)
@@ -118,8 +136,13 @@ class TaskRun:
     def session_options(self, width: int, height: int) -> Any:
         from evalkit.browser import SessionOptions
 
-        return SessionOptions(width=width, height=height, permissions=CLIPBOARD, focus_emulation=True,
-                              allow_origins=(self.base,))  # fmt: skip
+        return SessionOptions(
+            width=width,
+            height=height,
+            permissions=CLIPBOARD,
+            focus_emulation=True,
+            allow_origins=(self.base,),
+        )
 
     def open_browser(self, width: int, height: int) -> Any:
         """A fresh context: the session-flags page (logged out for a login task), then the start page."""
@@ -158,9 +181,18 @@ class TaskRun:
         (self.folder / "screens" / f"step_{step:02d}.png").write_bytes(png)
         self.frames[step] = self._store.put(Image(png))
 
-    def step(self, step: int, *, raw: str | None, actions: list[dict] | None = None, model_s: float = 0.0,
-             env_s: float = 0.0, usage: Usage | None = None, errors: list[str] | None = None,
-             **extra: Any) -> None:  # fmt: skip
+    def step(
+        self,
+        step: int,
+        *,
+        raw: str | None,
+        actions: list[dict] | None = None,
+        model_s: float = 0.0,
+        env_s: float = 0.0,
+        usage: Usage | None = None,
+        errors: list[str] | None = None,
+        **extra: Any,
+    ) -> None:
         """One model call: a `steps.jsonl` line and a turn. `actions` are the parsed actions, each a dict with
         a `type`; `errors` what went wrong executing them (one per action, "" when it went fine)."""
         row = {"step": step, "raw": raw, "actions": actions, **extra}

@@ -32,11 +32,19 @@ def png_url(png: bytes) -> str:
 
 
 class UITarsAgent:
-    """OSWorld's UITARSAgent.predict (qwen25vl, normal mode) with the `ui-tars` package's prompt and parser."""
+    """OSWorld's UITARSAgent.predict (qwen25vl, normal mode) with the `ui-tars` prompt and parser."""
 
-    def __init__(self, endpoint: Endpoint, task: str, history_n: int = 5, max_tokens: int = 500,
-                 temperature: float = 0.0, top_p: float = 0.9, frequency_penalty: float = 0.0,
-                 language: str = "English"):  # fmt: skip
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        task: str,
+        history_n: int = 5,
+        max_tokens: int = 500,
+        temperature: float = 0.0,
+        top_p: float = 0.9,
+        frequency_penalty: float = 0.0,
+        language: str = "English",
+    ):
         from ui_tars.prompt import COMPUTER_USE_DOUBAO
 
         self.endpoint = endpoint
@@ -71,10 +79,17 @@ class UITarsAgent:
         n = 0
         for i, resp in enumerate(self.responses):
             if i + self.history_n > len(self.responses):  # only the newest history_n screenshots go along
-                msgs.append({"role": "user", "content": [{"type": "image_url", "image_url": {"url": png_url(images[n][0])}}]})  # fmt: skip
+                msgs.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": png_url(images[n][0])}}],
+                    }
+                )
                 n += 1
             msgs.append({"role": "assistant", "content": [{"type": "text", "text": add_box_token(resp)}]})
-        msgs.append({"role": "user", "content": [{"type": "image_url", "image_url": {"url": png_url(images[n][0])}}]})  # fmt: skip
+        msgs.append(
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": png_url(images[n][0])}}]}
+        )
         return msgs
 
     def predict(self, png: bytes) -> tuple[str | None, list[dict] | None, list[dict], Any]:
@@ -84,15 +99,20 @@ class UITarsAgent:
 
         from evalkit.types import Usage
 
-        # Each screenshot is resized and re-encoded once, when it arrives, not at every later step it rides along.
+        # A screenshot is resized and re-encoded once, when it arrives, not at each later step it rides along.
         self.images = (self.images + [self.prepare(png)])[-self.history_n :]
         images = self.images
         msgs = self.messages(images)
         _, h, w = images[-1]
         temperature, fails, usage = self.temperature, [], Usage()
         for _ in range(3):
-            reply = self.endpoint.chat(msgs, max_tokens=self.max_tokens, temperature=temperature, top_p=self.top_p,
-                                       frequency_penalty=self.frequency_penalty)  # fmt: skip
+            reply = self.endpoint.chat(
+                msgs,
+                max_tokens=self.max_tokens,
+                temperature=temperature,
+                top_p=self.top_p,
+                frequency_penalty=self.frequency_penalty,
+            )
             usage = usage + reply.usage
             try:
                 parsed = parse_action_to_structure_output(
@@ -121,7 +141,8 @@ class UITars:
             import ui_tars.prompt  # noqa: F401
         except ImportError:
             raise ConfigError(
-                "uitars needs the ui-tars package: pip install ui-tars==0.5.1 (or put its --target dir on --path)"
+                "uitars needs the ui-tars package: pip install ui-tars==0.5.1 "
+                "(or put its --target dir on --path)"
             ) from None
 
     def run(self, ctx: TaskRun) -> None:
@@ -168,8 +189,17 @@ class UITars:
                         res["status"] = "call_user" if note == "call_user" else "finished"
                         break
                 actions = [{"type": a.get("action_type"), **(a.get("action_inputs") or {})} for a in parsed]
-                ctx.step(i, raw=text, actions=actions, url=url, errors=notes, fails=fails, model_s=model_s,
-                         env_s=time.monotonic() - t, usage=usage)  # fmt: skip
+                ctx.step(
+                    i,
+                    raw=text,
+                    actions=actions,
+                    url=url,
+                    errors=notes,
+                    fails=fails,
+                    model_s=model_s,
+                    env_s=time.monotonic() - t,
+                    usage=usage,
+                )
                 if stop:
                     break
                 with ctx.timed("action"):
@@ -187,8 +217,9 @@ class UITars:
             session.sync.close()
 
 
-def execute(session: Any, act: dict, width: int, height: int, wait_s: float,
-            pointer: list[float]) -> tuple[bool, str | None, str]:  # fmt: skip
+def execute(
+    session: Any, act: dict, width: int, height: int, wait_s: float, pointer: list[float]
+) -> tuple[bool, str | None, str]:
     """One parsed action as Playwright input → (stop, answer, note); `pointer` tracks the mouse."""
     kind, a = act.get("action_type"), act.get("action_inputs") or {}
     sync = session.sync

@@ -9,7 +9,6 @@ import pytest
 
 from evalkit.ownloop import Settings, run_ownloop
 from evalkit.traces import read_records, safe_path
-
 from tests.ownloop.conftest import TASKS
 
 pytestmark = pytest.mark.browser
@@ -43,7 +42,8 @@ def test_run_files_records_and_resume(tmp_path):
         and s["rounds"] == 2
         and s["base"].startswith("http://")
     )
-    assert {"task_id", "base", "answer", "status", "rounds", "error", "record", "log", "seconds", "parse_fails",
+    assert {"task_id", "base", "answer", "status", "rounds", "error", "record", "log", "seconds",
+            "parse_fails",
             "action_errors"} <= set(s)  # fmt: skip
     steps = [json.loads(x) for x in (folder / "steps.jsonl").read_text().splitlines()]
     assert [st["step"] for st in steps] == [1, 2] and steps[0]["actions"][0]["type"] == "click"

@@ -16,13 +16,16 @@ from tests.ownloop.conftest import FAST, TASKS
 
 pytestmark = pytest.mark.browser
 STAND_IN = str(Path(__file__).parent / "stand_in")
-RELEASED = [p for p in os.environ.get("OWNLOOP_PATH", "").split(":") if p and (Path(p) / "mm_agents/opencua/opencua_agent.py").is_file()]  # fmt: skip
+AGENT = "mm_agents/opencua/opencua_agent.py"
+RELEASED = [p for p in os.environ.get("OWNLOOP_PATH", "").split(":") if p and (Path(p) / AGENT).is_file()]
 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(RELEASED, id="osworld", marks=pytest.mark.skipif(not RELEASED, reason="OSWorld not on OWNLOOP_PATH")),
-     pytest.param([STAND_IN], id="stand-in", marks=pytest.mark.skipif(bool(RELEASED), reason="OSWorld is on the path"))],
+    [pytest.param(RELEASED, id="osworld",
+                  marks=pytest.mark.skipif(not RELEASED, reason="OSWorld not on OWNLOOP_PATH")),
+     pytest.param([STAND_IN], id="stand-in",
+                  marks=pytest.mark.skipif(bool(RELEASED), reason="OSWorld is on the path"))],
 )  # fmt: skip
 def test_opencua_solves_tasks_through_its_own_loop(tmp_path, plans, path, released_code):
     with FakeEndpoint(PlanPolicy(plans(1920, 1080), "opencua"), model="fake-model") as fake:

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.browser
 PAGE = """<body style="margin:0;height:3000px"><input id="f" style="position:absolute;left:10px;top:100px">
 <script>window.log = [];
 for (const t of ['mousedown', 'mouseup', 'contextmenu', 'dblclick'])
-  addEventListener(t, e => { log.push([t, e.clientX, e.clientY, e.button]); if (t == 'contextmenu') e.preventDefault() });
+  addEventListener(t, e => { log.push([t, e.clientX, e.clientY, e.button]);
+                             if (t == 'contextmenu') e.preventDefault() });
 addEventListener('keydown', e => log.push(['key', e.key, e.ctrlKey]));
 addEventListener('wheel', e => log.push(['wheel', e.clientX, e.clientY, e.deltaX, e.deltaY]));
 </script></body>"""
@@ -57,9 +58,11 @@ def test_loops_run_and_are_capped(gui):
 
 @pytest.mark.parametrize(
     "code",
-    ["import os", "import pyautogui as p", "from pyautogui import click", "x = 1", "pyautogui.click(x=foo, y=1)",
+    ["import os", "import pyautogui as p", "from pyautogui import click", "x = 1",
+     "pyautogui.click(x=foo, y=1)",
      "os.system('true')", "__import__('os').system('true')", "eval('1')", "while True:\n    pass",
-     "pyautogui.screenshot()", "computer.triple_click(1, 2)", "def f():\n    pass", "pyautogui.click(*[1, 2])",
+     "pyautogui.screenshot()", "computer.triple_click(1, 2)", "def f():\n    pass",
+     "pyautogui.click(*[1, 2])",
      "pyautogui.click(**{'x': 1})", "pyautogui.click(1, 2) + 1", "pyautogui.click(f'{1}', 2)",
      "for _ in range(3):\n    import os", "for _ in range(n):\n    pass", "with open('x') as f:\n    pass",
      "pyautogui.click(1, 2", "pyautogui.os.system('true')", "lambda: 1"],

@@ -12,8 +12,13 @@ from .env import WebAppEnv, registry
 
 def build_app(max_concurrent_envs: int = 16) -> FastAPI:
     """The FastAPI app serving the webapp env; run it with uvicorn or `evalkit serve webapp`."""
-    app = create_app(WebAppEnv, CallToolAction, CallToolObservation, env_name="webapp",
-                     max_concurrent_envs=max_concurrent_envs)  # fmt: skip
+    app = create_app(
+        WebAppEnv,
+        CallToolAction,
+        CallToolObservation,
+        env_name="webapp",
+        max_concurrent_envs=max_concurrent_envs,
+    )
 
     @app.get("/api/episodes/{episode_id}/render.png")
     async def episode_render(episode_id: str) -> Response:

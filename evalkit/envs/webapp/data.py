@@ -52,11 +52,25 @@ FREE_SHIPPING_OVER = 100.0
 """Standard shipping is free for an order whose items cost at least this much."""
 
 PAST_ORDERS = [
-    {"order": "1001", "date": "2026-09-14", "items": {"P03": 1, "P15": 2}, "shipping": "standard",
-     "name": "Alex Morgan", "address": "12 Quay Street, Harbourton", "status": "Delivered"},
-    {"order": "1002", "date": "2026-10-02", "items": {"P12": 1, "P14": 1}, "shipping": "express",
-     "name": "Alex Morgan", "address": "12 Quay Street, Harbourton", "status": "Shipped"},
-]  # fmt: skip
+    {
+        "order": "1001",
+        "date": "2026-09-14",
+        "items": {"P03": 1, "P15": 2},
+        "shipping": "standard",
+        "name": "Alex Morgan",
+        "address": "12 Quay Street, Harbourton",
+        "status": "Delivered",
+    },
+    {
+        "order": "1002",
+        "date": "2026-10-02",
+        "items": {"P12": 1, "P14": 1},
+        "shipping": "express",
+        "name": "Alex Morgan",
+        "address": "12 Quay Street, Harbourton",
+        "status": "Shipped",
+    },
+]
 
 
 @dataclass(frozen=True)
@@ -70,28 +84,88 @@ class Message:
 
 
 MESSAGES = [
-    Message("M01", "Priya Natarajan", "priya@northwind.test", "Quarterly budget review", "2026-10-20",
-            "Hi Alex,\n\nThe quarterly budget review moved to Thursday at 14:00 in room Falcon. Please bring "
-            "the travel figures.\n\nPriya"),
-    Message("M02", "Tom Becker", "tom@northwind.test", "Lunch on Friday?", "2026-10-19",
-            "Shall we try the new noodle place on Friday? I can book a table for 12:30.\n\nTom"),
-    Message("M03", "IT Helpdesk", "helpdesk@northwind.test", "Password expiry notice", "2026-10-18",
-            "Your password expires in 5 days. Ticket number for reference: HD-4471."),
-    Message("M04", "Lena Okafor", "lena@northwind.test", "Conference badge pickup", "2026-10-17",
-            "Badges can be picked up at desk 3 from 08:00. Your badge code is ZX-208."),
-    Message("M05", "Priya Natarajan", "priya@northwind.test", "Travel figures template", "2026-10-16",
-            "Attached is the template for the travel figures. Totals go in column F."),
-    Message("M06", "Shipping Notifications", "noreply@parcel.test", "Your parcel is on its way",
-            "2026-10-15", "Parcel 88-1320-77 will arrive on Tuesday between 9 and 12."),
-    Message("M07", "Marco Silva", "marco@northwind.test", "Design review notes", "2026-10-14",
-            "Notes from the design review: ship the blue variant, drop the dark mode toggle for now."),
-    Message("M08", "Newsletter", "news@weekly.test", "This week in gardening", "2026-10-13",
-            "Ten autumn bulbs to plant before the first frost."),
-    Message("M09", "Tom Becker", "tom@northwind.test", "Re: team offsite", "2026-10-12",
-            "The offsite venue is Larch Hall. Coaches leave at 08:15 from the north entrance."),
-    Message("M10", "Lena Okafor", "lena@northwind.test", "Invoice 2026-311", "2026-10-11",
-            "Invoice 2026-311 for 1,240.00 EUR is due on 31 October."),
-]  # fmt: skip
+    Message(
+        "M01",
+        "Priya Natarajan",
+        "priya@northwind.test",
+        "Quarterly budget review",
+        "2026-10-20",
+        "Hi Alex,\n\nThe quarterly budget review moved to Thursday at 14:00 in room Falcon. Please bring "
+        "the travel figures.\n\nPriya",
+    ),
+    Message(
+        "M02",
+        "Tom Becker",
+        "tom@northwind.test",
+        "Lunch on Friday?",
+        "2026-10-19",
+        "Shall we try the new noodle place on Friday? I can book a table for 12:30.\n\nTom",
+    ),
+    Message(
+        "M03",
+        "IT Helpdesk",
+        "helpdesk@northwind.test",
+        "Password expiry notice",
+        "2026-10-18",
+        "Your password expires in 5 days. Ticket number for reference: HD-4471.",
+    ),
+    Message(
+        "M04",
+        "Lena Okafor",
+        "lena@northwind.test",
+        "Conference badge pickup",
+        "2026-10-17",
+        "Badges can be picked up at desk 3 from 08:00. Your badge code is ZX-208.",
+    ),
+    Message(
+        "M05",
+        "Priya Natarajan",
+        "priya@northwind.test",
+        "Travel figures template",
+        "2026-10-16",
+        "Attached is the template for the travel figures. Totals go in column F.",
+    ),
+    Message(
+        "M06",
+        "Shipping Notifications",
+        "noreply@parcel.test",
+        "Your parcel is on its way",
+        "2026-10-15",
+        "Parcel 88-1320-77 will arrive on Tuesday between 9 and 12.",
+    ),
+    Message(
+        "M07",
+        "Marco Silva",
+        "marco@northwind.test",
+        "Design review notes",
+        "2026-10-14",
+        "Notes from the design review: ship the blue variant, drop the dark mode toggle for now.",
+    ),
+    Message(
+        "M08",
+        "Newsletter",
+        "news@weekly.test",
+        "This week in gardening",
+        "2026-10-13",
+        "Ten autumn bulbs to plant before the first frost.",
+    ),
+    Message(
+        "M09",
+        "Tom Becker",
+        "tom@northwind.test",
+        "Re: team offsite",
+        "2026-10-12",
+        "The offsite venue is Larch Hall. Coaches leave at 08:15 from the north entrance.",
+    ),
+    Message(
+        "M10",
+        "Lena Okafor",
+        "lena@northwind.test",
+        "Invoice 2026-311",
+        "2026-10-11",
+        "Invoice 2026-311 for 1,240.00 EUR is due on 31 October.",
+    ),
+]
 
 
 def product(pid: str) -> Product | None:

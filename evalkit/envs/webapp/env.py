@@ -120,7 +120,8 @@ def rules(coordinates: str, width: int, height: int, max_steps: int) -> str:
     return (
         "You operate a web browser that shows a web application. You see the screen only through the "
         f"`{SCREENSHOT_TOOL}` tool and act on it with click, double_click, drag, type_text, press_key and "
-        "scroll, as a person would with a mouse and a keyboard; there is no address bar, so move between pages "
+        "scroll, as a person would with a mouse and a keyboard; there is no address bar, so move between "
+        "pages "
         f"with the page's own links and buttons. {describe(coordinates, width, height)} You have {max_steps} "
         "actions (screenshots are free). When the task is done, call `submit`; if the task asks for "
         "information, give it as submit's `answer`. Do only what the task asks."
@@ -225,8 +226,9 @@ class WebAppEnv(MCPEnvironment):
     async def _open(self, task: dict, logged_out: bool) -> Any:
         s = site()
         w, h = VIEWPORT
-        opts = SessionOptions(width=w, height=h, allow_origins=(s.base,),
-                              permissions=("clipboard-read", "clipboard-write"))  # fmt: skip
+        opts = SessionOptions(
+            width=w, height=h, allow_origins=(s.base,), permissions=("clipboard-read", "clipboard-write")
+        )
         session = await anew_session(opts)
         try:
             flags = f"{s.base}/_admin/session-flags" + ("?logout=1" if logged_out else "")
@@ -249,8 +251,11 @@ class WebAppEnv(MCPEnvironment):
         ep = self.ep
         if ep is None or ep.done:
             message = "no episode: call reset first" if ep is None else "episode is over"
-            obs = CallToolObservation(tool_name=action.tool_name, result=None,
-                                      error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message))  # fmt: skip
+            obs = CallToolObservation(
+                tool_name=action.tool_name,
+                result=None,
+                error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message),
+            )
             return self._ended(obs, ep) if ep else obs
         obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if not ep.done and ep.steps >= ep.max_steps:
@@ -261,13 +266,22 @@ class WebAppEnv(MCPEnvironment):
     def _ended(obs: Observation, ep: Episode) -> Observation:
         obs.done = True
         obs.reward = ep.grade["total"]
-        obs.metadata = {"grade": ep.grade, "task_id": ep.task["task_id"], "episode_id": ep.episode_id,
-                        "auto_submitted": ep.auto_submitted, "steps": ep.steps, "answer": ep.answer}  # fmt: skip
+        obs.metadata = {
+            "grade": ep.grade,
+            "task_id": ep.task["task_id"],
+            "episode_id": ep.episode_id,
+            "auto_submitted": ep.auto_submitted,
+            "steps": ep.steps,
+            "answer": ep.answer,
+        }
         return obs
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name="webapp", description="Tasks on small local web apps through a browser.",
-                                   version=PROMPT_VERSION)  # fmt: skip
+        return EnvironmentMetadata(
+            name="webapp",
+            description="Tasks on small local web apps through a browser.",
+            version=PROMPT_VERSION,
+        )
 
     @property
     def state(self) -> State:

@@ -90,5 +90,10 @@ def grade(task: dict, record: list[dict], answer: Any) -> dict:
         )
     passed = sum(r["passed"] for r in results)
     ok = bool(results) and passed == len(results)
-    return {"total": 1.0 if ok else 0.0, "passed": passed, "n_checks": len(results), "checks": results,
-            "answer": answer}  # fmt: skip
+    return {
+        "total": 1.0 if ok else 0.0,
+        "passed": passed,
+        "n_checks": len(results),
+        "checks": results,
+        "answer": answer,
+    }

@@ -11,8 +11,10 @@ from . import data
 from .site import Session, esc, form, login_routes, login_wall, page
 
 APP = "mail"
-NAV = '<a href="/mail/">Inbox</a><a href="/mail/?folder=archive">Archive</a><a href="/mail/sent">Sent</a>' + \
-      '<a href="/mail/compose">Compose</a>'  # fmt: skip
+NAV = (
+    '<a href="/mail/">Inbox</a><a href="/mail/?folder=archive">Archive</a><a href="/mail/sent">Sent</a>'
+    + '<a href="/mail/compose">Compose</a>'
+)
 FOLDERS = ("inbox", "archive")
 
 
@@ -32,7 +34,8 @@ async def inbox(request: Request) -> Response:
     folder = folder if folder in FOLDERS else "inbox"
     rows = "".join(
         f'<tr class="{"" if m.mid in s.read else "unread"}"><td>{"★" if m.mid in s.starred else ""}</td>'
-        f'<td>{esc(m.sender)}</td><td><a href="/mail/message/{m.mid}">{esc(m.subject)}</a></td><td>{m.date}</td></tr>'
+        f'<td>{esc(m.sender)}</td><td><a href="/mail/message/{m.mid}">{esc(m.subject)}</a></td>'
+        f"<td>{m.date}</td></tr>"
         for m in data.MESSAGES
         if s.folders.get(m.mid) == folder
     )
@@ -52,15 +55,20 @@ async def message(request: Request) -> Response:
         s.read.add(m.mid)
     star = "Unstar" if m.mid in s.starred else "Star"
     buttons = "".join(
-        f'<form method="post" action="/mail/message/{m.mid}/{act}"><button class="{cls}">{label}</button></form>'
-        for act, label, cls in (("star", star, "secondary"), ("archive", "Archive", "secondary"),
-                                ("delete", "Delete", "danger"))
-    )  # fmt: skip
+        f'<form method="post" action="/mail/message/{m.mid}/{act}"><button class="{cls}">{label}</button>'
+        "</form>"
+        for act, label, cls in (
+            ("star", star, "secondary"),
+            ("archive", "Archive", "secondary"),
+            ("delete", "Delete", "danger"),
+        )
+    )
     paragraphs = "".join(f"<p>{esc(p)}</p>" for p in m.body.split("\n\n"))
     body = (
         f'<div class="card"><h1>{esc(m.subject)}</h1><p class="muted">From {esc(m.sender)} '
         f"&lt;{esc(m.address)}&gt; · {m.date}</p>{paragraphs}"
-        f'<div class="row"><a class="button" href="/mail/compose?reply={m.mid}">Reply</a>{buttons}</div></div>'
+        f'<div class="row"><a class="button" href="/mail/compose?reply={m.mid}">Reply</a>{buttons}</div>'
+        "</div>"
     )
     return _render(m.subject, body, request)
 
@@ -119,8 +127,10 @@ async def compose(request: Request) -> Response:
         f"<h1>{'Reply' if reply else 'New message'}</h1>{f'<p class=error>{error}</p>' if error else ''}"
         f'<div class="card"><form method="post" action="{action}"><label for="to">To</label>'
         f'<input type="text" id="to" name="to" value="{esc(to)}"><label for="subject">Subject</label>'
-        f'<input type="text" id="subject" name="subject" value="{esc(subject)}"><label for="body">Message</label>'
-        f'<textarea id="body" name="body">{esc(text)}</textarea><p><button type="submit">Send</button></p></form></div>'
+        f'<input type="text" id="subject" name="subject" value="{esc(subject)}">'
+        '<label for="body">Message</label>'
+        f'<textarea id="body" name="body">{esc(text)}</textarea><p><button type="submit">Send</button></p>'
+        "</form></div>"
     )
     return _render("Compose", body, request)
 

@@ -38,7 +38,8 @@ def _grid(products: list[data.Product]) -> str:
 def _search_box(q: str = "") -> str:
     return (
         '<form class="row" method="get" action="/shop/search" style="margin-bottom:14px">'
-        f'<input type="search" id="q" name="q" placeholder="Search products" value="{esc(q)}" style="max-width:360px">'
+        f'<input type="search" id="q" name="q" placeholder="Search products" value="{esc(q)}"'
+        ' style="max-width:360px">'
         '<button type="submit">Search</button></form>'
     )
 
@@ -51,9 +52,11 @@ def _render(title: str, body: str, request: Request) -> Response:
 async def catalogue(request: Request) -> Response:
     cat = request.query_params.get("category", "")
     products = [p for p in data.PRODUCTS if not cat or p.category == cat]
-    tabs = '<p class="tabs"><a href="/shop/">All</a>' + "".join(
-        f'<a href="/shop/?category={esc(c)}">{esc(c)}</a>' for c in data.CATEGORIES
-    ) + "</p>"  # fmt: skip
+    tabs = (
+        '<p class="tabs"><a href="/shop/">All</a>'
+        + "".join(f'<a href="/shop/?category={esc(c)}">{esc(c)}</a>' for c in data.CATEGORIES)
+        + "</p>"
+    )
     body = f"<h1>{esc(cat) or 'All products'}</h1>{_search_box()}{tabs}{_grid(products)}"
     return _render("Catalogue", body, request)
 
@@ -77,7 +80,8 @@ async def product(request: Request) -> Response:
     if s.logged_in[APP]:
         buy = (
             '<form method="post" action="/shop/cart/add" class="row">'
-            f'<input type="hidden" name="pid" value="{p.pid}"><label for="qty" style="margin:0">Quantity</label>'
+            f'<input type="hidden" name="pid" value="{p.pid}">'
+            '<label for="qty" style="margin:0">Quantity</label>'
             '<input type="number" id="qty" name="qty" value="1" min="1" style="width:80px">'
             '<button type="submit">Add to cart</button></form>'
         )
@@ -146,7 +150,8 @@ async def cart(request: Request) -> Response:
     trs = "".join(
         f"<tr><td>{esc(p.name)}</td><td>{q}</td><td>{_money(p.price)}</td><td>{_money(p.price * q)}</td>"
         '<td><form method="post" action="/shop/cart/remove">'
-        f'<input type="hidden" name="pid" value="{p.pid}"><button class="secondary">Remove</button></form></td></tr>'
+        f'<input type="hidden" name="pid" value="{p.pid}"><button class="secondary">Remove</button></form>'
+        "</td></tr>"
         for p, q in rows
     )
     body = (
@@ -175,23 +180,40 @@ async def checkout(request: Request) -> Response:
         else:
             with s.lock:
                 oid = str(1001 + len(s.orders))
-                order = {"order": oid, "date": dt.date(2026, 11, 30).isoformat(), "items": items,
-                         "shipping": shipping, "name": name, "address": address, "status": "Processing"}  # fmt: skip
+                order = {
+                    "order": oid,
+                    "date": dt.date(2026, 11, 30).isoformat(),
+                    "items": items,
+                    "shipping": shipping,
+                    "name": name,
+                    "address": address,
+                    "status": "Processing",
+                }
                 s.orders.append(order)
                 s.cart.clear()
-            s.note(APP, "order_placed", order=oid, items=items, shipping=shipping, name=name, address=address,
-                   total=data.order_total(items, shipping))  # fmt: skip
+            s.note(
+                APP,
+                "order_placed",
+                order=oid,
+                items=items,
+                shipping=shipping,
+                name=name,
+                address=address,
+                total=data.order_total(items, shipping),
+            )
             return RedirectResponse(f"/shop/orders/{oid}?placed=1", status_code=303)
     rows, subtotal = _lines(dict(s.cart))
     summary = "".join(f"<li>{q} × {esc(p.name)}</li>" for p, q in rows) or "<li>(empty)</li>"
     radios = "".join(
         f'<div class="row"><input type="radio" id="ship-{k}" name="shipping" value="{k}"'
-        f'{" checked" if k == "standard" else ""}><label for="ship-{k}" style="margin:4px 0;font-weight:normal">'
+        f"{' checked' if k == 'standard' else ''}>"
+        f'<label for="ship-{k}" style="margin:4px 0;font-weight:normal">'
         f"{esc(label)} — {_money(fee)}</label></div>"
         for k, (label, fee) in data.SHIPPING.items()
     )
     body = (
-        f'<h1>Checkout</h1>{f"<p class=error>{error}</p>" if error else ""}<div class="card"><ul>{summary}</ul>'
+        f'<h1>Checkout</h1>{f"<p class=error>{error}</p>" if error else ""}<div class="card">'
+        f"<ul>{summary}</ul>"
         f"<p>Items: {_money(subtotal)} (standard shipping is free from {_money(data.FREE_SHIPPING_OVER)})</p>"
         '<form method="post" action="/shop/checkout"><label for="name">Full name</label>'
         '<input type="text" id="name" name="name"><label for="address">Address</label>'
@@ -211,7 +233,8 @@ async def orders(request: Request) -> Response:
         f"<td>{o['status']}</td></tr>"
         for o in reversed(s.orders)
     )
-    body = f"<h1>Your orders</h1><table><tr><th>Order</th><th>Date</th><th>Items</th><th>Total</th><th>Status</th></tr>{trs}</table>"
+    head = "<tr><th>Order</th><th>Date</th><th>Items</th><th>Total</th><th>Status</th></tr>"
+    body = f"<h1>Your orders</h1><table>{head}{trs}</table>"
     return _render("Orders", body, request)
 
 

@@ -97,19 +97,25 @@ def esc(value: Any) -> str:
 
 
 STYLE = """
-*{box-sizing:border-box} body{margin:0;font:15px/1.45 "DejaVu Sans",Arial,sans-serif;color:#1d2430;background:#f4f5f7}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.45 "DejaVu Sans",Arial,sans-serif;color:#1d2430;background:#f4f5f7}
 header{display:flex;align-items:center;gap:22px;padding:0 24px;height:56px;background:#23395d;color:#fff}
-header .brand{font-weight:bold;font-size:19px;margin-right:12px} header a{color:#dfe8f7;text-decoration:none}
-header .right{margin-left:auto} main{max-width:980px;margin:22px auto;padding:0 20px}
-a{color:#1f5fbf} h1{font-size:23px;margin:4px 0 14px} .card{background:#fff;border:1px solid #d9dde3;
-border-radius:6px;padding:16px;margin-bottom:14px} .grid{display:grid;grid-template-columns:repeat(4,1fr);gap:12px}
-.grid .card{margin:0;padding:12px} .price{font-weight:bold;color:#0b6b3a} .muted{color:#667085;font-size:13px}
+header .brand{font-weight:bold;font-size:19px;margin-right:12px}
+header a{color:#dfe8f7;text-decoration:none} header .right{margin-left:auto}
+main{max-width:980px;margin:22px auto;padding:0 20px} a{color:#1f5fbf}
+h1{font-size:23px;margin:4px 0 14px}
+.card{background:#fff;border:1px solid #d9dde3;border-radius:6px;padding:16px;margin-bottom:14px}
+.grid{display:grid;grid-template-columns:repeat(4,1fr);gap:12px} .grid .card{margin:0;padding:12px}
+.price{font-weight:bold;color:#0b6b3a} .muted{color:#667085;font-size:13px}
 button,.button{display:inline-block;background:#1f5fbf;color:#fff;border:0;border-radius:5px;padding:8px 16px;
-font-size:15px;cursor:pointer;text-decoration:none} button.secondary{background:#8a94a6} button.danger{background:#b42318}
-input[type=text],input[type=password],input[type=number],input[type=search],textarea{font:inherit;padding:7px 9px;
-border:1px solid #b8c0cc;border-radius:4px;width:100%} textarea{height:120px} label{display:block;margin:10px 0 4px;
-font-weight:bold} table{width:100%;border-collapse:collapse;background:#fff} td,th{text-align:left;padding:8px 10px;
-border-bottom:1px solid #e4e7ec} .error{color:#b42318;font-weight:bold} .ok{color:#0b6b3a;font-weight:bold}
+  font-size:15px;cursor:pointer;text-decoration:none}
+button.secondary{background:#8a94a6} button.danger{background:#b42318}
+input[type=text],input[type=password],input[type=number],input[type=search],textarea{font:inherit;
+  padding:7px 9px;border:1px solid #b8c0cc;border-radius:4px;width:100%}
+textarea{height:120px} label{display:block;margin:10px 0 4px;font-weight:bold}
+table{width:100%;border-collapse:collapse;background:#fff}
+td,th{text-align:left;padding:8px 10px;border-bottom:1px solid #e4e7ec}
+.error{color:#b42318;font-weight:bold} .ok{color:#0b6b3a;font-weight:bold}
 .row{display:flex;gap:10px;align-items:center} .unread td{font-weight:bold} .tabs a{margin-right:14px}
 """
 
@@ -119,13 +125,15 @@ def page(title: str, body: str, app: str, session: Session | None, nav: str = ""
     who = ""
     if app in ("shop", "mail") and session is not None:
         who = (
-            f'<span class="right">Signed in as {data.USERS[app][0]} · <a href="/{app}/logout">Log out</a></span>'
+            f'<span class="right">Signed in as {data.USERS[app][0]} · <a href="/{app}/logout">Log out</a>'
+            "</span>"
             if session.logged_in[app]
             else f'<a class="right" href="/{app}/login">Log in</a>'
         )
     doc = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} · {brand}</title>"
-        f"<style>{STYLE}</style></head><body><header><span class=brand>{brand}</span><a href='/'>Apps</a>{nav}{who}</header>"
+        f"<style>{STYLE}</style></head><body><header><span class=brand>{brand}</span>"
+        f"<a href='/'>Apps</a>{nav}{who}</header>"
         f"<main>{body}</main></body></html>"
     )
     return HTMLResponse(doc)
@@ -243,8 +251,15 @@ def build_site(admin_key: str | None = None) -> Starlette:
         if not path.startswith(("/_admin", "/health", "/favicon")):
             with s.lock:
                 if len(s.log) < MAX_LOG:
-                    s.log.append({"t": round(time.monotonic() - s.started, 3), "method": request.method,
-                                  "path": path, "query": request.url.query, "status": response.status_code})  # fmt: skip
+                    s.log.append(
+                        {
+                            "t": round(time.monotonic() - s.started, 3),
+                            "method": request.method,
+                            "path": path,
+                            "query": request.url.query,
+                            "status": response.status_code,
+                        }
+                    )
         return response
 
     site = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=with_session)])

@@ -16,10 +16,24 @@ SYSTEM = "You are a GUI agent. You are given a task and a screenshot of the scre
 
 
 class OpenCUAAgent:
-    def __init__(self, model, history_type, max_steps, max_image_history_length=3, platform="ubuntu",
-                 max_tokens=1500, top_p=0.9, temperature=0, action_space="pyautogui", observation_type="screenshot",
-                 cot_level="l2", screen_size=(1920, 1080), coordinate_type="relative", use_old_sys_prompt=False,
-                 **kw):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        history_type,
+        max_steps,
+        max_image_history_length=3,
+        platform="ubuntu",
+        max_tokens=1500,
+        top_p=0.9,
+        temperature=0,
+        action_space="pyautogui",
+        observation_type="screenshot",
+        cot_level="l2",
+        screen_size=(1920, 1080),
+        coordinate_type="relative",
+        use_old_sys_prompt=False,
+        **kw,
+    ):
         assert coordinate_type == "qwen25" and use_old_sys_prompt and cot_level == "l2"
         self.model, self.max_steps, self.max_images = model, max_steps, max_image_history_length
         self.max_tokens, self.top_p, self.temperature, self.screen_size = (
@@ -38,8 +52,11 @@ class OpenCUAAgent:
             x, y = float(m.group(2)), float(m.group(3))
             return f"{m.group(1)}({int(x / rw * w)}, {int(y / rh * h)}"
 
-        return re.sub(r"(pyautogui\.(?:click|moveTo|doubleClick|rightClick|dragTo))\((?:x=)?([\d.]+),\s*(?:y=)?([\d.]+)",
-                      one, code)  # fmt: skip
+        return re.sub(
+            r"(pyautogui\.(?:click|moveTo|doubleClick|rightClick|dragTo))\((?:x=)?([\d.]+),\s*(?:y=)?([\d.]+)",
+            one,
+            code,
+        )
 
     def _parse(self, text):
         cot = {}
@@ -69,14 +86,27 @@ class OpenCUAAgent:
             messages.append(
                 {"role": "assistant", "content": f"# Step {i + 1}:\n## Action:\n{cot.get('action')}\n"}
             )
-        messages.append({"role": "user", "content": [image(obs["screenshot"]),
-                                                     {"type": "text", "text": f"# Task Instruction:\n{instruction}"}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    image(obs["screenshot"]),
+                    {"type": "text", "text": f"# Task Instruction:\n{instruction}"},
+                ],
+            }
+        )
         for attempt in range(5):
             try:
-                response = self.call_llm({"model": self.model, "messages": messages, "max_tokens": self.max_tokens,
-                                          "top_p": self.top_p,
-                                          "temperature": self.temperature if attempt == 0 else max(0.2, self.temperature)},
-                                         self.model)  # fmt: skip
+                response = self.call_llm(
+                    {
+                        "model": self.model,
+                        "messages": messages,
+                        "max_tokens": self.max_tokens,
+                        "top_p": self.top_p,
+                        "temperature": self.temperature if attempt == 0 else max(0.2, self.temperature),
+                    },
+                    self.model,
+                )
                 if not response:
                     raise ValueError("no response")
                 low, actions, cot = self._parse(response)
