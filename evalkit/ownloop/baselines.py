@@ -104,12 +104,6 @@ class _Baseline:
         ctx.result["rounds"] = step
         ctx.step(step, raw=json.dumps(action), actions=[action], url=url, errors=[error])
 
-    def _finish(self, ctx: TaskRun, session: Any, step: int) -> None:
-        try:
-            ctx.screenshot(session, step)
-        finally:
-            ctx.read_backend(session)
-
 
 class DomSolver(_Baseline):
     """Follows each task's reference solution through the live DOM (`evalkit ownloop dom`)."""
@@ -138,9 +132,9 @@ class DomSolver(_Baseline):
                 step += 1
                 self._act(ctx, session, step, {"type": "finish", "answer": None})
                 ctx.result["status"] = "finished"
-            self._finish(ctx, session, step + 1)
+            ctx.screenshot(session, step + 1)
         finally:
-            session.sync.close()
+            ctx.end(session)
 
     def _expand(self, session: Any, item: dict) -> Iterator[dict]:
         """A solution step → generic actions, each located in the DOM as the page is after the one before
@@ -203,6 +197,6 @@ class RandomClicks(_Baseline):
                 step += 1
                 self._act(ctx, session, step, {"type": "finish", "answer": None})
                 ctx.result["status"] = "finished"
-            self._finish(ctx, session, step + 1)
+            ctx.screenshot(session, step + 1)
         finally:
-            session.sync.close()
+            ctx.end(session)

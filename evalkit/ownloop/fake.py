@@ -80,7 +80,7 @@ class FakeEndpoint(ThreadedServer):
             Route("/v1/models", self._models),
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
         ]
-        super().__init__(Starlette(routes=routes), port=port, name="fake-endpoint")
+        super().__init__(Starlette(routes=routes), port=port, name="fake-endpoint", access_log=False)
         self.url = f"{self.base_url}/v1"
 
     async def _health(self, request: Request) -> JSONResponse:

@@ -29,7 +29,7 @@ from typing import Any
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.types import Usage
 
-from .task import Settings, TaskRun
+from .task import Settings, TaskRun, on_path
 
 VIEWPORT = (1440, 900)
 _lock = threading.Lock()
@@ -109,9 +109,7 @@ class Fara7B:
             raise ConfigError(
                 "fara7b maps coordinates to its fixed 1440x900 viewport: leave --width/--height"
             )
-        for p in reversed(settings.path):
-            if p not in sys.path:
-                sys.path.insert(0, p)
+        on_path(settings.path)
         try:
             fara_modules()
         except ImportError as e:
@@ -253,8 +251,7 @@ class Fara7B:
                     )
                     res[key] = ((await r.json()) or {}).get("entries", [])
         except Exception as e:  # without the record the session cannot be graded
-            res["record_read"] = False
-            res["error"] = (res["error"] or "") + f" | backend read: {type(e).__name__}: {str(e)[:200]}"
+            ctx.backend_failed(e)
         for close in (
             agent.close,
             getattr(bm.browser, "close", None),

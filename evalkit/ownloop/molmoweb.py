@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import time
 from typing import Any
 
 from evalkit.errors import ConfigError, EndpointError
 
 from .endpoint import Endpoint
-from .task import Settings, TaskRun
+from .task import Settings, TaskRun, on_path
 from .uitars import png_url
 
 VIEWPORT = (1280, 720)
@@ -99,9 +98,7 @@ class MolmoWeb:
     prompt_version = "molmoweb:molmo_web_think"
 
     def check(self, settings: Settings) -> None:
-        for p in reversed(settings.path):
-            if p not in sys.path:
-                sys.path.insert(0, p)
+        on_path(settings.path)
         try:
             from agent.multimodal_agent import MultimodalAgent  # noqa: F401
             from utils.envs.browser_env import SimpleEnv  # noqa: F401
@@ -186,8 +183,7 @@ class MolmoWeb:
                     r = env.context.request.get(f"{ctx.base}/_admin/{key}", headers=ctx.site.admin_headers)
                     res[key] = (r.json() or {}).get("entries", [])
         except Exception as e:  # without the record the session cannot be graded
-            res["record_read"] = False
-            res["error"] = (res["error"] or "") + f" | backend read: {type(e).__name__}: {str(e)[:200]}"
+            ctx.backend_failed(e)
         finally:
             try:
                 env.close()

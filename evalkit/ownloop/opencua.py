@@ -23,7 +23,7 @@ from evalkit.types import Usage
 from .baselines import settle
 from .endpoint import Endpoint, RequestRejected
 from .pyautogui import PyAutoGUI, run_pyautogui
-from .task import Settings, TaskRun
+from .task import Settings, TaskRun, on_path
 
 _lock = threading.Lock()
 _classes: dict[str, type] = {}
@@ -115,11 +115,7 @@ class OpenCUA:
     prompt_version = "osworld-opencua:v1-l2"
 
     def check(self, settings: Settings) -> None:
-        import sys
-
-        for p in reversed(settings.path):
-            if p not in sys.path:
-                sys.path.insert(0, p)
+        on_path(settings.path)
         try:
             agent_class()
         except ImportError as e:
@@ -228,9 +224,4 @@ class OpenCUA:
                 res["status"] = "max_steps"
             ctx.screenshot(session, res["rounds"] + 1)
         finally:
-            try:
-                ctx.read_backend(session)
-            except Exception as e:  # without the record the session cannot be graded
-                res["record_read"] = False
-                res["error"] = (res["error"] or "") + f" | backend read: {type(e).__name__}: {str(e)[:200]}"
-            session.sync.close()
+            ctx.end(session)

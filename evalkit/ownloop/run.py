@@ -37,7 +37,7 @@ from evalkit.traces import (
 )
 from evalkit.types import EpisodeRecord, episode_key
 
-from .task import Settings, TaskRun
+from .task import Settings, TaskRun, on_path
 
 RUNNERS = {
     "uitars": "evalkit.ownloop.uitars:UITars",
@@ -164,10 +164,7 @@ def run_ownloop(
     run = OwnloopRun(out, skipped=len(chosen) - len(todo))
     if not todo:
         return run
-    if settings.path:
-        for p in reversed(settings.path):
-            if p not in sys.path:
-                sys.path.insert(0, p)
+    on_path(settings.path)
     writer, frames = TraceWriter(out), FrameStore(out)
     from evalkit.envs.webapp.site import SiteServer
 

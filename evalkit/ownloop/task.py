@@ -64,6 +64,15 @@ class Settings:
     seed: int = 0
 
 
+def on_path(paths: list[str]) -> None:
+    """Put released code's directories first on sys.path (`--path`), once each."""
+    import sys
+
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+
+
 class TaskRun:
     """One task's run: `open_browser`, then a runner's steps, then `read_backend`."""
 
@@ -168,6 +177,22 @@ class TaskRun:
         """The session's record and request log, read with its own cookies; the grader needs the record."""
         self.result["record"] = self.admin_get(session, f"{self.base}/_admin/record").get("entries", [])
         self.result["log"] = self.admin_get(session, f"{self.base}/_admin/log").get("entries", [])
+
+    def end(self, session: Any) -> None:
+        """Read the session's record and log, then close its context. A record that cannot be read leaves
+        the task ungradable (unscored), whatever the runner made of it."""
+        try:
+            self.read_backend(session)
+        except Exception as e:  # the boundary of the backend read: any failure means "not graded"
+            self.backend_failed(e)
+        finally:
+            session.sync.close()
+
+    def backend_failed(self, e: BaseException) -> None:
+        self.result["record_read"] = False
+        self.result["error"] = (
+            self.result["error"] or ""
+        ) + f" | backend read: {type(e).__name__}: {str(e)[:200]}"
 
     def screenshot(self, session: Any, step: int) -> bytes:
         with self.timed("screenshot"):

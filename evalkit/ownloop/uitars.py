@@ -209,12 +209,7 @@ class UITars:
                 res["status"] = "max_steps"
             ctx.screenshot(session, res["rounds"] + 1)
         finally:
-            try:
-                ctx.read_backend(session)
-            except Exception as e:  # without the record the session cannot be graded
-                res["record_read"] = False
-                res["error"] = (res["error"] or "") + f" | backend read: {type(e).__name__}: {str(e)[:200]}"
-            session.sync.close()
+            ctx.end(session)
 
 
 def execute(

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 
 from evalkit.browser import chromium_executable
+from tests.conftest import OWNLOOP_TASKS
+
+TASKS = OWNLOOP_TASKS
 
 FAST = {"wait_s": 0.2, "settle_s": 0.05, "retry_wait": 0.05}
 """No 5 s pauses in tests."""

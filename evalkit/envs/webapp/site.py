@@ -273,7 +273,7 @@ class SiteServer(ThreadedServer):
     def __init__(self, port: int | None = None, host: str = "127.0.0.1", admin_key: str | None = None):
         self.app = build_site(admin_key)
         self.admin_key: str = self.app.state.admin_key
-        super().__init__(self.app, port=port, host=host, name="webapp")
+        super().__init__(self.app, port=port, host=host, name="webapp", access_log=False)
         self.base = self.base_url
 
     @property
