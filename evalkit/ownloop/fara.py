@@ -127,7 +127,8 @@ class Fara7B:
             res = ctx.result
             if res["status"] not in ("error", "parse_error") or len(failed) >= s.fara_retries:
                 break
-            keep = ctx.folder / f"error_attempt_{len(failed) + 1}"
+            # Numbered after any kept by an earlier run of this task (a resume keeps them too).
+            keep = ctx.folder / f"error_attempt_{len(list(ctx.folder.glob('error_attempt_*'))) + 1}"
             keep.mkdir()
             ctx.close_steps()
             for p in list(ctx.folder.iterdir()):

@@ -10,6 +10,7 @@ run once per server process, on a loopback port that only the env's browser cont
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -64,7 +65,7 @@ class Episode:
     grade: dict | None = None
     answer: str | None = None
     auto_submitted: bool = False
-    lock: Any = field(default_factory=lambda: __import__("asyncio").Lock(), repr=False)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @property
     def done(self) -> bool:
