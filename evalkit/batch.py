@@ -154,8 +154,8 @@ def run_batch(
     tasks: int | None = None,
     start: int = 0,
     stride: int = 1,
-    surfaces: list[str] | str = ("tools",),
-    modes: list[str] | str = ("reference",),
+    surfaces: list[str] | str | None = None,
+    modes: list[str] | str | None = None,
     repeats: int = 1,
     skin: str | None = None,
     coordinates: str | None = None,
@@ -200,6 +200,9 @@ def run_batch(
         name = env
     else:
         name = env_identity(env)
+    # None: the env's first surface and mode (tools / reference for envs evalkit does not embed).
+    surfaces = surfaces or list(SURFACES.get(name, ("tools",))[:1])
+    modes = modes or list(MODES.get(name, ("reference",))[:1])
     for what, asked, known in (("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))):
         bad = [x for x in asked if known is not None and x not in known]
         if bad or not asked:

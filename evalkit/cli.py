@@ -1,4 +1,4 @@
-"""`evalkit run | summarise | compare | report | view | serve`.
+"""`evalkit run | summarise | compare | report | view | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory.
@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tasks", type=_positive(int), help="without an evalset: number of tasks")
     r.add_argument("--start", type=int, default=0, help="without an evalset: first task index")
     r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
-    r.add_argument("--surfaces", type=_csv, default=["tools"])
-    r.add_argument("--modes", type=_csv, default=["reference"])
+    r.add_argument("--surfaces", type=_csv, help="default: the env's first (canvas: tools, webapp: gui)")
+    r.add_argument("--modes", type=_csv, help="default: the env's first (canvas: reference, webapp: task)")
     r.add_argument("--repeats", type=_positive(int), default=1)
     r.add_argument("--max-turns", type=_positive(int), default=30)
     r.add_argument("--max-steps", type=_positive(int), help="tool calls before the env ends the episode")
@@ -130,6 +130,40 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("name")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--host", default="127.0.0.1")
+
+    o = sub.add_parser(
+        "ownloop", help="run an own-loop GUI agent (or an offline baseline) on the webapp tasks"
+    )
+    o.add_argument("agent", help="uitars, opencua, fara7b, molmoweb, or the baselines dom, random")
+    o.add_argument("--tasks", help="task file (default: data/evalsets/webapp-v1.json)")
+    o.add_argument("--endpoint", help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1")
+    o.add_argument("--model", help="the served model name")
+    o.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
+    o.add_argument(
+        "--path",
+        default=os.environ.get("OWNLOOP_PATH", ""),
+        help="colon list put first on sys.path for released agent code (default $OWNLOOP_PATH)",
+    )
+    o.add_argument("--task-ids", type=_csv, help="only these task ids")
+    o.add_argument("--limit", type=_positive(int), help="the first N tasks")
+    o.add_argument("--workers", type=_positive(int), default=2)
+    o.add_argument("--servers", type=_positive(int), default=2, help="web-app servers to spread workers over")
+    o.add_argument("--ports", type=_csv, help="start the web-app servers on these ports instead")
+    o.add_argument("--max-steps", type=_positive(int), default=40, help="model calls per task")
+    o.add_argument("--timeout", type=_positive(float), default=1800.0, help="wall-clock seconds per task")
+    o.add_argument("--width", type=_positive(int), help="viewport (default: the agent's released one)")
+    o.add_argument("--height", type=_positive(int))
+    o.add_argument("--wait", type=float, default=5.0, help="UI-TARS wait() and OpenCUA's pause after actions")
+    o.add_argument("--settle", type=float, default=1.0, help="seconds for a page to settle after each step")
+    o.add_argument("--frequency-penalty", type=float, default=0.0, help="uitars (OSWorld sends 1)")
+    o.add_argument("--temperature", type=float, help="molmoweb sampling (released: 0.7)")
+    o.add_argument("--top-p", type=float, help="molmoweb sampling (released: 0.8)")
+    o.add_argument("--max-past-steps", type=_positive(int), default=10, help="molmoweb text history")
+    o.add_argument("--fara7b-error-retries", type=int, default=5, help="fara7b: reruns of a task that raised")
+    o.add_argument("--opencua-max-tokens", type=_positive(int), default=2048)
+    o.add_argument("--request-timeout", type=_positive(float), default=300.0)
+    o.add_argument("--seed", type=int, default=0, help="random baseline")
+    o.add_argument("--quiet", action="store_true", help="no line per finished task")
     return p
 
 
@@ -243,6 +277,30 @@ def cmd_serve(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ownloop(a: argparse.Namespace) -> int:
+    from evalkit.ownloop import Settings, run_ownloop
+
+    ports = []
+    for p in a.ports or []:
+        if not p.isdigit() or not 0 < int(p) < 65536:
+            raise ConfigError(f"--ports wants port numbers, got {p!r}")
+        ports.append(int(p))
+    settings = Settings(
+        agent=a.agent, model=a.model, endpoint=a.endpoint, max_steps=a.max_steps, timeout=a.timeout,
+        width=a.width or 0, height=a.height or 0, path=[p for p in a.path.split(":") if p], wait_s=a.wait,
+        settle_s=a.settle, request_timeout=a.request_timeout, frequency_penalty=a.frequency_penalty,
+        temperature=a.temperature, top_p=a.top_p, max_past_steps=a.max_past_steps,
+        fara_retries=a.fara7b_error_retries, opencua_max_tokens=a.opencua_max_tokens, seed=a.seed,
+    )  # fmt: skip
+    run = run_ownloop(settings, a.out, a.tasks, task_ids=a.task_ids, limit=a.limit, workers=a.workers,
+                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else None,
+                      argv=sys.argv[1:])  # fmt: skip
+    print(f"{run.path}: ran {run.ran} task(s), skipped {run.skipped} already done, "
+          f"{run.unscored} unscored by harness or endpoint failures")  # fmt: skip
+    print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
+    return 0
+
+
 COMMANDS = {
     "run": cmd_run,
     "summarise": cmd_summarise,
@@ -251,6 +309,7 @@ COMMANDS = {
     "report": cmd_report,
     "view": cmd_view,
     "serve": cmd_serve,
+    "ownloop": cmd_ownloop,
 }
 
 

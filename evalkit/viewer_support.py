@@ -642,6 +642,8 @@ def make_link(link: DeepLink, labels: Mapping[str, str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- serving
 
 APP_PATH = Path(__file__).resolve().parent.parent / "viewer" / "app.py"
+
+
 def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
     """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
     return [

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env."""
+"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env, and the DOM
+solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay."""
 
 from __future__ import annotations
 
@@ -11,3 +12,30 @@ def canvas_server():
 
     with serve("canvas") as env:
         yield env
+
+
+OWNLOOP_TASKS = ["webapp-shop-skillet-price", "webapp-mail-star-lunch", "webapp-mail-login-ticket"]
+"""An answer read off a page, a record entry after a click, and a login with typing: 14 steps in all."""
+
+
+@pytest.fixture(scope="session")
+def plans(tmp_path_factory):
+    """plans(width, height) → {task prompt: generic actions}, from one DOM-solver run per viewport."""
+    from evalkit.envs.webapp.tasks import load_tasks
+    from evalkit.ownloop import Settings, run_ownloop
+    from evalkit.ownloop.baselines import plan_of
+
+    prompts = {t["task_id"]: t["prompt"] for t in load_tasks()}
+    made: dict[tuple[int, int], dict] = {}
+
+    def get(width: int, height: int, task_ids: list[str] = OWNLOOP_TASKS) -> dict:
+        key = (width, height)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"plan{width}x{height}")
+            dom = Settings(agent="dom", width=width, height=height)
+            run = run_ownloop(dom, out, task_ids=OWNLOOP_TASKS, workers=2, log=lambda _: None)
+            assert all(r.reward == 1.0 for r in run.records), "the DOM solver must solve the test tasks"
+            made[key] = {prompts[t]: plan_of(out / t) for t in OWNLOOP_TASKS}
+        return {p: v for p, v in made[key].items() if any(prompts[t] == p for t in task_ids)}
+
+    return get

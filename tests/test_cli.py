@@ -156,3 +156,34 @@ def test_resume_refuses_changed_settings_and_base_url_shares_keys(canvas_server,
     # the same server reached by URL is the same env: nothing to re-run
     assert main([*base, "--base-url", canvas_server.base_url]) == 0
     assert "ran 0 episode(s), skipped 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["nosuch"], "unknown own-loop agent 'nosuch'"),
+        (["uitars"], "uitars needs --endpoint and --model"),
+        (["uitars", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"],
+         "cannot reach the model endpoint"),
+        (["dom", "--tasks", "missing.json"], "task file not found"),
+        (["dom", "--task-ids", "webapp-nosuch"], "the task file has no task webapp-nosuch"),
+        (["dom", "--ports", "80x"], "--ports wants port numbers"),
+        (["opencua", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--path", "/nonexistent"],
+         "opencua needs OSWorld's mm_agents/opencua on --path"),
+        (["fara7b", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--path", "/nonexistent"],
+         "fara7b needs the src/ dir of a microsoft/fara clone"),
+        (["molmoweb", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--path", "/nonexistent"],
+         "molmoweb needs a clone of allenai/molmoweb"),
+    ],
+)  # fmt: skip
+def test_ownloop_mistakes(tmp_path, capsys, monkeypatch, extra, says):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OWNLOOP_PATH", raising=False)
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["ownloop", *extra, "--out", str(out)]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evalkit: error:") and "\n" not in err
+    assert says in err
+    assert not out.exists()

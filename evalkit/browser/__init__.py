@@ -10,7 +10,10 @@ from .chromium import (
     BrowserSession,
     SessionOptions,
     chromium_executable,
+    context_options,
+    emulate_focus,
     launch_options,
+    prepare_context,
 )
 from .computer import ActionError, Screen, add_computer_tools, coordinates_for
 from .keys import KeyNameError, press_sequence, to_playwright
@@ -38,6 +41,9 @@ __all__ = [
     "KeyNameError",
     "anew_session",
     "chromium_executable",
+    "context_options",
+    "emulate_focus",
+    "prepare_context",
     "launch_options",
     "new_session",
     "press_sequence",

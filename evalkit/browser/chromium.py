@@ -153,26 +153,12 @@ class Browser:
 
     async def _new_session(self, opts: SessionOptions) -> BrowserSession:
         browser = await self._chromium()
-        context = await browser.new_context(
-            viewport={"width": opts.width, "height": opts.height},
-            device_scale_factor=1,
-            locale=opts.locale,
-            timezone_id=opts.timezone,
-            java_script_enabled=opts.javascript,
-            reduced_motion="reduce" if opts.reduced_motion else "no-preference",
-            service_workers="block",
-            accept_downloads=False,
-            offline=opts.allow_origins == (),
-        )
+        context = await browser.new_context(**context_options(opts))
         try:
-            if opts.permissions:
-                await context.grant_permissions(list(opts.permissions))
-            if opts.allow_origins is not None:
-                await _restrict(context, opts.allow_origins)
+            await prepare_context(context, opts)
             page = await context.new_page()
             if opts.focus_emulation:
-                cdp = await context.new_cdp_session(page)
-                await cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
+                await emulate_focus(context, page)
         except BaseException:
             await context.close()
             raise
@@ -206,6 +192,36 @@ class Browser:
         with Browser._instance_lock:
             if Browser._instance is self:
                 Browser._instance = None
+
+
+def context_options(opts: SessionOptions) -> dict:
+    """Keyword arguments for Playwright's `browser.new_context` that make a context as `opts` asks. Released
+    agent code that owns its Playwright browser (`launch_options()`) makes its contexts with these too."""
+    return {
+        "viewport": {"width": opts.width, "height": opts.height},
+        "device_scale_factor": 1,
+        "locale": opts.locale,
+        "timezone_id": opts.timezone,
+        "java_script_enabled": opts.javascript,
+        "reduced_motion": "reduce" if opts.reduced_motion else "no-preference",
+        "service_workers": "block",
+        "accept_downloads": False,
+        "offline": opts.allow_origins == (),
+    }
+
+
+async def prepare_context(context: Any, opts: SessionOptions) -> None:
+    """Grant `opts.permissions` and restrict requests to `opts.allow_origins` (async Playwright API)."""
+    if opts.permissions:
+        await context.grant_permissions(list(opts.permissions))
+    if opts.allow_origins is not None:
+        await _restrict(context, opts.allow_origins)
+
+
+async def emulate_focus(context: Any, page: Any) -> None:
+    """Make `page` behave as focused although other pages share the browser."""
+    cdp = await context.new_cdp_session(page)
+    await cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
 
 
 async def _restrict(context: Any, origins: Sequence[str]) -> None:
@@ -282,8 +298,7 @@ class BrowserSession:
         old = self.page
         self.page = await self.context.new_page()
         if self.opts.focus_emulation:
-            cdp = await self.context.new_cdp_session(self.page)
-            await cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
+            await emulate_focus(self.context, self.page)
         try:
             await asyncio.wait_for(old.close(run_before_unload=False), 5)
         except Exception as e:
@@ -311,8 +326,8 @@ class BrowserSession:
         await self.page.mouse.click(x, y, button=button, click_count=clicks, delay=10)
 
     @_hop
-    async def move(self, x: float, y: float) -> None:
-        await self.page.mouse.move(x, y)
+    async def move(self, x: float, y: float, steps: int = 1) -> None:
+        await self.page.mouse.move(x, y, steps=max(1, steps))
 
     @_hop
     async def drag(self, x1: float, y1: float, x2: float, y2: float, steps: int = 8) -> None:
@@ -346,12 +361,23 @@ class BrowserSession:
             await self.page.keyboard.press(combo)
 
     @_hop
+    async def key_press(self, key: str) -> None:
+        """Press one key by its Playwright name ("Enter", "Control+a", ","), without combination parsing."""
+        await self.page.keyboard.press(key)
+
+    @_hop
     async def key_down(self, key: str) -> None:
         await self.page.keyboard.down(key)
 
     @_hop
     async def key_up(self, key: str) -> None:
         await self.page.keyboard.up(key)
+
+    @_hop
+    async def fetch(self, url: str, headers: dict | None = None, timeout: float = 30.0) -> tuple[int, bytes]:
+        """GET `url` as this session (its cookies, sent and stored), not through the page: (status, body)."""
+        r = await self.context.request.get(url, headers=headers or {}, timeout=timeout * 1000)
+        return r.status, await r.body()
 
     @_hop
     async def evaluate(self, script: str, arg: Any = None, timeout: float = 10.0) -> Any:

@@ -6,7 +6,9 @@
 
 EMBEDDED = {
     "canvas": "evalkit.envs.canvas:build_app",
+    "webapp": "evalkit.envs.webapp:build_app",
 }
 
-SURFACES = {"canvas": ("tools",)}
-MODES = {"canvas": ("reference", "description")}
+SURFACES = {"canvas": ("tools",), "webapp": ("gui",)}
+MODES = {"canvas": ("reference", "description"), "webapp": ("task",)}
+"""What each embedded env offers; a batch that names none runs the first of each."""

@@ -42,21 +42,20 @@ def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
     raise EnvError(f"{base_url} did not become healthy within {timeout:.0f}s ({last})")
 
 
-class EnvServer:
-    """An embedded environment served in a background thread. Usable as a context manager or stopped with
-    `stop()`; pass it wherever an environment is expected (`run_episode`, `run_batch`)."""
+class ThreadedServer:
+    """An ASGI app served by uvicorn in a background thread on a loopback port, healthy (`/health`) before
+    the constructor returns; stop with `stop()` or use as a context manager."""
 
-    def __init__(self, name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw: Any):
+    def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", name: str = "app",
+                 **uvicorn_kw: Any):  # fmt: skip
         import uvicorn
 
-        self.name = name
         self.host = host
         self.port = port or free_port(host)
         self.base_url = f"http://{host}:{self.port}"
-        app = build_app(name, **app_kw)
-        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", ws="websockets-sansio")
+        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", **uvicorn_kw)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"evalkit-serve-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name=f"evalkit-{name}", daemon=True)
         self._thread.start()
         try:
             wait_healthy(self.base_url)
@@ -68,11 +67,20 @@ class EnvServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> EnvServer:
+    def __enter__(self) -> ThreadedServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class EnvServer(ThreadedServer):
+    """An embedded environment served in a background thread. Usable as a context manager or stopped with
+    `stop()`; pass it wherever an environment is expected (`run_episode`, `run_batch`)."""
+
+    def __init__(self, name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw: Any):
+        self.name = name
+        super().__init__(build_app(name, **app_kw), port, host, name=f"serve-{name}", ws="websockets-sansio")
 
     def __repr__(self) -> str:
         return f"EnvServer({self.name!r}, {self.base_url})"
