@@ -4,6 +4,11 @@ reset → list tools → opening message (with the target image in `reference` m
 call whose tool calls all go through the environment → frames → submit (on the model's behalf if it never
 did) → an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
 episode unscored (`reward` None, `error_class` set) so that resume runs it again.
+
+An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
+screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
+last tool result (as any computer-use harness does), and uses the screenshots as frames. The turn budget
+defaults to the env's own (`max_turns` in the reset metadata).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from evalkit.types import (
     RESULT_CAP,
     Agent,
     AgentOptions,
+    Call,
     CallRecord,
     EnvSession,
     EpisodeRecord,
@@ -48,6 +54,9 @@ NUDGE = (
 )
 MAX_NUDGES = 3
 NOTES_TAIL = 8000
+DEFAULT_MAX_TURNS = 30
+SCREEN_IMAGE_WINDOW = (12, 4)
+"""The image budget of a computer-use episode given none: a screenshot a turn would outgrow any context."""
 
 AgentFactory = Callable[..., Agent]
 
@@ -63,6 +72,16 @@ def opening_text(meta: dict, mode: str, max_turns: int) -> str:
     else:
         head = "Begin the task described in your instructions."
     return f"{head}\nYou have {max_turns} turns; each turn may call several tools."
+
+
+def screen_note(n_before: int, n_shots: int) -> str:
+    """Which opening images are the screen, when screenshots follow the target (or stand alone)."""
+    if n_shots == 0:
+        return ""
+    if n_before == 0:
+        return "\nThe attached image is a screenshot of the screen as it is now."
+    last = "one is a screenshot" if n_shots == 1 else f"{n_shots} are screenshots"
+    return f"\nThe first image is the target; the last {last} of the screen as it is now."
 
 
 def turns_left_note(left: int) -> str:
@@ -117,7 +136,7 @@ def run_episode(
     surface: str = "tools",
     mode: str = "reference",
     out: str | Path | None = None,
-    max_turns: int = 30,
+    max_turns: int | None = None,
     max_steps: int | None = None,
     episode_timeout: float | None = None,
     frames: bool = True,
@@ -135,7 +154,8 @@ def run_episode(
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
     `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
-    `cancel` stops the episode before its next turn (error_class `cancelled`)."""
+    `cancel` stops the episode before its next turn (error_class `cancelled`). `max_turns` None gives the
+    env's own budget for the surface (reset metadata `max_turns`), else DEFAULT_MAX_TURNS."""
     if isinstance(agent, str):
         parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
     options = options or AgentOptions()
@@ -189,12 +209,14 @@ class _Episode:
         store: FrameStore | None,
         frames: bool,
         options: AgentOptions,
-        max_turns: int,
+        max_turns: int | None,
         episode_timeout: float | None,
         cancel: threading.Event | None = None,
     ):
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
         self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
+        self.keep, self.window = options.keep_images, options.image_window
+        self.shot_tool: str | None = None
         self.usage = Usage()
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
@@ -251,6 +273,12 @@ class _Episode:
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
+        self.max_turns = self.max_turns or _positive(meta.get("max_turns")) or DEFAULT_MAX_TURNS
+        shot_tool = meta.get("screenshot_tool")
+        self.shot_tool = shot_tool if any(t.name == shot_tool for t in tools) else None
+        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
+            self.window = SCREEN_IMAGE_WINDOW
+            rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
         system = str(meta.get("instructions") or "")
         make = make_agent if isinstance(agent_spec, str) else None
         self.agent = agent = (
@@ -261,10 +289,12 @@ class _Episode:
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
-        if self.frames:
-            rec.frame0 = self._save(self._picture("render"))
         images = [target] if target is not None and rec.mode == "reference" else []
-        agent.user(opening_text(meta, rec.mode, self.max_turns), images)
+        shots = self._screenshot().images if self.shot_tool else []
+        if self.frames:
+            rec.frame0 = self._save(shots[-1] if shots else self._picture("render"))
+        text = opening_text(meta, rec.mode, self.max_turns) + screen_note(len(images), len(shots))
+        agent.user(text, images + shots)
 
         done, nudges, last_reward = False, 0, None
         rec.end_reason = "turn_limit"
@@ -275,11 +305,10 @@ class _Episode:
             if self.timeout is not None and time.monotonic() - t0 > self.timeout:
                 rec.end_reason = "deadline"
                 break
-            if self.options.keep_images or self.options.image_window:
-                window = self.options.image_window
-                agent.prune_images(
-                    window[1] if window else self.options.keep_images, window[0] if window else None
-                )
+            if self.window:
+                agent.prune_images(self.window[1], self.window[0])
+            elif self.keep:
+                agent.prune_images(self.keep)
             tm = time.monotonic()
             turn = agent.step()
             model_s = time.monotonic() - tm
@@ -295,52 +324,66 @@ class _Episode:
             )
             env_before = rec.env_seconds
             tool_images: list[Image] = []
-            if turn.calls:
-                nudges = 0
-                pairs = []
-                for call in turn.calls:
-                    if done:
-                        outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
-                    elif call.error is not None:
-                        outcome = ToolOutcome(f"error: {call.error}", is_error=True)
-                        rec.parse_errors += 1
-                    else:
-                        outcome = self._timed_env(session.call, call.name, call.args)
-                        rec.tool_calls += 1
-                        if outcome.is_error:
-                            rec.tool_errors += 1
-                        if outcome.reward is not None:
-                            last_reward = outcome.reward
-                        if outcome.done:
-                            done = True
-                            self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
-                    tool_images += outcome.images
-                    pairs.append((call, outcome))
-                    trec.calls.append(
-                        CallRecord(
-                            id=call.id,
-                            name=call.name,
-                            args=call.args if call.error is None else call.raw,
-                            ok=not outcome.is_error,
-                            result=outcome.text[:RESULT_CAP],
-                            images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
-                            parse_error=call.error is not None,
-                        )
+            shots = []
+            pairs: list[tuple[Call, ToolOutcome]] = []
+            for call in turn.calls:
+                if done:
+                    outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
+                elif call.error is not None:
+                    outcome = ToolOutcome(f"error: {call.error}", is_error=True)
+                    rec.parse_errors += 1
+                else:
+                    outcome = self._timed_env(session.call, call.name, call.args)
+                    rec.tool_calls += 1
+                    if outcome.is_error:
+                        rec.tool_errors += 1
+                    if outcome.reward is not None:
+                        last_reward = outcome.reward
+                    if outcome.done:
+                        done = True
+                        self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+                    if call.name == self.shot_tool and outcome.images:
+                        shots = outcome.images
+                tool_images += outcome.images
+                pairs.append((call, outcome))
+                trec.calls.append(
+                    CallRecord(
+                        id=call.id,
+                        name=call.name,
+                        args=call.args if call.error is None else call.raw,
+                        ok=not outcome.is_error,
+                        result=outcome.text[:RESULT_CAP],
+                        images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
+                        parse_error=call.error is not None,
                     )
-                if not done:
-                    last_call, last_outcome = pairs[-1]
-                    pairs[-1] = (last_call, _with_note(last_outcome, turns_left_note(self.max_turns - n)))
+                )
+            fresh: list[Image] = []
+            if self.shot_tool and not done and not any(c.name == self.shot_tool for c in turn.calls):
+                # As any computer-use harness: the model sees the screen after every turn.
+                extra = self._screenshot()
+                fresh = shots = extra.images or shots
+                if extra.done:
+                    done = True
+                    self._finish(extra, auto=True)
+            if pairs:
+                nudges = 0
+                last_call, last_outcome = pairs[-1]
+                note = "" if done else turns_left_note(self.max_turns - n)
+                pairs[-1] = (last_call, _with(last_outcome, note, fresh))
+                if self.frames:
+                    trec.calls[-1].images += [p for p in map(self._save, fresh) if p]
                 agent.results(pairs)
             elif not done:
                 nudges += 1
                 if nudges >= MAX_NUDGES:
                     rec.end_reason = "no_tool_call"
                 else:
-                    agent.user(NUDGE + turns_left_note(self.max_turns - n))
+                    agent.user(NUDGE + turns_left_note(self.max_turns - n), fresh)
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
             if self.frames:
-                frame = self._picture("render") or (tool_images[-1] if tool_images else None)
+                frame = shots[-1] if shots else None
+                frame = frame or self._picture("render") or (tool_images[-1] if tool_images else None)
                 trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
@@ -357,6 +400,10 @@ class _Episode:
         doc = getattr(session, "document", None)
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
 
+    def _screenshot(self) -> ToolOutcome:
+        """The env's screenshot tool, called by the loop (not a model call: no step of the model's)."""
+        return self._timed_env(self.session.call, self.shot_tool, {})
+
     def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
         """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step
         limit); after it, the loop submitted on the model's behalf and the end reason says why it had to."""
@@ -368,16 +415,21 @@ class _Episode:
             rec.end_reason = "auto_submitted" if auto else "submitted"
 
 
-def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+def _with(outcome: ToolOutcome, note: str, images: list[Image]) -> ToolOutcome:
+    """`outcome` with a note on its text and more images, as it is sent to the model."""
     return ToolOutcome(
         outcome.text + note,
-        outcome.images,
+        outcome.images + images,
         outcome.is_error,
         outcome.done,
         outcome.reward,
         outcome.grade,
         outcome.metadata,
     )
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _cost(model: str, usage: Usage) -> float | None:

@@ -33,10 +33,10 @@ def test_submit_records_grade_frames_and_usage(canvas_server, tmp_path):
     assert rec.tool_calls == 3 and rec.n_turns == 2
     # the opening message carries the target image in reference mode
     text, images = agent.users[0]
-    assert len(images) == 1 and images[0].mime == "image/jpeg" and "30 turns" in text
+    assert len(images) == 1 and images[0].mime == "image/jpeg" and "60 turns" in text
     # each result batch ends with the turns-left note; view_canvas came back as an image
     first = agent.results_seen[0]
-    assert first[-1][1].text.endswith("[29 turns left]")
+    assert first[-1][1].text.endswith("[59 turns left]")
     assert first[1][1].images and first[1][1].images[0].mime == "image/png"
     # pictures are stored inside the run, content-addressed, and the record points at them
     for rel in [

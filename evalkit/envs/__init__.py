@@ -8,5 +8,8 @@ EMBEDDED = {
     "canvas": "evalkit.envs.canvas:build_app",
 }
 
-SURFACES = {"canvas": ("tools",)}
+SURFACES = {"canvas": ("tools", "html", "gui")}
 MODES = {"canvas": ("reference", "description")}
+SCREEN_SURFACES = {"canvas": ("gui",)}
+"""Surfaces a model sees as a screen: skins and screen coordinates (`--skins`, `--coordinates`) apply."""
+SKINS = {"canvas": ("classic", "midnight", "studio", "paper")}
