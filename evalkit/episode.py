@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -369,7 +369,7 @@ class _Episode:
                 nudges = 0
                 last_call, last_outcome = pairs[-1]
                 note = "" if done else turns_left_note(self.max_turns - n)
-                pairs[-1] = (last_call, _with(last_outcome, note, fresh))
+                pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
                 if self.frames:
                     trec.calls[-1].images += [p for p in map(self._save, fresh) if p]
                 agent.results(pairs)
@@ -415,11 +415,11 @@ class _Episode:
             rec.end_reason = "auto_submitted" if auto else "submitted"
 
 
-def _with(outcome: ToolOutcome, note: str, images: list[Image]) -> ToolOutcome:
+def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
     """`outcome` with a note on its text and more images, as it is sent to the model."""
     return ToolOutcome(
         outcome.text + note,
-        outcome.images + images,
+        [*outcome.images, *images],
         outcome.is_error,
         outcome.done,
         outcome.reward,
