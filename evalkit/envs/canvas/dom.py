@@ -3,8 +3,8 @@
 `readback.js` measures what Chromium painted (boxes, SVG shapes and lines, runs of text, the background,
 bottom to top); `to_doc` decides what each one is, by the rules the html instructions state:
 
-- a box with a visible background or border is a rect, or an ellipse when its corners are rounded to at
-  least half its width and height; its border is the outline;
+- a box with a visible background or border is a rect, or an ellipse when every corner is rounded by 50% or
+  more (a px radius, however large, is a rounded rect); its border is the outline;
 - a box at most `THIN` px thick and at least `ELONGATED` times as long, or a rotated box at most
   `ROTATED_THIN` px thick, is a line along its long side; an SVG `<line>` is a line;
 - the text directly inside an element is a text element whose top-left is the top of a font-size tall box
@@ -75,8 +75,7 @@ def _box(item: dict, under: tuple[int, int, int]) -> Element | None:
         if w >= h:
             return _line(cx - w / 2, cy, cx + w / 2, cy, colour, h)
         return _line(cx, cy - h / 2, cx, cy + h / 2, colour, w)
-    round_ = float(item.get("round") or 0.0)
-    kind = "ellipse" if round_ >= 0.98 else "rect"
+    kind = "ellipse" if item.get("ellipse") else "rect"
     sw = min(float(MAX_STROKE), float(item.get("stroke_width") or 0.0)) if stroke else 0.0
     radius = max(0.0, float(item.get("radius") or 0.0)) if kind == "rect" else 0.0
     return Element("", kind, cx - w / 2, cy - h / 2, w, h, fill=fill, stroke=stroke, stroke_width=sw,
@@ -123,6 +122,7 @@ def to_doc(raw: dict, width: int, height: int) -> Doc:
             continue
         if not elements and _covers(el, width, height):
             bg = el.fill or bg
+            under = tuple(int(bg[i : i + 2], 16) for i in (1, 3, 5))  # what translucent boxes show over
             continue
         elements.append(el)
         if len(elements) >= MAX_ELEMENTS:

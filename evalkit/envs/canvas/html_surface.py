@@ -9,6 +9,7 @@ the agent as its mistake.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -87,7 +88,7 @@ class HtmlPage:
 
     async def screenshot(self) -> bytes:
         try:
-            return await self.session.screenshot("png")
+            return await asyncio.wait_for(self.session.screenshot("png"), SHOT_S)
         except Exception:
             if not self.session.alive:
                 raise

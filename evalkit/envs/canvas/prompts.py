@@ -143,8 +143,8 @@ How the page is read back into elements and graded (as on every surface of this 
   covers the whole canvas counts as the background too.
 - Boxes: every element with a visible background colour or border is a rect at its border box (e.g.
   position: absolute with left, top, width, height and box-sizing: border-box). Its border is the
-  outline (border colour, border width); border-radius in px is the corner radius. A box whose corners are
-  rounded to at least half its width and height (border-radius: 50%) is an ellipse.
+  outline (border colour, border width); border-radius in px is the corner radius. A box whose every corner
+  is rounded by 50% or more (border-radius: 50%) is an ellipse.
 - Lines: an SVG <line> (stroke, stroke-width) in an inline <svg>; or a box at most 6 px thick and at least
   4 times as long (a line through its middle, as thick as the box, in its colour); or a box turned with
   transform: rotate(...) at most 12 px thick (a line along its long side through its centre).

@@ -43,6 +43,12 @@
     const one = (p, size) => (p.endsWith("%") ? parseFloat(p) / 100 * size : parseFloat(p) || 0);
     return [one(parts[0] || "0", w), one(parts[1] || parts[0] || "0", h)];
   }
+  // An ellipse is a box whose every corner is rounded by 50% or more: a px radius, however large, is a
+  // rounded rect (CSS then draws a pill, as the canvas does for a rect with a large radius).
+  function elliptical(value) {
+    const parts = value.split(" ").filter(Boolean);
+    return parts.length > 0 && parts.every((p) => p.endsWith("%") && parseFloat(p) >= 50);
+  }
   function onScreen(x0, y0, x1, y1) {
     return x1 > 0 && y1 > 0 && x0 < W && y0 < H && x1 - x0 > 0.1 && y1 - y0 > 0.1;
   }
@@ -68,11 +74,10 @@
       w *= Math.hypot(m.a, m.b);
       h *= Math.hypot(m.c, m.d);
     }
-    const corners = ["TopLeft", "TopRight", "BottomRight", "BottomLeft"]
-      .map((c) => radius(cs[`border${c}Radius`], w, h));
+    const corners = ["TopLeft", "TopRight", "BottomRight", "BottomLeft"].map((c) => cs[`border${c}Radius`]);
     items.push({ type: "box", cx: r.left + r.width / 2, cy: r.top + r.height / 2, w, h, angle, fill,
-                 stroke, stroke_width: stroke ? bw : 0, radius: Math.min(...corners[0]),
-                 round: Math.min(...corners.map((c) => Math.min(c[0] / (w / 2 || 1), c[1] / (h / 2 || 1)))) });
+                 stroke, stroke_width: stroke ? bw : 0, radius: Math.min(...radius(corners[0], w, h)),
+                 ellipse: corners.every(elliptical) });
     owners.push(el);
   }
 
@@ -127,7 +132,7 @@
       if (!fill && !stroke) return;
       const rx = tag === "rect" ? (el.rx.baseVal.value || el.ry.baseVal.value || 0) * scale : 0;
       items.push({ type: "box", cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, w: x1 - x0, h: y1 - y0, angle: 0, fill,
-                   stroke, stroke_width: stroke ? sw : 0, radius: rx, round: tag === "rect" ? 0 : 1 });
+                   stroke, stroke_width: stroke ? sw : 0, radius: rx, ellipse: tag !== "rect" });
     }
     owners.push(el);
   }
