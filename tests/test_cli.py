@@ -25,6 +25,8 @@ RANDOM = ["--models", "baseline:random"]
         ([*RANDOM, "--concurrency", "many"], "expected a number"),
         ([*RANDOM, "--image-window", "3"], "MAX,KEEP"),
         ([*RANDOM, "--surfaces", "paint"], "no surface paint"),
+        ([*RANDOM, "--surfaces", "gui", "--skins", "neon"], "no skin neon"),
+        ([*RANDOM, "--coordinates", "polar"], "invalid choice: 'polar'"),
         ([*RANDOM, "--subset", "lite"], "need --evalset"),
         (["--models", "baseline:random@loud"], "unknown thinking level"),
         (["--models", "baseline:nosuch"], "unknown baseline 'nosuch'"),
