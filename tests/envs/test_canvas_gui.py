@@ -62,6 +62,12 @@ def test_reset_declares_a_screen(client):
     assert shot(client).shape == (800, 1280, 3)
 
 
+def test_a_person_can_open_the_editor(canvas_server):
+    page = httpx.get(f"{canvas_server.base_url}/editor/midnight", params={"width": 960, "height": 540})
+    assert page.status_code == 200 and 'class="skin-midnight"' in page.text and '"width": 960' in page.text
+    assert httpx.get(f"{canvas_server.base_url}/editor/neon").status_code == 404
+
+
 def test_skins_place_the_editor_differently(client):
     places = {}
     for skin in SKINS:
