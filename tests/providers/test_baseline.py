@@ -388,3 +388,16 @@ def test_the_same_target_grades_alike_on_every_surface(canvas_server):
         }
         low, high = min(rewards.values()), max(rewards.values())
         assert low >= 0.97 and high - low <= 0.02, rewards
+
+
+def test_tracer_on_a_screen_without_a_canvas_finishes_cleanly():
+    """A computer-use env that is not the canvas (a web app): nothing to trace, no tool it lacks."""
+    screen = PILImage.new("RGB", (1280, 800), "#334455")
+    tools = [ToolSpec(n) for n in ("screenshot", "click", "drag", "type_text", "press_key")]
+    agent = create("tracer", system="Log in and open the admin page.", tools=tools)
+    agent.user("go", [Image.from_pil(screen)])
+    assert agent.step().calls == []
+    on_canvas = create("tracer", system="A canvas editor, 800 x 600 pixels.", tools=tools)
+    on_canvas.user("go", [Image.from_pil(screen)])
+    turn = on_canvas.step()  # a canvas it cannot find on the screen: it says so and stops
+    assert turn.calls == [] and "cannot find" in turn.text

@@ -130,8 +130,6 @@ def register(mcp: Any, current: Callable[[], Episode], fail: Callable[[str], Exc
         ep.set_doc(doc)
         return json.dumps(doc.to_dict())
 
-    return None
-
 
 async def screenshot(ep: Episode, fail: Callable[[str], Exception]) -> bytes:
     """`view_canvas` on the html surface: the page as Chromium draws it."""

@@ -37,8 +37,9 @@ _FIELD_LIST = re.compile(
 )
 
 
-def usable(tool_names: set[str]) -> bool:
-    return NEEDED <= tool_names
+def usable(tool_names: set[str], system: str) -> bool:
+    """Computer-use tools on a screen that shows a canvas to draw on (not any web page)."""
+    return NEEDED <= tool_names and "canvas" in system.lower()
 
 
 def read_controls(system: str) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -75,18 +76,17 @@ def find_canvas(screen: np.ndarray, width: int, height: int) -> tuple[float, flo
 
 
 def _value(el: dict, field: str) -> str:
+    """What to type into a field for an element (add_element arguments, canvas pixels)."""
     v = el.get(field)
-    if field in ("fill",):
+    if field == "fill":
         return v or "#000000"
     if field == "stroke":
         return v or "none"
     if field == "text":
         return str(v or "Text")
-    if field == "font_size":
-        v = v or 16
-    elif field in ("stroke_width", "radius"):
-        v = v or (2 if field == "stroke_width" and el["kind"] == "line" else 0)
-    v = round(float(v or 0), 2)
+    if not v:
+        v = {"font_size": 16, "stroke_width": 2 if el["kind"] == "line" else 0}.get(field, 0)
+    v = round(float(v), 2)
     return str(int(v)) if v == int(v) else str(v)
 
 
@@ -95,8 +95,9 @@ def play(agent) -> Plan:
     canvas = CanvasInfo(info.width, info.height, normalized=False)
     shot = np.asarray(agent.images[-1].to_pil().convert("RGB")) if agent.images else None
     found = find_canvas(shot, canvas.width, canvas.height) if shot is not None else None
+    finish = [("submit", {})] if "submit" in agent.tool_names else []
     if found is None:
-        yield "I cannot find the editor's canvas on the screen; submitting", [("submit", {})]
+        yield "I cannot find the editor's canvas on the screen", finish
         return
     left, top, scale = found
     sh, sw = shot.shape[:2]
@@ -131,4 +132,5 @@ def play(agent) -> Plan:
             calls += [("press_key", {"keys": "Tab"}), ("type_text", {"text": _value(el, field)})]
         calls.append(("press_key", {"keys": "Enter"}))
         yield f"drawing element {n}/{len(elements)}: a {kind}, then typing its properties", calls
-    yield "submitting", [("submit", {})]
+    if finish:
+        yield "submitting", finish

@@ -128,7 +128,7 @@ class TracerAgent(ScriptedAgent):
             yield from self._tools()
         elif "set_html" in self.tool_names:
             yield from html_policy.play(self)
-        elif gui_policy.usable(self.tool_names):
+        elif gui_policy.usable(self.tool_names, self.system):
             yield from gui_policy.play(self)
         elif "submit" in self.tool_names:
             # Not a canvas: nothing to trace. Finish cleanly rather than call tools that do not exist.
