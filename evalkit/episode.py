@@ -13,6 +13,7 @@ defaults to the env's own (`max_turns` in the reset metadata).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -29,7 +30,6 @@ from evalkit.types import (
     RESULT_CAP,
     Agent,
     AgentOptions,
-    Call,
     CallRecord,
     EnvSession,
     EpisodeRecord,
@@ -215,8 +215,8 @@ class _Episode:
     ):
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
         self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
-        self.keep, self.window = options.keep_images, options.image_window
         self.shot_tool: str | None = None
+        self.shot: Image | None = None
         self.usage = Usage()
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
@@ -273,12 +273,7 @@ class _Episode:
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
-        self.max_turns = self.max_turns or _positive(meta.get("max_turns")) or DEFAULT_MAX_TURNS
-        shot_tool = meta.get("screenshot_tool")
-        self.shot_tool = shot_tool if any(t.name == shot_tool for t in tools) else None
-        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
-            self.window = SCREEN_IMAGE_WINDOW
-            rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
+        self._screen(meta, tools)
         system = str(meta.get("instructions") or "")
         make = make_agent if isinstance(agent_spec, str) else None
         self.agent = agent = (
@@ -305,10 +300,11 @@ class _Episode:
             if self.timeout is not None and time.monotonic() - t0 > self.timeout:
                 rec.end_reason = "deadline"
                 break
-            if self.window:
-                agent.prune_images(self.window[1], self.window[0])
-            elif self.keep:
-                agent.prune_images(self.keep)
+            if self.options.keep_images or self.options.image_window:
+                window = self.options.image_window
+                agent.prune_images(
+                    window[1] if window else self.options.keep_images, window[0] if window else None
+                )
             tm = time.monotonic()
             turn = agent.step()
             model_s = time.monotonic() - tm
@@ -324,56 +320,46 @@ class _Episode:
             )
             env_before = rec.env_seconds
             tool_images: list[Image] = []
-            shots = []
-            pairs: list[tuple[Call, ToolOutcome]] = []
-            for call in turn.calls:
-                if done:
-                    outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
-                elif call.error is not None:
-                    outcome = ToolOutcome(f"error: {call.error}", is_error=True)
-                    rec.parse_errors += 1
-                else:
-                    outcome = self._timed_env(session.call, call.name, call.args)
-                    rec.tool_calls += 1
-                    if outcome.is_error:
-                        rec.tool_errors += 1
-                    if outcome.reward is not None:
-                        last_reward = outcome.reward
-                    if outcome.done:
-                        done = True
-                        self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
-                    if call.name == self.shot_tool and outcome.images:
-                        shots = outcome.images
-                tool_images += outcome.images
-                pairs.append((call, outcome))
-                trec.calls.append(
-                    CallRecord(
-                        id=call.id,
-                        name=call.name,
-                        args=call.args if call.error is None else call.raw,
-                        ok=not outcome.is_error,
-                        result=outcome.text[:RESULT_CAP],
-                        images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
-                        parse_error=call.error is not None,
-                    )
-                )
-            fresh: list[Image] = []
-            if self.shot_tool and not done and not any(c.name == self.shot_tool for c in turn.calls):
-                # As any computer-use harness: the model sees the screen after every turn.
-                extra = self._screenshot()
-                fresh = shots = extra.images or shots
-                if extra.done:
-                    done = True
-                    self._finish(extra, auto=True)
-            if pairs:
+            if turn.calls:
                 nudges = 0
-                last_call, last_outcome = pairs[-1]
-                note = "" if done else turns_left_note(self.max_turns - n)
-                pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
-                if self.frames:
-                    trec.calls[-1].images += [p for p in map(self._save, fresh) if p]
+                pairs = []
+                for call in turn.calls:
+                    if done:
+                        outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
+                    elif call.error is not None:
+                        outcome = ToolOutcome(f"error: {call.error}", is_error=True)
+                        rec.parse_errors += 1
+                    else:
+                        outcome = self._timed_env(session.call, call.name, call.args)
+                        rec.tool_calls += 1
+                        if outcome.is_error:
+                            rec.tool_errors += 1
+                        if outcome.reward is not None:
+                            last_reward = outcome.reward
+                        if outcome.done:
+                            done = True
+                            self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+                    tool_images += outcome.images
+                    pairs.append((call, outcome))
+                    trec.calls.append(
+                        CallRecord(
+                            id=call.id,
+                            name=call.name,
+                            args=call.args if call.error is None else call.raw,
+                            ok=not outcome.is_error,
+                            result=outcome.text[:RESULT_CAP],
+                            images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
+                            parse_error=call.error is not None,
+                        )
+                    )
+                fresh, done = self._look(turn, pairs, done, trec)
+                if not done:
+                    last_call, last_outcome = pairs[-1]
+                    note = turns_left_note(self.max_turns - n)
+                    pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
                 agent.results(pairs)
             elif not done:
+                fresh, done = self._look(turn, [], done, trec)
                 nudges += 1
                 if nudges >= MAX_NUDGES:
                     rec.end_reason = "no_tool_call"
@@ -382,8 +368,7 @@ class _Episode:
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
             if self.frames:
-                frame = shots[-1] if shots else None
-                frame = frame or self._picture("render") or (tool_images[-1] if tool_images else None)
+                frame = self.shot or self._picture("render") or (tool_images[-1] if tool_images else None)
                 trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
@@ -400,9 +385,39 @@ class _Episode:
         doc = getattr(session, "document", None)
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
 
+    def _screen(self, meta: dict, tools: list) -> None:
+        """Settle the turn budget, and whether the env shows a screen (`screenshot_tool`): then, unless the
+        user set an image budget, old screenshots are dropped (SCREEN_IMAGE_WINDOW, the opening kept)."""
+        self.max_turns = self.max_turns or _positive(meta.get("max_turns")) or DEFAULT_MAX_TURNS
+        name = meta.get("screenshot_tool")
+        self.shot_tool = name if any(t.name == name for t in tools) else None
+        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
+            self.options = dataclasses.replace(self.options, image_window=SCREEN_IMAGE_WINDOW)
+            self.rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
+
     def _screenshot(self) -> ToolOutcome:
         """The env's screenshot tool, called by the loop (not a model call: no step of the model's)."""
         return self._timed_env(self.session.call, self.shot_tool, {})
+
+    def _look(self, turn: Any, pairs: list, done: bool, trec: TurnRecord) -> tuple[list[Image], bool]:
+        """The screen after a turn, on an env that shows one: the model's own newest screenshot, else a fresh
+        one the loop takes to go with the model's last result (or the nudge). Returns (the fresh images,
+        whether the episode is over)."""
+        self.shot = None
+        if not self.shot_tool:
+            return [], done
+        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
+        if own or done or any(c.name == self.shot_tool for c in turn.calls):
+            self.shot = own[-1] if own else None
+            return [], done
+        extra = self._screenshot()
+        if extra.done:
+            self._finish(extra, auto=True)
+        if extra.images:
+            self.shot = extra.images[-1]
+            if self.frames and trec.calls:
+                trec.calls[-1].images += [p for p in map(self._save, extra.images) if p]
+        return list(extra.images), done or extra.done
 
     def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
         """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step
@@ -416,7 +431,7 @@ class _Episode:
 
 
 def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
-    """`outcome` with a note on its text and more images, as it is sent to the model."""
+    """`outcome` as it is sent to the model: a note on its text, and more images (a fresh screenshot)."""
     return ToolOutcome(
         outcome.text + note,
         [*outcome.images, *images],
