@@ -1,4 +1,4 @@
-"""run_batch: models × surfaces × modes × tasks × repeats, run concurrently into one run directory.
+"""run_batch: models × surfaces × modes × tasks × skins × repeats, run concurrently into one run directory.
 
 Each finished episode is appended to `trace.jsonl` at once, so a killed batch loses at most the episodes in
 flight. Rerunning into the same directory (resume) runs only the jobs whose key is missing or whose latest
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs import EMBEDDED, MODES, SURFACES
+from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
 from evalkit.envs.openenv import env_identity
 from evalkit.episode import run_episode
 from evalkit.errors import ConfigError, EnvError
@@ -41,6 +41,10 @@ class Job:
     repeat: int
     key: str
     evalset_task: str | None = None
+    skin: str | None = None
+    """None: the env's default skin for the task."""
+    coordinates: str | None = None
+    """Screen coordinates asked of the env (None: its default)."""
 
 
 @dataclass
@@ -110,6 +114,21 @@ def select_tasks(
     return [({"split": split, "index": i}, f"{env_name}-{split}-{i:04d}") for i in idx], None
 
 
+COORDINATES = ("auto", "pixels", "normalized")
+
+
+def job_coordinates(choice: str | None, model: str, env_name: str, surface: str) -> str | None:
+    """What to ask the env for: `auto` picks by model on the surfaces that show a screen (normalised for
+    open VLMs, pixels for Claude and GPT) and leaves the others to the env; an explicit choice goes as is."""
+    if choice not in (None, "auto"):
+        return choice
+    if surface in SCREEN_SURFACES.get(env_name, ()):
+        from evalkit.browser.computer import coordinates_for
+
+        return coordinates_for(model, "auto")
+    return None
+
+
 def plan_jobs(
     models: list[str],
     env_name: str,
@@ -118,17 +137,23 @@ def plan_jobs(
     modes: list[str],
     repeats: int,
     evalset_id: str | None = None,
-    skin: str | None = None,
+    skins: list[str] | None = None,
+    coordinates: str | None = "auto",
 ) -> list[Job]:
-    """Jobs ordered task-major, so that a batch cut short still has every model on the same tasks."""
+    """Jobs ordered task-major, so that a batch cut short still has every model on the same tasks. Skins
+    multiply only the surfaces that show a screen (every surface of an env evalkit does not know)."""
+    screens = SCREEN_SURFACES.get(env_name)
     jobs = []
     for r in range(repeats):
         for task, ident in tasks:
             for surface in surfaces:
-                for mode in modes:
-                    for m in models:
-                        key = episode_key(m, env_name, surface, mode, ident, skin, r)
-                        jobs.append(Job(m, surface, mode, task, ident, r, key, evalset_id))
+                skinned = skins and (screens is None or surface in screens)
+                for skin in skins if skinned else [None]:
+                    for mode in modes:
+                        for m in models:
+                            key = episode_key(m, env_name, surface, mode, ident, skin, r)
+                            coords = job_coordinates(coordinates, m, env_name, surface)
+                            jobs.append(Job(m, surface, mode, task, ident, r, key, evalset_id, skin, coords))
     return jobs
 
 
@@ -157,10 +182,10 @@ def run_batch(
     surfaces: list[str] | str | None = None,
     modes: list[str] | str | None = None,
     repeats: int = 1,
-    skin: str | None = None,
-    coordinates: str | None = None,
+    skins: list[str] | str | None = None,
+    coordinates: str | None = "auto",
     concurrency: int = 4,
-    max_turns: int = 30,
+    max_turns: int | None = None,
     max_steps: int | None = None,
     episode_timeout: float | None = None,
     frames: bool = True,
@@ -173,14 +198,17 @@ def run_batch(
     """Run every job that `out` does not already hold cleanly; return the Run.
 
     `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv MCP server, or the name of an
-    embedded environment (served for the length of the batch). Every configuration mistake — unknown
-    provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad
-    evalset, empty selection — raises ConfigError before the run directory exists.
+    embedded environment (served for the length of the batch). `skins` runs each task of a screen surface in
+    each skin (default: the env's skin for the task); `coordinates` is `auto` (by model), `pixels` or
+    `normalized`; `max_turns` None gives each surface the env's own budget. Every configuration mistake —
+    unknown provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image
+    budgets, bad evalset, empty selection — raises ConfigError before the run directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down.
     """
     models, surfaces, modes = _as_list(models), _as_list(surfaces), _as_list(modes)
+    skins = _as_list(skins) or None
     if not models:
         raise ConfigError("no models given")
     for m in models:
@@ -189,8 +217,10 @@ def run_batch(
     if options is not None:
         check_budget(options.keep_images, options.image_window)
     check_endpoints(models)
-    if concurrency < 1 or max_turns < 1 or repeats < 1:
+    if concurrency < 1 or (max_turns is not None and max_turns < 1) or repeats < 1:
         raise ConfigError("--concurrency, --max-turns and --repeats must be ≥ 1")
+    if coordinates not in (None, *COORDINATES):
+        raise ConfigError(f"unknown coordinates {coordinates!r}: use {', '.join(COORDINATES)}")
     served = None
     if isinstance(env, str) and "://" not in env:
         if env not in EMBEDDED:
@@ -203,7 +233,11 @@ def run_batch(
     # None: the env's first surface and mode (tools / reference for envs evalkit does not embed).
     surfaces = surfaces or list(SURFACES.get(name, ("tools",))[:1])
     modes = modes or list(MODES.get(name, ("reference",))[:1])
-    for what, asked, known in (("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))):
+    checks = [("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))]
+    if skins:
+        # An embedded env without skins has none to choose from; a foreign env's skins are its own business.
+        checks.append(("skin", skins, SKINS.get(name, () if name in EMBEDDED else None)))
+    for what, asked, known in checks:
         bad = [x for x in asked if known is not None and x not in known]
         if bad or not asked:
             raise ConfigError(
@@ -222,7 +256,7 @@ def run_batch(
         start=start,
         stride=stride,
     )
-    jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skin)
+    jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skins, coordinates)
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -246,6 +280,8 @@ def run_batch(
         "limit": limit,
         "split": None if evalset else split,
         "repeats": repeats,
+        "skins": skins,
+        "coordinates": coordinates,
         "max_turns": max_turns,
         "max_steps": max_steps,
         "episode_timeout": episode_timeout,
@@ -262,8 +298,6 @@ def run_batch(
         episode_timeout=episode_timeout,
         frames=frames,
         options=options,
-        skin=skin,
-        coordinates=coordinates,
         health=health if health is not None else ProviderHealth(),
         preflight=False,
     )
@@ -278,7 +312,7 @@ def run_batch(
 
 
 # Settings that change what an episode is: resuming with other values would mix incomparable records.
-_OUTCOME_SETTINGS = ("max_turns", "max_steps", "episode_timeout")
+_OUTCOME_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
 _OUTCOME_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
 
 
@@ -299,21 +333,27 @@ def _check_resume(out: Path, meta: dict) -> None:
 
 
 def _preflight(env: Any, jobs: list[Job], explicit: bool) -> None:
-    """Reset the first task (and every task named by --task-ids without an evalset) once: a split or task
-    the env refuses is the user's mistake, better said now than recorded as an env error per episode."""
+    """Reset the first task on each surface (and every task named by --task-ids without an evalset) once: a
+    split, task or skin the env refuses, or a surface it cannot open (no Chromium), is the user's mistake,
+    better said now than recorded as an env error per episode."""
     if not jobs:
         return
     from evalkit.episode import _session
 
-    probes = {j.ident: j.task for j in (jobs if explicit else jobs[:1])}
+    first = jobs[0].ident
+    probes: dict[tuple, Job] = {}
+    for j in jobs if explicit else [j for j in jobs if j.ident == first]:
+        probes.setdefault((j.ident, j.surface, j.skin, j.coordinates), j)
     session = None
     try:
         session = _session(env)
-        for ident, task in probes.items():
+        for job in probes.values():
+            asked = dict(surface=job.surface, mode=job.mode, skin=job.skin, coordinates=job.coordinates)
             try:
-                session.reset(**{**task, "surface": jobs[0].surface, "mode": jobs[0].mode})
+                session.reset(**job.task, **asked)
             except EnvError as e:
-                raise ConfigError(f"the environment refused task {ident}: {e}") from None
+                where = f"task {job.ident}" + (f" on surface {job.surface}" if job.surface != "tools" else "")
+                raise ConfigError(f"the environment refused {where}: {e}") from None
     except EnvError as e:
         raise ConfigError(str(e)) from None
     finally:
@@ -364,6 +404,8 @@ def _execute(
             repeat=job.repeat,
             evalset_task=job.evalset_task,
             task_key=job.ident,
+            skin=job.skin,
+            coordinates=job.coordinates,
             store_dir=out,
             env_name=env_name,
             cancel=stopping,

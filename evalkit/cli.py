@@ -85,8 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
     r.add_argument("--surfaces", type=_csv, help="default: the env's first (canvas: tools, webapp: gui)")
     r.add_argument("--modes", type=_csv, help="default: the env's first (canvas: reference, webapp: task)")
+    r.add_argument(
+        "--skins", type=_csv, help="screen surfaces: run each task in each skin (default: one skin per task)"
+    )
+    r.add_argument(
+        "--coordinates",
+        choices=("auto", "pixels", "normalized"),
+        default="auto",
+        help="screen coordinates; auto: a 0-1000 grid for hf: and vllm: models, pixels otherwise",
+    )
     r.add_argument("--repeats", type=_positive(int), default=1)
-    r.add_argument("--max-turns", type=_positive(int), default=30)
+    r.add_argument(
+        "--max-turns", type=_positive(int), help="model turns per episode (default: the env's per surface)"
+    )
     r.add_argument("--max-steps", type=_positive(int), help="tool calls before the env ends the episode")
     r.add_argument("--episode-timeout", type=_positive(float), help="wall-clock seconds per episode")
     r.add_argument("--concurrency", type=_positive(int), default=4)
@@ -205,6 +216,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         stride=a.stride,
         surfaces=a.surfaces,
         modes=a.modes,
+        skins=a.skins,
+        coordinates=a.coordinates,
         repeats=a.repeats,
         concurrency=a.concurrency,
         max_turns=a.max_turns,

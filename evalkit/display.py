@@ -41,8 +41,15 @@ def load(run_dir: str | Path, key: str | None = None, offset: int | None = None)
     return attach(rec, run_dir)
 
 
-def thumbnail(run_dir: str | Path | None, rel: str | None, width: int = 160) -> str | None:
-    """An <img> of the run file `rel` as inline base64, scaled to `width`; None if it is missing or unsafe."""
+def thumbnail(
+    run_dir: str | Path | None,
+    rel: str | None,
+    width: int = 160,
+    turn: Any = None,
+    coordinates: str | None = None,
+) -> str | None:
+    """An <img> of the run file `rel` as inline base64, scaled to `width`; None if it is missing or unsafe.
+    With a turn, its computer-use actions are drawn where they landed."""
     if run_dir is None or not rel:
         return None
     path = traces.safe_path(run_dir, rel)
@@ -51,7 +58,11 @@ def thumbnail(run_dir: str | Path | None, rel: str | None, width: int = 160) -> 
     try:
         from PIL import Image
 
-        with Image.open(path) as im:
+        from evalkit.marks import marked
+
+        data = path.read_bytes()
+        data = (marked(data, turn.calls, coordinates) if turn is not None else None) or data
+        with Image.open(io.BytesIO(data)) as im:
             im = im.convert("RGB")
             if im.width > width:
                 im = im.resize((width, max(1, round(im.height * width / im.width))))
@@ -82,8 +93,10 @@ def _kv_table(d: dict) -> str:
     return f"<table><tr>{cells}</tr><tr>{vals}</tr></table>"
 
 
-def _figure(run_dir: Any, rel: str | None, caption: str, width: int) -> str:
-    img = thumbnail(run_dir, rel, width)
+def _figure(
+    run_dir: Any, rel: str | None, caption: str, width: int, turn: Any = None, coords: str | None = None
+) -> str:
+    img = thumbnail(run_dir, rel, width, turn, coords)
     why = "(no run dir)" if run_dir is None else "(missing)"
     body = img if img else f'<div class="muted" style="width:{width}px">{why}</div>'
     return f"<figure>{body}<figcaption>{_e(caption)}</figcaption></figure>"
@@ -123,11 +136,11 @@ def record_html(
     figs = []
     if rec.target:
         figs.append(_figure(run_dir, rec.target, "target", width))
-    frames = [(t.turn, t.frame) for t in rec.turns if t.frame]
+    frames = [t for t in rec.turns if t.frame]
     if len(frames) > max_frames:  # first and last frames tell most; the middle is sampled evenly
         step = (len(frames) - 1) / (max_frames - 1)
         frames = [frames[round(i * step)] for i in range(max_frames)]
-    figs += [_figure(run_dir, f, f"turn {n}", width) for n, f in frames]
+    figs += [_figure(run_dir, t.frame, f"turn {t.turn}", width, t, rec.coordinates) for t in frames]
     if rec.render:
         figs.append(_figure(run_dir, rec.render, "final render", width))
     if figs:

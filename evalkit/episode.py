@@ -4,16 +4,22 @@ reset → list tools → opening message (with the target image in `reference` m
 call whose tool calls all go through the environment → frames → submit (on the model's behalf if it never
 did) → an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
 episode unscored (`reward` None, `error_class` set) so that resume runs it again.
+
+An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
+screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
+last tool result (as any computer-use harness does), and uses the screenshots as frames. The turn budget
+defaults to the env's own (`max_turns` in the reset metadata).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,9 @@ NUDGE = (
 )
 MAX_NUDGES = 3
 NOTES_TAIL = 8000
+DEFAULT_MAX_TURNS = 30
+SCREEN_IMAGE_WINDOW = (12, 4)
+"""The image budget of a computer-use episode given none: a screenshot a turn would outgrow any context."""
 
 AgentFactory = Callable[..., Agent]
 
@@ -67,6 +76,16 @@ def opening_text(meta: dict, mode: str, max_turns: int) -> str:
     else:
         head = "Begin the task described in your instructions."
     return f"{head}\nYou have {max_turns} turns; each turn may call several tools."
+
+
+def screen_note(n_before: int, n_shots: int) -> str:
+    """Which opening images are the screen, when screenshots follow the target (or stand alone)."""
+    if n_shots == 0:
+        return ""
+    if n_before == 0:
+        return "\nThe attached image is a screenshot of the screen as it is now."
+    last = "one is a screenshot" if n_shots == 1 else f"{n_shots} are screenshots"
+    return f"\nThe first image is the target; the last {last} of the screen as it is now."
 
 
 def turns_left_note(left: int) -> str:
@@ -121,7 +140,7 @@ def run_episode(
     surface: str = "tools",
     mode: str = "reference",
     out: str | Path | None = None,
-    max_turns: int = 30,
+    max_turns: int | None = None,
     max_steps: int | None = None,
     episode_timeout: float | None = None,
     frames: bool = True,
@@ -141,8 +160,9 @@ def run_episode(
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
     `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
-    `cancel` stops the episode before its next turn (error_class `cancelled`). `health` is the run's record
-    of failing providers (`run_batch` shares one across its episodes).
+    `cancel` stops the episode before its next turn (error_class `cancelled`). `max_turns` None gives the
+    env's own budget for the surface (reset metadata `max_turns`), else DEFAULT_MAX_TURNS. `health` is the
+    run's record of failing providers (`run_batch` shares one across its episodes).
 
     Before anything starts (unless `preflight=False`, as `run_batch` does after its own checks): an unknown
     provider, a missing key or endpoint URL, an endpoint nothing answers at, or an image budget that cannot
@@ -204,7 +224,7 @@ class _Episode:
         store: FrameStore | None,
         frames: bool,
         options: AgentOptions,
-        max_turns: int,
+        max_turns: int | None,
         episode_timeout: float | None,
         cancel: threading.Event | None = None,
         health: ProviderHealth | None = None,
@@ -212,6 +232,8 @@ class _Episode:
         self.rec, self.store, self.frames, self.options = rec, store, frames, options
         self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
         self.health = health
+        self.shot_tool: str | None = None
+        self.shot: Image | None = None
         self.usage = Usage()
         self.usage_known = True
         """False once some request may have been billed without reporting its usage: the cost is unknown."""
@@ -279,6 +301,7 @@ class _Episode:
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
+        self._screen(meta, tools)
         system = str(meta.get("instructions") or "")
         self.agent = agent = (
             make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
@@ -288,10 +311,12 @@ class _Episode:
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
-        if self.frames:
-            rec.frame0 = self._save(self._picture("render"))
         images = [target] if target is not None and rec.mode == "reference" else []
-        agent.user(opening_text(meta, rec.mode, self.max_turns), images)
+        shots = self._screenshot().images if self.shot_tool else []
+        if self.frames:
+            rec.frame0 = self._save(shots[-1] if shots else self._picture("render"))
+        text = opening_text(meta, rec.mode, self.max_turns) + screen_note(len(images), len(shots))
+        agent.user(text, images + shots)
 
         done, nudges, last_reward = False, 0, None
         rec.end_reason = "turn_limit"
@@ -356,20 +381,23 @@ class _Episode:
                             parse_error=call.error is not None,
                         )
                     )
+                fresh, done = self._look(turn, pairs, done, trec)
                 if not done:
                     last_call, last_outcome = pairs[-1]
-                    pairs[-1] = (last_call, _with_note(last_outcome, turns_left_note(self.max_turns - n)))
+                    note = turns_left_note(self.max_turns - n)
+                    pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
                 agent.results(pairs)
             elif not done:
+                fresh, done = self._look(turn, [], done, trec)
                 nudges += 1
                 if nudges >= MAX_NUDGES:
                     rec.end_reason = "no_tool_call"
                 else:
-                    agent.user(NUDGE + turns_left_note(self.max_turns - n))
+                    agent.user(NUDGE + turns_left_note(self.max_turns - n), fresh)
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
             if self.frames:
-                frame = self._picture("render") or (tool_images[-1] if tool_images else None)
+                frame = self.shot or self._picture("render") or (tool_images[-1] if tool_images else None)
                 trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
@@ -406,6 +434,40 @@ class _Episode:
             self.usage_known = False  # the request may have been answered, and billed, before the break
             raise
 
+    def _screen(self, meta: dict, tools: list) -> None:
+        """Settle the turn budget, and whether the env shows a screen (`screenshot_tool`): then, unless the
+        user set an image budget, old screenshots are dropped (SCREEN_IMAGE_WINDOW, the opening kept)."""
+        self.max_turns = self.max_turns or _positive(meta.get("max_turns")) or DEFAULT_MAX_TURNS
+        name = meta.get("screenshot_tool")
+        self.shot_tool = name if any(t.name == name for t in tools) else None
+        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
+            self.options = dataclasses.replace(self.options, image_window=SCREEN_IMAGE_WINDOW)
+            self.rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
+
+    def _screenshot(self) -> ToolOutcome:
+        """The env's screenshot tool, called by the loop (not a model call: no step of the model's)."""
+        return self._timed_env(self.session.call, self.shot_tool, {})
+
+    def _look(self, turn: Any, pairs: list, done: bool, trec: TurnRecord) -> tuple[list[Image], bool]:
+        """The screen after a turn, on an env that shows one: the model's own newest screenshot, else a fresh
+        one the loop takes to go with the model's last result (or the nudge). Returns (the fresh images,
+        whether the episode is over)."""
+        self.shot = None
+        if not self.shot_tool:
+            return [], done
+        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
+        if own or done or any(c.name == self.shot_tool for c in turn.calls):
+            self.shot = own[-1] if own else None
+            return [], done
+        extra = self._screenshot()
+        if extra.done:
+            self._finish(extra, auto=True)
+        if extra.images:
+            self.shot = extra.images[-1]
+            if self.frames and trec.calls:
+                trec.calls[-1].images += [p for p in map(self._save, extra.images) if p]
+        return list(extra.images), done or extra.done
+
     def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
         """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step
         limit); after it, the loop submitted on the model's behalf and the end reason says why it had to."""
@@ -417,16 +479,21 @@ class _Episode:
             rec.end_reason = "auto_submitted" if auto else "submitted"
 
 
-def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
+    """`outcome` as it is sent to the model: a note on its text, and more images (a fresh screenshot)."""
     return ToolOutcome(
         outcome.text + note,
-        outcome.images,
+        [*outcome.images, *images],
         outcome.is_error,
         outcome.done,
         outcome.reward,
         outcome.grade,
         outcome.metadata,
     )
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _cost(model: str, usage: Usage) -> float | None:

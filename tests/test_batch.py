@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from evalkit.batch import run_batch
+from evalkit.batch import plan_jobs, run_batch
 from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.traces import TraceWriter, iter_lines, read_records
 from evalkit.types import AgentOptions, EpisodeRecord
@@ -85,6 +85,8 @@ def test_split_selection_without_an_evalset(canvas_server, tmp_path):
         (dict(options=AgentOptions(image_window=(4, 4))), ConfigError),
         (dict(models=["vllm:m"]), MissingKeyError),
         (dict(models=["openai-chat:m"]), ConfigError),  # OPENAI_BASE_URL: nothing listens there
+        (dict(surfaces=["gui"], skins=["neon"]), ConfigError),
+        (dict(coordinates="polar"), ConfigError),
     ],
 )
 def test_config_errors_come_before_any_work(tmp_path, monkeypatch, kw, exc):
@@ -168,3 +170,50 @@ def test_ctrl_c_stops_promptly_and_resume_finishes(tmp_path):
     assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
     keys = Counter(d["key"] for d in iter_lines(trace))
     assert len(keys) == 8 and max(keys.values()) == 1
+
+
+def test_skins_multiply_screen_surfaces_and_coordinates_follow_the_model():
+    hf, tracer = "hf:Qwen/Qwen3-VL-8B-Instruct", "baseline:tracer"
+    task = [({"task_id": "canvas-test-0001"}, "canvas-test-0001")]
+    jobs = plan_jobs(
+        [hf, tracer], "canvas", task, ["tools", "gui"], ["reference"], 1, skins=["classic", "paper"]
+    )
+    assert Counter((j.surface, j.skin) for j in jobs) == {("tools", None): 2, ("gui", "classic"): 2,
+                                                           ("gui", "paper"): 2}  # fmt: skip
+    assert len({j.key for j in jobs}) == 6
+    coords = {(j.model, j.surface): j.coordinates for j in jobs}
+    assert coords == {(hf, "tools"): None, (tracer, "tools"): None, (hf, "gui"): "normalized",
+                      (tracer, "gui"): "pixels"}  # fmt: skip
+    fixed = plan_jobs([hf], "canvas", task, ["tools", "gui"], ["reference"], 1, coordinates="pixels")
+    assert {j.coordinates for j in fixed} == {"pixels"}
+    # an env evalkit does not know: skins apply to every surface, auto coordinates are left to it
+    foreign = plan_jobs([hf], "http://127.0.0.1:1", task, ["a", "b"], ["m"], 1, skins=["s", "t"])
+    assert len(foreign) == 4 and {j.coordinates for j in foreign} == {None}
+
+
+@pytest.mark.browser
+def test_a_gui_batch_in_two_skins(canvas_server, tmp_path):
+    from evalkit.browser import chromium_executable
+
+    if chromium_executable() is None:
+        pytest.skip("no Chromium")
+    out = tmp_path / "run"
+    kw = dict(
+        task_ids=["canvas-test-0028"], surfaces=["gui"], skins="classic,studio", out=out, progress=False
+    )
+    run = run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw)
+    recs = list(read_records(out))
+    assert run.ran == 4 and run.errors == 0
+    assert sorted((r.model, r.skin) for r in recs) == [
+        ("baseline:random", "classic"), ("baseline:random", "studio"),
+        ("baseline:tracer", "classic"), ("baseline:tracer", "studio"),
+    ]  # fmt: skip
+    assert all(r.coordinates == "pixels" and r.frame0 and r.turns[0].frame for r in recs)
+    assert min(r.reward for r in recs if r.model == "baseline:tracer") > 0.9
+    meta = json.loads((out / "run.json").read_text())
+    assert (
+        meta["skins"] == ["classic", "studio"] and meta["coordinates"] == "auto" and meta["max_turns"] is None
+    )
+    with pytest.raises(ConfigError, match="coordinates"):
+        run_batch(["baseline:random"], canvas_server, **{**kw, "coordinates": "normalized"})
+    assert run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw).skipped == 4

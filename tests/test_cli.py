@@ -29,6 +29,8 @@ RANDOM = ["--models", "baseline:random"]
         ([*RANDOM, "--keep-images", "2", "--image-window", "6,2"], "give only one"),
         (["--models", "vllm:m"], "missing endpoint URL VLLM_BASE_URL"),
         ([*RANDOM, "--surfaces", "paint"], "no surface paint"),
+        ([*RANDOM, "--surfaces", "gui", "--skins", "neon"], "no skin neon"),
+        ([*RANDOM, "--coordinates", "polar"], "invalid choice: 'polar'"),
         ([*RANDOM, "--subset", "lite"], "need --evalset"),
         (["--models", "baseline:random@loud"], "unknown thinking level"),
         (["--models", "baseline:nosuch"], "unknown baseline 'nosuch'"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from PIL import Image
 
 from evalkit.envs.server import serve
 from evalkit.episode import run_episode
@@ -33,10 +34,10 @@ def test_submit_records_grade_frames_and_usage(canvas_server, tmp_path):
     assert rec.tool_calls == 3 and rec.n_turns == 2
     # the opening message carries the target image in reference mode
     text, images = agent.users[0]
-    assert len(images) == 1 and images[0].mime == "image/jpeg" and "30 turns" in text
+    assert len(images) == 1 and images[0].mime == "image/jpeg" and "60 turns" in text
     # each result batch ends with the turns-left note; view_canvas came back as an image
     first = agent.results_seen[0]
-    assert first[-1][1].text.endswith("[29 turns left]")
+    assert first[-1][1].text.endswith("[59 turns left]")
     assert first[1][1].images and first[1][1].images[0].mime == "image/png"
     # pictures are stored inside the run, content-addressed, and the record points at them
     for rel in [
@@ -223,3 +224,38 @@ def test_a_parse_error_reads_once_as_an_error(canvas_server):
     run_episode(factory([Turn(calls=[broken])], sink), canvas_server, "canvas-test-0013", max_turns=1)
     (outcome,) = [o for _, o in sink[0].results_seen[0]]
     assert outcome.is_error and outcome.text.startswith("tool arguments are not valid JSON")
+
+
+@pytest.mark.browser
+def test_a_screen_env_gets_a_screenshot_every_turn(canvas_server, tmp_path):
+    """gui declares `screenshot_tool`: the opening shows the screen after the target, a turn without a
+    screenshot ends with one on its last result (a silent turn: on the nudge), frames are the screenshots."""
+    from evalkit.browser import chromium_executable
+
+    if chromium_executable() is None:
+        pytest.skip("no Chromium")
+    sink: list = []
+    turns = [
+        Turn(calls=[call("press_key", keys="r"), call("press_key", keys="Escape")]),
+        Turn(calls=[call("screenshot"), call("press_key", keys="e")]),
+        Turn(text="looking"),
+        Turn(calls=[call("submit")]),
+    ]
+    rec = run_episode(factory(turns, sink), canvas_server, "canvas-test-0007", surface="gui", out=tmp_path)
+    agent = sink[0]
+    text, images = agent.users[0]
+    assert [i.mime for i in images] == ["image/jpeg", "image/png"]
+    assert "200 turns" in text and "the last one is a screenshot of the screen" in text
+    first, second = agent.results_seen[0], agent.results_seen[1]
+    assert [len(o.images) for _, o in first] == [0, 1] and first[-1][1].text.endswith("[199 turns left]")
+    assert [len(o.images) for _, o in second] == [1, 0]  # the model's own screenshot: none added
+    nudge, shown = agent.users[1]
+    assert "did not call a tool" in nudge and len(shown) == 1
+    assert rec.end_reason == "submitted" and rec.tool_calls == 5  # the loop's screenshots are not the model's
+    assert rec.frame0 and rec.turns[0].frame == rec.turns[0].calls[-1].images[-1]
+    assert rec.turns[1].frame == rec.turns[1].calls[0].images[0]
+    assert rec.turns[2].frame and rec.turns[2].frame != rec.frame0  # the editor changed: ellipse tool on
+    with Image.open(tmp_path / rec.turns[0].frame) as frame:
+        assert frame.size == (1280, 800)
+    assert (rec.skin, rec.coordinates) == ("paper", "pixels")
+    assert rec.info["image_window"] == [12, 4] and agent.pruned[0] == (4, 12)

@@ -24,6 +24,7 @@ import streamlit as st
 
 from evalkit import traces
 from evalkit import viewer_support as vs
+from evalkit.marks import marked
 from evalkit.types import CallRecord, EpisodeRecord
 
 # ---------------------------------------------------------------------------------------------- caches
@@ -161,8 +162,9 @@ def show_text(label: str, text: str, key: str, code: bool = False) -> None:
     st.code(chunk, language=None, wrap_lines=True)
 
 
-def show_image(run: str, rel: str | None, caption: str) -> None:
-    """An image from inside the run, or a note saying why there is none; files outside the run are refused."""
+def show_image(run: str, rel: str | None, caption: str, rec: EpisodeRecord | None = None, turn=None) -> None:
+    """An image from inside the run, or a note saying why there is none; files outside the run are refused.
+    With a turn, its computer-use actions are drawn where they landed."""
     if not rel:
         st.caption(f"{caption}: none")
         return
@@ -172,7 +174,9 @@ def show_image(run: str, rel: str | None, caption: str) -> None:
         st.code(str(rel)[:300], language=None)
         return
     try:
-        st.image(path.read_bytes(), caption=caption, width="stretch")
+        data = path.read_bytes()
+        shown = marked(data, turn.calls, rec.coordinates) if turn is not None and rec is not None else None
+        st.image(shown or data, caption=caption + (" · actions marked" if shown else ""), width="stretch")
     except Exception as e:  # a corrupt or non-image file inside the run must not take the page down
         st.caption(f"{caption}: unreadable image ({type(e).__name__})")
 
@@ -252,16 +256,17 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
 def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str, pictures: bool = True) -> None:
     """One step: the frame beside the target and final render, then what the model said and did."""
     ownloop = vs.is_ownloop(rec)
+    caption = f"{'Screenshot' if ownloop else 'Frame'} at step {step.index}"
     if pictures:
         c1, c2, c3 = st.columns(3)
         with c1:
-            show_image(run, step.frame, f"{'Screenshot' if ownloop else 'Frame'} at step {step.index}")
+            show_image(run, step.frame, caption, rec, step.turn)
         with c2:
             show_image(run, rec.target, "Target")
         with c3:
             show_image(run, rec.render, "Final render")
     else:
-        show_image(run, step.frame, f"{'Screenshot' if ownloop else 'Frame'} at step {step.index}")
+        show_image(run, step.frame, caption, rec, step.turn)
     t = step.turn
     if t is None:
         st.caption("Start of the episode: no model output yet.")

@@ -262,12 +262,29 @@ class BrowserSession:
     def __init__(self, browser: Browser, context: Any, page: Any, opts: SessionOptions):
         self.browser, self.context, self.page, self.opts = browser, context, page, opts
         self.closed = False
+        self.crashed = False
         self.sync = _Sync(self)
         context.on("page", self._adopt)
+        page.on("crash", self._on_crash)
 
     def _adopt(self, page: Any) -> None:
         """Follow a newly opened tab (a link with target=_blank): agents see one page, the newest."""
         self.page = page
+        self.crashed = False
+        page.on("crash", self._on_crash)
+
+    def _on_crash(self, page: Any) -> None:
+        if page is self.page:
+            self.crashed = True
+
+    @property
+    def alive(self) -> bool:
+        """False once the page's renderer crashed, the page or context closed, or Chromium itself died: the
+        session can do nothing more, which is the infrastructure's failure, not the agent's."""
+        if self.closed or self.crashed or self.page.is_closed():
+            return False
+        browser = self.context.browser
+        return browser is None or browser.is_connected()
 
     @property
     def viewport(self) -> tuple[int, int]:
@@ -293,10 +310,16 @@ class BrowserSession:
             await self._replace_page()
             raise TimeoutError(f"the page did not finish loading within {timeout:g} s") from None
 
+    @_hop
+    async def fresh_page(self) -> None:
+        """Replace the page by a blank one (a page whose script never yields cannot be navigated away)."""
+        await self._replace_page()
+
     async def _replace_page(self) -> None:
         """A page stuck in a script loop cannot be navigated away; close it and open a fresh one."""
         old = self.page
         self.page = await self.context.new_page()
+        self.crashed = False
         if self.opts.focus_emulation:
             await emulate_focus(self.context, self.page)
         try:

@@ -9,6 +9,9 @@ EMBEDDED = {
     "webapp": "evalkit.envs.webapp:build_app",
 }
 
-SURFACES = {"canvas": ("tools",), "webapp": ("gui",)}
+SURFACES = {"canvas": ("tools", "html", "gui"), "webapp": ("gui",)}
 MODES = {"canvas": ("reference", "description"), "webapp": ("task",)}
 """What each embedded env offers; a batch that names none runs the first of each."""
+SCREEN_SURFACES = {"canvas": ("gui",), "webapp": ("gui",)}
+"""Surfaces a model sees as a screen: skins and screen coordinates (`--skins`, `--coordinates`) apply."""
+SKINS = {"canvas": ("classic", "midnight", "studio", "paper")}

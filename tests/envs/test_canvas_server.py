@@ -80,7 +80,13 @@ def test_description_mode_brief_lists_every_element(client):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"task_id": "canvas-test-99x"}, {"surface": "html"}, {"mode": "psychic"}, {"coordinates": "polar"}],
+    [
+        {"task_id": "canvas-test-99x"},
+        {"surface": "paint"},
+        {"mode": "psychic"},
+        {"coordinates": "polar"},
+        {"surface": "gui", "skin": "neon"},
+    ],
 )
 def test_bad_reset_arguments_reach_the_client_as_errors(client, kwargs):
     with pytest.raises(RuntimeError, match="Server error"):

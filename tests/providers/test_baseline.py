@@ -318,3 +318,86 @@ def test_tracer_keeps_within_the_step_budget_and_ends_without_canvas_tools():
     other = create("tracer", system="an echo env", tools=[ToolSpec("echo")])
     other.user("hi")
     assert other.step().calls == []
+
+
+# --- the browser surfaces: HTML pages and the editor --------------------------------------------------------
+
+SCREEN_TASKS = ["canvas-test-0007", "canvas-test-0028", "canvas-test-0037"]  # three skins, three sizes
+
+
+@pytest.fixture(scope="module")
+def surface_scores(canvas_server):
+    from evalkit.browser import chromium_executable
+    from evalkit.episode import run_episode
+
+    if chromium_executable() is None:
+        pytest.skip("no Chromium")
+    out: dict[tuple[str, str], list[float]] = {}
+    for surface in ("html", "gui"):
+        for spec in ("baseline:tracer", "baseline:random"):
+            for task in SCREEN_TASKS:
+                rec = run_episode(spec, canvas_server, task=task, surface=surface, frames=False)
+                assert rec.error_class is None, rec.error
+                assert rec.end_reason == "submitted", (spec, surface, task, rec.end_reason)
+                out.setdefault((surface, spec), []).append(rec.reward)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.parametrize("surface", ["html", "gui"])
+def test_tracer_beats_random_through_html_and_the_editor(surface_scores, surface):
+    tracer = statistics.mean(surface_scores[(surface, "baseline:tracer")])
+    rand = statistics.mean(surface_scores[(surface, "baseline:random")])
+    assert tracer >= 0.7 and tracer >= 3 * rand, (tracer, rand)
+
+
+def test_gui_controls_are_read_from_the_instructions():
+    from evalkit.envs.canvas.prompts import instructions
+    from evalkit.envs.canvas.tasks import generate_task
+    from evalkit.providers.baseline.gui_policy import FIELDS, read_controls
+
+    system = instructions(generate_task("test", 3).doc, "gui", "reference", "pixels", 100)
+    keys, fields = read_controls(system)
+    assert keys == {"rect": "r", "ellipse": "e", "line": "l", "text": "t"} and fields == FIELDS
+    moved = (
+        " ".join(system.split())
+        .replace("Rectangle (R)", "Rectangle (Q)")
+        .replace("X, Y, Text, Font size, Fill for text", "Text, X, Y, Fill, Font size for text")
+    )
+    keys, fields = read_controls(moved)
+    assert keys["rect"] == "q" and fields["text"] == ["text", "x", "y", "fill", "font_size"]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_same_target_grades_alike_on_every_surface(canvas_server):
+    """Built from the written brief through structured tools, an HTML page and the editor, one design reads
+    back as (nearly) the same document, so the one grader scores the surfaces alike."""
+    from evalkit.browser import chromium_executable
+    from evalkit.episode import run_episode
+
+    if chromium_executable() is None:
+        pytest.skip("no Chromium")
+    for task in ("canvas-test-0011", "canvas-test-0015"):  # rects, a line, text; two canvas sizes
+        rewards = {
+            s: run_episode(
+                "baseline:tracer", canvas_server, task=task, surface=s, mode="description", frames=False
+            ).reward  # fmt: skip
+            for s in ("tools", "html", "gui")
+        }
+        low, high = min(rewards.values()), max(rewards.values())
+        assert low >= 0.97 and high - low <= 0.02, rewards
+
+
+def test_tracer_on_a_screen_without_a_canvas_finishes_cleanly():
+    """A computer-use env that is not the canvas (a web app): nothing to trace, no tool it lacks."""
+    screen = PILImage.new("RGB", (1280, 800), "#334455")
+    tools = [ToolSpec(n) for n in ("screenshot", "click", "drag", "type_text", "press_key")]
+    agent = create("tracer", system="Log in and open the admin page.", tools=tools)
+    agent.user("go", [Image.from_pil(screen)])
+    assert agent.step().calls == []
+    on_canvas = create("tracer", system="A canvas editor, 800 x 600 pixels.", tools=tools)
+    on_canvas.user("go", [Image.from_pil(screen)])
+    turn = on_canvas.step()  # a canvas it cannot find on the screen: it says so and stops
+    assert turn.calls == [] and "cannot find" in turn.text

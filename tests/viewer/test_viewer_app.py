@@ -295,7 +295,7 @@ def test_ownloop_episode_shows_screenshot_raw_output_and_action(app):
     at.button(key="step_next").click().run()
     text = page(at)
     assert "task_admin" in text and "Raw model output" in text and "Parsed action" in text
-    assert "Screenshot at step 1" in captions(at)
+    assert "Screenshot at step 1 · actions marked" in captions(at)  # the click drawn where it landed
     healthy(at)
 
 

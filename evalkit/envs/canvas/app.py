@@ -1,17 +1,19 @@
 """The canvas server: OpenEnv's app (WebSocket, MCP, /health) plus read-only HTTP routes for pictures.
 
 The extra routes let a loop or a viewer fetch an episode's document, its current render and its target without
-going through the agent's tool budget.
+going through the agent's tool budget, and let a person try the gui surface's editor in a browser.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Query, Response
+from fastapi.responses import HTMLResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
 from .env import CanvasEnv
 from .episode import Episode, registry
+from .gui_surface import SKINS, editor_html
 from .render import encode, render_doc
 from .tasks import task_from_id
 
@@ -65,5 +67,15 @@ def build_app(max_concurrent_envs: int = 64) -> FastAPI:
         except ValueError as e:
             raise HTTPException(status_code=404, detail=str(e)) from None
         return Response(encode(render_doc(task.doc, size)), media_type="image/png")
+
+    @app.get("/editor/{skin}", response_class=HTMLResponse)
+    def editor(
+        skin: str, width: int = Query(800, ge=16, le=4096), height: int = Query(600, ge=16, le=4096)
+    ) -> HTMLResponse:
+        """The gui surface's editor in `skin`, empty, as a model sees it (nothing is saved)."""
+        if skin not in SKINS:
+            known = ", ".join(SKINS)
+            raise HTTPException(status_code=404, detail=f"unknown skin {skin!r}: use one of {known}")
+        return HTMLResponse(editor_html(skin, width, height))
 
     return app

@@ -1,7 +1,12 @@
-"""The canvas environment as an OpenEnv MCPEnvironment: reset picks a task, MCP tools edit the document.
+"""The canvas environment as an OpenEnv MCPEnvironment: reset picks a task and a surface, tools act on it.
 
-OpenEnv's WebSocket server drives the env through `step_async`, so that is where steps are counted and
-where an episode that ended (submit, or the step budget running out) gets `done`, `reward` and the grade.
+Three surfaces share one task, one document model and one grader: `tools` (structured editing tools,
+`tools_surface`), `html` (the agent writes a page, `html_surface`) and `gui` (an editor driven by computer
+use, `gui_surface`). This module only dispatches: it opens the surface's page on reset, shows each surface
+its own tools, counts steps and ends episodes. OpenEnv's WebSocket server drives the env through
+`reset_async` and `step_async`, so that is where an episode that ended (submit, or the step budget running
+out) gets `done`, `reward` and the grade, and where a browser that broke under a session becomes an error
+the client sees as the environment's failure rather than the agent's.
 """
 
 from __future__ import annotations
@@ -9,175 +14,101 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError as FastMCPToolError
+from fastmcp.server.transforms import Transform
 from fastmcp.utilities.types import Image as MCPImage
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
 from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
-from pydantic import Field
 
 from evalkit import envs
+from evalkit.browser import Browser, Screen, add_computer_tools
+from evalkit.browser.computer import SCREENSHOT_TOOL
 
-from . import model
+from . import html_surface, tools_surface
 from .episode import Episode, registry
-from .model import DocError, build_element, normalize_color, scale_element
-from .prompts import PROMPT_VERSIONS, instructions, scale_to
+from .gui_surface import SCREEN, SKINS, EditorPage, default_skin
+from .html_surface import HtmlPage
+from .model import Doc
+from .prompts import PROMPT_VERSIONS, instructions
 from .render import encode, jpeg_b64, render_doc
 from .tasks import generate_task, task_from_id
 
-SURFACES = ("tools", "html", "gui")
-SUPPORTED_SURFACES = envs.SURFACES["canvas"]
+SURFACES = envs.SURFACES["canvas"]
 MODES = envs.MODES["canvas"]
 COORDINATES = ("pixels", "normalized")
-DEFAULT_MAX_STEPS = 60
+TURNS = {"tools": 60, "html": 20, "gui": 200}
+"""The turn budget a loop should give each surface unless told otherwise (reset metadata `max_turns`)."""
+STEPS = {"tools": 60, "html": 40, "gui": 1000}
+"""Tool calls before the env grades the canvas as it stands; gui screenshots are free."""
+COMPUTER = ("screenshot", "click", "double_click", "drag", "type_text", "press_key", "scroll")
+TOOLS = {
+    "tools": {"get_document", "add_element", "update_element", "delete_element", "set_background",
+              "view_canvas", "submit"},
+    "html": {"set_html", "view_canvas", "submit"},
+    "gui": {*COMPUTER, "submit"},
+}  # fmt: skip
 
 # fastmcp logs every failed call; a model's bad arguments are routine here, not server faults.
 logging.getLogger("fastmcp.server.server").setLevel(logging.ERROR)
+log = logging.getLogger(__name__)
 
-Kind = Annotated[Literal["rect", "ellipse", "line", "text"], Field(description="Element kind.")]
-X = Annotated[float, Field(description="Left edge (a line's start x), in the episode's coordinate space.")]
-Y = Annotated[float, Field(description="Top edge (a line's start y), in the episode's coordinate space.")]
-W = Annotated[float, Field(description="Width (a line's x extent, may be negative), same space as x.")]
-H = Annotated[float, Field(description="Height (a line's y extent, may be negative), same space as y.")]
-OptNum = Annotated[
-    float | None, Field(description="A number in the episode's coordinate space; omit to keep.")
-]
-Colour = Annotated[str | None, Field(description="Colour as '#rrggbb', '#rgb' or a CSS name.")]
-Pixels = Annotated[float | None, Field(description="In pixels in every coordinate space.")]
+
+class SurfaceBroken(RuntimeError):
+    """The browser under a session crashed or stopped answering. Raised out of `step_async`, it reaches the
+    client as an error frame: the episode ends as the environment's failure (unscored), not the agent's."""
 
 
 def _fail(message: str) -> FastMCPToolError:
     return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
+class SurfaceTools(Transform):
+    """Shows each episode only its surface's tools (listing and calling); the server holds them all."""
+
+    def __init__(self, env: CanvasEnv):
+        self.env = env
+
+    async def list_tools(self, tools: Sequence[Any]) -> Sequence[Any]:
+        allowed = TOOLS[self.env.surface]
+        return [t for t in tools if t.name in allowed]
+
+    async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Any:
+        if name not in TOOLS[self.env.surface]:
+            return None
+        return await call_next(name, version=version)
+
+
 def build_server(env: CanvasEnv) -> FastMCP:
-    """The MCP tools, bound to `env` so they always act on its current episode."""
+    """Every surface's tools, bound to `env` so they always act on its current episode."""
     mcp = FastMCP("canvas")
-
-    def episode() -> Episode:
-        ep = env.ep
-        if ep is None:
-            raise _fail("no episode: call reset first")
-        if ep.done:
-            raise _fail("episode is over")
-        return ep
-
-    def to_pixels(ep: Episode, values: dict) -> dict:
-        sx, sy = scale_to(ep.doc, ep.coordinates)
-        out = dict(values)
-        for key, s in (("x", sx), ("y", sy), ("width", sx), ("height", sy)):
-            if isinstance(out.get(key), (int, float)):
-                out[key] = out[key] / s
-        return out
+    tools_surface.register(mcp, env.episode, _fail)
+    html_surface.register(mcp, env.episode, _fail)
+    add_computer_tools(mcp, env.screen, _fail, after=env.after_action)
 
     @mcp.tool
-    def get_document() -> str:
-        """Return the current document as JSON: width, height, background and elements (bottom to top)."""
-        ep = episode()
-        return json.dumps(env.document_view(ep))
-
-    @mcp.tool
-    def add_element(
-        kind: Kind,
-        x: X,
-        y: Y,
-        width: W,
-        height: H,
-        fill: Colour = None,
-        stroke: Colour = None,
-        stroke_width: Pixels = None,
-        radius: Pixels = None,
-        text: Annotated[str | None, Field(description="The text of a text element.")] = None,
-        font_size: Pixels = None,
-    ) -> str:
-        """Add an element on top of the others and return its id as JSON, e.g. {"id": "e3"}.
-
-        A line runs from (x, y) to (x + width, y + height); width/height may be negative only for lines.
-        fill colours shapes and text (default black); stroke with stroke_width outlines shapes or colours
-        a line."""
-        ep = episode()
-        values = dict(fill=fill, stroke=stroke, stroke_width=stroke_width, radius=radius, text=text,
-                      font_size=font_size, x=x, y=y, width=width, height=height)  # fmt: skip
-        with ep.lock:
-            try:
-                el = build_element(ep.doc.next_id(), kind, **to_pixels(ep, values))
-            except DocError as e:
-                raise _fail(str(e)) from None
-            ep.doc.elements.append(el)
-        return json.dumps({"id": el.id})
-
-    @mcp.tool
-    def update_element(
-        id: Annotated[str, Field(description="The element id, e.g. 'e2'.")],
-        kind: Kind | None = None,
-        x: OptNum = None,
-        y: OptNum = None,
-        width: OptNum = None,
-        height: OptNum = None,
-        fill: Colour = None,
-        stroke: Colour = None,
-        stroke_width: Pixels = None,
-        radius: Pixels = None,
-        text: Annotated[str | None, Field(description="New text for a text element.")] = None,
-        font_size: Pixels = None,
-    ) -> str:
-        """Change the given fields of an element (omitted fields stay as they are) and return it as JSON."""
-        ep = episode()
-        changes = dict(kind=kind, x=x, y=y, width=width, height=height, fill=fill, stroke=stroke,
-                       stroke_width=stroke_width, radius=radius, text=text, font_size=font_size)  # fmt: skip
-        with ep.lock:
-            try:
-                i = ep.doc.find(id)
-                ep.doc.elements[i] = model.update_element(ep.doc.elements[i], **to_pixels(ep, changes))
-            except DocError as e:
-                raise _fail(str(e)) from None
-            el = ep.doc.elements[i]
-        return json.dumps(env.element_view(ep, el))
-
-    @mcp.tool
-    def delete_element(id: Annotated[str, Field(description="The element id, e.g. 'e2'.")]) -> str:
-        """Remove an element from the canvas."""
-        ep = episode()
-        with ep.lock:
-            try:
-                del ep.doc.elements[ep.doc.find(id)]
-            except DocError as e:
-                raise _fail(str(e)) from None
-        return json.dumps({"deleted": id})
-
-    @mcp.tool
-    def set_background(
-        color: Annotated[str, Field(description="'#rrggbb', '#rgb' or a CSS colour name.")],
-    ) -> str:
-        """Set the canvas background colour."""
-        ep = episode()
-        try:
-            colour = normalize_color(color, "color")
-        except DocError as e:
-            raise _fail(str(e)) from None
-        with ep.lock:
-            ep.doc.background = colour
-        return json.dumps({"background": colour})
-
-    @mcp.tool
-    def view_canvas() -> MCPImage:
+    async def view_canvas() -> MCPImage:
         """Return a PNG image of the canvas as it is now, at its full pixel size."""
-        ep = episode()
+        ep = env.episode()
+        if ep.surface == "html":
+            return MCPImage(data=await html_surface.screenshot(ep, _fail), format="png")
         return MCPImage(data=encode(render_doc(ep.snapshot())), format="png")
 
     @mcp.tool
-    def submit() -> str:
+    async def submit() -> str:
         """Finish the episode: grade the canvas against the target and return the grade as JSON."""
-        return json.dumps(episode().finish())
+        return json.dumps(await env.finish(env.episode()))
 
+    mcp.add_transform(SurfaceTools(env))
     return mcp
 
 
 class CanvasEnv(MCPEnvironment):
-    """One WebSocket session; each reset starts a new episode on a task."""
+    """One WebSocket session; each reset starts a new episode on a task, on one surface."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -185,7 +116,48 @@ class CanvasEnv(MCPEnvironment):
         self.ep: Episode | None = None
         super().__init__(build_server(self))
 
-    def reset(
+    @property
+    def surface(self) -> str:
+        return self.ep.surface if self.ep is not None else "tools"
+
+    def episode(self) -> Episode:
+        """The live episode, or the tool error the agent reads."""
+        ep = self.ep
+        if ep is None:
+            raise _fail("no episode: call reset first")
+        if ep.done:
+            raise _fail("episode is over")
+        return ep
+
+    def screen(self) -> Screen:
+        page = self.episode().page
+        if not isinstance(page, EditorPage):
+            raise _fail("there is no screen on this surface")
+        return page.screen
+
+    async def after_action(self) -> None:
+        """Mirror the editor's document after every computer-use action (a broken page is caught by
+        `step_async`, so a failed read here only keeps the last document)."""
+        ep = self.ep
+        if ep is not None and isinstance(ep.page, EditorPage):
+            try:
+                ep.set_doc(await ep.page.read())
+            except Exception as e:
+                log.debug("reading the editor back failed: %s", e)
+
+    async def finish(self, ep: Episode, auto: bool = False) -> dict:
+        """Grade what the surface shows now (read back from its page on the browser surfaces)."""
+        if ep.grade is None and isinstance(ep.page, HtmlPage):
+            await html_surface.read(ep)
+        elif ep.grade is None and isinstance(ep.page, EditorPage):
+            ep.set_doc(await ep.page.read())
+        return ep.finish(auto=auto)
+
+    def reset(self, **kwargs: Any) -> Observation:
+        """Blocking reset (OpenEnv's HTTP routes); the WebSocket server awaits `reset_async`."""
+        return Browser.get().run(self.reset_async(**kwargs))
+
+    async def reset_async(
         self,
         task_id: str | None = None,
         split: str = "test",
@@ -201,18 +173,20 @@ class CanvasEnv(MCPEnvironment):
         """Start an episode; ValueError (sent to the client as an error frame) for any bad argument."""
         if surface not in SURFACES:
             raise ValueError(f"unknown surface {surface!r}: use one of {', '.join(SURFACES)}")
-        if surface not in SUPPORTED_SURFACES:
-            raise ValueError(
-                f"surface {surface!r} is not supported yet; supported: {', '.join(SUPPORTED_SURFACES)}"
-            )
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
         if coordinates not in COORDINATES:
             raise ValueError(f"unknown coordinates {coordinates!r}: use one of {', '.join(COORDINATES)}")
-        steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
+        steps = STEPS[surface] if max_steps is None else max_steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if surface == "gui" and skin is not None and skin not in SKINS:
+            raise ValueError(f"unknown skin {skin!r}: use one of {', '.join(SKINS)}")
         task = task_from_id(task_id) if task_id else generate_task(split, _index(index))
+        if surface == "html":
+            coordinates = "pixels"  # CSS pixels: the page has no other
+        skin = (skin or default_skin(task.index)) if surface == "gui" else None
+        w, h = task.doc.width, task.doc.height
         ep = Episode(
             episode_id=episode_id or uuid.uuid4().hex,
             task=task,
@@ -220,10 +194,14 @@ class CanvasEnv(MCPEnvironment):
             mode=mode,
             coordinates=coordinates,
             max_steps=steps,
-            doc=type(task.doc)(task.doc.width, task.doc.height),
+            doc=Doc(w, h),
+            skin=skin,
         )
-        if self.ep is not None:
-            registry.drop(self.ep)
+        await self._drop()
+        if surface == "html":
+            ep.page = await HtmlPage.open(w, h)
+        elif surface == "gui":
+            ep.page = await EditorPage.open(skin, w, h, coordinates)
         self.ep = ep
         registry.add(ep)
         meta: dict[str, Any] = {
@@ -231,7 +209,7 @@ class CanvasEnv(MCPEnvironment):
             "episode_id": ep.episode_id,
             "split": task.split,
             "index": task.index,
-            "instructions": instructions(task.doc, surface, mode, coordinates, steps),
+            "instructions": instructions(task.doc, surface, mode, coordinates, steps, SCREEN),
             "surface": surface,
             "mode": mode,
             "skin": skin,
@@ -241,24 +219,28 @@ class CanvasEnv(MCPEnvironment):
             "n_elements": task.n_elements,
             "prompt_version": PROMPT_VERSIONS[surface],
             "coordinates": coordinates,
-            "canvas": {"width": task.doc.width, "height": task.doc.height},
+            "canvas": {"width": w, "height": h},
             "max_steps": steps,
+            "max_turns": TURNS[surface],
         }
+        if surface == "gui":
+            meta["screenshot_tool"] = SCREENSHOT_TOOL
+            meta["screen"] = {"width": SCREEN[0], "height": SCREEN[1]}
         if mode == "reference":
             meta["reference_jpeg_b64"] = jpeg_b64(render_doc(task.doc))
         return Observation(done=False, reward=None, metadata=meta)
 
-    def document_view(self, ep: Episode) -> dict:
-        """The document in the episode's coordinate space (what get_document returns)."""
-        doc = ep.snapshot()
-        out = doc.to_dict()
-        out["elements"] = [self.element_view(ep, el) for el in doc.elements]
-        return out
-
-    @staticmethod
-    def element_view(ep: Episode, el) -> dict:
-        sx, sy = scale_to(ep.doc, ep.coordinates)
-        return scale_element(el, sx, sy).to_dict()
+    async def _drop(self) -> None:
+        """Forget the current episode and close its page (a reset or the session's end)."""
+        old, self.ep = self.ep, None
+        if old is None:
+            return
+        registry.drop(old)
+        if old.page is not None:
+            try:
+                await old.page.close()
+            except Exception as e:  # a page of a crashed browser is already gone
+                log.debug("closing a page failed: %s", e)
 
     def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         return Observation(
@@ -279,11 +261,24 @@ class CanvasEnv(MCPEnvironment):
                 error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message),
             )
             return self._ended(obs, ep) if ep else obs
-        ep.steps += 1
+        if not (ep.surface == "gui" and action.tool_name == SCREENSHOT_TOOL):
+            ep.steps += 1
         obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if ep.page is not None:
+            self._check(ep, obs)
         if not ep.done and ep.steps >= ep.max_steps:
-            ep.finish(auto=True)
+            await self.finish(ep, auto=True)
         return self._ended(obs, ep) if ep.done else obs
+
+    @staticmethod
+    def _check(ep: Episode, obs: Any) -> None:
+        """A page whose browser died, or a browser call that hung to the MCP timeout (the surfaces time the
+        agent's own page out much sooner), is the infrastructure's failure."""
+        error = getattr(obs, "error", None)
+        hung = error is not None and error.error_type == ToolErrorType.TIMEOUT
+        if hung or not ep.page.session.alive:
+            what = "stopped answering" if hung else "crashed or closed"
+            raise SurfaceBroken(f"the browser page of episode {ep.episode_id} {what}")
 
     @staticmethod
     def _ended(obs: Observation, ep: Episode) -> Observation:
@@ -311,8 +306,16 @@ class CanvasEnv(MCPEnvironment):
         return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=ep.task.task_id, done=ep.done)
 
     def close(self) -> None:
+        """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page."""
         if self.ep is not None:
+            page = self.ep.page
             registry.drop(self.ep)
+            self.ep = None
+            if page is not None:
+                try:
+                    Browser.get().run(page.close(), timeout=15)
+                except Exception as e:
+                    log.debug("closing a page failed: %s", e)
         super().close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from .grade import grade_doc
 from .model import Doc
@@ -29,6 +30,10 @@ class Episode:
     coordinates: str
     max_steps: int
     doc: Doc
+    skin: str | None = None
+    page: Any = None
+    """The Chromium page of a browser surface (`html_surface.HtmlPage`, `gui_surface.EditorPage`); `doc` then
+    mirrors what was last read back from it."""
     steps: int = 0
     grade: dict | None = None
     auto_submitted: bool = False
@@ -42,6 +47,11 @@ class Episode:
         """A copy of the document that HTTP threads can render while tools keep editing."""
         with self.lock:
             return self.doc.copy()
+
+    def set_doc(self, doc: Doc) -> None:
+        """Replace the working document (a browser surface's latest read-back)."""
+        with self.lock:
+            self.doc = doc
 
     def finish(self, auto: bool = False) -> dict:
         """Grade the canvas as it stands and close the episode (idempotent)."""

@@ -5,6 +5,9 @@ Reference mode: `vision.segment` turns the target into shapes; they are added bo
 then the tracer looks at `view_canvas`, measures for each element where its colour shows in the render and in
 the target, and moves / resizes the elements whose extents disagree (this absorbs any convention it got wrong:
 stroke placement, text baseline, line caps). Two such rounds, then `submit`.
+
+The same shapes go through the other surfaces of the canvas env as a model would send them: as an HTML page
+(`html_policy`) or by operating the editor with the mouse and keyboard (`gui_policy`).
 """
 
 from __future__ import annotations
@@ -119,12 +122,32 @@ class TracerAgent(ScriptedAgent):
     name = "tracer"
 
     def policy(self) -> Plan:
-        canvas = canvas_info(self.system)
-        if "add_element" not in self.tool_names:
+        from . import gui_policy, html_policy
+
+        if "add_element" in self.tool_names:
+            yield from self._tools()
+        elif "set_html" in self.tool_names:
+            yield from html_policy.play(self)
+        elif gui_policy.usable(self.tool_names, self.system):
+            yield from gui_policy.play(self)
+        elif "submit" in self.tool_names:
             # Not a canvas: nothing to trace. Finish cleanly rather than call tools that do not exist.
-            if "submit" in self.tool_names:
-                yield "no canvas tools here; submitting", [("submit", {})]
-            return
+            yield "no canvas tools here; submitting", [("submit", {})]
+
+    def design(self, canvas: CanvasInfo, target=None) -> tuple[str | None, list[dict]]:
+        """The target as (background, add_element arguments bottom to top in `canvas`'s space): read from
+        the written brief when the instructions carry one, else segmented from `target` (an Image)."""
+        from .brief import parse_brief
+
+        if "Target design" in self.system or target is None:
+            return parse_brief(self.system, canvas)
+        pixels = _rgb(target)
+        H, W = pixels.shape[:2]
+        bg, shapes = segment(pixels)
+        return bg, [shape_args(s, (canvas.width / W, canvas.height / H), canvas) for s in shapes]
+
+    def _tools(self) -> Plan:
+        canvas = canvas_info(self.system)
         if not self.images:
             yield from self._from_brief(canvas)
             return
