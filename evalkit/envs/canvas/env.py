@@ -24,7 +24,7 @@ from evalkit import envs
 from . import model
 from .episode import Episode, registry
 from .model import DocError, build_element, normalize_color, scale_element
-from .prompts import PROMPT_VERSIONS, instructions, scale_to
+from .prompts import OPENING, PROMPT_VERSIONS, instructions, scale_to
 from .render import encode, jpeg_b64, render_doc
 from .tasks import generate_task, task_from_id
 
@@ -232,6 +232,7 @@ class CanvasEnv(MCPEnvironment):
             "split": task.split,
             "index": task.index,
             "instructions": instructions(task.doc, surface, mode, coordinates, steps),
+            "prompt": OPENING[mode],
             "surface": surface,
             "mode": mode,
             "skin": skin,

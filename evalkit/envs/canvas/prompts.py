@@ -62,6 +62,14 @@ def scale_to(doc: Doc, coordinates: str) -> tuple[float, float]:
     return 1.0, 1.0
 
 
+OPENING = {
+    "reference": "The target is attached. Recreate it with your tools, then call submit.",
+    "description": "Recreate the design described in your instructions with your tools, then call submit.",
+}
+"""The task text of the opening message per mode (the reset metadata's `prompt`); the loop adds its turn
+budget."""
+
+
 def instructions(doc: Doc, surface: str, mode: str, coordinates: str, max_steps: int) -> str:
     """The system prompt for an episode."""
     if surface != "tools":

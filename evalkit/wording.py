@@ -1,0 +1,120 @@
+"""What the loop says to the model, in the environment's own language.
+
+The system prompt is the env's `instructions` (else a short generic one naming its tools); the opening
+message is the env's task text and the pictures of its reset observation; nudges and the turn-limit note
+name the env's finishing tool when it has one and ask for an answer in text when it has none. No env's own
+words live here: the canvas says "recreate the target, then call submit" through its reset metadata.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from evalkit.envs import observation
+from evalkit.types import Image, ToolSpec
+
+FINISH_WORDS = ("submit", "finish", "answer", "done")
+"""A tool whose name starts or ends with one of these words is taken for the env's finishing tool."""
+
+
+def _words(name: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    return [w for w in re.split(r"[^a-z0-9]+", spaced) if w]
+
+
+def finishing_tool(tools: Sequence[ToolSpec]) -> ToolSpec | None:
+    """The tool that ends the episode: one the env marks as finishing, else the best name match
+    (`submit` before `finish_task` before `final_answer`), else None."""
+    marked = [t for t in tools if t.finishes]
+    if marked:
+        return marked[0]
+    best: tuple[tuple[int, int, int], ToolSpec] | None = None
+    for i, tool in enumerate(tools):
+        words = _words(tool.name)
+        if not words:
+            continue
+        if len(words) == 1 and words[0] in FINISH_WORDS:
+            rank = (0, FINISH_WORDS.index(words[0]), i)
+        elif words[0] in FINISH_WORDS:
+            rank = (1, FINISH_WORDS.index(words[0]), i)
+        elif words[-1] in FINISH_WORDS:
+            rank = (2, FINISH_WORDS.index(words[-1]), i)
+        else:
+            continue
+        if best is None or rank < best[0]:
+            best = (rank, tool)
+    return best[1] if best else None
+
+
+def can_auto_submit(tool: ToolSpec | None) -> bool:
+    """The loop may call the finishing tool on the model's behalf only when it needs no arguments."""
+    return tool is not None and not (tool.parameters or {}).get("required")
+
+
+def system_prompt(meta: dict, tools: Sequence[ToolSpec]) -> str:
+    if meta.get("instructions"):
+        return str(meta["instructions"])
+    names = ", ".join(t.name for t in tools) or "(none)"
+    finish = finishing_tool(tools)
+    end = (
+        f"When you are done, call {finish.name}."
+        if finish
+        else "When you are done, give your final answer in text, without calling a tool."
+    )
+    return (
+        f"You act in an environment through the tools you are given: {names}. "
+        f"Use them to complete the task you are given. {end}"
+    )
+
+
+@dataclass
+class Opening:
+    """The first user message."""
+
+    text: str
+    attached: list[Image] = field(default_factory=list)
+    """Pictures in the reset metadata (the canvas's target)."""
+    observed: list[Image] = field(default_factory=list)
+    """Pictures among the reset observation's own fields (a screen, a board)."""
+
+    @property
+    def images(self) -> list[Image]:
+        return self.attached + self.observed
+
+
+def opening(meta: dict, fields: dict, max_turns: int) -> Opening:
+    """The env's task text, then its reset observation's own fields as readable text, with the pictures of
+    both (those of the metadata first)."""
+    head, used = observation.task_text(meta, fields)
+    body, seen = observation.render(fields, skip=(used,) if used else ())
+    parts = [head] if head else []
+    if body:
+        parts.append(("What you observe:\n" if head else "The environment's first observation:\n") + body)
+    if not parts:
+        parts.append(
+            "Begin the task described in your instructions."
+            if meta.get("instructions")
+            else "Begin: use your tools to act in the environment."
+        )
+    parts.append(f"You have {max_turns} turns; each turn may call several tools.")
+    return Opening("\n".join(parts), observation.images_in(meta), seen)
+
+
+def nudge(finish: str | None) -> str:
+    """What a model that called no tool is told."""
+    head = "You did not call a tool. Continue the task by calling one of your tools;"
+    if finish:
+        return f"{head} when you are done, call {finish}."
+    return f"{head} if you are done, answer in text without calling a tool."
+
+
+def turns_left_note(left: int, finish: str | None) -> str:
+    """Appended to the last tool result of a turn."""
+    if left <= 0:
+        return "\n[no turns left]"
+    if left == 1:
+        last = f"finish and call {finish} in it" if finish else "finish the task in it"
+        return f"\n[1 turn left: your next turn is the last — {last}]"
+    return f"\n[{left} turns left]"
