@@ -190,3 +190,48 @@ def test_a_broken_price_table_costs_the_number_not_the_episode(canvas_server, mo
     monkeypatch.setattr(prices, "cost_usd", broken)
     rec = run_episode(factory([Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0012")
     assert rec.error_class is None and rec.reward is not None and rec.cost_usd is None
+
+
+def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
+    sink: list = []
+    run_episode(
+        factory([Turn(text="hm"), Turn(calls=[call("submit")])], sink), canvas_server, "canvas-test-0013"
+    )
+    agent = sink[0]
+    assert agent.users[0][0] == (
+        "The target is attached. Recreate it with your tools, then call submit.\n"
+        "You have 30 turns; each turn may call several tools."
+    )
+    assert agent.users[1][0] == (
+        "You did not call a tool. Continue the task by calling one of your tools; "
+        "when you are done, call submit.\n[29 turns left]"
+    )
+    from evalkit import wording
+
+    for text in (wording.nudge(None), wording.turns_left_note(1, None), wording.opening({}, {}, 3).text):
+        assert not {"target", "recreate", "submit"} & set(text.lower().replace(",", " ").split())
+
+
+def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
+    from evalkit.analysis import load_runs
+    from evalkit.batch import plan_jobs, select_tasks
+    from evalkit.episode import task_identity
+
+    recs = [
+        run_episode(
+            factory([Turn(calls=[call("submit")])]),
+            canvas_server,
+            {"split": "test", "index": i},
+            out=tmp_path,
+        )
+        for i in (3, 4)
+    ]
+    assert [r.task_id for r in recs] == ["canvas-test-0003", "canvas-test-0004"]
+    assert recs[0].key != recs[1].key and load_runs([tmp_path]).height == 2
+    # the key a batch gives the same task, so a batch resumes what run_episode ran
+    tasks, _ = select_tasks("canvas", split="test", tasks=2, start=3)
+    jobs = plan_jobs(["scripted"], "canvas", tasks, ["tools"], ["reference"], 1)
+    assert [j.key for j in jobs] == [r.key for r in recs]
+    assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
+    assert task_identity({"level": "b", "seed": 2}, "x") == task_identity({"seed": 2, "level": "b"}, "y")
+    assert task_identity({"task_id": "t9", "seed": 1}, "x") == "t9"

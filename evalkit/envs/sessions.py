@@ -18,13 +18,15 @@ CAPACITY_WAIT = 300.0
 
 
 def session_for(env: Any) -> EnvSession:
-    if isinstance(env, EnvSession) and not hasattr(env, "base_url"):
-        return env
-    if callable(env) and not isinstance(env, str) and not hasattr(env, "base_url"):
-        return env()
-    from evalkit.envs.openenv import connect
+    """A session on `env`: a base URL or served env (connected to), an EnvSession, or a callable (a class
+    among them) that returns one."""
+    if isinstance(env, str) or hasattr(env, "base_url"):
+        from evalkit.envs.openenv import connect
 
-    return connect(env)
+        return connect(env)
+    if isinstance(env, EnvSession) and not isinstance(env, type):
+        return env
+    return env()
 
 
 def env_name(env: Any) -> str:

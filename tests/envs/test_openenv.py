@@ -13,7 +13,15 @@ from evalkit.episode import run_episode
 from evalkit.traces import safe_path
 from tests.providers.fakes import Reply
 from tests.support.foreign_envs import GOAL, QUESTION, QUIZ_INSTRUCTIONS
-from tests.support.standin import MODEL, calls_and_results, images, tool_names, turns_taken, user_texts
+from tests.support.standin import (
+    MODEL,
+    bisect_guess,
+    calls_and_results,
+    images,
+    tool_names,
+    turns_taken,
+    user_texts,
+)
 
 
 def test_mcp_env_without_a_finishing_tool_speaks_its_own_language(standin, sketch_server, tmp_path):
@@ -105,22 +113,8 @@ def test_a_finishing_tool_that_needs_arguments_is_never_called_for_the_model(sta
     assert [t.name for t in finishing] == ["answer"]  # the env's `finish` tag arrives
 
 
-def _bisect(body):
-    """Guess by halving the range the hints leave; the first turn also sends one out-of-range guess."""
-    lo, hi = 1, 100
-    for name, args, result in calls_and_results(body):
-        if name == "step" and "hint: higher" in result:
-            lo = max(lo, args["guess"] + 1)
-        elif name == "step" and "hint: lower" in result:
-            hi = min(hi, args["guess"] - 1)
-    guess = {"guess": (lo + hi) // 2, "note": f"between {lo} and {hi}"}
-    return Reply(
-        calls=[("step", {"guess": 500}), ("step", guess)] if turns_taken(body) == 0 else [("step", guess)]
-    )
-
-
 def test_typed_action_env_is_driven_through_one_step_tool(standin, guess_server, tmp_path):
-    standin.play(_bisect)
+    standin.play(bisect_guess)
     rec = run_episode(MODEL, guess_server.base_url, out=tmp_path, max_turns=8)
     first, second, *_ = standin.bodies
     [tool] = first["tools"]
@@ -150,7 +144,7 @@ def test_typed_action_env_is_driven_through_one_step_tool(standin, guess_server,
 
 
 def test_a_full_server_is_waited_for_not_scored(standin, guess_server):
-    standin.play(_bisect)
+    standin.play(bisect_guess)
     holder = Connection(guess_server.base_url)
     holder.reset()  # the server's one session is taken
     release = threading.Timer(0.8, holder.close)

@@ -65,3 +65,16 @@ def calls_and_results(body: dict) -> list[tuple[str, dict, str]]:
             name, a = args.get(m["tool_call_id"], ("?", {}))
             out.append((name, a, texts(m)))
     return out
+
+
+def bisect_guess(body: dict) -> Reply:
+    """A policy for the `guess` env: halve the range its hints leave; the first turn also sends one guess
+    out of range (the env refuses it)."""
+    lo, hi = 1, 100
+    for name, args, result in calls_and_results(body):
+        if name == "step" and "hint: higher" in result:
+            lo = max(lo, args["guess"] + 1)
+        elif name == "step" and "hint: lower" in result:
+            hi = min(hi, args["guess"] - 1)
+    guess = ("step", {"guess": (lo + hi) // 2, "note": f"between {lo} and {hi}"})
+    return Reply(calls=[("step", {"guess": 500}), guess] if turns_taken(body) == 0 else [guess])
