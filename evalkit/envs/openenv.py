@@ -35,6 +35,17 @@ def http_url(url: str) -> str:
     return url.replace("ws://", "http://", 1).replace("wss://", "https://", 1)
 
 
+def http_client(url: str, **kw: Any) -> httpx.Client:
+    """An HTTP client for `url`. A plain-http server needs no TLS context, whose set-up (loading the CA
+    store) costs tens of milliseconds per client — per episode, when every session makes one."""
+    return httpx.Client(verify=url.startswith("https://"), **kw)
+
+
+def _get(url: str, timeout: float = 10.0) -> httpx.Response:
+    with http_client(url, timeout=timeout) as client:
+        return client.get(url)
+
+
 def env_identity(env: Any) -> str:
     """The env's name in keys and records: an embedded server's name, else the name the server reports at
     `/metadata` (so a restart on another port still resumes), else its URL. An unreachable server is a
@@ -43,7 +54,7 @@ def env_identity(env: Any) -> str:
         return env.name
     url = http_url(str(getattr(env, "base_url", env)))
     try:
-        r = httpx.get(f"{url}/metadata", timeout=10.0)
+        r = _get(f"{url}/metadata")
     except httpx.HTTPError as e:
         raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
     try:
@@ -57,7 +68,7 @@ def action_schema(url: str) -> dict | None:
     """The action schema of a typed-action env, or None for an MCP env (its actions are tool calls) and for
     a server without `/schema`."""
     try:
-        r = httpx.get(f"{http_url(url)}/schema", timeout=10.0)
+        r = _get(f"{http_url(url)}/schema")
     except httpx.HTTPError as e:
         raise EnvError(f"cannot reach the environment at {http_url(url)}: {type(e).__name__}") from e
     try:
@@ -173,7 +184,7 @@ class OpenEnvSession:
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
-        self._http = httpx.Client(timeout=message_timeout_s, headers=headers)
+        self._http = http_client(self.http_base, timeout=message_timeout_s, headers=headers)
         try:
             self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
         except EnvError:
