@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 
 
 MAX_NUDGES = 3
-"""Silent turns in a row that end an episode whose env has a finishing tool; without one, a second silent
-turn ends it (the model was asked to answer in text, and did)."""
+"""Silent turns in a row (no tool call) that end an episode whose env has a finishing tool."""
+MAX_SILENT_WITHOUT_FINISH = 2
+"""The same without a finishing tool: the nudge asks for the answer in text, so the next silent turn is it."""
 NOTES_TAIL = 8000
 
 AgentFactory = Callable[..., Agent]
@@ -303,7 +304,7 @@ class _Episode:
                 agent.results(pairs)
             elif not done:
                 nudges += 1
-                if nudges >= (MAX_NUDGES if finish else 2):
+                if nudges >= (MAX_NUDGES if finish else MAX_SILENT_WITHOUT_FINISH):
                     rec.end_reason = "no_tool_call"
                 else:
                     agent.user(wording.nudge(finish) + wording.turns_left_note(self.max_turns - n, finish))

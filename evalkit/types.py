@@ -184,7 +184,8 @@ class EnvSession(Protocol):
     """One episode's connection to an environment.
 
     Sessions may also offer `render() -> Image | None` (the current state as a picture, saved as a frame
-    after each turn) and `target() -> Image | None` (what the task asks for); the loop uses them when present.
+    after each turn), `target() -> Image | None` (what the task asks for) and `observation: dict` (the reset
+    observation's own fields, which the opening message shows the model); the loop uses them when present.
     """
 
     def reset(self, **kwargs: Any) -> dict: ...

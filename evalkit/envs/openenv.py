@@ -10,7 +10,6 @@ targets and final documents; each route is tried on its own, and a server withou
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from typing import Any
@@ -107,17 +106,6 @@ def _finishes(tool: dict) -> bool:
     return bool(meta.get("finishes_episode")) or FINISH_TAG in tags
 
 
-def _image_item(item: dict) -> Image | None:
-    data = item.get("data")
-    if not data:
-        return None
-    mime = item.get("mimeType") or item.get("mime_type") or "image/png"  # fastmcp 3 / 4
-    try:
-        return Image(base64.b64decode(data), mime)
-    except (ValueError, TypeError):
-        return None
-
-
 def tool_outcome(payload: dict) -> ToolOutcome:
     """An MCP tool call's answer (an OpenEnv `CallToolObservation` on the wire) as a ToolOutcome."""
     obs = payload.get("observation") or {}
@@ -134,9 +122,7 @@ def tool_outcome(payload: dict) -> ToolOutcome:
         content = result.get("content") or []
         for item in content:
             if isinstance(item, dict) and item.get("type") == "image":
-                img = _image_item(item)
-                if img is not None:
-                    images.append(img)
+                images += observation.images_in(item)
             elif isinstance(item, dict) and item.get("type") == "text":
                 texts.append(str(item.get("text", "")))
         if not content and result.get("data") is not None:
@@ -158,7 +144,9 @@ def typed_outcome(payload: dict) -> ToolOutcome:
     return _outcome(text or "(the observation is empty)", images, False, payload, obs, meta)
 
 
-def _outcome(text: str, images: list[Image], is_error: bool, payload: dict, obs: dict, meta: dict):
+def _outcome(
+    text: str, images: list[Image], is_error: bool, payload: dict, obs: dict, meta: dict
+) -> ToolOutcome:
     reward = payload.get("reward", obs.get("reward"))
     grade = meta.get("grade") if isinstance(meta.get("grade"), dict) else None
     return ToolOutcome(
@@ -166,7 +154,7 @@ def _outcome(text: str, images: list[Image], is_error: bool, payload: dict, obs:
         images=images,
         is_error=is_error,
         done=bool(payload.get("done") or obs.get("done")),
-        reward=float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None,
+        reward=float(reward) if isinstance(reward, int | float) else None,  # OpenEnv allows a bool reward
         grade=grade,
         metadata=meta,
     )

@@ -190,7 +190,10 @@ def probe(
     reset = {k: v for k, v in (reset or {}).items() if v is not None}
     session, meta, _ = open_session(env, reset, cancel, wait=wait)
     try:
-        tools = session.tools()
+        try:
+            tools = session.tools()
+        except EnvError as e:
+            raise EnvError(f"it did not list its tools: {e}") from e
         fields = dict(getattr(session, "observation", None) or {})
         finish = wording.finishing_tool(tools)
         report = EnvReport(
