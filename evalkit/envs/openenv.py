@@ -40,9 +40,16 @@ def http_client(url: str, **kw: Any) -> httpx.Client:
     return httpx.Client(verify=url.startswith("https://"), **kw)
 
 
-def _get(url: str, timeout: float = 10.0) -> httpx.Response:
-    with http_client(url, timeout=timeout) as client:
-        return client.get(url)
+def _server_json(url: str, route: str) -> dict:
+    """A route of the server as a JSON object; {} when it has no such route or answers something else.
+    Raises httpx.HTTPError when the server cannot be reached."""
+    with http_client(url, timeout=10.0) as client:
+        r = client.get(f"{url}{route}")
+    try:
+        body = r.json() if r.status_code == 200 else None
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def env_identity(env: Any) -> str:
@@ -53,13 +60,9 @@ def env_identity(env: Any) -> str:
         return env.name
     url = http_url(str(getattr(env, "base_url", env)))
     try:
-        r = _get(f"{url}/metadata")
+        name = _server_json(url, "/metadata").get("name")
     except httpx.HTTPError as e:
         raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
-    try:
-        name = r.json().get("name") if r.status_code == 200 else None
-    except (ValueError, AttributeError):
-        name = None
     return str(name) if name else url
 
 
@@ -67,13 +70,9 @@ def action_schema(url: str) -> dict | None:
     """The action schema of a typed-action env, or None for an MCP env (its actions are tool calls) and for
     a server without `/schema`."""
     try:
-        r = _get(f"{http_url(url)}/schema")
+        action = _server_json(http_url(url), "/schema").get("action")
     except httpx.HTTPError as e:
         raise EnvError(f"cannot reach the environment at {http_url(url)}: {type(e).__name__}") from e
-    try:
-        action = r.json().get("action") if r.status_code == 200 else None
-    except (ValueError, AttributeError):
-        return None
     if not isinstance(action, dict):
         return None
     props = set(action.get("properties") or {})
