@@ -91,3 +91,20 @@ def test_run_stops_when_the_env_ends_the_episode_without_a_reward():
     assert len(steps) == 2 and st.ended and st.reward is None
     assert env.calls == ["note", "finish"]
     assert steps[-1].pairs[1][1].text.startswith("not executed")
+
+
+def test_the_stepper_speaks_the_envs_language(quiz_server, sketch_server):
+    from tests.support.foreign_envs import GOAL, QUIZ_INSTRUCTIONS
+
+    with EpisodeStepper(factory([Turn(text="thinking")]), quiz_server.base_url, max_turns=4) as st:
+        st.reset()
+        assert st.system == QUIZ_INSTRUCTIONS and st.finish == "answer" and st.meta["question"]
+        st.step()
+        assert st.sent[-1]["text"].endswith("when you are done, call answer.\n[3 turns left]")
+        out = st.submit(text="42")  # the finishing tool, with the arguments it needs
+        assert out.done and st.ended and st.reward == 1.0
+    with EpisodeStepper(factory([]), sketch_server.base_url, max_turns=4) as st:
+        st.reset()
+        assert st.sent[0]["text"].startswith(GOAL) and "final answer in text" in st.system
+        with pytest.raises(RuntimeError, match="no finishing tool"):
+            st.submit()

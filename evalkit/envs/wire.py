@@ -156,8 +156,8 @@ class Connection:
         self._open = False
         try:
             self._ws.send(json.dumps({"type": "close"}))
-            while True:
-                self._ws.recv(timeout=5.0)
+            # An older server answers `close` with a frame instead of hanging up: then we hang up.
+            self._ws.recv(timeout=5.0)
         except (ConnectionClosed, TimeoutError, OSError):
             pass
         except Exception as e:  # closing must never mask the outcome of the episode that used the session
