@@ -52,11 +52,9 @@ def _standin_server():
 
 @pytest.fixture
 def standin(_standin_server, monkeypatch):
-    """The stand-in model (`vllm:standin`), its requests forgotten, the vllm provider pointed at it."""
-    from evalkit.providers import chat_completions
-
+    """The stand-in model (`vllm:standin`, no thinking switch, so no probe), its requests forgotten, the vllm
+    provider pointed at it."""
     monkeypatch.setenv("VLLM_BASE_URL", _standin_server.server.url + "/v1")
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
-    chat_completions._probe_cache.clear()
     _standin_server.server.reset()
     return _standin_server
