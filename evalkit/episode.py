@@ -229,7 +229,7 @@ class _Episode:
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
-        opening = wording.opening(meta, getattr(session, "observation", None) or {}, self.max_turns)
+        opening = wording.session_opening(session, meta, self.max_turns, target)
         if self.frames:
             first = self._picture("render") or (opening.observed[-1] if opening.observed else None)
             rec.frame0 = self._save(first)

@@ -143,7 +143,7 @@ class EpisodeStepper:
             self.agent = self.agent_spec(system=self.system, tools=self.tools, options=self.options)
         fn = getattr(self.session, "target", None)
         self.target = fn() if callable(fn) else None
-        opening = wording.opening(self.meta, getattr(self.session, "observation", None) or {}, self.max_turns)
+        opening = wording.session_opening(self.session, self.meta, self.max_turns, self.target)
         self._user(opening.text, opening.images)
         return self.meta
 

@@ -184,8 +184,9 @@ class EnvSession(Protocol):
     """One episode's connection to an environment.
 
     Sessions may also offer `render() -> Image | None` (the current state as a picture, saved as a frame
-    after each turn), `target() -> Image | None` (what the task asks for) and `observation: dict` (the reset
-    observation's own fields, which the opening message shows the model); the loop uses them when present.
+    after each turn), `target() -> Image | None` (what the task asks for, kept with the record) and
+    `observation: dict` (the reset observation's own fields, which the opening message shows the model with
+    the metadata's pictures); a session without `observation` has its target open the message instead.
     """
 
     def reset(self, **kwargs: Any) -> dict: ...

@@ -102,6 +102,17 @@ def opening(meta: dict, fields: dict, max_turns: int) -> Opening:
     return Opening("\n".join(parts), observation.images_in(meta), seen)
 
 
+def session_opening(session: object, meta: dict, max_turns: int, target: Image | None) -> Opening:
+    """The opening of an episode on `session`. An OpenEnv session shows what its reset observation carries
+    (its `observation` fields, its metadata's pictures); a Python session that has no observation of its
+    own says what the task asks for through `target()`, and that picture opens the message."""
+    fields = getattr(session, "observation", None)
+    op = opening(meta, fields or {}, max_turns)
+    if fields is None and target is not None and target not in op.attached:
+        op.attached.insert(0, target)
+    return op
+
+
 def nudge(finish: str | None) -> str:
     """What a model that called no tool is told."""
     head = "You did not call a tool. Continue the task by calling one of your tools;"

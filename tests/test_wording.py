@@ -92,3 +92,17 @@ def test_opening_without_any_task_text():
         "The environment's first observation:\nboard: [[0, 1], [1, 0]]\nlegal_actions: [0, 1]"
     )
     assert op.images == []
+
+
+def test_a_python_session_without_an_observation_shows_its_target():
+    class Plain:  # an in-process EnvSession: its target() is how it says what the task asks for
+        pass
+
+    class Wire:  # an OpenEnv session: what its reset observation carries is what the model sees
+        observation: dict = {}
+
+    op = wording.session_opening(Plain(), {"prompt": "Match it."}, 4, PNG)
+    assert op.images == [PNG] and op.text.startswith("Match it.")
+    assert wording.session_opening(Wire(), {"prompt": "Describe it."}, 4, PNG).images == []
+    again = wording.session_opening(Plain(), {"reference_b64": PNG.b64}, 4, PNG)
+    assert again.images == [PNG]  # carried by the metadata already: not twice
