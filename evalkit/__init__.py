@@ -21,6 +21,8 @@ _EXPORTS = {
     "serve": "evalkit.envs.server",
     "connect": "evalkit.envs.openenv",
     "OpenEnvSession": "evalkit.envs.openenv",
+    "TypedSession": "evalkit.envs.openenv",
+    "probe": "evalkit.envs.probe",
     "run_episode": "evalkit.episode",
     "run_batch": "evalkit.batch",
     "load_evalset": "evalkit.evalsets",

@@ -1,8 +1,10 @@
 """run_batch: models × surfaces × modes × tasks × skins × repeats, run concurrently into one run directory.
 
-Each finished episode is appended to `trace.jsonl` at once, so a killed batch loses at most the episodes in
-flight. Rerunning into the same directory (resume) runs only the jobs whose key is missing or whose latest
-record ended with an `error_class`.
+Before any work, a preflight probes the env (`evalkit.envs.probe`): the kind of env, its tools, the modes it
+declares, and how many sessions its server accepts at once — the batch's concurrency is capped to that, with
+a one-line notice. Each finished episode is appended to `trace.jsonl` at once, so a killed batch loses at
+most the episodes in flight. Rerunning into the same directory (resume) runs only the jobs whose key is
+missing or whose latest record ended with an `error_class`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
 from evalkit.envs.openenv import env_identity
-from evalkit.episode import run_episode
-from evalkit.errors import ConfigError, EnvError
+from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
+from evalkit.episode import run_episode, task_identity
+from evalkit.errors import ConfigError, EnvCapacityError, EnvError
 from evalkit.evalsets import load_evalset
 from evalkit.providers import check_endpoints, check_keys, parse_spec
 from evalkit.providers.health import ProviderHealth
@@ -35,9 +38,9 @@ class Job:
     surface: str
     mode: str
     task: dict
-    """Reset arguments: `task_id`, or `split` and `index`."""
+    """Reset arguments: `task_id`, or `split` and `index`, or what `--reset-json` gave."""
     ident: str
-    """The task's identity in the key (its id, or `<env>-<split>-<index>`)."""
+    """The task's identity in the key (`evalkit.episode.task_identity`)."""
     repeat: int
     key: str
     evalset_task: str | None = None
@@ -93,8 +96,20 @@ def select_tasks(
     tasks: int | None = None,
     start: int = 0,
     stride: int = 1,
+    reset: dict | list[dict] | None = None,
 ) -> tuple[list[tuple[dict, str]], str | None]:
-    """(reset arguments, identity) per task, and the evalset id. Raises ConfigError on a bad selection."""
+    """(reset arguments, identity) per task, and the evalset id. Raises ConfigError on a bad selection.
+    `reset` gives the reset arguments themselves: one dict, or a list of them (one task each)."""
+    if reset is not None:
+        if evalset is not None or task_ids or tasks is not None:
+            raise ConfigError("--reset-json names the tasks itself: drop --evalset, --task-ids and --tasks")
+        resets = [reset] if isinstance(reset, dict) else list(reset)
+        if not resets or not all(isinstance(r, dict) for r in resets):
+            raise ConfigError("--reset-json wants a JSON object or a non-empty list of objects")
+        chosen = [(dict(r), task_identity(r, env_name)) for r in resets]
+        if len({ident for _, ident in chosen}) < len(chosen):
+            raise ConfigError("--reset-json lists the same task twice (use --repeats to run a task again)")
+        return chosen, None
     if evalset is not None:
         es = load_evalset(evalset)
         chosen = es.select(subset=subset, tiers=tiers, task_ids=task_ids, limit=limit)
@@ -179,6 +194,7 @@ def run_batch(
     tasks: int | None = None,
     start: int = 0,
     stride: int = 1,
+    reset: dict | list[dict] | None = None,
     surfaces: list[str] | str | None = None,
     modes: list[str] | str | None = None,
     repeats: int = 1,
@@ -197,17 +213,22 @@ def run_batch(
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
-    `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv MCP server, or the name of an
-    embedded environment (served for the length of the batch). `skins` runs each task of a screen surface in
-    each skin (default: the env's skin for the task); `coordinates` is `auto` (by model), `pixels` or
-    `normalized`; `max_turns` None gives each surface the env's own budget. Every configuration mistake —
-    unknown provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image
-    budgets, bad evalset, empty selection — raises ConfigError before the run directory exists.
+    `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv server (MCP or typed-action),
+    or the name of an embedded environment (served for the length of the batch). Tasks come from an evalset,
+    `task_ids`, `split`/`tasks`, or `reset` (reset arguments: a dict, or a list of dicts, one task each).
+    `surfaces` and `modes` default to the env's first (an env that declares no modes runs without one;
+    one evalkit does not embed, on surface `tools`). `skins` runs each task of a screen surface in each skin
+    (default: the env's skin for the task); `coordinates` is `auto` (by model), `pixels` or `normalized`;
+    `max_turns` None gives each surface the env's own budget. Every configuration mistake — unknown
+    provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad
+    evalset, empty selection, an env with no tools, a task, surface or skin the env refuses — raises
+    ConfigError before the run directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down.
     """
-    models, surfaces, modes = _as_list(models), _as_list(surfaces), _as_list(modes)
+    models, surfaces = _as_list(models), _as_list(surfaces)
+    asked_modes = _as_list(modes)
     skins = _as_list(skins) or None
     if not models:
         raise ConfigError("no models given")
@@ -230,20 +251,14 @@ def run_batch(
         name = env
     else:
         name = env_identity(env)
-    # None: the env's first surface and mode (tools / reference for envs evalkit does not embed).
-    surfaces = surfaces or list(SURFACES.get(name, ("tools",))[:1])
-    modes = modes or list(MODES.get(name, ("reference",))[:1])
-    checks = [("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))]
+    # None: the env's first surface (tools for envs evalkit does not embed).
+    surfaces = surfaces or [default_surface(name)]
+    _check_names(name, "surface", surfaces, SURFACES.get(name))
+    if name in MODES:  # known before the env is reached: say so before serving it
+        _resolve_modes(name, asked_modes, MODES[name])
     if skins:
         # An embedded env without skins has none to choose from; a foreign env's skins are its own business.
-        checks.append(("skin", skins, SKINS.get(name, () if name in EMBEDDED else None)))
-    for what, asked, known in checks:
-        bad = [x for x in asked if known is not None and x not in known]
-        if bad or not asked:
-            raise ConfigError(
-                f"{name} has no {what} {', '.join(bad) or '(none given)'}"
-                + (f" (it has: {', '.join(known)})" if known else "")
-            )
+        _check_names(name, "skin", skins, SKINS.get(name, () if name in EMBEDDED else None))
     task_list, evalset_id = select_tasks(
         name,
         evalset=evalset,
@@ -255,9 +270,8 @@ def run_batch(
         tasks=tasks,
         start=start,
         stride=stride,
+        reset=reset,
     )
-    jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skins, coordinates)
-
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
@@ -265,50 +279,107 @@ def run_batch(
         from evalkit.envs.server import serve
 
         served = env = serve(env, max_concurrent_envs=max(64, concurrency + 4))
-    from evalkit import __version__
-
-    meta = {
-        "models": models,
-        "env": name,
-        "surfaces": surfaces,
-        "modes": modes,
-        "base_url": getattr(env, "base_url", env) if served is None else None,
-        "evalset": str(evalset) if evalset else None,
-        "evalset_id": evalset_id,
-        "subset": subset,
-        "tiers": tiers,
-        "limit": limit,
-        "split": None if evalset else split,
-        "repeats": repeats,
-        "skins": skins,
-        "coordinates": coordinates,
-        "max_turns": max_turns,
-        "max_steps": max_steps,
-        "episode_timeout": episode_timeout,
-        "frames": frames,
-        "concurrency": concurrency,
-        "n_jobs": len(jobs),
-        "options": vars(options) if options else None,
-        "evalkit_version": __version__,
-        "argv": argv,
-    }
-    episode_kw = dict(
-        max_turns=max_turns,
-        max_steps=max_steps,
-        episode_timeout=episode_timeout,
-        frames=frames,
-        options=options,
-        health=health if health is not None else ProviderHealth(),
-        preflight=False,
-    )
     try:
+        first_mode = asked_modes[0] if asked_modes else default_mode(name)
+        first = reset_kwargs(task_list[0][0], name, surfaces[0], first_mode)
+        report = _probe(env, name, first, task_list[0][1], sessions=1 if served is not None else concurrency)
+        modes = _resolve_modes(name, asked_modes, report.modes)
+        notices = [report.summary()] if progress else []
+        if report.capacity is not None and report.capacity < concurrency:
+            notices.append(
+                f"{name} accepts {report.capacity} session(s) at a time: running {report.capacity} "
+                f"episode(s) at once instead of {concurrency}"
+            )
+            concurrency = report.capacity
+        jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skins, coordinates)
+        from evalkit import __version__
+
+        meta = {
+            "models": models,
+            "env": name,
+            "env_kind": report.kind,
+            "surfaces": surfaces,
+            "modes": modes,
+            "base_url": getattr(env, "base_url", env) if served is None else None,
+            "evalset": str(evalset) if evalset else None,
+            "evalset_id": evalset_id,
+            "subset": subset,
+            "tiers": tiers,
+            "limit": limit,
+            "split": None if evalset or reset is not None else split,
+            "reset": reset,
+            "repeats": repeats,
+            "skins": skins,
+            "coordinates": coordinates,
+            "max_turns": max_turns,
+            "max_steps": max_steps,
+            "episode_timeout": episode_timeout,
+            "frames": frames,
+            "concurrency": concurrency,
+            "server_sessions": report.capacity,
+            "n_jobs": len(jobs),
+            "options": vars(options) if options else None,
+            "evalkit_version": __version__,
+            "argv": argv,
+        }
+        episode_kw = dict(
+            max_turns=max_turns,
+            max_steps=max_steps,
+            episode_timeout=episode_timeout,
+            frames=frames,
+            options=options,
+            health=health if health is not None else ProviderHealth(),
+            preflight=False,
+        )
         _check_resume(out, meta)
         done = completed_keys(out)
-        _preflight(env, [j for j in jobs if j.key not in done], explicit=bool(task_ids) and evalset is None)
+        explicit = evalset is None and bool(task_ids or reset is not None)
+        _preflight(env, name, [j for j in jobs if j.key not in done], explicit, first)
+        for line in notices:
+            _notice(line)
         return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
     finally:
         if served is not None:
             served.stop()
+
+
+def _notice(text: str) -> None:
+    print(f"evalkit: {text}", file=sys.stderr, flush=True)
+
+
+def _check_names(name: str, what: str, asked: list[str], known: tuple[str, ...] | None) -> None:
+    bad = [x for x in asked if known is not None and x not in known]
+    if bad or not asked:
+        raise ConfigError(
+            f"{name} has no {what} {', '.join(bad) or '(none given)'}"
+            + (f" (it has: {', '.join(known)})" if known else "")
+        )
+
+
+def _resolve_modes(name: str, asked: list[str], declared: tuple[str, ...] | None) -> list[str]:
+    """Modes exist where the env declares them: asked ones are checked against those, and by default the
+    first is run. An env that declares none runs without a mode (asked ones are passed to its reset)."""
+    if asked:
+        _check_names(name, "mode", asked, declared)
+        return asked
+    return [declared[0]] if declared else [""]
+
+
+def _probe(env: Any, name: str, first: dict, ident: str, sessions: int) -> Any:
+    """The preflight: the first task reset once, tools listed, capacity counted. A task the env refuses, an
+    unreachable server or an env with no tools is the user's mistake, better said now than recorded as an
+    env error per episode."""
+    from evalkit.envs.probe import probe
+
+    try:
+        report = probe(env, first, sessions=sessions, pictures=False)
+    except EnvCapacityError as e:
+        raise ConfigError(f"{name} has had no free session for a minute ({e}); try again later") from None
+    except EnvError as e:
+        raise ConfigError(f"the environment refused task {ident}: {e}") from None
+    if not report.tools:
+        raise ConfigError(f"{name} offers no tools: a model could not act in it")
+    return report
 
 
 # Settings that change what an episode is: resuming with other values would mix incomparable records.
@@ -332,33 +403,40 @@ def _check_resume(out: Path, meta: dict) -> None:
         raise ConfigError(f"{out} was run with {was}; resume it with the same settings or use a new --out")
 
 
-def _preflight(env: Any, jobs: list[Job], explicit: bool) -> None:
-    """Reset the first task on each surface (and every task named by --task-ids without an evalset) once: a
-    split, task or skin the env refuses, or a surface it cannot open (no Chromium), is the user's mistake,
-    better said now than recorded as an env error per episode."""
+def _preflight(env: Any, name: str, jobs: list[Job], explicit: bool, probed: dict) -> None:
+    """Reset the first task on each surface and skin (and every task the user named, by id or by reset
+    arguments) once: a split, task or skin the env refuses, or a surface it cannot open (no Chromium), is the
+    user's mistake, better said now than recorded as an env error per episode. The reset the probe made
+    (`probed`) is not made again."""
     if not jobs:
         return
-    from evalkit.episode import _session
-
     first = jobs[0].ident
     probes: dict[tuple, Job] = {}
     for j in jobs if explicit else [j for j in jobs if j.ident == first]:
         probes.setdefault((j.ident, j.surface, j.skin, j.coordinates), j)
     session = None
     try:
-        session = _session(env)
         for job in probes.values():
-            asked = dict(surface=job.surface, mode=job.mode, skin=job.skin, coordinates=job.coordinates)
+            asked = dict(skin=job.skin, coordinates=job.coordinates)
+            kw = reset_kwargs(job.task, name, job.surface, job.mode, **asked)
+            if _asked(kw) == _asked(probed):
+                continue
             try:
-                session.reset(**job.task, **asked)
+                if session is None:
+                    session, _, _ = open_session(env, kw, wait=60.0)
+                else:
+                    session.reset(**kw)
             except EnvError as e:
                 where = f"task {job.ident}" + (f" on surface {job.surface}" if job.surface != "tools" else "")
+                where += f" in skin {job.skin}" if job.skin else ""
                 raise ConfigError(f"the environment refused {where}: {e}") from None
-    except EnvError as e:
-        raise ConfigError(str(e)) from None
     finally:
         if session is not None:
-            session.close()
+            close_quietly(session)
+
+
+def _asked(kw: dict) -> dict:
+    return {k: v for k, v in kw.items() if v is not None}
 
 
 def _write_meta(out: Path, meta: dict) -> None:

@@ -1,4 +1,4 @@
-"""`evalkit run | summarise | compare | report | view | serve | ownloop`.
+"""`evalkit run | probe | summarise | compare | report | view | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory.
@@ -7,6 +7,7 @@ and makes no run directory.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -62,6 +63,25 @@ def _positive(kind: type):
     return parse
 
 
+def _reset_json(text: str) -> dict | list:
+    """`--reset-json`: a JSON object (one task's reset arguments) or a list of them, or @FILE holding one."""
+    source = text
+    if text.startswith("@"):
+        try:
+            source = Path(text[1:]).read_text()
+        except OSError as e:
+            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {e.strerror}") from None
+    try:
+        value = json.loads(source)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--reset-json is not JSON ({e})") from None
+    if isinstance(value, dict) or (
+        isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
+    ):
+        return value
+    raise argparse.ArgumentTypeError("--reset-json wants a JSON object or a non-empty list of objects")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evalkit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -69,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a batch of episodes into a run directory")
     where = r.add_mutually_exclusive_group(required=True)
     where.add_argument("--env", help="embedded environment to serve in-process (e.g. canvas)")
-    where.add_argument("--base-url", help="your own OpenEnv MCP server, e.g. http://127.0.0.1:8000")
+    where.add_argument(
+        "--base-url", help="your own OpenEnv server (MCP or typed-action), e.g. http://127.0.0.1:8000"
+    )
     r.add_argument(
         "--models", type=_csv, required=True, help="comma-separated provider:model[@thinking] specs"
     )
@@ -83,8 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tasks", type=_positive(int), help="without an evalset: number of tasks")
     r.add_argument("--start", type=int, default=0, help="without an evalset: first task index")
     r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
+    r.add_argument(
+        "--reset-json",
+        type=_reset_json,
+        help="the reset arguments of the tasks, for envs whose reset takes its own: a JSON object, a list of "
+        "them (one task each), or @FILE",
+    )
     r.add_argument("--surfaces", type=_csv, help="default: the env's first (canvas: tools, webapp: gui)")
-    r.add_argument("--modes", type=_csv, help="default: the env's first (canvas: reference, webapp: task)")
+    r.add_argument(
+        "--modes",
+        type=_csv,
+        help="default: the env's first (canvas: reference, webapp: task); none for an env that declares none",
+    )
     r.add_argument(
         "--skins", type=_csv, help="screen surfaces: run each task in each skin (default: one skin per task)"
     )
@@ -117,6 +149,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--verbose", "-v", action="store_true", help="a line per finished episode")
+
+    pr = sub.add_parser("probe", help="show what evalkit sees of an environment, before running anything")
+    pr.add_argument("url", help="a server's base URL, or the name of an embedded environment (served for it)")
+    pr.add_argument("--task-id", help="reset with this task id (default: the env's own default task)")
+    pr.add_argument("--split", help="reset with this split (and --index)")
+    pr.add_argument("--index", type=int, help="reset with this index (and --split)")
+    pr.add_argument("--reset-json", type=_reset_json, help="reset with these arguments (a JSON object)")
+    pr.add_argument("--surface", help="reset on this surface (default: the env's first)")
+    pr.add_argument("--mode", help="reset in this mode (envs that declare modes)")
+    pr.add_argument(
+        "--max-turns", type=_positive(int), help="for the opening message it shows (default: the env's)"
+    )
+    pr.add_argument(
+        "--sessions", type=_positive(int), default=8, help="count server sessions up to this many"
+    )
+    pr.add_argument("--json", action="store_true", help="print the report as JSON")
 
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
     s.add_argument("runs", nargs="+")
@@ -214,6 +262,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         tasks=a.tasks,
         start=a.start,
         stride=a.stride,
+        reset=a.reset_json,
         surfaces=a.surfaces,
         modes=a.modes,
         skins=a.skins,
@@ -234,6 +283,47 @@ def cmd_run(a: argparse.Namespace) -> int:
         f"{run.errors} unscored by infrastructure errors"
     )
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
+    return 0
+
+
+def cmd_probe(a: argparse.Namespace) -> int:
+    from evalkit.envs import EMBEDDED
+    from evalkit.envs.probe import probe
+    from evalkit.envs.sessions import default_mode, default_surface, reset_kwargs
+    from evalkit.errors import EnvError
+
+    if isinstance(a.reset_json, list):
+        raise ConfigError("probe resets one task: give --reset-json a JSON object")
+    task: dict = dict(a.reset_json or {})
+    if a.task_id:
+        task["task_id"] = a.task_id
+    if a.split is not None or a.index is not None:
+        task.update({"split": a.split or "test", "index": a.index or 0})
+    served = None
+    if "://" not in a.url:
+        if a.url not in EMBEDDED:
+            raise ConfigError(
+                f"{a.url!r} is neither a URL nor an embedded environment ({', '.join(EMBEDDED)})"
+            )
+        from evalkit.envs.server import serve
+
+        served = serve(a.url)
+    env = served or a.url
+    try:
+        from evalkit.envs.openenv import env_identity
+
+        name = env_identity(env)
+        mode = a.mode if a.mode is not None else default_mode(name)
+        surface = a.surface or default_surface(name)
+        kw = reset_kwargs(task or None, name, surface, mode)
+        try:
+            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0)
+        except EnvError as e:
+            raise ConfigError(f"{name}: {e}") from None
+    finally:
+        if served is not None:
+            served.stop()
+    print(json.dumps(report.to_dict(), indent=1, default=str) if a.json else report.describe())
     return 0
 
 
@@ -316,6 +406,7 @@ def cmd_ownloop(a: argparse.Namespace) -> int:
 
 COMMANDS = {
     "run": cmd_run,
+    "probe": cmd_probe,
     "summarise": cmd_summarise,
     "summarize": cmd_summarise,
     "compare": cmd_compare,

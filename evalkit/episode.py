@@ -1,20 +1,24 @@
 """run_episode: the one place an agent and an environment meet.
 
-reset → list tools → opening message (with the target image in `reference` mode) → turns, each one model
-call whose tool calls all go through the environment → frames → submit (on the model's behalf if it never
-did) → an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
-episode unscored (`reward` None, `error_class` set) so that resume runs it again.
+reset (waiting for a free session on a full server) → list tools → the env's instructions as the system
+prompt and its task text and pictures as the opening message (`evalkit.wording`) → turns, each one model call
+whose tool calls all go through the environment → frames → the episode ends when the env says done, at the
+turn limit, or when the model stops calling tools; then, if the env has a finishing tool that needs no
+arguments, it is called on the model's behalf → an EpisodeRecord. Mistakes the model makes are data in the
+turn; an infrastructure failure ends the episode unscored (`reward` None, `error_class` set) so that resume
+runs it again.
 
 An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
 screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
-last tool result (as any computer-use harness does), and uses the screenshots as frames. The turn budget
-defaults to the env's own (`max_turns` in the reset metadata).
+last tool result (or on the nudge), as any computer-use harness does, and uses the screenshots as frames.
+The turn budget defaults to the env's own (`max_turns` in the reset metadata).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -23,7 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import ConfigError, EndpointError, EvalkitError, error_class_of
+from evalkit import wording
+from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
+from evalkit.envs.sessions import env_name as name_of
+from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
 from evalkit.providers.health import ProviderHealth
@@ -47,53 +54,16 @@ from evalkit.types import (
 log = logging.getLogger(__name__)
 
 
-class EpisodeCancelled(EvalkitError):
-    """The caller asked the episode to stop (an interrupted batch); such a record is not kept."""
-
-    error_class = "cancelled"
-
-
-NUDGE = (
-    "You did not call a tool. Continue the task by calling one of your tools; when you are done, call submit."
-)
 MAX_NUDGES = 3
+"""Silent turns in a row (no tool call) that end an episode whose env has a finishing tool."""
+MAX_SILENT_WITHOUT_FINISH = 2
+"""The same without a finishing tool: the nudge asks for the answer in text, so the next silent turn is it."""
 NOTES_TAIL = 8000
-DEFAULT_MAX_TURNS = 30
+DEFAULT_MAX_TURNS = wording.DEFAULT_MAX_TURNS
 SCREEN_IMAGE_WINDOW = (12, 4)
 """The image budget of a computer-use episode given none: a screenshot a turn would outgrow any context."""
 
 AgentFactory = Callable[..., Agent]
-
-
-def opening_text(meta: dict, mode: str, max_turns: int) -> str:
-    """The first user message. The task rules live in the system prompt (the env's instructions)."""
-    if meta.get("prompt"):
-        head = str(meta["prompt"])
-    elif mode == "reference":
-        head = "The target is attached. Recreate it with your tools, then call submit."
-    elif mode == "description":
-        head = "Recreate the design described in your instructions with your tools, then call submit."
-    else:
-        head = "Begin the task described in your instructions."
-    return f"{head}\nYou have {max_turns} turns; each turn may call several tools."
-
-
-def screen_note(n_before: int, n_shots: int) -> str:
-    """Which opening images are the screen, when screenshots follow the target (or stand alone)."""
-    if n_shots == 0:
-        return ""
-    if n_before == 0:
-        return "\nThe attached image is a screenshot of the screen as it is now."
-    last = "one is a screenshot" if n_shots == 1 else f"{n_shots} are screenshots"
-    return f"\nThe first image is the target; the last {last} of the screen as it is now."
-
-
-def turns_left_note(left: int) -> str:
-    if left <= 0:
-        return "\n[no turns left]"
-    if left == 1:
-        return "\n[1 turn left: your next turn is the last — finish and call submit in it]"
-    return f"\n[{left} turns left]"
 
 
 def _agent_label(agent: str | AgentFactory) -> str:
@@ -104,32 +74,17 @@ def _agent_label(agent: str | AgentFactory) -> str:
     )
 
 
-def _session(env: Any) -> EnvSession:
-    if isinstance(env, EnvSession) and not hasattr(env, "base_url"):
-        return env
-    if callable(env) and not isinstance(env, str) and not hasattr(env, "base_url"):
-        return env()
-    from evalkit.envs.openenv import connect
-
-    return connect(env)
-
-
-def _env_name(env: Any) -> str:
-    """The same name `run_batch` gives an env, so an episode run alone has the key a batch would give it."""
-    if isinstance(env, str) or hasattr(env, "base_url"):
-        from evalkit.envs.openenv import env_identity
-
-        try:
-            return env_identity(env)
-        except ConfigError:  # unreachable: the episode itself records the env error
-            return str(getattr(env, "base_url", env))
-    return getattr(env, "name", None) or type(env).__name__
-
-
-def _reset_kwargs(task: str | dict | None, **fixed: Any) -> dict:
-    if isinstance(task, dict):
-        return {**fixed, **task}
-    return {**fixed, "task_id": task}
+def task_identity(task: str | dict | None, env_name: str) -> str:
+    """The task's identity in keys and records: its id; for a dict, its `task_id`, else
+    `<env>-<split>-<index>` (as `run_batch` names drawn tasks), else a canonical string of its contents —
+    distinct tasks never share a key."""
+    if task is None or isinstance(task, str):
+        return task or ""
+    if task.get("task_id"):
+        return str(task["task_id"])
+    if set(task) == {"split", "index"} and isinstance(task["index"], int):
+        return f"{env_name}-{task['split']}-{task['index']:04d}"
+    return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def run_episode(
@@ -137,8 +92,8 @@ def run_episode(
     env: Any,
     task: str | dict | None = None,
     *,
-    surface: str = "tools",
-    mode: str = "reference",
+    surface: str | None = None,
+    mode: str | None = None,
     out: str | Path | None = None,
     max_turns: int | None = None,
     max_steps: int | None = None,
@@ -159,10 +114,12 @@ def run_episode(
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
-    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
-    `cancel` stops the episode before its next turn (error_class `cancelled`). `max_turns` None gives the
-    env's own budget for the surface (reset metadata `max_turns`), else DEFAULT_MAX_TURNS. `health` is the
-    run's record of failing providers (`run_batch` shares one across its episodes).
+    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). A dict
+    `task` is the reset's keyword arguments. `surface` and `mode` default to the first the env declares
+    (`tools`, and no mode, for envs that declare none). Setting `cancel` stops the episode before its next
+    turn (error_class `cancelled`). `max_turns` None gives the env's own budget for the surface (reset
+    metadata `max_turns`), else DEFAULT_MAX_TURNS. `health` is the run's record of failing providers
+    (`run_batch` shares one across its episodes).
 
     Before anything starts (unless `preflight=False`, as `run_batch` does after its own checks): an unknown
     provider, a missing key or endpoint URL, an endpoint nothing answers at, or an image budget that cannot
@@ -175,8 +132,10 @@ def run_episode(
             check_keys([agent])
             check_endpoints([agent])
     label = _agent_label(agent)
-    env_name = env_name or _env_name(env)
-    task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
+    env_name = env_name or name_of(env)
+    surface = surface or default_surface(env_name)
+    mode = default_mode(env_name) if mode is None else mode
+    task_ident = task_key or task_identity(task, env_name)
     rec = EpisodeRecord(
         key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),
         model=label,
@@ -202,9 +161,7 @@ def run_episode(
     _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health).run(
         agent,
         env,
-        _reset_kwargs(
-            task, surface=surface, mode=mode, skin=skin, coordinates=coordinates, max_steps=max_steps
-        ),
+        reset_kwargs(task, env_name, surface, mode, skin=skin, coordinates=coordinates, max_steps=max_steps),
     )
     if writer is not None:
         writer.append(rec)
@@ -234,6 +191,8 @@ class _Episode:
         self.health = health
         self.shot_tool: str | None = None
         self.shot: Image | None = None
+        self.rewards: list[float] = []
+        """Every reward the env gave in this episode, in order."""
         self.usage = Usage()
         self.usage_known = True
         """False once some request may have been billed without reporting its usage: the cost is unknown."""
@@ -243,8 +202,12 @@ class _Episode:
     def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
         rec, t0 = self.rec, time.monotonic()
         try:
-            self.session = _session(env)
-            self._play(agent, reset_kw, t0)
+            self.session, meta, waited = open_session(env, reset_kw, self.cancel)
+            if waited:
+                rec.info["capacity_wait_s"] = round(waited, 2)
+            rec.env_seconds = round(time.monotonic() - t0 - waited, 4)
+            # The deadline is the episode's own time: waiting for a free session does not count.
+            self._play(agent, meta, time.monotonic())
         except ConfigError:
             raise
         except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
@@ -255,10 +218,7 @@ class _Episode:
         finally:
             # Nothing here may raise: it runs after the episode boundary, and one failure would kill a batch.
             if self.session is not None:
-                try:
-                    self.session.close()
-                except Exception as e:
-                    log.debug("closing the env session failed: %s", e)
+                close_quietly(self.session)
             rec.seconds = round(time.monotonic() - t0, 3)
             rec.n_turns = len(rec.turns)
             info = dict(getattr(self.agent, "info", None) or {})
@@ -292,9 +252,8 @@ class _Episode:
     def _save(self, image: Image | None) -> str | None:
         return self.store.put(image) if self.store is not None and image is not None else None
 
-    def _play(self, agent_spec: str | AgentFactory, reset_kw: dict, t0: float) -> None:
+    def _play(self, agent_spec: str | AgentFactory, meta: dict, t0: float) -> None:
         rec, session = self.rec, self.session
-        meta = self._timed_env(session.reset, **reset_kw)
         rec.task_id = str(meta.get("task_id") or rec.task_id)
         rec.episode_id = meta.get("episode_id")
         for name in ("split", "tier", "difficulty_score", "prompt_version", "coordinates", "skin"):
@@ -302,7 +261,9 @@ class _Episode:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
         self._screen(meta, tools)
-        system = str(meta.get("instructions") or "")
+        finish_tool = wording.finishing_tool(tools)
+        finish = finish_tool.name if finish_tool else None
+        system = wording.system_prompt(meta, tools)
         self.agent = agent = (
             make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
             if isinstance(agent_spec, str)
@@ -311,16 +272,15 @@ class _Episode:
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
-        images = [target] if target is not None and rec.mode == "reference" else []
         shots = self._screenshot().images if self.shot_tool else []
+        opening = wording.session_opening(session, meta, self.max_turns, target, shots)
         if self.frames:
-            rec.frame0 = self._save(shots[-1] if shots else self._picture("render"))
-        text = opening_text(meta, rec.mode, self.max_turns) + screen_note(len(images), len(shots))
-        agent.user(text, images + shots)
+            seen = opening.observed[-1] if opening.observed else None
+            rec.frame0 = self._save(shots[-1] if shots else (self._picture("render") or seen))
+        agent.user(opening.text, opening.images)
 
-        done, nudges, last_reward = False, 0, None
+        done, nudges, rewards = False, 0, self.rewards
         rec.end_reason = "turn_limit"
-        has_submit = any(t.name == "submit" for t in tools)
         images_budget = budget(self.options.keep_images, self.options.image_window)
         for n in range(1, self.max_turns + 1):
             if self.cancel is not None and self.cancel.is_set():
@@ -364,10 +324,12 @@ class _Episode:
                         if outcome.is_error:
                             rec.tool_errors += 1
                         if outcome.reward is not None:
-                            last_reward = outcome.reward
+                            rewards.append(outcome.reward)
                         if outcome.done:
                             done = True
-                            self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+                            auto = bool(outcome.metadata.get("auto_submitted"))
+                            ended = "submitted" if call.name == finish else "done"
+                            self._finish(outcome, rewards, auto, ended)
                     tool_images += outcome.images
                     pairs.append((call, outcome))
                     trec.calls.append(
@@ -384,16 +346,17 @@ class _Episode:
                 fresh, done = self._look(turn, pairs, done, trec)
                 if not done:
                     last_call, last_outcome = pairs[-1]
-                    note = turns_left_note(self.max_turns - n)
+                    note = wording.turns_left_note(self.max_turns - n, finish)
                     pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
                 agent.results(pairs)
             elif not done:
                 fresh, done = self._look(turn, [], done, trec)
                 nudges += 1
-                if nudges >= MAX_NUDGES:
+                if not done and nudges >= (MAX_NUDGES if finish else MAX_SILENT_WITHOUT_FINISH):
                     rec.end_reason = "no_tool_call"
-                else:
-                    agent.user(NUDGE + turns_left_note(self.max_turns - n), fresh)
+                elif not done:  # (done: the env ended the episode on the loop's screenshot)
+                    left = wording.turns_left_note(self.max_turns - n, finish)
+                    agent.user(wording.nudge(finish) + left, fresh)
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
             if self.frames:
@@ -404,10 +367,17 @@ class _Episode:
             if done or rec.end_reason == "no_tool_call":
                 break
 
-        if not done and has_submit:
-            self._finish(self._timed_env(session.call, "submit", {}), auto=True, in_loop=False)
+        if not done and wording.can_auto_submit(finish_tool):
+            outcome = self._timed_env(session.call, finish, {})
+            if outcome.reward is not None:
+                rewards.append(outcome.reward)
+            self._finish(outcome, rewards, True, None)
         elif not done:
-            rec.reward = last_reward
+            rec.reward = rewards[-1] if rewards else None
+        if len(rewards) > 1:
+            # An env that rewards every step: `reward` is the last one, the return is kept beside it.
+            rec.info["return"] = round(sum(rewards), 6)
+            rec.info["rewards_given"] = len(rewards)
         final = self._picture("render")
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
@@ -437,7 +407,7 @@ class _Episode:
     def _screen(self, meta: dict, tools: list) -> None:
         """Settle the turn budget, and whether the env shows a screen (`screenshot_tool`): then, unless the
         user set an image budget, old screenshots are dropped (SCREEN_IMAGE_WINDOW, the opening kept)."""
-        self.max_turns = self.max_turns or _positive(meta.get("max_turns")) or DEFAULT_MAX_TURNS
+        self.max_turns = wording.turn_budget(self.max_turns, meta)
         name = meta.get("screenshot_tool")
         self.shot_tool = name if any(t.name == name for t in tools) else None
         if self.shot_tool and not (self.options.keep_images or self.options.image_window):
@@ -460,23 +430,28 @@ class _Episode:
             self.shot = own[-1] if own else None
             return [], done
         extra = self._screenshot()
+        if extra.reward is not None:
+            self.rewards.append(extra.reward)
         if extra.done:
-            self._finish(extra, auto=True)
+            # Not the model's action: the env ended the episode on its own (its budget ran out).
+            self._finish(extra, self.rewards, True, "done")
         if extra.images:
             self.shot = extra.images[-1]
             if self.frames and trec.calls:
                 trec.calls[-1].images += [p for p in map(self._save, extra.images) if p]
         return list(extra.images), done or extra.done
 
-    def _finish(self, outcome: ToolOutcome, auto: bool, in_loop: bool = True) -> None:
-        """Take the grade. In the loop, the env ended the episode (the model's submit, or the env's own step
-        limit); after it, the loop submitted on the model's behalf and the end reason says why it had to."""
+    def _finish(self, outcome: ToolOutcome, rewards: list[float], auto: bool, ended: str | None) -> None:
+        """Take the grade. `ended` says how the env ended the episode in the loop (`submitted` through its
+        finishing tool, `done` on another action; `auto` when it ended it on its own budget); None when the
+        loop submitted on the model's behalf after the loop, whose end reason then says why it had to."""
         rec = self.rec
         rec.grade = outcome.grade
-        rec.reward = outcome.reward if outcome.reward is not None else (outcome.grade or {}).get("total")
-        rec.auto_submitted = auto or not in_loop
-        if in_loop:
-            rec.end_reason = "auto_submitted" if auto else "submitted"
+        reward = outcome.reward if outcome.reward is not None else (outcome.grade or {}).get("total")
+        rec.reward = reward if reward is not None else (rewards[-1] if rewards else None)
+        rec.auto_submitted = auto
+        if ended is not None:
+            rec.end_reason = "auto_submitted" if auto else ended
 
 
 def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
@@ -490,10 +465,6 @@ def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) ->
         outcome.grade,
         outcome.metadata,
     )
-
-
-def _positive(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _cost(model: str, usage: Usage) -> float | None:

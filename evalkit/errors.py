@@ -9,7 +9,9 @@
     │   └── EvalsetError
     ├── EndpointError            the model endpoint failed after its retries → error_class "endpoint_error"
     ├── EnvError                 the environment connection failed → error_class "env_error"
-    └── TraceError               a run directory that cannot be read or written safely
+    │   └── EnvCapacityError     every session the server allows is in use: waited on, then env_error
+    ├── TraceError               a run directory that cannot be read or written safely
+    └── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
 
 What a model does wrong inside an episode (bad JSON arguments, an unknown tool, no tool call) is not an
 exception at all: it is data in the turn. Code classifies failures by these types or by HTTP status codes,
@@ -57,8 +59,23 @@ class EnvError(EvalkitError):
     error_class = "env_error"
 
 
+class EnvCapacityError(EnvError):
+    """The server refused a new session because every one it allows is in use (OpenEnv's `CAPACITY_REACHED`).
+    Transient while other episodes hold sessions: the loop waits and retries before recording an env error."""
+
+    def __init__(self, message: str, active: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.active, self.limit = active, limit
+
+
 class TraceError(EvalkitError):
     """A run directory or trace file cannot be used safely."""
+
+
+class EpisodeCancelled(EvalkitError):
+    """The caller asked the episode to stop (an interrupted batch); such a record is not kept."""
+
+    error_class = "cancelled"
 
 
 def error_class_of(exc: BaseException) -> str:

@@ -9,9 +9,10 @@
     st.call("view_canvas")     # an operator call: runs on the env, the model is told in a user message
     st.frame                   # the canvas after the last step (PIL image)
 
-It drives the same pieces as `run_episode` (the env session, `make_agent`, the opening message and turn
-notes of `evalkit.episode`), one turn at a time, and keeps `sent`: every message handed to the agent, in
-evalkit's own terms, for agents (such as the offline baselines) that keep no wire-format history.
+It drives the same pieces as `run_episode` (the env session, `make_agent`, the system prompt, opening
+message, nudges and turn notes of `evalkit.wording`), one turn at a time, and keeps `sent`: every message
+handed to the agent, in evalkit's own terms, for agents (such as the offline baselines) that keep no
+wire-format history.
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ class EpisodeStepper:
         env: Any,
         task: str | dict | None = None,
         *,
-        surface: str = "tools",
-        mode: str = "reference",
+        surface: str | None = None,
+        mode: str | None = None,
         max_turns: int = 30,
         options: AgentOptions | None = None,
         **reset_kw: Any,
@@ -111,6 +112,10 @@ class EpisodeStepper:
         self.agent: Any = None
         self.meta: dict = {}
         self.tools: list[ToolSpec] = []
+        self.system = ""
+        """The system prompt the model was given: the env's instructions, else the generic one."""
+        self.finish: str | None = None
+        """The env's finishing tool, if it has one."""
         self.target: Image | None = None
         self.steps: list[Step] = []
         self.sent: list[dict] = []
@@ -126,7 +131,8 @@ class EpisodeStepper:
     def reset(self) -> dict:
         """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
         nothing answers at is a ConfigError naming its URL, before the env is touched."""
-        from evalkit import episode
+        from evalkit import wording
+        from evalkit.envs import sessions
         from evalkit.providers import check_endpoints, make_agent
 
         if isinstance(self.agent_spec, str):
@@ -134,21 +140,29 @@ class EpisodeStepper:
         self.close()
         self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
         self.ended = False
-        self.session = episode._session(self.env)
-        kw = episode._reset_kwargs(self.task, surface=self.surface, mode=self.mode, **self.reset_kw)
-        self.meta = self.session.reset(**kw)
+        name = sessions.env_name(self.env)
+        mode = sessions.default_mode(name) if self.mode is None else self.mode
+        surface = self.surface or sessions.default_surface(name)
+        kw = sessions.reset_kwargs(self.task, name, surface, mode, **self.reset_kw)
+        self.session, self.meta, _ = sessions.open_session(self.env, kw)
         self.tools = self.session.tools()
-        system = str(self.meta.get("instructions") or "")
+        finish = wording.finishing_tool(self.tools)
+        self.finish = finish.name if finish else None
+        self.system = wording.system_prompt(self.meta, self.tools)
         if isinstance(self.agent_spec, str):
             self.agent = make_agent(
-                self.agent_spec, system=system, tools=self.tools, options=self.options, health=self.health
+                self.agent_spec,
+                system=self.system,
+                tools=self.tools,
+                options=self.options,
+                health=self.health,
             )
         else:
-            self.agent = self.agent_spec(system=system, tools=self.tools, options=self.options)
+            self.agent = self.agent_spec(system=self.system, tools=self.tools, options=self.options)
         fn = getattr(self.session, "target", None)
         self.target = fn() if callable(fn) else None
-        images = [self.target] if self.target is not None and self.mode == "reference" else []
-        self._user(episode.opening_text(self.meta, self.mode, self.max_turns), images)
+        opening = wording.session_opening(self.session, self.meta, self.max_turns, self.target)
+        self._user(opening.text, opening.images)
         return self.meta
 
     def _user(self, text: str, images: list[Image] | tuple = ()) -> None:
@@ -160,10 +174,6 @@ class EpisodeStepper:
             raise RuntimeError("call reset() first")
 
     # ------------------------------------------------------------ what the model sees
-
-    @property
-    def system(self) -> str:
-        return str(self.meta.get("instructions") or "")
 
     @property
     def messages(self) -> list | None:
@@ -269,7 +279,8 @@ class EpisodeStepper:
     def execute(self) -> Step:
         """Run the pending calls on the env, hand the results to the model, take a frame. Calls after the
         one that ended the episode (or all of them, if it had ended before) are not run: the model is told."""
-        from evalkit.episode import NOTES_TAIL, NUDGE, _with_note, turns_left_note
+        from evalkit.episode import NOTES_TAIL, _with_note
+        from evalkit.wording import nudge, turns_left_note
 
         if self.pending is None:
             raise RuntimeError("no pending turn")
@@ -292,10 +303,11 @@ class EpisodeStepper:
         step.env_s = time.monotonic() - t
         if pairs:
             last_c, last_o = pairs[-1]
-            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, turns_left_note(self.turns_left)))]
+            note = turns_left_note(self.turns_left, self.finish)
+            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, note))]
             self._results(note_pairs if not step.done else pairs)
         elif not step.done:
-            self._user(NUDGE + turns_left_note(self.turns_left))
+            self._user(nudge(self.finish) + turns_left_note(self.turns_left, self.finish))
         if turn.truncated and not step.done:
             tail = turn.reasoning[-NOTES_TAIL:]
             self.sent.append({"kind": "notes", "text": tail})
@@ -328,10 +340,13 @@ class EpisodeStepper:
             done.append(self.step())
         return done
 
-    def submit(self) -> ToolOutcome:
-        """Submit on the model's behalf (as the loop does when an episode ends without one)."""
+    def submit(self, **args: Any) -> ToolOutcome:
+        """Call the env's finishing tool on the model's behalf (as the loop does when an episode ends
+        without it); `args` for a finishing tool that needs some."""
         self._need()
-        return self._run("submit", {})
+        if self.finish is None:
+            raise RuntimeError("this environment has no finishing tool")
+        return self._run(self.finish, args)
 
     @property
     def frame(self) -> Any:

@@ -18,7 +18,12 @@ from typing import Any, Protocol, runtime_checkable
 
 FORMAT_VERSION = 1
 
-END_REASONS = ("submitted", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error")
+END_REASONS = ("submitted", "done", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error")
+"""`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env
+ended it on another action (a typed env's step, a game won or lost); `auto_submitted`: the env ended it on
+its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop ended it (then submitting on the
+model's behalf through a finishing tool that needs no arguments, when the env has one); `error`: the
+infrastructure broke it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    finishes: bool = False
+    """The env marks this tool as the one that ends the episode (MCP meta `finishes_episode`, or the
+    fastmcp tag `finish`); providers send only name, description and parameters."""
 
 
 @dataclass
@@ -207,7 +215,9 @@ class EnvSession(Protocol):
     """One episode's connection to an environment.
 
     Sessions may also offer `render() -> Image | None` (the current state as a picture, saved as a frame
-    after each turn) and `target() -> Image | None` (what the task asks for); the loop uses them when present.
+    after each turn), `target() -> Image | None` (what the task asks for, kept with the record) and
+    `observation: dict` (the reset observation's own fields, which the opening message shows the model with
+    the metadata's pictures); a session without `observation` has its target open the message instead.
     """
 
     def reset(self, **kwargs: Any) -> dict: ...

@@ -217,3 +217,60 @@ def test_a_gui_batch_in_two_skins(canvas_server, tmp_path):
     with pytest.raises(ConfigError, match="coordinates"):
         run_batch(["baseline:random"], canvas_server, **{**kw, "coordinates": "normalized"})
     assert run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw).skipped == 4
+
+
+def test_a_one_session_server_caps_concurrency_and_nothing_goes_unscored(
+    standin, guess_server, tmp_path, capsys
+):
+    from evalkit.analysis import load_runs
+    from tests.support.standin import MODEL, bisect_guess
+
+    standin.play(bisect_guess)
+    out = tmp_path / "r"
+    resets = [{"seed": s} for s in range(5)]
+    run = run_batch(
+        MODEL, guess_server.base_url, reset=resets, concurrency=4, max_turns=8, out=out, progress=False
+    )
+    assert (
+        "guess accepts 1 session(s) at a time: running 1 episode(s) at once instead of 4"
+        in capsys.readouterr().err
+    )
+    recs = list(read_records(out))
+    assert run.ran == 5 and run.errors == 0
+    assert all(r.error_class is None and r.reward in (0.0, 1.0) and r.end_reason == "done" for r in recs)
+    assert sorted(r.task_id for r in recs) == [f'{{"seed":{s}}}' for s in range(5)]
+    assert {r.mode for r in recs} == {""} and {r.env for r in recs} == {"guess"}
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["concurrency"] == 1 and meta["server_sessions"] == 1 and meta["env_kind"] == "typed"
+    assert meta["modes"] == [""] and meta["reset"] == resets
+    assert load_runs([out]).height == 5
+    again = run_batch(MODEL, guess_server.base_url, reset=resets, out=out, progress=False, max_turns=8)
+    assert again.ran == 0 and again.skipped == 5  # the same reset arguments are the same tasks
+
+
+def test_modes_exist_only_where_the_env_declares_them(canvas_server, tmp_path):
+    with pytest.raises(ConfigError, match=r"canvas has no mode hard \(it has: reference, description\)"):
+        run_batch(
+            "baseline:random", canvas_server, modes=["hard"], tasks=1, out=tmp_path / "a", progress=False
+        )
+    assert not (tmp_path / "a").exists()
+
+
+def test_an_env_without_tools_is_refused_before_any_work():
+    from evalkit.batch import _probe
+
+    class Silent:
+        def reset(self, **kw):
+            return {"task_id": "x"}
+
+        def tools(self):
+            return []
+
+        def call(self, name, args):
+            raise AssertionError("never called")
+
+        def close(self):
+            pass
+
+    with pytest.raises(ConfigError, match="offers no tools"):
+        _probe(Silent, "silent", {}, "x", sessions=1)

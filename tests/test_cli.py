@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,46 @@ def test_ownloop_mistakes(tmp_path, capsys, monkeypatch, extra, says):
     assert err.startswith("evalkit: error:") and "\n" not in err
     assert says in err
     assert not out.exists()
+
+
+def test_probe_shows_what_evalkit_sees(guess_server, quiz_server, capsys):
+    assert main(["probe", guess_server.base_url, "--reset-json", '{"seed": 2}', "--max-turns", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "name:       guess" in out and "kind:       typed-action env" in out
+    assert "sessions:   1 at a time" in out and "  step: Act in the environment" in out
+    assert '"guess":{"description":"Your guess, 1 to 100."' in out
+    assert "  | hint: I am thinking of a number from 1 to 100." in out and "opening message (1 image):" in out
+    assert "You have 7 turns" in out and 'reset with: {"seed": 2}' in out
+    assert main(["probe", quiz_server.base_url, "--json", "--sessions", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kind"] == "mcp" and report["finishing_tool"] == "answer"
+    assert [t["name"] for t in report["tools"]] == ["lookup", "answer"] and report["tools"][1]["finishes"]
+    assert report["capacity"] == 3 and report["capacity_tried"] == 3
+    assert report["pictures"] == {"render": False, "target": False, "document": False, "reset images": False}
+    assert report["opening_message"].startswith("What is six times seven?")
+
+
+def test_probe_mistakes_are_one_line(capsys):
+    from evalkit.envs.server import free_port
+
+    for argv in (["probe", "nowhere"], ["probe", f"http://127.0.0.1:{free_port()}"],
+                 ["probe", "canvas", "--reset-json", "[1]"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            raise SystemExit(main(argv))
+        assert exc.value.code == 2, argv
+        assert "\n" not in capsys.readouterr().err.strip()
+
+
+def test_run_a_typed_env_with_reset_json(standin, guess_server, tmp_path, capsys):
+    from tests.support.standin import MODEL, bisect_guess
+
+    standin.play(bisect_guess)
+    out = tmp_path / "r"
+    argv = ["run", "--base-url", guess_server.base_url, "--models", MODEL, "--out", str(out),
+            "--max-turns", "8", "--reset-json", '[{"seed": 5}, {"seed": 6}]', "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "ran 2 episode(s)" in captured.out and "0 unscored" in captured.out
+    assert "running 1 episode(s) at once instead of 4" in captured.err
+    assert main([*argv[:-3], "--reset-json", '{"seed": 5}', "--tasks", "3"]) == 2
+    assert "--reset-json names the tasks itself" in capsys.readouterr().err

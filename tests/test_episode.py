@@ -245,12 +245,14 @@ def test_a_screen_env_gets_a_screenshot_every_turn(canvas_server, tmp_path):
     agent = sink[0]
     text, images = agent.users[0]
     assert [i.mime for i in images] == ["image/jpeg", "image/png"]
-    assert "200 turns" in text and "the last one is a screenshot of the screen" in text
+    # the canvas says which image is which in its own words; the loop names the screenshot it added
+    assert text.startswith("The first image is the target; the second shows the editor.")
+    assert "200 turns" in text and text.endswith("\nImage 2 is a screenshot of the screen as it is now.")
     first, second = agent.results_seen[0], agent.results_seen[1]
     assert [len(o.images) for _, o in first] == [0, 1] and first[-1][1].text.endswith("[199 turns left]")
     assert [len(o.images) for _, o in second] == [1, 0]  # the model's own screenshot: none added
     nudge, shown = agent.users[1]
-    assert "did not call a tool" in nudge and len(shown) == 1
+    assert nudge.startswith("You did not call a tool.") and "call submit." in nudge and len(shown) == 1
     assert rec.end_reason == "submitted" and rec.tool_calls == 5  # the loop's screenshots are not the model's
     assert rec.frame0 and rec.turns[0].frame == rec.turns[0].calls[-1].images[-1]
     assert rec.turns[1].frame == rec.turns[1].calls[0].images[0]
@@ -259,3 +261,48 @@ def test_a_screen_env_gets_a_screenshot_every_turn(canvas_server, tmp_path):
         assert frame.size == (1280, 800)
     assert (rec.skin, rec.coordinates) == ("paper", "pixels")
     assert rec.info["image_window"] == [12, 4] and agent.pruned[0] == (4, 12)
+
+
+def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
+    sink: list = []
+    run_episode(
+        factory([Turn(text="hm"), Turn(calls=[call("submit")])], sink), canvas_server, "canvas-test-0013"
+    )
+    agent = sink[0]
+    assert agent.users[0][0] == (  # 60 turns: the tools surface's own budget (reset metadata `max_turns`)
+        "The target is attached. Recreate it with your tools, then call submit.\n"
+        "You have 60 turns; each turn may call several tools."
+    )
+    assert agent.users[1][0] == (
+        "You did not call a tool. Continue the task by calling one of your tools; "
+        "when you are done, call submit.\n[59 turns left]"
+    )
+    from evalkit import wording
+
+    for text in (wording.nudge(None), wording.turns_left_note(1, None), wording.opening({}, {}, 3).text):
+        assert not {"target", "recreate", "submit"} & set(text.lower().replace(",", " ").split())
+
+
+def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
+    from evalkit.analysis import load_runs
+    from evalkit.batch import plan_jobs, select_tasks
+    from evalkit.episode import task_identity
+
+    recs = [
+        run_episode(
+            factory([Turn(calls=[call("submit")])]),
+            canvas_server,
+            {"split": "test", "index": i},
+            out=tmp_path,
+        )
+        for i in (3, 4)
+    ]
+    assert [r.task_id for r in recs] == ["canvas-test-0003", "canvas-test-0004"]
+    assert recs[0].key != recs[1].key and load_runs([tmp_path]).height == 2
+    # the key a batch gives the same task, so a batch resumes what run_episode ran
+    tasks, _ = select_tasks("canvas", split="test", tasks=2, start=3)
+    jobs = plan_jobs(["scripted"], "canvas", tasks, ["tools"], ["reference"], 1)
+    assert [j.key for j in jobs] == [r.key for r in recs]
+    assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
+    assert task_identity({"level": "b", "seed": 2}, "x") == task_identity({"seed": 2, "level": "b"}, "y")
+    assert task_identity({"task_id": "t9", "seed": 1}, "x") == "t9"

@@ -107,3 +107,20 @@ def test_keys_at_once_and_the_model_endpoint_at_reset(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=f"cannot reach the model endpoint {dead}"):
         st.reset()
     assert st.session is None and st.agent is None
+
+
+def test_the_stepper_speaks_the_envs_language(quiz_server, sketch_server):
+    from tests.support.foreign_envs import GOAL, QUIZ_INSTRUCTIONS
+
+    with EpisodeStepper(factory([Turn(text="thinking")]), quiz_server.base_url, max_turns=4) as st:
+        st.reset()
+        assert st.system == QUIZ_INSTRUCTIONS and st.finish == "answer" and st.meta["question"]
+        st.step()
+        assert st.sent[-1]["text"].endswith("when you are done, call answer.\n[3 turns left]")
+        out = st.submit(text="42")  # the finishing tool, with the arguments it needs
+        assert out.done and st.ended and st.reward == 1.0
+    with EpisodeStepper(factory([]), sketch_server.base_url, max_turns=4) as st:
+        st.reset()
+        assert st.sent[0]["text"].startswith(GOAL) and "final answer in text" in st.system
+        with pytest.raises(RuntimeError, match="no finishing tool"):
+            st.submit()

@@ -1,83 +1,55 @@
-"""An `EnvSession` over OpenEnv's MCP WebSocket client: one session per episode.
+"""`EnvSession`s on OpenEnv servers, one WebSocket session per episode.
 
-Works with any OpenEnv MCP server — an embedded one from `evalkit.envs.server` or a user's own at
-`--base-url`. Servers that also offer evalkit's HTTP picture routes (`/api/episodes/{id}/render.png`,
-`/reference.jpg`, `/api/episodes/{id}`) get frames, targets and final documents; others simply don't.
+Two kinds of OpenEnv env exist. An MCP env lists its tools and runs them (`OpenEnvSession`). A typed-action
+env takes its own `Action` (JSON schema at `/schema`) and answers with its own `Observation`
+(`TypedSession`): the model drives it through one tool, `step`, whose parameters are that schema and whose
+result is the observation. `connect` tells them apart from `/schema`. Servers that also offer evalkit's HTTP
+picture routes (`/api/episodes/{id}/render.png`, `/reference.jpg`, `/api/episodes/{id}`) get frames,
+targets and final documents; each route is tried on its own, and a server without them simply has none.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from typing import Any
 
 import httpx
 
+from evalkit.envs import observation
+from evalkit.envs.wire import ActionRefused, Connection
 from evalkit.errors import ConfigError, EnvError
 from evalkit.types import Image, ToolOutcome, ToolSpec
 
 log = logging.getLogger(__name__)
 
-
-def _image_item(item: dict) -> Image | None:
-    data = item.get("data")
-    if not data:
-        return None
-    # fastmcp 3 sends mimeType, fastmcp 4 mime_type.
-    mime = item.get("mimeType") or item.get("mime_type") or "image/png"
-    try:
-        return Image(base64.b64decode(data), mime)
-    except (ValueError, TypeError):
-        return None
-
-
-def outcome_from_step(result: Any) -> ToolOutcome:
-    """Convert an OpenEnv `StepResult` of a `CallToolAction` into a ToolOutcome."""
-    obs = result.observation
-    meta = dict(getattr(result, "metadata", None) or getattr(obs, "metadata", None) or {})
-    texts: list[str] = []
-    images: list[Image] = []
-    is_error = False
-    error = getattr(obs, "error", None)
-    if error is not None:
-        is_error = True
-        texts.append(str(getattr(error, "message", error)))
-    payload = getattr(obs, "result", None)
-    if hasattr(payload, "model_dump"):
-        payload = payload.model_dump()
-    if isinstance(payload, dict):
-        is_error = is_error or bool(payload.get("is_error") or payload.get("isError"))
-        for item in payload.get("content") or []:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "image":
-                img = _image_item(item)
-                if img is not None:
-                    images.append(img)
-            elif item.get("type") == "text":
-                texts.append(str(item.get("text", "")))
-        if not payload.get("content") and payload.get("data") is not None:
-            data = payload["data"]
-            texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
-    elif payload is not None:
-        texts.append(str(payload))
-    reward = result.reward if result.reward is not None else getattr(obs, "reward", None)
-    grade = meta.get("grade") if isinstance(meta.get("grade"), dict) else None
-    return ToolOutcome(
-        text="\n".join(t for t in texts if t),
-        images=images,
-        is_error=is_error,
-        done=bool(result.done or getattr(obs, "done", False)),
-        reward=float(reward) if reward is not None else None,
-        grade=grade,
-        metadata=meta,
-    )
+FINISH_TAG = "finish"
+"""A tool the env marks with this fastmcp tag, or with `finishes_episode: true` in its MCP meta, is the one
+that ends the episode (see `evalkit.wording.finishing_tool`)."""
 
 
 def http_url(url: str) -> str:
     """The HTTP base of a server given by its HTTP or WebSocket URL."""
-    return url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+    url = url.rstrip("/").removesuffix("/ws")
+    return url.replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+
+
+def http_client(url: str, **kw: Any) -> httpx.Client:
+    """An HTTP client for `url`. A plain-http server needs no TLS context, whose set-up (loading the CA
+    store) costs tens of milliseconds per client — per episode, when every session makes one."""
+    return httpx.Client(verify=url.startswith("https://"), **kw)
+
+
+def _server_json(url: str, route: str) -> dict:
+    """A route of the server as a JSON object; {} when it has no such route or answers something else.
+    Raises httpx.HTTPError when the server cannot be reached."""
+    with http_client(url, timeout=10.0) as client:
+        r = client.get(f"{url}{route}")
+    try:
+        body = r.json() if r.status_code == 200 else None
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def env_identity(env: Any) -> str:
@@ -88,109 +60,203 @@ def env_identity(env: Any) -> str:
         return env.name
     url = http_url(str(getattr(env, "base_url", env)))
     try:
-        r = httpx.get(f"{url}/metadata", timeout=10.0)
+        name = _server_json(url, "/metadata").get("name")
     except httpx.HTTPError as e:
         raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
-    try:
-        name = r.json().get("name") if r.status_code == 200 else None
-    except ValueError:
-        name = None
     return str(name) if name else url
+
+
+def action_schema(url: str) -> dict | None:
+    """The action schema of a typed-action env, or None for an MCP env (its actions are tool calls) and for
+    a server without `/schema`."""
+    try:
+        action = _server_json(http_url(url), "/schema").get("action")
+    except httpx.HTTPError as e:
+        raise EnvError(f"cannot reach the environment at {http_url(url)}: {type(e).__name__}") from e
+    if not isinstance(action, dict):
+        return None
+    props = set(action.get("properties") or {})
+    # OpenEnv takes MCP actions when the env's action class is CallToolAction or the bare Action.
+    return None if "tool_name" in props or props <= {"metadata"} else action
+
+
+def step_tool(schema: dict) -> ToolSpec:
+    """The one tool of a typed-action env: its parameters are the action's fields (OpenEnv's own `metadata`
+    field is not the model's to fill)."""
+    params = {k: v for k, v in schema.items() if k not in ("title", "description", "properties", "required")}
+    params["type"] = "object"
+    params["properties"] = {k: v for k, v in (schema.get("properties") or {}).items() if k != "metadata"}
+    required = [r for r in schema.get("required") or [] if r != "metadata"]
+    if required:
+        params["required"] = required
+    about = str(schema.get("description") or "").strip()
+    text = (
+        "Act in the environment: send one action and get back what you observe next (with the reward, "
+        "when the environment gives one)."
+    )
+    return ToolSpec("step", f"{text} {about}".strip(), params)
+
+
+def _finishes(tool: dict) -> bool:
+    meta = tool.get("meta") or tool.get("_meta") or {}
+    if not isinstance(meta, dict):
+        return False
+    tags = (meta.get("fastmcp") or meta.get("_fastmcp") or {}).get("tags") or []
+    return bool(meta.get("finishes_episode")) or FINISH_TAG in tags
+
+
+def tool_outcome(payload: dict) -> ToolOutcome:
+    """An MCP tool call's answer (an OpenEnv `CallToolObservation` on the wire) as a ToolOutcome."""
+    obs = payload.get("observation") or {}
+    meta = dict(payload.get("metadata") or obs.get("metadata") or {})
+    texts: list[str] = []
+    images: list[Image] = []
+    error = obs.get("error")
+    is_error = bool(error)
+    if error:
+        texts.append(str(error.get("message") if isinstance(error, dict) else error))
+    result = obs.get("result")
+    if isinstance(result, dict):
+        is_error = is_error or bool(result.get("is_error") or result.get("isError"))
+        content = result.get("content") or []
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "image":
+                images += observation.images_in(item)
+            elif isinstance(item, dict) and item.get("type") == "text":
+                texts.append(str(item.get("text", "")))
+        if not content and result.get("data") is not None:
+            data = result["data"]
+            texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
+    elif result is not None:
+        texts.append(str(result))
+    return _outcome("\n".join(t for t in texts if t), images, is_error, payload, obs, meta)
+
+
+def typed_outcome(payload: dict) -> ToolOutcome:
+    """A typed env's observation after `step`: its fields as text, its pictures as images."""
+    obs = payload.get("observation") or {}
+    meta = dict(payload.get("metadata") or obs.get("metadata") or {})
+    text, images = observation.render(obs)
+    reward = payload.get("reward", obs.get("reward"))
+    if reward is not None:
+        text = f"{text}\nreward: {reward}" if text else f"reward: {reward}"
+    return _outcome(text or "(the observation is empty)", images, False, payload, obs, meta)
+
+
+def _outcome(
+    text: str, images: list[Image], is_error: bool, payload: dict, obs: dict, meta: dict
+) -> ToolOutcome:
+    reward = payload.get("reward", obs.get("reward"))
+    grade = meta.get("grade") if isinstance(meta.get("grade"), dict) else None
+    return ToolOutcome(
+        text=text,
+        images=images,
+        is_error=is_error,
+        done=bool(payload.get("done") or obs.get("done")),
+        reward=float(reward) if isinstance(reward, int | float) else None,  # OpenEnv allows a bool reward
+        grade=grade,
+        metadata=meta,
+    )
 
 
 class OpenEnvSession:
     """One episode's connection to an OpenEnv MCP server."""
 
-    def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):
-        from openenv.core.mcp_client import MCPToolClient
+    kind = "mcp"
 
+    def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):
         self.base_url = base_url.rstrip("/")
         self.http_base = http_url(self.base_url)
         self.metadata: dict = {}
-        self._http = httpx.Client(timeout=message_timeout_s, headers=headers)
-        self._has_pictures: bool | None = None
-        self._client = MCPToolClient(
-            self.base_url, message_timeout_s=message_timeout_s, headers=headers
-        ).sync()
+        self.observation: dict = {}
+        """The reset observation's own fields (everything but done, reward and metadata)."""
+        self._missing: set[str] = set()
+        self._http = http_client(self.http_base, timeout=message_timeout_s, headers=headers)
         try:
-            self._client.connect()
-        except Exception as e:
-            self.close()  # the sync client owns an event-loop thread that would otherwise outlive us
-            raise EnvError(f"cannot connect to the environment at {self.base_url}: {e}") from e
+            self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
+        except EnvError:
+            self._http.close()
+            raise
 
     def reset(self, **kwargs: Any) -> dict:
-        kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        try:
-            result = self._client.reset(**kwargs)
-        except Exception as e:
-            raise EnvError(f"reset failed: {type(e).__name__}: {e}") from e
-        obs = result.observation
-        self.metadata = dict(getattr(obs, "metadata", None) or getattr(result, "metadata", None) or {})
+        """Start an episode; returns the reset observation's metadata (instructions, task id, ...)."""
+        payload = self._conn.reset(**{k: v for k, v in kwargs.items() if v is not None})
+        obs = payload.get("observation") or {}
+        self.metadata = dict(payload.get("metadata") or obs.get("metadata") or {})
+        self.observation = {k: v for k, v in obs.items() if k not in observation.SKIP}
+        self._missing.clear()
         return self.metadata
 
     def tools(self) -> list[ToolSpec]:
-        try:
-            tools = self._client.list_tools(use_cache=False)
-        except Exception as e:
-            raise EnvError(f"list_tools failed: {type(e).__name__}: {e}") from e
+        tools = self._conn.mcp("tools/list").get("tools") or []
         return [
-            ToolSpec(t.name, t.description or "", t.input_schema or {"type": "object", "properties": {}})
+            ToolSpec(
+                str(t["name"]),
+                str(t.get("description") or ""),
+                t.get("inputSchema") or t.get("input_schema") or {"type": "object", "properties": {}},
+                finishes=_finishes(t),
+            )
             for t in tools
+            if isinstance(t, dict) and t.get("name")
         ]
 
     def call(self, name: str, args: dict) -> ToolOutcome:
-        from openenv.core.env_server.mcp_types import CallToolAction
-
         try:
-            result = self._client.step(CallToolAction(tool_name=name, arguments=args))
-        except Exception as e:
-            raise EnvError(f"tool call {name} failed: {type(e).__name__}: {e}") from e
-        return outcome_from_step(result)
+            payload = self._conn.step({"type": "call_tool", "tool_name": name, "arguments": args})
+        except ActionRefused as e:
+            if e.code == "EXECUTION_ERROR":
+                # An MCP env answers a failing tool inside its observation (OpenEnv's MCPEnvironment catches
+                # it): an error frame means the env's step itself broke (e.g. the browser under the session
+                # crashed), which is the environment's failure, not the model's.
+                raise EnvError(f"the environment failed while running {name}: {e}") from None
+            return ToolOutcome(f"error: {e}", is_error=True)
+        return tool_outcome(payload)
+
+    # ---- pictures, each route on its own
+
+    def _get(self, route: str) -> httpx.Response | None:
+        episode = self.metadata.get("episode_id")
+        if not episode or route in self._missing:
+            return None
+        try:
+            r = self._http.get(f"{self.http_base}/api/episodes/{episode}{route}")
+        except httpx.HTTPError as e:
+            log.debug("%s unavailable: %s", route, e)
+            return None
+        if r.status_code in (404, 405):
+            self._missing.add(route)  # this server has no such route: don't ask again this episode
+        return r if r.status_code == 200 else None
 
     def _picture(self, route: str) -> Image | None:
-        episode = self.metadata.get("episode_id")
-        if not episode or self._has_pictures is False:
+        r = self._get(route)
+        if r is None:
             return None
-        try:
-            r = self._http.get(f"{self.http_base}/api/episodes/{episode}/{route}")
-        except httpx.HTTPError as e:
-            log.debug("picture %s unavailable: %s", route, e)
-            return None
-        if r.status_code != 200:
-            if self._has_pictures is None and r.status_code == 404:
-                self._has_pictures = False
-            return None
-        self._has_pictures = True
         return Image(r.content, r.headers.get("content-type", "image/png").split(";")[0])
 
     def render(self) -> Image | None:
         """The environment's current state as a picture, when the server offers one."""
-        return self._picture("render.png")
+        return self._picture("/render.png")
 
     def target(self) -> Image | None:
         """What the task asks for: the reset's reference image, or the server's reference route."""
         b64 = self.metadata.get("reference_jpeg_b64")
         if b64:
             return Image.from_b64(b64, "image/jpeg")
-        return self._picture("reference.jpg")
+        return self._picture("/reference.jpg")
 
     def document(self) -> Any:
         """The environment's own final state (the canvas document), when the server offers it."""
-        episode = self.metadata.get("episode_id")
-        if not episode or self._has_pictures is False:
-            return None
+        r = self._get("")
         try:
-            r = self._http.get(f"{self.http_base}/api/episodes/{episode}")
-            return r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            return r.json() if r is not None else None
+        except ValueError:
             return None
 
     def close(self) -> None:
         try:
-            self._client.close()
-        except Exception as e:  # closing a dead socket must not mask the episode's own outcome
-            log.debug("close failed: %s", e)
-        self._http.close()
+            self._conn.close()
+        finally:
+            self._http.close()
 
     def __enter__(self) -> OpenEnvSession:
         return self
@@ -199,9 +265,34 @@ class OpenEnvSession:
         self.close()
 
 
+class TypedSession(OpenEnvSession):
+    """One episode's connection to a typed-action OpenEnv env, driven through one tool, `step`."""
+
+    kind = "typed"
+
+    def __init__(self, base_url: str, schema: dict, **kw: Any):
+        super().__init__(base_url, **kw)
+        self.schema = schema
+        """The env's action schema, as `/schema` serves it."""
+
+    def tools(self) -> list[ToolSpec]:
+        return [step_tool(self.schema)]
+
+    def call(self, name: str, args: dict) -> ToolOutcome:
+        if name != "step":
+            return ToolOutcome(f"unknown tool {name!r}: this environment has one tool, step", is_error=True)
+        try:
+            payload = self._conn.step(args)
+        except ActionRefused as e:
+            return ToolOutcome(f"the environment refused the action: {e}", is_error=True)
+        return typed_outcome(payload)
+
+
 def connect(env: Any, **kw: Any) -> OpenEnvSession:
-    """Open a session on `env`: a base URL, or anything with a `base_url` (an `EnvServer`)."""
+    """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer`), of the
+    kind the server is: MCP or typed-action."""
     url = env if isinstance(env, str) else getattr(env, "base_url", None)
     if not url:
         raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
-    return OpenEnvSession(url, **kw)
+    schema = action_schema(url)
+    return TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)

@@ -67,6 +67,18 @@ def test_reset_metadata_in_reference_mode(client):
     assert {t.name for t in client.list_tools()} == TOOLS
 
 
+def test_the_opening_text_is_the_envs_own_per_surface_and_mode(client):
+    from evalkit.envs.canvas.prompts import opening
+
+    meta = client.reset(task_id="canvas-test-0007").observation.metadata
+    assert meta["prompt"] == "The target is attached. Recreate it with your tools, then call submit."
+    meta = client.reset(task_id="canvas-test-0007", mode="description").observation.metadata
+    assert meta["prompt"] == opening("tools", "description") == opening("html", "description")
+    # on gui the loop's screenshot of the editor follows the target: the text says which image is which
+    assert opening("gui", "reference").startswith("The first image is the target; the second shows the")
+    assert "in the editor" in opening("gui", "description") and "image" not in opening("gui", "description")
+
+
 def test_description_mode_brief_lists_every_element(client):
     meta = client.reset(task_id="canvas-test-0001", mode="description").observation.metadata
     doc = task_from_id("canvas-test-0001").doc

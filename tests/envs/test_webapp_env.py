@@ -75,8 +75,12 @@ def test_an_episode_with_an_offline_agent(webapp, skillet_click, tmp_path):
 
     agents: list = []
     turns = [Turn(calls=[call("click", **skillet_click)]), Turn(calls=[call("submit", answer="45.00")])]
-    rec = run_episode(factory(turns, agents), webapp, TASK, surface="gui", mode="task", out=tmp_path)
+    rec = run_episode(factory(turns, agents), webapp, TASK, out=tmp_path)  # the env's surface and mode
     assert rec.reward == 1.0 and rec.end_reason == "submitted" and rec.error_class is None
+    assert (rec.surface, rec.mode) == ("gui", "task")
     assert rec.env == "webapp" and rec.tier == "easy" and rec.frame0 and all(t.frame for t in rec.turns)
     assert agents[0].system.startswith("You operate a web browser")
-    assert agents[0].users[0][0].startswith("You are interacting with a web application")
+    text, images = agents[0].users[0]
+    assert text.startswith("You are interacting with a web application") and len(images) == 1
+    assert text.endswith("\nThe attached image is a screenshot of the screen as it is now.")
+    assert "30 turns" in text  # the webapp gives no turn budget of its own

@@ -9,6 +9,8 @@ from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 from openenv.core.env_server.types import Observation, State
 
+from tests.support.foreign_envs import Served
+
 
 class EchoEnv(MCPEnvironment):
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -43,28 +45,8 @@ def build_app():
     return create_app(EchoEnv, CallToolAction, CallToolObservation, env_name="echo", max_concurrent_envs=8)
 
 
-class EchoServer:
+class EchoServer(Served):
     """Served on a free loopback port, as a user's own server would be at --base-url."""
 
-    def __enter__(self):
-        import threading
-
-        import uvicorn
-
-        from evalkit.envs.server import free_port, wait_healthy
-
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self._server = uvicorn.Server(
-            uvicorn.Config(
-                build_app(), host="127.0.0.1", port=self.port, log_level="warning", ws="websockets-sansio"
-            )
-        )
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        wait_healthy(self.base_url)
-        return self
-
-    def __exit__(self, *exc):
-        self._server.should_exit = True
-        self._thread.join(10)
+    def __init__(self):
+        super().__init__(build_app())

@@ -34,7 +34,7 @@ from .episode import Episode, registry
 from .gui_surface import SCREEN, SKINS, EditorPage, default_skin
 from .html_surface import HtmlPage
 from .model import Doc
-from .prompts import PROMPT_VERSIONS, instructions
+from .prompts import PROMPT_VERSIONS, instructions, opening
 from .render import encode, jpeg_b64, render_doc
 from .tasks import generate_task, task_from_id
 
@@ -210,6 +210,7 @@ class CanvasEnv(MCPEnvironment):
             "split": task.split,
             "index": task.index,
             "instructions": instructions(task.doc, surface, mode, coordinates, steps, SCREEN),
+            "prompt": opening(surface, mode),
             "surface": surface,
             "mode": mode,
             "skin": skin,

@@ -69,6 +69,26 @@ def scale_to(doc: Doc, coordinates: str) -> tuple[float, float]:
     return 1.0, 1.0
 
 
+OPENING = {
+    "reference": "The target is attached. Recreate it with your tools, then call submit.",
+    "description": "Recreate the design described in your instructions with your tools, then call submit.",
+}
+"""The task text of the opening message per mode (the reset metadata's `prompt`); the loop adds its turn
+budget. The gui surface says it in its own words (`GUI_OPENING`)."""
+GUI_OPENING = {
+    "reference": "The first image is the target; the second shows the editor. Recreate the target in the "
+    "editor, then call submit.",
+    "description": "Recreate the design described in your instructions in the editor, then call submit.",
+}
+"""On gui the loop adds a screenshot of the editor (after the target, in reference mode), so the text says
+which image is which; the loop itself names its screenshot."""
+
+
+def opening(surface: str, mode: str) -> str:
+    """The opening message's task text for an episode (the reset metadata's `prompt`)."""
+    return (GUI_OPENING if surface == "gui" else OPENING)[mode]
+
+
 def instructions(
     doc: Doc, surface: str, mode: str, coordinates: str, max_steps: int, screen: tuple[int, int] = (1280, 800)
 ) -> str:

@@ -1,0 +1,100 @@
+"""Opening an episode's session on any environment: what to connect to, what its reset is sent, and
+waiting for a free session on a server whose sessions are all in use."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from evalkit.errors import ConfigError, EnvCapacityError, EpisodeCancelled
+from evalkit.types import EnvSession
+
+log = logging.getLogger(__name__)
+
+CAPACITY_WAIT = 300.0
+"""Seconds an episode waits, in all, for a session on a server whose sessions are all in use."""
+
+
+def session_for(env: Any) -> EnvSession:
+    """A session on `env`: a base URL or served env (connected to), an EnvSession, or a callable (a class
+    among them) that returns one."""
+    if isinstance(env, str) or hasattr(env, "base_url"):
+        from evalkit.envs.openenv import connect
+
+        return connect(env)
+    if isinstance(env, EnvSession) and not isinstance(env, type):
+        return env
+    return env()
+
+
+def env_name(env: Any) -> str:
+    """The same name `run_batch` gives an env, so an episode run alone has the key a batch would give it."""
+    if isinstance(env, str) or hasattr(env, "base_url"):
+        from evalkit.envs.openenv import env_identity
+
+        try:
+            return env_identity(env)
+        except ConfigError:  # unreachable: the episode itself records the env error
+            return str(getattr(env, "base_url", env))
+    return getattr(env, "name", None) or type(env).__name__
+
+
+def default_surface(env_name: str) -> str:
+    """The first surface the env declares (the canvas: `tools`, the webapp: `gui`); others have `tools`."""
+    from evalkit.envs import SURFACES
+
+    return SURFACES.get(env_name, ("tools",))[0]
+
+
+def default_mode(env_name: str) -> str:
+    """The first mode the env declares (the canvas: `reference`); envs that declare none have no mode."""
+    from evalkit.envs import MODES
+
+    return (MODES.get(env_name) or ("",))[0]
+
+
+def reset_kwargs(task: str | dict | None, env_name: str, surface: str, mode: str, **fixed: Any) -> dict:
+    """What reset is sent: the task, and `surface` / `mode` only where the env has them (a foreign env's
+    reset is not handed canvas arguments)."""
+    from evalkit.envs import SURFACES
+
+    kw = dict(fixed)
+    if env_name in SURFACES or surface != "tools":
+        kw["surface"] = surface
+    if mode:
+        kw["mode"] = mode
+    return {**kw, **task} if isinstance(task, dict) else {**kw, "task_id": task}
+
+
+def open_session(
+    env: Any, reset_kw: dict, cancel: threading.Event | None = None, wait: float = CAPACITY_WAIT
+) -> tuple[EnvSession, dict, float]:
+    """Connect and reset: (session, reset metadata, seconds spent waiting for a free session). A server at
+    capacity is asked again with growing pauses for up to `wait` seconds, then the refusal is raised."""
+    t0, pause = time.monotonic(), 0.05
+    while True:
+        attempt = time.monotonic()
+        session = session_for(env)
+        try:
+            return session, session.reset(**reset_kw), attempt - t0
+        except EnvCapacityError:
+            close_quietly(session)
+            if time.monotonic() - t0 >= wait:
+                raise
+        except BaseException:
+            close_quietly(session)
+            raise
+        if cancel is not None and cancel.wait(pause):
+            raise EpisodeCancelled("the batch was interrupted")
+        if cancel is None:
+            time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception as e:  # closing must never mask what ended the episode
+        log.debug("closing the env session failed: %s", e)

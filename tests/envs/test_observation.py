@@ -1,0 +1,75 @@
+"""Observations as a model reads them: readable fields, pictures recognised by their shape."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from PIL import Image as PILImage
+
+from evalkit.envs import observation
+
+
+def _png(w: int = 4, h: int = 3, colour=(200, 10, 10)) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (w, h), colour).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _jpeg() -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (8, 8), "blue").save(buf, "JPEG")
+    return buf.getvalue()
+
+
+def test_fields_render_as_readable_lines():
+    text, images = observation.render(
+        {
+            "done": False,
+            "reward": 1.0,
+            "metadata": {"secret": 1},
+            "question": "How many?",
+            "page": "line one\nline two",
+            "legal_actions": [0, 3],
+            "info": {"turn": 2},
+            "empty": "",
+            "nothing": None,
+        }
+    )
+    assert text == 'question: How many?\npage:\nline one\nline two\nlegal_actions: [0, 3]\ninfo: {"turn": 2}'
+    assert images == []
+
+
+def test_pictures_by_shape_not_by_name():
+    png, jpg = _png(), _jpeg()
+    grid = [[[0, 0, 255] for _ in range(10)] for _ in range(9)]
+    fields = {
+        "reference_b64": base64.b64encode(jpg).decode(),
+        "shot": "data:image/png;base64," + base64.b64encode(png).decode(),
+        "items": [{"type": "image", "data": base64.b64encode(png).decode(), "mime_type": "image/png"}],
+        "screenshot": grid,
+        "screen": [128] * (5 * 6 * 3),
+        "screen_shape": [5, 6, 3],
+        "board": [[0, 1, 0], [1, -1, 0]],  # a game board of ints is text, not a picture
+        "note_b64": base64.b64encode(b"not an image").decode(),
+    }
+    text, images = observation.render(fields)
+    assert [i.mime for i in images] == ["image/jpeg", "image/png", "image/png", "image/png", "image/png"]
+    assert images[0].data == jpg and images[1].data == png
+    assert images[3].to_pil().size == (10, 9) and images[3].to_pil().getpixel((0, 0)) == (0, 0, 255)
+    assert images[4].to_pil().size == (6, 5)
+    assert text.splitlines() == [
+        "reference_b64: [image 1]",
+        "shot: [image 2]",
+        "items: [image 3]",
+        "screenshot: [image 4]",
+        "screen: [image 5]",
+        "board: [[0, 1, 0], [1, -1, 0]]",
+        f"note_b64: {fields['note_b64']}",
+    ]
+
+
+def test_task_text_prefers_metadata_then_fields():
+    assert observation.task_text({"question": "Q?", "prompt": "P."}, {"goal": "G"}) == ("P.", None)
+    assert observation.task_text({}, {"goal": "G", "task": "T"}) == ("T", "task")
+    assert observation.task_text({"prompt": "  "}, {"goal": 3}) == (None, None)
