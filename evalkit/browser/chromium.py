@@ -330,11 +330,20 @@ class BrowserSession:
     @_hop
     async def settle(self, timeout: float = 2.0) -> None:
         """Wait until a navigation the last input started has loaded and the page has painted."""
-        try:
-            await self.page.wait_for_load_state("load", timeout=timeout * 1000)
-            await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout)
-        except Exception as e:  # a page still busy is still worth a screenshot
-            log.debug("page did not settle: %s", e)
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        for attempt in (1, 2):
+            try:
+                await self.page.wait_for_load_state("load", timeout=timeout * 1000)
+                await asyncio.wait_for(self.page.evaluate(_TWO_FRAMES), timeout)
+                return
+            except (TimeoutError, PlaywrightTimeout) as e:  # a page still busy is still worth a screenshot
+                log.debug("page did not settle: %s", e)
+                return
+            except Exception as e:
+                # The navigation committed after the old page reported itself loaded, and took the frames
+                # being waited for with it: wait once more, for the new page.
+                log.debug("page did not settle (attempt %d): %s", attempt, e)
 
     @_hop
     async def screenshot(self, fmt: str = "png", quality: int | None = None) -> bytes:
