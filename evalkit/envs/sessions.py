@@ -73,12 +73,11 @@ def open_session(
 ) -> tuple[EnvSession, dict, float]:
     """Connect and reset: (session, reset metadata, seconds spent waiting for a free session). A server at
     capacity is asked again with growing pauses for up to `wait` seconds, then the refusal is raised."""
-    t0, pause = time.monotonic(), 0.05
+    t0, pause, waited = time.monotonic(), 0.05, 0.0
     while True:
-        attempt = time.monotonic()
         session = session_for(env)
         try:
-            return session, session.reset(**reset_kw), attempt - t0
+            return session, session.reset(**reset_kw), waited
         except EnvCapacityError:
             close_quietly(session)
             if time.monotonic() - t0 >= wait:
@@ -91,6 +90,7 @@ def open_session(
         if cancel is None:
             time.sleep(pause)
         pause = min(pause * 2, 2.0)
+        waited = time.monotonic() - t0
 
 
 def close_quietly(session: Any) -> None:

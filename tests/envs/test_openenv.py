@@ -159,6 +159,8 @@ def test_a_full_server_is_waited_for_not_scored(standin, guess_server):
         release.join()
     assert rec.error_class is None and rec.end_reason == "done" and rec.reward == 1.0
     assert rec.info["capacity_wait_s"] >= 0.5 and time.monotonic() - t >= 0.8
+    standin.play(bisect_guess)
+    assert "capacity_wait_s" not in run_episode(MODEL, guess_server.base_url, max_turns=8).info  # no wait
 
 
 def test_typed_session_reports_its_kind_and_refuses_other_tools(guess_server):
