@@ -337,3 +337,20 @@ def test_no_runs(monkeypatch, tmp_path):
     monkeypatch.delenv("EVALKIT_RUNS", raising=False)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception and "No runs" in page(at)
+
+
+def test_viewing_foreign_runs_writes_nothing_into_them(app, seed_runs):
+    """What `evalkit view` does with runs other harnesses wrote: table, search, an episode, A vs B."""
+    from tests.support.snapshot import snapshot
+
+    runs = [seed_runs[k] for k in ("canvas", "fara7b", "planning_dir")]
+    before = [snapshot(r) for r in runs]
+    at = app(*runs)
+    assert len(table(at)) == 24 + 6 + 9
+    at.text_input(key="f_search").set_value("Submitting").run()
+    assert len(table(at)) == 1
+    at.button(key="open_btn").click().run()
+    assert "berth-000" in page(at) and "Reward 0.900" in page(at)
+    at.radio(key="view").set_value("A vs B").run()
+    healthy(at)
+    assert [snapshot(r) for r in runs] == before
