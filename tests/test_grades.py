@@ -15,15 +15,29 @@ from evalkit.types import EpisodeRecord, episode_key
 
 
 def rec(model: str, task: str, reward: float | None, error_class: str | None = None, repeat: int = 0):
-    return EpisodeRecord(key=episode_key(model, "webapp", "gui", "ownloop", task, None, repeat), model=model,
-                         env="webapp", surface="gui", mode="ownloop", task_id=task, repeat=repeat, reward=reward,
-                         error_class=error_class, end_reason="error" if error_class else "submitted")  # fmt: skip
+    return EpisodeRecord(
+        key=episode_key(model, "webapp", "gui", "ownloop", task, None, repeat),
+        model=model,
+        env="webapp",
+        surface="gui",
+        mode="ownloop",
+        task_id=task,
+        repeat=repeat,
+        reward=reward,
+        error_class=error_class,
+        end_reason="error" if error_class else "submitted",
+    )
 
 
 @pytest.fixture
 def run(tmp_path):
     w = TraceWriter(tmp_path / "run")
-    for r in (rec("m", "t1", None), rec("m", "t2", None), rec("m", "t3", 0.25), rec("m", "t4", None, "env_error")):
+    for r in (
+        rec("m", "t1", None),
+        rec("m", "t2", None),
+        rec("m", "t3", 0.25),
+        rec("m", "t4", None, "env_error"),
+    ):
         w.append(r)
     return tmp_path / "run"
 
@@ -34,7 +48,9 @@ def test_a_csv_grades_only_the_ungraded(run, tmp_path):
     df = A.load_runs(run, grades=path).sort("task_id")
     assert df["reward"].to_list() == [1.0, None, 0.25, None]  # t2 has no grade; t3 keeps its own; t4 unscored
     assert df["scored"].to_list() == [True, False, True, False]
-    assert json.loads(df["grade"][0]) == {"total": 1.0, "why": "found the order"} and df["grade_total"][0] == 1.0
+    assert (
+        json.loads(df["grade"][0]) == {"total": 1.0, "why": "found the order"} and df["grade_total"][0] == 1.0
+    )
     _, merged = grades.apply(A.load_runs(run), path)
     assert (merged.graded, merged.left, merged.unused) == (1, 1, 3)
     s = A.summarise(df).row(0, named=True)
@@ -57,7 +73,12 @@ def test_json_grades_in_both_shapes(run, tmp_path, content):
 
 def test_a_grade_that_fits_several_episodes_is_refused(tmp_path):
     w = TraceWriter(tmp_path / "r")
-    for r in (rec("a", "t1", None), rec("b", "t1", None), rec("b", "t2", None), rec("b", "t2", None, repeat=1)):
+    for r in (
+        rec("a", "t1", None),
+        rec("b", "t1", None),
+        rec("b", "t2", None),
+        rec("b", "t2", None, repeat=1),
+    ):
         w.append(r)
     path = tmp_path / "g.csv"
     path.write_text("task_id,reward\nt1,1\n")
@@ -99,4 +120,6 @@ def test_an_empty_reward_leaves_the_episode_ungraded(run, tmp_path):
     path = tmp_path / "g.csv"
     path.write_text("task_id,reward\nt1,\nt2,0.5\n")
     df = A.load_runs(run, grades=path).sort("task_id")
-    assert df["reward"].to_list()[:2] == [None, 0.5] and df.filter(pl.col("task_id") == "t1")["grade"][0] is None
+    assert (
+        df["reward"].to_list()[:2] == [None, 0.5] and df.filter(pl.col("task_id") == "t1")["grade"][0] is None
+    )

@@ -78,7 +78,10 @@ def test_a_report_on_foreign_runs_writes_nothing_into_them(seed_runs, tmp_path):
     html = out.read_text()
     assert "Traceback" not in html and "CellExecutionError" not in html and "uitars:uitars15-7b" in html
     df = A.load_runs(runs)
-    unscored, no_reward = df["error_class"].is_not_null().sum(), (~df["scored"] & df["error_class"].is_null()).sum()
+    unscored, no_reward = (
+        df["error_class"].is_not_null().sum(),
+        (~df["scored"] & df["error_class"].is_null()).sum(),
+    )
     assert no_reward >= 7  # the own-loop run is ungraded: none of it is unscored or zero
     assert f"<b>{df.height}</b> episodes from 3 run(s)" in html
     assert f"{unscored} unscored (infrastructure errors), {no_reward} without a reward" in html
