@@ -154,7 +154,8 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
         counts = quiet.group_by("model").len().sort("model")
         parts += [
             "",
-            "No reward (ended without error, the env gave none; in neither mean): "
+            "No reward (no infrastructure error, and no reward given: not graded, or an env that gives "
+            "none; in neither mean): "
             + ", ".join(f"{r['model']} ×{r['len']}" for r in counts.iter_rows(named=True)),
         ]
     return "\n".join(parts)

@@ -36,7 +36,8 @@ _N_WINDOWS = 16
 
 
 def _latest(df: pl.DataFrame) -> pl.DataFrame:
-    return df[traces.survivors(df["key"].to_list())]
+    keep = traces.survivors(df["key"].to_list())
+    return df if len(keep) == df.height else df[keep]  # positions come in order: all of them is all of df
 
 
 def build(run: Path) -> pl.DataFrame:

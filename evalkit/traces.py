@@ -175,9 +175,11 @@ def record_key(d: dict) -> str | None:
 def survivors(keys: Iterable[str | None]) -> list[int]:
     """Positions of the records that count, in order, given each record's key (`record_key`): the last
     record of each key, and every record without one."""
-    keys = list(keys)
-    last = {k: i for i, k in enumerate(keys) if k is not None}
-    return [i for i, k in enumerate(keys) if k is None or last[k] == i]
+    keys = keys if isinstance(keys, list) else list(keys)
+    last = dict(zip(keys, range(len(keys)), strict=True))  # C-speed: a 100k-row index is deduped in ms
+    if None in last:
+        return [i for i, k in enumerate(keys) if k is None or last[k] == i]
+    return sorted(last.values())
 
 
 def latest_records(records: Iterable[T], key: Callable[[T], str | None] = record_key) -> list[T]:
