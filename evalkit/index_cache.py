@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from evalkit import _index, importers, traces
@@ -37,7 +38,11 @@ _N_WINDOWS = 16
 
 def _latest(df: pl.DataFrame) -> pl.DataFrame:
     keep = traces.survivors(df["key"].to_list())
-    return df if len(keep) == df.height else df[keep]  # positions come in order: all of them is all of df
+    if len(keep) == df.height:  # positions come in order: all of them is all of df
+        return df
+    mask = np.zeros(df.height, bool)
+    mask[keep] = True
+    return df.filter(pl.Series(mask))  # a mask filter: several times faster than gathering 100k positions
 
 
 def build(run: Path) -> pl.DataFrame:
@@ -107,9 +112,10 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
 
 def _extend(old: pl.DataFrame, tail: pl.DataFrame) -> pl.DataFrame:
     """The cached index `old` followed by the records read after it (`tail`, offsets absolute), as one pass
-    over the whole trace would keep them: `old` already holds only the records that counted, and a record
-    without a key never interacts with another."""
-    return _latest(pl.concat([old, tail], how="vertical"))
+    over the whole trace would keep them. `old` already holds only the records that counted, and only a
+    tail record with its key can replace one of them, so the rule runs over those rows and the tail alone."""
+    hit = old["key"].is_in(tail["key"].drop_nulls().implode()).fill_null(False)  # no key: never replaced
+    return pl.concat([old.filter(~hit), _latest(pl.concat([old.filter(hit), tail], how="vertical"))])
 
 
 def _extendable(run: Path, f: Any) -> tuple[pl.DataFrame, dict] | None:

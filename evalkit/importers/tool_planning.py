@@ -122,7 +122,7 @@ def episode(d: dict, repeat: int) -> dict:
     turns, told = _turns(messages)
     final = d.get("final") if isinstance(d.get("final"), dict) else {}
     errors = d.get("errors") if isinstance(d.get("errors"), list) else []
-    raw_end = str(d.get("end_reason") or "")
+    raw_end = str(d.get("end_reason") or "turn_limit")  # the seed's own default
     end = raw_end if raw_end in _SAME else "deadline" if raw_end == "wall_clock" else "auto_submitted"
     grade = final.get("grade") if isinstance(final.get("grade"), dict) else None
     if grade is not None and final.get("rubric") is not None:
