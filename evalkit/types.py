@@ -350,11 +350,6 @@ class EpisodeRecord:
     def scored(self) -> bool:
         return self.error_class is None and self.reward is not None
 
-    def _repr_html_(self) -> str:
-        from evalkit.display import record_html
-
-        return record_html(self)
-
 
 RESULT_CAP = 4000
 

@@ -1,5 +1,6 @@
-"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env, and the DOM
-solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay."""
+"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env, the DOM
+solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay, and runs written as
+the original harnesses write them."""
 
 from __future__ import annotations
 
@@ -39,3 +40,22 @@ def plans(tmp_path_factory):
         return {p: v for p, v in made[key].items() if any(prompts[t] == p for t in task_ids)}
 
     return get
+
+
+@pytest.fixture(scope="session")
+def seed_runs(tmp_path_factory):
+    """Runs written as the three original harnesses write them (tests/importers/seed_*.py), once per session:
+    `canvas_issue`, `canvas`, `canvas_indexed`, `uitars`, `fara7b`, `molmoweb`, `opencua`, `planning_jsonl`,
+    `planning_dir`. Read them only; copy one before changing it."""
+    from tests.importers import seed_canvas, seed_ownloop, seed_planning
+
+    root = tmp_path_factory.mktemp("seeds")
+    runs = {
+        "canvas_issue": seed_canvas.issue_run(root / "canvas-issue"),
+        "canvas": seed_canvas.every_status_run(root / "canvas-every"),
+        "canvas_indexed": seed_canvas.indexed_run(root / "canvas-indexed"),
+        **seed_ownloop.write_runs(root / "ownloop"),
+        "planning_jsonl": seed_planning.write_jsonl(root / "planning" / "rollouts.jsonl"),
+        "planning_dir": seed_planning.write_folder(root / "planning" / "episodes"),
+    }
+    return runs

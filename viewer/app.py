@@ -125,6 +125,11 @@ def _sync_link(labels: dict[str, str]) -> None:
 # --------------------------------------------------------------------------------------------- drawing
 
 
+def _no_reward(error_class: object) -> str:
+    """What a missing reward means: unscored (the infrastructure failed), or none given (never graded)."""
+    return "unscored" if error_class else "no reward"
+
+
 def _num(x: object, fmt: str, missing: str = "—") -> str:
     """A number from a trace, formatted; whatever else a hostile or foreign trace put there, as short text."""
     if x is None:
@@ -212,7 +217,7 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
         f"{c(rec.task_id)} · tier {c(rec.tier, 40)} · repeat {_num(rec.repeat, 'd')} · {c(label)}"
     )
     cols = st.columns(5)
-    cols[0].metric("Reward", _num(rec.reward, ".3f", "unscored"))
+    cols[0].metric("Reward", _num(rec.reward, ".3f", _no_reward(rec.error_class)))
     cols[1].metric("Turns", _num(rec.n_turns or len(rec.turns), "d"))
     cols[2].metric("Tool calls", _num(rec.tool_calls, "d"))
     cols[3].metric("Tool errors", _num(rec.tool_errors, "d"))
@@ -225,7 +230,7 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
     )
     sid = vs.short_id(rec.key)
     if rec.error_class or rec.error:
-        st.error("The episode ended with an error" + (" and is unscored." if rec.reward is None else "."))
+        st.error("The episode ended with an error" + (" and is unscored." if rec.error_class else "."))
         show_text("", str(rec.error or ""), f"err_{sid}", code=True)
     with st.expander("Grade, usage, details"):
         c1, c2 = st.columns(2)
@@ -361,7 +366,7 @@ def _choices(rows: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
     items = list(zip(rows.get_column("run").to_list(), rows.get_column("key").to_list(), strict=True))
     desc = [
         f"{vs.clip(r['surface'], 40)}/{vs.clip(r['mode'], 40)} · repeat {r['repeat']} · "
-        f"reward {_num(r['reward'], '.3f', 'unscored')}"
+        f"reward {_num(r['reward'], '.3f', _no_reward(r['error_class']))}"
         for r in rows.iter_rows(named=True)
     ]
     return items, desc
@@ -400,7 +405,7 @@ def _ab_side(rec: EpisodeRecord, run: str, labels: dict[str, str], name: str) ->
     st.subheader(name)
     st.text(f"{c(rec.model)} · {c(labels.get(run, run))}")
     st.text(f"{c(rec.task_id)} · {c(rec.surface, 60)}/{c(rec.mode, 60)} · repeat {_num(rec.repeat, 'd')}")
-    st.metric("Reward", _num(rec.reward, ".3f", "unscored"))
+    st.metric("Reward", _num(rec.reward, ".3f", _no_reward(rec.error_class)))
     st.text(
         f"end {c(rec.end_reason, 80)} · turns {_num(rec.n_turns or len(rec.turns), 'd')}"
         + (f" · {c(rec.error_class, 80)}" if rec.error_class else "")
