@@ -6,7 +6,9 @@
 
 EMBEDDED = {
     "canvas": "evalkit.envs.canvas:build_app",
+    "berth": "evalkit.envs.berth:build_app",
 }
 
-SURFACES = {"canvas": ("tools",)}
-MODES = {"canvas": ("reference", "description")}
+SURFACES = {"canvas": ("tools",), "berth": ("tools",)}
+# An env without modes of its own has one neutral mode; the first mode is the default of a batch.
+MODES = {"canvas": ("reference", "description"), "berth": ("text",)}
