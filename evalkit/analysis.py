@@ -34,7 +34,7 @@ from evalkit.errors import TraceError
 
 log = logging.getLogger(__name__)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 N_BOOT = 2000
 Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
@@ -82,6 +82,7 @@ EPISODE_COLUMNS: dict[str, Any] = {
     "tool_calls": _I,
     "tool_errors": _I,
     "parse_errors": _I,
+    "drafts": _I,  # plans checked before the episode ended (envs with plan tools, e.g. berth)
     "provider_switches": _I,
     "seconds": _F,
     "model_seconds": _F,
@@ -218,6 +219,7 @@ def _episode_row(d: dict, offset: int | None) -> tuple:
         _i(d.get("tool_calls")),
         _i(d.get("tool_errors")),
         _i(d.get("parse_errors")),
+        _i(d.get("drafts")),
         len(switches) if isinstance(switches, list) else 0,
         _f(d.get("seconds")),
         _f(d.get("model_seconds")),
