@@ -145,15 +145,8 @@ class BerthEnv(MCPEnvironment):
         self.ep = Episode(episode_id or uuid.uuid4().hex, task, best_known(task), max_steps)
         inst = task.instance
         meta: dict[str, Any] = {
-            "task_id": task.task_id,
+            **task.describe(),
             "episode_id": self.ep.episode_id,
-            "split": task.split,
-            "index": task.index,
-            "tier": task.tier,
-            "difficulty_score": task.difficulty_score,
-            "conflict_density": task.conflict_density,
-            "n_vessels": len(inst.vessels),
-            "n_berths": len(inst.berths),
             "instructions": INSTRUCTIONS,
             "situation": situation(inst),
             "prompt": opening(inst),

@@ -41,7 +41,8 @@ Tools
 - check_plan(plan): checks a draft and answers in JSON: whether it is feasible, every violation (its \
 kind, the vessels, berth and hours involved, and a message), the objective, and each vessel's start, \
 end and waiting. Check as many drafts as you like.
-- submit_plan(plan): submits your final plan and ends the episode.
+- submit_plan(plan): submits your final plan and ends the episode. Whenever you are asked to submit, \
+this is the tool to call.
 
 Scoring: a submitted plan that breaks any rule scores 0. A feasible plan scores 1 / (1 + gap), where \
 gap = (your objective - best known objective) / max(best known objective, total priority weight of \

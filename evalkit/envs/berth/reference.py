@@ -137,14 +137,7 @@ def evalset_row(index: int) -> dict:
     inst = task.instance
     best, info = search_best(inst, seed_for("test", index), **OFFLINE)
     return {
-        "task_id": task.task_id,
-        "split": task.split,
-        "index": task.index,
-        "tier": task.tier,
-        "difficulty_score": task.difficulty_score,
-        "conflict_density": task.conflict_density,
-        "n_vessels": len(inst.vessels),
-        "n_berths": len(inst.berths),
+        **task.describe(),
         "disruptions": _disruptions(inst),
         "best_objective": best.objective,
         "best_optimal": best.optimal,

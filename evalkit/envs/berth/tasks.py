@@ -15,6 +15,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from .grade import check
 from .model import (
@@ -59,6 +60,19 @@ class Task:
     @property
     def n_vessels(self) -> int:
         return len(self.instance.vessels)
+
+    def describe(self) -> dict:
+        """What identifies and characterises the task: the evalset's row and the reset metadata start so."""
+        return {
+            "task_id": self.task_id,
+            "split": self.split,
+            "index": self.index,
+            "tier": self.tier,
+            "difficulty_score": self.difficulty_score,
+            "conflict_density": self.conflict_density,
+            "n_vessels": self.n_vessels,
+            "n_berths": len(self.instance.berths),
+        }
 
 
 def task_id_for(split: str, index: int) -> str:
@@ -177,6 +191,12 @@ def generate_task(split: str = "test", index: int = 0) -> Task:
         raise ValueError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise ValueError(f"index must be a non-negative integer, got {index!r}")
+    return _generate(split, index)
+
+
+@lru_cache(maxsize=1024)
+def _generate(split: str, index: int) -> Task:
+    """Cached: making a task takes up to a second for the largest ports, and every reset needs it."""
     rng = random.Random(seed_for(split, index))
     n = rng.randint(5, 40)
     k = min(8, 3 + (n > 8) + (n > 14) + (n > 21) + (n > 30) + (rng.random() < 0.25))
