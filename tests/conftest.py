@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env."""
+"""Session-wide fixtures: one embedded canvas server and one berth server, shared by every test that needs
+a live env."""
 
 from __future__ import annotations
 
@@ -10,4 +11,12 @@ def canvas_server():
     from evalkit.envs.server import serve
 
     with serve("canvas") as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def berth_server():
+    from evalkit.envs.server import serve
+
+    with serve("berth") as env:
         yield env
