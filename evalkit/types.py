@@ -327,9 +327,10 @@ class EpisodeRecord:
         rec.turns = [
             t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []
         ]
+        plans = d.get("plans")
         rec.plans = [
             p if isinstance(p, PlanRecord) else _from_fields(PlanRecord, p)
-            for p in d.get("plans") or []
+            for p in (plans if isinstance(plans, list) else [])
             if isinstance(p, PlanRecord | dict)
         ]
         return rec
