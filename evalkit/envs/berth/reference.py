@@ -52,6 +52,8 @@ def search_best(
         info.update(exact=ex and ex.objective, exact_optimal=bool(ex and ex.optimal))
         info["exact_s"] = round(time.perf_counter() - t0, 3)
         if ex is not None:
+            if ex.optimal and ex.objective > best.objective:  # the searches disagree: a bug, not a reference
+                raise RuntimeError(f"{inst.task_id}: {ex.objective} proven optimal, {best.objective} found")
             bound = ex.bound if not ex.optimal else ex.objective
             if ex.objective < best.objective:
                 best, method = BestKnown(ex.objective, tuple(ex.plan), ex.optimal, "search"), "exact"
