@@ -44,6 +44,8 @@ def test_the_frozen_evalset():
     counts = {t: sum(r["tier"] == t for r in es.tasks) for t in TIERS}
     assert min(counts.values()) >= 40, counts
     assert len(es.select(subset="lite")) == 60 and len(es.select(subset="core30")) == 30
+    assert set(es.subsets["core30"]) < set(es.subsets["lite"])
+    assert {r["tier"] for r in es.select(subset="core30")} == set(TIERS)
     sizes = {t: [r["n_vessels"] for r in es.tasks if r["tier"] == t] for t in TIERS}
     assert max(sizes["easy"]) < min(sizes["hard"]) and sum(sizes["easy"]) < sum(sizes["medium"])
     for r in es.tasks:
