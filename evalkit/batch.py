@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.envs import EMBEDDED, MODES, SURFACES
 from evalkit.envs.openenv import env_identity
-from evalkit.episode import default_mode, run_episode
+from evalkit.episode import run_episode
 from evalkit.errors import ConfigError, EnvError
 from evalkit.evalsets import load_evalset
 from evalkit.providers import check_keys, parse_spec
@@ -152,7 +152,7 @@ def run_batch(
     tasks: int | None = None,
     start: int = 0,
     stride: int = 1,
-    surfaces: list[str] | str = ("tools",),
+    surfaces: list[str] | str | None = None,
     modes: list[str] | str | None = None,
     repeats: int = 1,
     skin: str | None = None,
@@ -170,9 +170,8 @@ def run_batch(
     """Run every job that `out` does not already hold cleanly; return the Run.
 
     `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv MCP server, or the name of an
-    embedded environment (served for the length of the batch); without `modes`, the env's first mode. Every
-    configuration mistake — unknown provider, missing key, bad evalset, empty selection — raises ConfigError
-    before the run directory exists.
+    embedded environment (served for the length of the batch). Every configuration mistake — unknown
+    provider, missing key, bad evalset, empty selection — raises ConfigError before the run directory exists.
     """
     models, surfaces, modes = _as_list(models), _as_list(surfaces), _as_list(modes)
     if not models:
@@ -191,7 +190,9 @@ def run_batch(
         name = env
     else:
         name = env_identity(env)
-    modes = modes or [default_mode(name)]
+    # None: the env's first surface and mode (tools / reference for envs evalkit does not embed).
+    surfaces = surfaces or list(SURFACES.get(name, ("tools",))[:1])
+    modes = modes or list(MODES.get(name, ("reference",))[:1])
     for what, asked, known in (("surface", surfaces, SURFACES.get(name)), ("mode", modes, MODES.get(name))):
         bad = [x for x in asked if known is not None and x not in known]
         if bad or not asked:

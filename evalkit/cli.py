@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a batch of episodes into a run directory")
     where = r.add_mutually_exclusive_group(required=True)
-    where.add_argument("--env", help="embedded environment to serve in-process (canvas, berth)")
+    where.add_argument("--env", help="embedded environment to serve in-process (e.g. canvas)")
     where.add_argument("--base-url", help="your own OpenEnv MCP server, e.g. http://127.0.0.1:8000")
     r.add_argument(
         "--models", type=_csv, required=True, help="comma-separated provider:model[@thinking] specs"
@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tasks", type=_positive(int), help="without an evalset: number of tasks")
     r.add_argument("--start", type=int, default=0, help="without an evalset: first task index")
     r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
-    r.add_argument("--surfaces", type=_csv, default=["tools"])
-    r.add_argument("--modes", type=_csv, help="default: the env's first mode (canvas: reference)")
+    r.add_argument("--surfaces", type=_csv, help="default: the env's first (canvas: tools, webapp: gui)")
+    r.add_argument("--modes", type=_csv, help="default: the env's first (canvas: reference, webapp: task)")
     r.add_argument("--repeats", type=_positive(int), default=1)
     r.add_argument("--max-turns", type=_positive(int), default=30)
     r.add_argument("--max-steps", type=_positive(int), help="tool calls before the env ends the episode")

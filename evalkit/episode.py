@@ -167,14 +167,13 @@ def run_episode(
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
     With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
     `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). Setting
-    `cancel` stops the episode before its next turn (error_class `cancelled`). `mode` defaults to the
-    env's first mode."""
+    `cancel` stops the episode before its next turn (error_class `cancelled`)."""
     if isinstance(agent, str):
         parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
     options = options or AgentOptions()
     label = _agent_label(agent)
     env_name = env_name or _env_name(env)
-    mode = mode or default_mode(env_name)
+    mode = mode or default_mode(env_name)  # None: the env's first mode, as a batch picks it
     task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
     rec = EpisodeRecord(
         key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),

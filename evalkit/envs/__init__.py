@@ -10,5 +10,6 @@ EMBEDDED = {
 }
 
 SURFACES = {"canvas": ("tools",), "berth": ("tools",)}
-# An env without modes of its own has one neutral mode; the first mode is the default of a batch.
 MODES = {"canvas": ("reference", "description"), "berth": ("text",)}
+"""What each embedded env offers; a batch that names none runs the first of each (berth's one mode, `text`,
+is neutral: it has no canvas-style modes)."""
