@@ -36,7 +36,7 @@ _TEXT = (
 ).split()
 _NUM = {"difficulty_score": _F, "reward": _F, "cost_usd": _F, "seconds": _F, "model_seconds": _F}
 _NUM |= {"env_seconds": _F, "repeat": _I, "n_turns": _I, "tool_calls": _I, "tool_errors": _I}
-_NUM |= {"parse_errors": _I}
+_NUM |= {"parse_errors": _I, "drafts": _I}
 _USAGE = ("input", "output", "cache_read", "cache_write", "reasoning_tokens", "reasoning_chars")
 SCHEMA = pl.Schema(
     {c: _S for c in _TEXT}

@@ -59,6 +59,7 @@ EPISODE_COLUMNS: dict[str, Any] = {
     "tool_calls": _I,
     "tool_errors": _I,
     "parse_errors": _I,
+    "drafts": _I,  # plans checked before the episode ended (envs with plan tools, e.g. berth)
     "provider_switches": _I,
     "seconds": _F,
     "model_seconds": _F,
@@ -194,6 +195,7 @@ def episode_row(d: dict, offset: int | None) -> tuple:
         integer(d.get("tool_calls")),
         integer(d.get("tool_errors")),
         integer(d.get("parse_errors")),
+        integer(d.get("drafts")),
         len(switches) if isinstance(switches, list) else 0,
         number(d.get("seconds")),
         number(d.get("model_seconds")),

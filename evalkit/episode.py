@@ -9,6 +9,7 @@ episode unscored (`reward` None, `error_class` set) so that resume runs it again
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import threading
 import time
@@ -31,7 +32,9 @@ from evalkit.types import (
     EnvSession,
     EpisodeRecord,
     Image,
+    PlanRecord,
     ToolOutcome,
+    ToolSpec,
     Turn,
     TurnRecord,
     Usage,
@@ -107,6 +110,35 @@ def _env_name(env: Any) -> str:
     return getattr(env, "name", None) or type(env).__name__
 
 
+def default_mode(env_name: str) -> str:
+    """The first mode an embedded env declares (berth's neutral `text`); `reference` for any other env."""
+    from evalkit.envs import MODES
+
+    return MODES.get(env_name, ("reference",))[0]
+
+
+def plan_tools(tools: list[ToolSpec]) -> set[str]:
+    """Tools that take a `plan` argument: their plans are kept whole in the record, with the answers."""
+    return {t.name for t in tools if "plan" in ((t.parameters or {}).get("properties") or {})}
+
+
+def _plan_value(plan: Any) -> Any:
+    if isinstance(plan, str):
+        try:
+            parsed = json.loads(plan)
+        except ValueError:
+            return plan
+        return parsed if isinstance(parsed, list) else plan
+    return plan
+
+
+def _answer(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _reset_kwargs(task: str | dict | None, **fixed: Any) -> dict:
     if isinstance(task, dict):
         return {**fixed, **task}
@@ -119,7 +151,7 @@ def run_episode(
     task: str | dict | None = None,
     *,
     surface: str = "tools",
-    mode: str = "reference",
+    mode: str | None = None,
     out: str | Path | None = None,
     max_turns: int = 30,
     max_steps: int | None = None,
@@ -156,6 +188,7 @@ def run_episode(
             check_endpoints([agent])
     label = _agent_label(agent)
     env_name = env_name or _env_name(env)
+    mode = mode or default_mode(env_name)  # None: the env's first mode, as a batch picks it
     task_ident = task_key or (task if isinstance(task, str) else (task or {}).get("task_id")) or ""
     rec = EpisodeRecord(
         key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),
@@ -279,6 +312,7 @@ class _Episode:
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
         tools = self._timed_env(session.tools)
+        planners = plan_tools(tools)
         system = str(meta.get("instructions") or "")
         self.agent = agent = (
             make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
@@ -343,6 +377,8 @@ class _Episode:
                         if outcome.done:
                             done = True
                             self._finish(outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+                        if call.name in planners:
+                            self._keep_plan(n, call.id, call.name, call.args, outcome)
                     tool_images += outcome.images
                     pairs.append((call, outcome))
                     trec.calls.append(
@@ -379,12 +415,26 @@ class _Episode:
         if not done and has_submit:
             self._finish(self._timed_env(session.call, "submit", {}), auto=True, in_loop=False)
         elif not done:
-            rec.reward = last_reward
+            # An env that says what an unfinished episode scores (berth: 0, nothing was submitted) gets
+            # that score, rather than an episode that counts as never scored.
+            unfinished = meta.get("unfinished_reward")
+            numeric = isinstance(unfinished, int | float) and not isinstance(unfinished, bool)
+            rec.reward = last_reward if last_reward is not None or not numeric else float(unfinished)
         final = self._picture("render")
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
         doc = getattr(session, "document", None)
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
+        if rec.final_doc is None and rec.plans and rec.plans[-1].final:
+            rec.final_doc = rec.plans[-1].plan
+
+    def _keep_plan(self, turn: int, call_id: str, tool: str, args: dict, outcome: ToolOutcome) -> None:
+        """Keep the plan whole with the env's whole answer (the call's result in the turn is capped)."""
+        final = outcome.done and not outcome.metadata.get("auto_submitted")
+        plan = PlanRecord(turn, call_id, tool, _plan_value(args.get("plan")), _answer(outcome.text),
+                          not outcome.is_error, final)  # fmt: skip
+        self.rec.plans.append(plan)
+        self.rec.drafts += plan.ok and not outcome.done
 
     def _step(self, agent: Agent, n: int) -> Turn:
         """One model call. When it fails, what its failed requests reported still counts, and whatever

@@ -29,7 +29,7 @@ from evalkit.errors import TraceError
 
 log = logging.getLogger(__name__)
 
-VERSION = 2
+VERSION = 3
 SCHEMA = pl.Schema({c: EPISODE_COLUMNS[c] for c in CACHED})
 _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend`)
 _WINDOW = 4096  # bytes per window of the prefix checked before an index is extended

@@ -88,7 +88,7 @@ class EpisodeStepper:
         task: str | dict | None = None,
         *,
         surface: str = "tools",
-        mode: str = "reference",
+        mode: str | None = None,
         max_turns: int = 30,
         options: AgentOptions | None = None,
         **reset_kw: Any,
@@ -134,6 +134,7 @@ class EpisodeStepper:
         self.close()
         self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
         self.ended = False
+        self.mode = self.mode or episode.default_mode(episode._env_name(self.env))
         self.session = episode._session(self.env)
         kw = episode._reset_kwargs(self.task, surface=self.surface, mode=self.mode, **self.reset_kw)
         self.meta = self.session.reset(**kw)

@@ -1,6 +1,6 @@
-"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env, the DOM
-solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay, and runs written as
-the original harnesses write them."""
+"""Session-wide fixtures: one embedded canvas server and one berth server shared by every test that needs a
+live env, the DOM solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay,
+and runs written as the original harnesses write them."""
 
 from __future__ import annotations
 
@@ -59,3 +59,11 @@ def seed_runs(tmp_path_factory):
         "planning_dir": seed_planning.write_folder(root / "planning" / "episodes"),
     }
     return runs
+
+
+@pytest.fixture(scope="session")
+def berth_server():
+    from evalkit.envs.server import serve
+
+    with serve("berth") as env:
+        yield env

@@ -22,7 +22,7 @@ except ImportError:  # `streamlit run viewer/app.py` from a checkout that is not
 import polars as pl
 import streamlit as st
 
-from evalkit import traces
+from evalkit import plans, traces
 from evalkit import viewer_support as vs
 from evalkit.types import CallRecord, EpisodeRecord
 
@@ -286,6 +286,41 @@ def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str, pictures: b
         st.caption("No tool call in this turn.")
 
 
+def _text_table(rows: list[dict]) -> pl.DataFrame:
+    """Rows of a plan table with every cell as clipped text: trace content is never trusted to be typed."""
+    cols = list(rows[0]) if rows else []
+    return pl.DataFrame(
+        {c: [vs.clip(r.get(c)) if r.get(c) is not None else "" for r in rows] for c in cols},
+        schema={c: pl.String for c in cols},
+    )
+
+
+def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
+    """The plans sent in this turn (berth's check_plan / submit_plan), each as a table of its entries with
+    the end, waiting and problems the environment reported, then its violations."""
+    for i, p in enumerate(rec.plans, 1):
+        if turn is None or p.turn != turn:
+            continue
+        head = plans.plan_summary(rec)[i - 1]
+        verdict = (
+            "feasible" if head["feasible"] else ("infeasible" if head["feasible"] is False else "no verdict")
+        )
+        st.markdown(
+            f"**Plan {i}** ({vs.md_escape(p.tool, 60)}): {verdict}, objective "
+            f"{vs.md_escape(head['objective'] if head['objective'] is not None else '—', 40)}, "
+            f"{vs.md_escape(head['violations'] or 0, 20)} violation(s)"
+            + (f", reward {_num(head['reward'], '.3f')}" if head["reward"] is not None else "")
+        )
+        if head["answer"]:
+            show_text("Answer", head["answer"], f"{key}_plan{i}_answer", code=True)
+        rows = plans.plan_rows(p)
+        if rows:
+            st.dataframe(_text_table(rows), hide_index=True, key=f"{key}_plan{i}")
+        bad = plans.violation_rows(p)
+        if bad:
+            st.dataframe(_text_table(bad), hide_index=True, key=f"{key}_plan{i}_violations")
+
+
 def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
     """A slider with previous / next buttons over step positions; returns the position."""
     hi = len(steps) - 1
@@ -360,6 +395,8 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
         S.step = 0
     pos = step_controls("step", [s.index for s in steps])
     show_step(run, rec, steps[pos], f"ep_{pos}")
+    if rec.plans and steps[pos].turn is not None:
+        show_plans(rec, steps[pos].turn.turn, f"ep_{pos}")
 
 
 def _choices(rows: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:

@@ -7,8 +7,10 @@
 EMBEDDED = {
     "canvas": "evalkit.envs.canvas:build_app",
     "webapp": "evalkit.envs.webapp:build_app",
+    "berth": "evalkit.envs.berth:build_app",
 }
 
-SURFACES = {"canvas": ("tools",), "webapp": ("gui",)}
-MODES = {"canvas": ("reference", "description"), "webapp": ("task",)}
-"""What each embedded env offers; a batch that names none runs the first of each."""
+SURFACES = {"canvas": ("tools",), "webapp": ("gui",), "berth": ("tools",)}
+MODES = {"canvas": ("reference", "description"), "webapp": ("task",), "berth": ("text",)}
+"""What each embedded env offers; a batch that names none runs the first of each (berth's one mode, `text`,
+is neutral: it has no canvas-style modes)."""
