@@ -72,7 +72,7 @@ def verify(inst: Instance, best: BestKnown) -> None:
         raise ValueError(
             f"the best known plan of {inst.task_id} does not hold for the task as generated now (violations: "
             f"{kinds}; objective {c.objective}, recorded {best.objective}): regenerate the evalset with "
-            "`python -m evalkit.envs.berth.tasks --write-evalset`"
+            "`python -m evalkit.envs.berth --write-evalset`"
         )
 
 
