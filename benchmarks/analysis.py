@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evalkit import analysis
+from evalkit import analysis, index_cache
 from evalkit.types import episode_key
 
 MODELS = ("model-a", "model-b", "model-c")
@@ -294,7 +294,7 @@ def main() -> int:
         cold = analysis.load_runs(run)
         t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
         t_nocache = median_of(lambda: analysis.load_runs(run, cache=False), a.repeat)
-        t_ref = median_of(lambda: analysis._build_index_reference(run), 1) if a.reference else None
+        t_ref = median_of(lambda: index_cache.build_reference(run), 1) if a.reference else None
         appended = []
 
         def grow() -> None:
@@ -302,17 +302,17 @@ def main() -> int:
             append_trace(run / "trace.jsonl", a.append, seed=len(appended))
 
         extended = []
-        real_extend = analysis._extend_index
+        real_extend = index_cache._extend
 
         def counting_extend(*args):
             extended.append(1)
             return real_extend(*args)
 
-        analysis._extend_index = counting_extend
+        index_cache._extend = counting_extend
         try:
             t_inc = median_of(lambda: analysis.load_runs(run), a.repeat, before=grow)
         finally:
-            analysis._extend_index = real_extend
+            index_cache._extend = real_extend
         assert len(extended) == len(appended), (
             "a reload after an append rebuilt the index instead of extending it"
         )

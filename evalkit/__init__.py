@@ -13,6 +13,7 @@ Names are imported on first use so that `import evalkit` stays cheap and needs n
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
@@ -28,13 +29,13 @@ _EXPORTS = {
     "load_evalset": "evalkit.evalsets",
     "make_agent": "evalkit.providers",
     "read_records": "evalkit.traces",
-    "load_runs": "evalkit.analysis",
-    "summarise": "evalkit.analysis",
-    "by_tier": "evalkit.analysis",
-    "compare": "evalkit.analysis",
-    "compare_many": "evalkit.analysis",
-    "turns": "evalkit.analysis",
-    "calls": "evalkit.analysis",
+    "load_runs": "evalkit.loading",
+    "summarise": "evalkit.stats",
+    "by_tier": "evalkit.stats",
+    "compare": "evalkit.stats",
+    "compare_many": "evalkit.stats",
+    "turns": "evalkit.loading",
+    "calls": "evalkit.loading",
     "EpisodeStepper": "evalkit.stepper",
 }
 
@@ -49,3 +50,22 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+def _record_html(rec: Any) -> str:
+    from evalkit.display import record_html
+
+    return record_html(rec)
+
+
+def _notebook_display() -> None:
+    """Show episode records as HTML in IPython. The formatter is registered by the record type's module and
+    name, so neither `evalkit.types` nor anything else imports `evalkit.display` until a record is shown."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        html = shell.display_formatter.formatters["text/html"]
+        html.for_type_by_name("evalkit.types", "EpisodeRecord", _record_html)
+
+
+_notebook_display()

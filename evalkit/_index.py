@@ -1,6 +1,6 @@
 """The episode index of a native trace, built by Polars' NDJSON reader instead of `json.loads` per line.
 
-`analysis._episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
+`columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
 row for row, and hands every line it cannot vouch for to that reference. A line takes the fast path only if
 it is one `{...}` object on a line of its own, valid UTF-8 without control characters or lone surrogate
 escapes, whose text-typed fields hold strings (Polars would print a number or `true` where `str()` gives
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ _TEXT = (
 ).split()
 _NUM = {"difficulty_score": _F, "reward": _F, "cost_usd": _F, "seconds": _F, "model_seconds": _F}
 _NUM |= {"env_seconds": _F, "repeat": _I, "n_turns": _I, "tool_calls": _I, "tool_errors": _I}
-_NUM |= {"parse_errors": _I}
+_NUM |= {"parse_errors": _I, "drafts": _I}
 _USAGE = ("input", "output", "cache_read", "cache_write", "reasoning_tokens", "reasoning_chars")
 SCHEMA = pl.Schema(
     {c: _S for c in _TEXT}
@@ -261,9 +260,9 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     importer = pl.col("info").struct.field("importer")
     return df.select(
         pl.col("_line"),
-        pl.col("key").alias("_tok").replace("", None),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
-        *[pl.col(c) for c in _TEXT if c not in ("error_class", "error")],
+        pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
+        *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
         *[pl.col(c).fill_null(0) if _NUM[c] == _I else pl.col(c) for c in _NUM],
         (err_cls.is_null() & pl.col("reward").is_not_null()).alias("scored"),
         pl.lit(g_total).alias("grade_total"),
@@ -281,25 +280,13 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _token(k: Any) -> str | None:
-    """The reference dedups on the key object: strings as they are, other truthy keys apart from them."""
-    if not k:
-        return None
-    if isinstance(k, str):
-        return k
-    if isinstance(k, bool | int | float):
-        return f"\x00{float(k)!r}"  # 1, 1.0 and True are one dict key
-    return f"\x00{json.dumps(k, sort_keys=True, default=str)}"
-
-
 def records(
     buf: bytes, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema, trace: Any = "trace"
 ) -> pl.DataFrame:
     """Every readable record of `buf` (complete lines of a native trace, or its tail from a line start), in
-    order, as `_tok` (the reference's dedup key, null where the record has none) then the columns of
-    `schema`, `offset` relative to `buf`."""
+    order, as the columns of `schema` (`episode_row`'s), `offset` relative to `buf`."""
     cols = list(schema)
-    empty = schema.to_frame().select(pl.lit(None, _S).alias("_tok"), *cols)
+    empty = schema.to_frame()
     arr = np.frombuffer(buf, np.uint8)
     if not len(buf):
         return empty
@@ -313,7 +300,7 @@ def records(
         fast, gone = _read(buf, starts, ends, ok, checks)
         slow |= gone
         parts.append(_fast_columns(fast))
-    rows, lines, toks = [], [], []
+    rows, lines = [], []
     bad = 0
     for i in np.flatnonzero(slow).tolist():
         try:
@@ -326,35 +313,15 @@ def records(
             continue
         rows.append(episode_row(d, int(starts[i])))
         lines.append(i)
-        toks.append(_token(d.get("key")))
     if bad:
         log.debug("%s: %d unreadable line(s) left out of the index", trace, bad)
     if rows:
         ref = pl.DataFrame(rows, schema=schema, orient="row").drop("offset")
-        parts.append(ref.with_columns(pl.Series("_line", lines, _I), pl.Series("_tok", toks, _S)))
+        parts.append(ref.with_columns(pl.Series("_line", lines, _I)))
     if not parts:
         return empty
-    df = pl.concat([p.select(["_line", "_tok"] + cols[1:]) for p in parts], how="vertical")
+    df = pl.concat([p.select(["_line"] + cols[1:]) for p in parts], how="vertical")
     if len(parts) > 1:
         df = df.sort("_line")
     off = pl.Series("offset", starts, _I)
-    return df.with_columns(off.gather(df["_line"]).alias("offset")).select(["_tok"] + cols)
-
-
-def latest(df: pl.DataFrame, first: int = 0) -> pl.DataFrame:
-    """The last record of each key of `records`, in the order of those last records, `_tok` filled in: a
-    record without a key is `#n`, n its position among all readable records (the first of `df` is `first`),
-    as the reference numbers them."""
-    return (
-        df.with_row_index("_n", offset=first)
-        .with_columns(pl.coalesce("_tok", pl.format("#{}", "_n")).alias("_tok"))
-        .filter(pl.col("_n") == pl.col("_n").max().over("_tok"))
-        .drop("_n")
-    )
-
-
-def build(trace: Path, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema) -> pl.DataFrame:
-    """The index of a native trace (the columns of `schema`, `offset` first, as `episode_row` fills them),
-    one row per key in the order of each key's last record."""
-    df = records(Path(trace).read_bytes(), episode_row, schema, trace)
-    return latest(df).select(list(schema))
+    return df.with_columns(off.gather(df["_line"]).alias("offset")).select(cols)

@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
     s.add_argument("runs", nargs="+")
+    s.add_argument("--grades", help="JSON or CSV of task_id → reward, merged into episodes without a reward")
+    s.add_argument(
+        "--out", help="write summary.json / summary.md here (default: the run; beside a foreign run)"
+    )
 
     c = sub.add_parser("compare", help="paired comparison of two models (or runs) on the same tasks")
     c.add_argument("runs", nargs="+")
@@ -328,13 +332,25 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_summarise(a: argparse.Namespace) -> int:
-    from evalkit import analysis
+    from evalkit import analysis, grades, traces
 
     runs = _existing_runs(a.runs)
+    if a.grades:
+        grades.read(a.grades)  # a bad grades file is one line, before anything is read or written
     for run in runs:
-        if (Path(run) / "trace.jsonl").exists():
-            analysis.write_summary(run)
-    print(analysis.format_summary(analysis.load_runs(runs)))
+        if a.out is None:
+            where = analysis.summary_dir(run)
+        else:
+            where = Path(a.out) / Path(run).name if len(runs) > 1 else Path(a.out)
+        analysis.write_summary(run, where, a.grades)
+        native = Path(run).is_dir() and traces.is_native(run)
+        note = "" if native else " (a run another harness wrote is only read)"
+        print(f"{run}: summary.json and summary.md written to {where}{note}", file=sys.stderr)
+    df = analysis.load_runs(runs)
+    if a.grades:
+        df, merged = grades.apply(df, a.grades)
+        print(merged.line(), file=sys.stderr)
+    print(analysis.format_summary(df))
     return 0
 
 

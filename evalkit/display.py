@@ -2,8 +2,10 @@
 
 A record's pictures are paths relative to its run directory, and a record read back from a trace does not
 know that directory: pass it (`episode_html(run_dir, rec)`), or `attach(rec, run_dir)` once so that the
-record's own `_repr_html_` can show its frames. Frames are only read through `traces.safe_path`, so a
-hostile trace cannot pull in files from outside its run. Everything the model wrote is escaped.
+record's notebook display can show its frames. That display is `record_html`, which `import evalkit`
+registers with IPython by the record type's name: `evalkit.types` never imports this module. Frames are
+only read through `traces.safe_path`, so a hostile trace cannot pull in files from outside its run.
+Everything the model wrote is escaped.
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ from evalkit.types import (
     EnvSession,
     EpisodeRecord,
     Image,
+    PlanRecord,
     ToolOutcome,
+    ToolSpec,
     Turn,
     TurnRecord,
     Usage,
@@ -85,6 +87,28 @@ def task_identity(task: str | dict | None, env_name: str) -> str:
     if set(task) == {"split", "index"} and isinstance(task["index"], int):
         return f"{env_name}-{task['split']}-{task['index']:04d}"
     return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def plan_tools(tools: list[ToolSpec]) -> set[str]:
+    """Tools that take a `plan` argument: their plans are kept whole in the record, with the answers."""
+    return {t.name for t in tools if "plan" in ((t.parameters or {}).get("properties") or {})}
+
+
+def _plan_value(plan: Any) -> Any:
+    if isinstance(plan, str):
+        try:
+            parsed = json.loads(plan)
+        except ValueError:
+            return plan
+        return parsed if isinstance(parsed, list) else plan
+    return plan
+
+
+def _answer(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def run_episode(
@@ -263,6 +287,7 @@ class _Episode:
         self._screen(meta, tools)
         finish_tool = wording.finishing_tool(tools)
         finish = finish_tool.name if finish_tool else None
+        planners = plan_tools(tools)
         system = wording.system_prompt(meta, tools)
         self.agent = agent = (
             make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
@@ -330,6 +355,8 @@ class _Episode:
                             auto = bool(outcome.metadata.get("auto_submitted"))
                             ended = "submitted" if call.name == finish else "done"
                             self._finish(outcome, rewards, auto, ended)
+                        if call.name in planners:
+                            self._keep_plan(n, call.id, call.name, call.args, outcome)
                     tool_images += outcome.images
                     pairs.append((call, outcome))
                     trec.calls.append(
@@ -373,7 +400,11 @@ class _Episode:
                 rewards.append(outcome.reward)
             self._finish(outcome, rewards, True, None)
         elif not done:
-            rec.reward = rewards[-1] if rewards else None
+            # An env that says what an unfinished episode scores (berth: 0, nothing was submitted) gets that
+            # score, rather than an episode that counts as never scored.
+            unfinished = meta.get("unfinished_reward")
+            numeric = isinstance(unfinished, int | float) and not isinstance(unfinished, bool)
+            rec.reward = rewards[-1] if rewards else (float(unfinished) if numeric else None)
         if len(rewards) > 1:
             # An env that rewards every step: `reward` is the last one, the return is kept beside it.
             rec.info["return"] = round(sum(rewards), 6)
@@ -383,6 +414,16 @@ class _Episode:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
         doc = getattr(session, "document", None)
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
+        if rec.final_doc is None and rec.plans and rec.plans[-1].final:
+            rec.final_doc = rec.plans[-1].plan
+
+    def _keep_plan(self, turn: int, call_id: str, tool: str, args: dict, outcome: ToolOutcome) -> None:
+        """Keep the plan whole with the env's whole answer (the call's result in the turn is capped)."""
+        final = outcome.done and not outcome.metadata.get("auto_submitted")
+        plan = PlanRecord(turn, call_id, tool, _plan_value(args.get("plan")), _answer(outcome.text),
+                          not outcome.is_error, final)  # fmt: skip
+        self.rec.plans.append(plan)
+        self.rec.drafts += plan.ok and not outcome.done
 
     def _step(self, agent: Agent, n: int) -> Turn:
         """One model call. When it fails, what its failed requests reported still counts, and whatever

@@ -22,6 +22,18 @@ def evalset_hash(tasks: list[dict], subsets: dict[str, list[str]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+def tier_subsets(rows: list[dict], sizes: dict[str, int]) -> dict[str, list[str]]:
+    """Subsets of `rows` with `sizes[name]` tasks per tier, taken in a fixed pseudo-random order (so a subset
+    spreads over the whole index range rather than its start); a smaller subset is part of a larger one."""
+
+    def rank(task_id: str) -> str:
+        return hashlib.sha256(f"subset:{task_id}".encode()).hexdigest()
+
+    tiers = sorted({r.get("tier") or "" for r in rows})
+    ranked = {t: sorted((r["task_id"] for r in rows if (r.get("tier") or "") == t), key=rank) for t in tiers}
+    return {name: sorted(tid for t in tiers for tid in ranked[t][:n]) for name, n in sizes.items()}
+
+
 @dataclass
 class Evalset:
     evalset_id: str

@@ -1,28 +1,35 @@
-"""Run-directory I/O: the trace writer and reader, the frame store, safe paths.
+"""Run-directory I/O: the trace writer and reader, the one "latest record per key" rule, the frame store,
+safe paths, and where derived files go.
 
 A run directory holds `run.json`, `trace.jsonl` (one EpisodeRecord per line, appended as episodes end),
 `summary.json` / `summary.md`, content-addressed `frames/` and `renders/`. A process killed mid-write leaves
 at most one torn last line: readers skip it, and the writer starts its next record on a fresh line, so
 nothing already written is ever lost or rewritten. Directories written by other harnesses are read through
-`evalkit.importers`.
+`evalkit.importers` and never written: what evalkit derives from them goes to `derived_dir`.
+
+A key recorded twice (an episode re-run on resume) counts once, as its latest record: that one rule,
+and every reader of runs (records, the analysis index, resume, the viewer's search) goes through it
+(`latest_records`, or `survivors` for a column of keys).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import logging
 import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from evalkit import importers
 from evalkit.errors import TraceError
+from evalkit.jsonl import iter_lines
 from evalkit.types import EpisodeRecord, Image
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TRACE = "trace.jsonl"
 _UMASK = os.umask(0o022)
@@ -120,27 +127,6 @@ def read_run_json(run_dir: str | Path) -> dict:
         raise TraceError(f"{path}: unreadable run.json ({e})") from e
 
 
-def iter_lines(path: str | Path) -> Iterator[dict]:
-    """Parsed JSON objects of a JSONL file; a torn or corrupt line is skipped with a warning, never fatal."""
-    path = Path(path)
-    bad = 0
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                bad += 1
-                continue
-            if isinstance(obj, dict):
-                yield obj
-            else:
-                bad += 1
-    if bad:
-        log.warning("%s: skipped %d unreadable line(s)", path, bad)
-
-
 def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
     """(byte offset, dict) of each readable line of a native trace: an index of offsets lets a reader open
     one episode of a large run with `read_at` instead of parsing every line."""
@@ -179,27 +165,39 @@ def is_native(run_dir: str | Path) -> bool:
     return (Path(run_dir) / RUN_JSON).exists()
 
 
+def record_key(d: dict) -> str | None:
+    """The key a record is counted by: its `key` when that is a non-empty string. A record without one (a
+    hand-edited or foreign line) is an episode of its own: it never replaces another, nor is replaced."""
+    k = d.get("key")
+    return k if isinstance(k, str) and k else None
+
+
+def survivors(keys: Iterable[str | None]) -> list[int]:
+    """Positions of the records that count, in order, given each record's key (`record_key`): the last
+    record of each key, and every record without one."""
+    keys = keys if isinstance(keys, list) else list(keys)
+    last = dict(zip(keys, range(len(keys)), strict=True))  # C-speed: a 100k-row index is deduped in ms
+    if None in last:
+        return [i for i, k in enumerate(keys) if k is None or last[k] == i]
+    return sorted(last.values())
+
+
+def latest_records(records: Iterable[T], key: Callable[[T], str | None] = record_key) -> list[T]:
+    """`records` (oldest first) with every key counted once, as its latest record, in the order of those
+    latest records (see `survivors`)."""
+    records = list(records)
+    return [records[i] for i in survivors(key(r) for r in records)]
+
+
 def iter_dicts(run_dir: str | Path, latest: bool = True) -> Iterator[dict]:
-    """Episode dicts of a run, native or imported. With `latest`, a key recorded twice (an episode re-run on
-    resume after an infrastructure error) yields only its last record."""
+    """Episode dicts of a run, native or imported; with `latest`, each key once (see `latest_records`)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise TraceError(f"{run_dir}: no such run directory")
-    if is_native(run_dir):
-        rows: Any = iter_lines(run_dir / TRACE)
-    else:
-        from evalkit import importers
-
-        rows = importers.read_foreign(run_dir)
-    if not latest:
-        yield from rows
-        return
-    by_key: dict[str, dict] = {}
-    for d in rows:
-        k = d.get("key") or f"#{len(by_key)}"
-        by_key.pop(k, None)
-        by_key[k] = d
-    yield from by_key.values()
+    rows: Iterable[dict] = (
+        iter_lines(run_dir / TRACE) if is_native(run_dir) else importers.read_foreign(run_dir)
+    )
+    yield from latest_records(rows) if latest else rows
 
 
 def read_records(run_dir: str | Path, latest: bool = True) -> Iterator[EpisodeRecord]:
@@ -208,9 +206,10 @@ def read_records(run_dir: str | Path, latest: bool = True) -> Iterator[EpisodeRe
 
 
 def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
+    """The latest record of `key` in a run."""
     found = None
     for d in iter_dicts(run_dir, latest=False):
-        if d.get("key") == key:
+        if record_key(d) == key:
             found = d
     if found is None:
         raise TraceError(f"{run_dir}: no episode with key {key!r}")
@@ -222,11 +221,28 @@ def completed_keys(run_dir: str | Path) -> set[str]:
     path = Path(run_dir) / TRACE
     if not path.exists():
         return set()
-    status: dict[str, bool] = {}
-    for d in iter_lines(path):
-        if "key" in d:
-            status[d["key"]] = not d.get("error_class")
-    return {k for k, ok in status.items() if ok}
+    return {k for d in latest_records(iter_lines(path)) if (k := record_key(d)) and not d.get("error_class")}
+
+
+def derived_dir(run_dir: str | Path) -> Path:
+    """Where evalkit keeps what it derives from a run (the cached index; for a foreign run, its summaries
+    too): `<run>/.evalkit` for a run evalkit wrote. A directory another harness wrote is never written into:
+    its derived files go beside it, to `<parent>/.evalkit/<name>`, or, when that cannot be written, to a
+    per-user cache (`$XDG_CACHE_HOME/evalkit/runs/`)."""
+    run = Path(run_dir)
+    if run.is_dir() and is_native(run):
+        return run / ".evalkit"
+    run = run.resolve()
+    beside = run.parent / ".evalkit" / run.name
+    try:
+        beside.mkdir(parents=True, exist_ok=True)
+        if os.access(beside, os.W_OK):
+            return beside
+    except OSError:
+        pass
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(run).encode()).hexdigest()[:12]
+    return cache / "evalkit" / "runs" / f"{run.name}-{digest}"
 
 
 def trace_signature(run_dir: str | Path) -> tuple[int, int]:

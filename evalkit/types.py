@@ -251,6 +251,24 @@ class CallRecord:
 
 
 @dataclass
+class PlanRecord:
+    """A plan the model sent to a plan tool (one taking a `plan` argument) and the environment's whole
+    answer, so drafts can be counted and each plan read with its violations."""
+
+    turn: int = 0
+    call_id: str = ""
+    tool: str = ""
+    plan: Any = None
+    """The plan as sent: a list (a JSON string of one is parsed), else the raw value."""
+    answer: Any = None
+    """The environment's answer, parsed when it is JSON, else its text. Never capped."""
+    ok: bool = True
+    """False when the environment answered with a tool error (a plan argument of the wrong shape)."""
+    final: bool = False
+    """This call ended the episode (the submitted plan)."""
+
+
+@dataclass
 class TurnRecord:
     """One model turn and the tool calls it made."""
 
@@ -328,6 +346,8 @@ class EpisodeRecord:
     tool_calls: int = 0
     tool_errors: int = 0
     parse_errors: int = 0
+    drafts: int = 0
+    """Plans the environment checked without ending the episode (see `plans`)."""
     seconds: float = 0.0
     model_seconds: float = 0.0
     env_seconds: float = 0.0
@@ -339,6 +359,8 @@ class EpisodeRecord:
     render: str | None = None
     final_doc: Any = None
     turns: list[TurnRecord] = field(default_factory=list)
+    plans: list[PlanRecord] = field(default_factory=list)
+    """Every plan sent to a plan tool, in order, with the environment's answer."""
     info: dict = field(default_factory=dict)
     """Anything else worth keeping (agent notes such as an effort fallback, importer provenance)."""
 
@@ -354,16 +376,17 @@ class EpisodeRecord:
         rec.turns = [
             t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []
         ]
+        plans = d.get("plans")
+        rec.plans = [
+            p if isinstance(p, PlanRecord) else _from_fields(PlanRecord, p)
+            for p in (plans if isinstance(plans, list) else [])
+            if isinstance(p, PlanRecord | dict)
+        ]
         return rec
 
     @property
     def scored(self) -> bool:
         return self.error_class is None and self.reward is not None
-
-    def _repr_html_(self) -> str:
-        from evalkit.display import record_html
-
-        return record_html(self)
 
 
 RESULT_CAP = 4000

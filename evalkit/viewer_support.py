@@ -137,7 +137,8 @@ def run_labels(runs: Sequence[str | Path]) -> dict[str, str]:
 
 
 def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
-    """Add any missing viewer column as nulls and cast the ones present, so runs of any origin concatenate."""
+    """Add any missing viewer column as nulls and cast the ones present, so runs of any origin concatenate.
+    A record without a key (`traces.record_key`) is named by its offset, as `text_index` names it."""
     exprs = []
     for name, dtype in TABLE_COLUMNS.items():
         if name == "run":
@@ -146,7 +147,8 @@ def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
             exprs.append(pl.col(name).cast(dtype, strict=False))
         else:
             exprs.append(pl.lit(None, dtype).alias(name))
-    return df.with_columns(exprs)
+    df = df.with_columns(exprs)
+    return df.with_columns(pl.coalesce("key", pl.format("#{}", "offset")).alias("key"))
 
 
 _TEXT_COLUMNS = [k for k, t in TABLE_COLUMNS.items() if t == pl.String and k != "run"]
@@ -233,10 +235,9 @@ def text_index(run: str | Path) -> pl.DataFrame:
     run = Path(run)
     texts: dict[str, str] = {}
     if traces.is_native(run):
-        for offset, d in traces.iter_offsets(run):
-            k = str(d.get("key") or f"#{offset}")
-            texts.pop(k, None)
-            texts[k] = _turn_text(d.get("turns"))
+        pairs = traces.latest_records(traces.iter_offsets(run), key=lambda p: traces.record_key(p[1]))
+        for offset, d in pairs:
+            texts[traces.record_key(d) or f"#{offset}"] = _turn_text(d.get("turns"))
     else:
         for k, d in imported_records(run).items():
             texts[k] = _turn_text(d.get("turns"))
@@ -260,7 +261,7 @@ def search(index: pl.DataFrame, query: str) -> pl.DataFrame:
 
 @functools.lru_cache(maxsize=8)
 def _imported(run: str, signature: tuple[int, int]) -> dict[str, dict]:
-    return {str(d.get("key") or f"#{i}"): d for i, d in enumerate(traces.iter_dicts(run))}
+    return {traces.record_key(d) or f"#{i}": d for i, d in enumerate(traces.iter_dicts(run))}
 
 
 def imported_records(run: str | Path, signature: tuple[int, int] | None = None) -> dict[str, dict]:

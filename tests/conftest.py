@@ -1,6 +1,7 @@
-"""Session-wide fixtures: one embedded canvas server shared by every test that needs a live env, the DOM
-solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay, the small
-foreign-style OpenEnv servers, and the stand-in model that drives them over the real chat-completions wire."""
+"""Session-wide fixtures: one embedded canvas server and one berth server shared by every test that needs a
+live env, the DOM solver's plans for a few web-app tasks, which the fake endpoint and offline agents replay,
+the small foreign-style OpenEnv servers, the stand-in model that drives them over the real chat-completions
+wire, and runs written as the original harnesses write them."""
 
 from __future__ import annotations
 
@@ -86,3 +87,30 @@ def standin(_standin_server, monkeypatch):
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     _standin_server.server.reset()
     return _standin_server
+
+
+@pytest.fixture(scope="session")
+def seed_runs(tmp_path_factory):
+    """Runs written as the three original harnesses write them (tests/importers/seed_*.py), once per session:
+    `canvas_issue`, `canvas`, `canvas_indexed`, `uitars`, `fara7b`, `molmoweb`, `opencua`, `planning_jsonl`,
+    `planning_dir`. Read them only; copy one before changing it."""
+    from tests.importers import seed_canvas, seed_ownloop, seed_planning
+
+    root = tmp_path_factory.mktemp("seeds")
+    runs = {
+        "canvas_issue": seed_canvas.issue_run(root / "canvas-issue"),
+        "canvas": seed_canvas.every_status_run(root / "canvas-every"),
+        "canvas_indexed": seed_canvas.indexed_run(root / "canvas-indexed"),
+        **seed_ownloop.write_runs(root / "ownloop"),
+        "planning_jsonl": seed_planning.write_jsonl(root / "planning" / "rollouts.jsonl"),
+        "planning_dir": seed_planning.write_folder(root / "planning" / "episodes"),
+    }
+    return runs
+
+
+@pytest.fixture(scope="session")
+def berth_server():
+    from evalkit.envs.server import serve
+
+    with serve("berth") as env:
+        yield env

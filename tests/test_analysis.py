@@ -342,3 +342,20 @@ def test_small_costs_keep_their_digits(tmp_path):
     )
     assert line.split()[-1] == "-"
     assert [A._usd(v) for v in (0.0, 0.000012, 0.05, 1234.5)] == ["0.00", "0.000012", "0.05", "1,234.50"]
+
+
+def test_unscored_as_zero_counts_failures_not_missing_rewards(tmp_path):
+    df = A.load_runs(make_run(tmp_path / "r", models={"m": 0.5}, n_tasks=6, frames=False, unscored=1))
+    df = df.with_columns(  # one more episode: ended without error, no reward
+        pl.when(pl.col("task_id") == "canvas-test-0005")
+        .then(None)
+        .otherwise(pl.col("reward"))
+        .alias("reward"),
+    ).with_columns((pl.col("reward").is_not_null() & pl.col("error_class").is_null()).alias("scored"))
+    rewards = df.filter(pl.col("scored"))["reward"]
+    s = A.summarise(df).row(0, named=True)
+    assert (s["scored"], s["unscored"], s["no_reward"]) == (4, 1, 1)
+    assert s["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 5)
+    t = A.by_tier(df, n_boot=200).filter(pl.col("tier") == "all").row(0, named=True)
+    assert t["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 5)
+    assert t["ci_low_unscored_as_0"] <= t["mean_reward_unscored_as_0"] <= t["ci_high_unscored_as_0"]

@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from evalkit import _index, traces
+from evalkit import _index, index_cache, traces
 from evalkit import analysis as A
+from evalkit.columns import CACHED
 from evalkit.traces import TraceWriter
 from tests.test_analysis_index import make, rec
 
@@ -20,19 +21,19 @@ from tests.test_analysis_index import make, rec
 def extended(monkeypatch) -> list[int]:
     """How many tail records each load extended a cached index with (a full build records nothing)."""
     calls: list[int] = []
-    real = A._extend_index
+    real = index_cache._extend
 
-    def spy(old, meta, tail):
+    def spy(old, tail):
         calls.append(tail.height)
-        return real(old, meta, tail)
+        return real(old, tail)
 
-    monkeypatch.setattr(A, "_extend_index", spy)
+    monkeypatch.setattr(index_cache, "_extend", spy)
     return calls
 
 
 def check(run: Path) -> pl.DataFrame:
     df = A.load_runs(run)
-    assert_frame_equal(df.drop("run", "run_name"), A._build_index_reference(run), check_exact=True)
+    assert_frame_equal(df.drop("run", "run_name"), index_cache.build_reference(run), check_exact=True)
     assert list((run / ".evalkit").glob("index-v*.parquet")) == [A.index_path(run)]  # old ones cleaned up
     assert_frame_equal(A.load_runs(run), df, check_exact=True)  # and read back as written
     return df
@@ -47,11 +48,6 @@ def line(key, **kw) -> str:
     return json.dumps({"format_version": 1, "model": "m", "task_id": str(key)} | kw | {"key": key}) + "\n"
 
 
-def keyless_numbers(run: Path) -> list[int]:
-    """The `#n` the reference gives the records without a key."""
-    return [n for n, (_, d) in enumerate(traces.iter_offsets(run)) if not d.get("key")]
-
-
 def test_appends_extend_the_index(tmp_path, extended):
     run = make(tmp_path / "r", 30, 2, 3)  # odd lines (no keys, keys 1 / "1" / 1.0) and a torn last line
     check(run)
@@ -62,12 +58,13 @@ def test_appends_extend_the_index(tmp_path, extended):
     w.append(rec(2, 0.11))  # supersedes an old row
     w.append(rec(100, 0.5))
     append(run, line(None, reward=0.2) + line("", reward=0.3) + line(1.0, reward=0.4) + line("1", reward=0.5))
-    hole = keyless_numbers(run)[0]
-    append(run, line(f"#{hole}", reward=0.6))  # the reference's name for an old key-less record
+    keyless = A.load_runs(run)["key"].null_count()
+    append(run, line(None, reward=0.6) + line("1", reward=0.55))  # a key-less record replaces nothing
     df = check(run)
-    assert extended == [7]
+    assert extended == [6, 2]
     assert df.filter(pl.col("task_id") == "t2")["reward"].to_list() == [0.11]
-    assert df.filter(pl.col("key") == f"#{hole}")["reward"].to_list() == [0.6]
+    assert df["key"].null_count() == keyless + 1
+    assert df.filter(pl.col("key") == "1")["reward"].to_list() == [0.55]
 
     # torn mid-way, then completed by the next append (no heal): the line starts where the index stopped
     append(run, '{"format_version": 1, "key": "late", "rew')
@@ -83,7 +80,7 @@ def test_appends_extend_the_index(tmp_path, extended):
     TraceWriter(run).append(rec(101, 0.9))
     append(run, line(None, reward=0.1))
     check(run)
-    assert len(extended) == 5
+    assert len(extended) == 6
 
 
 def test_a_torn_last_line_that_parses_is_not_extended(tmp_path, extended):
@@ -149,10 +146,10 @@ def test_a_foreign_or_damaged_cache_is_not_extended(tmp_path, extended):
     run = make(tmp_path / "r", 10, 0, seed_lines=False)
     check(run)
     idx = A.index_path(run)
-    meta = json.loads(pl.read_parquet_metadata(idx)[A._META])
-    assert meta["indexed"] == (run / traces.TRACE).stat().st_size and meta["tokens"] == {}
-    meta["version"] = A.INDEX_VERSION + 1
-    A._write_index(idx, A.load_runs(run).select(A._CACHED), meta)
+    meta = json.loads(pl.read_parquet_metadata(idx)[index_cache._META])
+    assert meta["indexed"] == (run / traces.TRACE).stat().st_size and meta["rows"] == 12
+    meta["version"] = index_cache.VERSION + 1
+    index_cache._write(idx, A.load_runs(run).select(CACHED), meta)
     TraceWriter(run).append(rec(11, 0.5))
     check(run)
     assert extended == []

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from evalkit import _index
+from evalkit import _index, index_cache
 from evalkit import analysis as A
 from evalkit.traces import TraceWriter
 from evalkit.types import CallRecord, EpisodeRecord, TurnRecord, episode_key
@@ -96,7 +96,7 @@ def odd_lines() -> list[str]:
         d("empty-importer", info={"importer": ""}, error_class="", reward=0.4),
         d("usage-null", usage=None, auto_submitted=None),
         d("usage-partial", usage={"output": 4}, auto_submitted=True),
-        d("", reward=0.6),  # empty key: deduplicated as "#n", like a missing one
+        d("", reward=0.6),  # an empty key is no key, like a missing one: counted on its own
         json.dumps({k: v for k, v in base.items()} | {"task_id": "no-key"}),
         "",
         "   ",
@@ -106,7 +106,7 @@ def odd_lines() -> list[str]:
         '{"format_version": 1, "key": "cut", "turns": [{"a": {"b": 1}',
         '  {"format_version": 1, "key": "indented", "model": "m"}  ',
         '{"format_version": 1, "key": "ctl", "error": "tab\there"}',  # a raw tab: json.loads refuses it
-        '{"format_version": 1, "key": 1, "reward": 0.1}',  # keys 1 and 1.0 are one key to the reference
+        '{"format_version": 1, "key": 1, "reward": 0.1}',  # a key that is not a string is no key
         '{"format_version": 1, "key": "1", "reward": 0.2}',
         '{"format_version": 1, "key": 1.0, "reward": 0.3}',
         '{"format_version": 1, "key": "dup-line", "reward": 0.1}',
@@ -155,8 +155,8 @@ def fast_lines(run: Path) -> int:
 
 
 def same_as_reference(run: Path) -> pl.DataFrame:
-    fast = A._build_index(run)
-    ref = A._build_index_reference(run)
+    fast = index_cache.build(run)
+    ref = index_cache.build_reference(run)
     assert_frame_equal(fast, ref, check_exact=True)
     return fast
 
@@ -182,14 +182,14 @@ def test_clean_trace_and_empty_traces(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "trace.jsonl").write_text("")
     (tmp_path / "empty" / "run.json").write_text("{}")
-    assert A._build_index(tmp_path / "empty").equals(A._build_index_reference(tmp_path / "empty"))
+    assert index_cache.build(tmp_path / "empty").equals(index_cache.build_reference(tmp_path / "empty"))
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "run.json").write_text("{}")
     (junk / "trace.jsonl").write_bytes(
         b'{"format_version": 1, "key": "a"}\n\xff\xfe{"key": "b"}\n{"x": "\xe9"}\n'
     )
-    assert_frame_equal(A._build_index(junk), A._build_index_reference(junk), check_exact=True)
+    assert_frame_equal(index_cache.build(junk), index_cache.build_reference(junk), check_exact=True)
 
 
 def test_real_records_take_the_fast_path(tmp_path):
@@ -234,7 +234,7 @@ def test_grade_keys_inside_final_doc_and_tool_args(tmp_path):
 def test_load_runs_uses_the_fast_index(tmp_path):
     run = make(tmp_path / "r", 20, 1, 2)
     df = A.load_runs(run, cache=False)
-    ref = A._build_index_reference(run)
+    ref = index_cache.build_reference(run)
     assert df.columns == list(A.EPISODE_COLUMNS) and df.schema == A.EPISODE_SCHEMA
     assert_frame_equal(df.drop("run", "run_name"), ref, check_exact=True)
     assert_frame_equal(A.load_runs(run), df, check_exact=True)  # written to the cache

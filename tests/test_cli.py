@@ -233,3 +233,49 @@ def test_run_a_typed_env_with_reset_json(standin, guess_server, tmp_path, capsys
     assert "running 1 episode(s) at once instead of 4" in captured.err
     assert main([*argv[:-3], "--reset-json", '{"seed": 5}', "--tasks", "3"]) == 2
     assert "--reset-json names the tasks itself" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["canvas", "opencua", "planning_jsonl", "planning_dir"])
+def test_summarise_never_writes_into_a_foreign_run(seed_runs, capsys, name):
+    from evalkit.traces import derived_dir
+    from tests.support.snapshot import snapshot
+
+    run = seed_runs[name]
+    before = snapshot(run)
+    assert main(["summarise", str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert snapshot(run) == before  # the seed's own summary.json / summary.md included
+    where = derived_dir(run)
+    assert where.parent == run.parent / ".evalkit"
+    assert err.strip() == (f"{run}: summary.json and summary.md written to {where} "
+                           "(a run another harness wrote is only read)")  # fmt: skip
+    data = json.loads((where / "summary.json").read_text())
+    assert data["n_episodes"] == sum(r["n"] for r in data["summary"]) > 0
+    assert "Per model" in out and data["summary"][0]["model"] in out
+
+
+def test_summarise_with_grades_and_an_output_folder(seed_runs, tmp_path, capsys):
+    run = seed_runs["uitars"]
+    grades = tmp_path / "grades.csv"
+    grades.write_text("task_id,reward\nu-finish,1\nu-maxsteps,0\nu-harness,1\n")
+    assert main(["summarise", str(run), "--grades", str(grades), "--out", str(tmp_path / "s")]) == 0
+    out, err = capsys.readouterr()
+    assert f"written to {tmp_path / 's'}" in err
+    assert "grades from" in err and "2 episode(s) graded" in err and "1 grade(s) matched no ungraded" in err
+    data = json.loads((tmp_path / "s" / "summary.json").read_text())
+    row = data["summary"][0]
+    assert (row["scored"], row["mean_reward"]) == (2, 0.5) and "2 episode(s) graded" in data["grades"]
+    assert "No reward" in out
+    grades.write_text("task_id,reward\nu-finish,lots\n")
+    assert main(["summarise", str(run), "--grades", str(grades), "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a number" in err and "\n" not in err and not (tmp_path / "t").exists()
+
+
+def test_summarise_writes_an_evalkit_run_in_place(tmp_path, capsys):
+    from fixtures.synth import make_run
+
+    run = make_run(tmp_path / "r", n_tasks=3, frames=False)
+    assert main(["summarise", str(run)]) == 0
+    assert capsys.readouterr().err.strip() == f"{run}: summary.json and summary.md written to {run}"
+    assert (run / "summary.json").is_file() and (run / "summary.md").is_file()

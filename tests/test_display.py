@@ -14,15 +14,36 @@ def run(tmp_path_factory):
     return make_run(tmp_path_factory.mktemp("d") / "r", n_tasks=3)
 
 
+def notebook_html(obj) -> str:
+    """What a notebook shows for `obj`: IPython's own HTML formatter, as a kernel runs it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import evalkit
+
+    shell = InteractiveShell.instance()
+    evalkit._notebook_display()  # what `import evalkit` does inside a kernel
+    data, _ = shell.display_formatter.format(obj)
+    return data.get("text/html", "")
+
+
 def test_record_html_with_and_without_run(run):
     rec = traces.read_at(run, 0)
-    bare = rec._repr_html_()
-    assert "data:image" not in bare and "(no run dir)" in bare
+    bare = notebook_html(rec)
+    assert "data:image" not in bare and "(no run dir)" in bare and "reward" in bare
     html = display.episode_html(run, rec)
     assert html.count("data:image/jpeg;base64") == 1 + sum(1 for t in rec.turns if t.frame)
     assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "reward" in html and "structure" in html
-    assert display.attach(rec, run)._repr_html_() == html
+    assert notebook_html(display.attach(rec, run)) == html
+
+
+def test_a_record_is_displayed_without_its_type_importing_the_display():
+    import subprocess
+    import sys
+
+    code = "import sys, evalkit.types, evalkit.traces; print('evalkit.display' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_unscored_and_hostile_paths(run, tmp_path):

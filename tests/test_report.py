@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from fixtures.synth import make_run
 
+from evalkit import analysis as A
 from evalkit import report
 from evalkit.errors import ConfigError
 
@@ -66,3 +67,22 @@ def test_hostile_model_and_run_names_stay_text(tmp_path):
     assert "evil.example" in html  # the name is shown...
     assert EXTERNAL.search(html) is None, EXTERNAL.search(html)  # ...never as a tag that fetches or links
     assert "<b>x" not in html and "&lt;b&gt;x" in html
+
+
+def test_a_report_on_foreign_runs_writes_nothing_into_them(seed_runs, tmp_path):
+    from tests.support.snapshot import snapshot
+
+    runs = [seed_runs[k] for k in ("canvas", "uitars", "planning_jsonl")]
+    before = [snapshot(r) for r in runs]
+    out = report.build_report([str(r) for r in runs], tmp_path / "report.html", n_boot=200)
+    html = out.read_text()
+    assert "Traceback" not in html and "CellExecutionError" not in html and "uitars:uitars15-7b" in html
+    df = A.load_runs(runs)
+    unscored, no_reward = (
+        df["error_class"].is_not_null().sum(),
+        (~df["scored"] & df["error_class"].is_null()).sum(),
+    )
+    assert no_reward >= 7  # the own-loop run is ungraded: none of it is unscored or zero
+    assert f"<b>{df.height}</b> episodes from 3 run(s)" in html
+    assert f"{unscored} unscored (infrastructure errors), {no_reward} without a reward" in html
+    assert [snapshot(r) for r in runs] == before

@@ -129,3 +129,55 @@ def test_signature_tracks_native_and_imported_runs(tmp_path):
     time.sleep(0.01)
     (folder / "steps.jsonl").write_text("{}\n")
     assert trace_signature(tmp_path / "ownloop") != before
+
+
+def test_one_rule_for_the_latest_record_of_a_key():
+    from evalkit.traces import latest_records, record_key, survivors
+
+    keys = ["a", None, "b", "a", None, "", "b", "c"]
+    assert survivors(keys) == [1, 3, 4, 5, 6, 7]
+    assert survivors([record_key({"key": k}) for k in keys]) == [1, 3, 4, 5, 6, 7]  # "" is no key
+    assert [record_key(d) for d in ({"key": 1}, {"key": "1"}, {}, {"key": ["a"]})] == [None, "1", None, None]
+    rows = [{"key": k, "n": n} for n, k in enumerate(keys)]
+    assert [d["n"] for d in latest_records(rows)] == [1, 3, 4, 5, 6, 7]
+    assert latest_records(range(5), key=lambda n: "even" if n % 2 == 0 else None) == [1, 3, 4]
+
+
+def test_the_viewer_search_and_resume_follow_the_same_rule(tmp_path):
+    from evalkit import viewer_support as vs
+
+    w = TraceWriter(tmp_path)
+    w.append(_rec("a", reward=None, error_class="endpoint_error"))
+    w.append(_rec("a"))
+    with open(tmp_path / "trace.jsonl", "a") as f:  # records another writer left without keys
+        for text in ("first", "second"):
+            f.write(json.dumps({"format_version": 1, "model": "m", "turns": [{"text": text}]}) + "\n")
+    w.append(_rec("b", reward=None, error_class="env_error"))
+    idx = vs.text_index(tmp_path)
+    table = vs.episode_table(tmp_path)
+    assert sorted(idx["key"]) == sorted(table["key"]) and len(idx) == 4  # a, b and both key-less ones
+    hits = vs.search(idx, "second")
+    assert vs.apply_filters(table, vs.Filters(), hits).height == 1
+    assert completed_keys(tmp_path) == {"a"}
+
+
+def test_derived_files_of_a_foreign_run_go_beside_it(tmp_path, monkeypatch):
+    from evalkit.traces import derived_dir
+
+    TraceWriter(tmp_path / "native").append(_rec("a"))
+    assert derived_dir(tmp_path / "native") == tmp_path / "native" / ".evalkit"
+    foreign = tmp_path / "theirs" / "run1"
+    foreign.mkdir(parents=True)
+    assert derived_dir(foreign) == tmp_path / "theirs" / ".evalkit" / "run1"
+    assert list(foreign.iterdir()) == []
+    # where that cannot be written (here: a file where the folder would go), a per-user cache
+    other = tmp_path / "blocked" / "run2"
+    other.mkdir(parents=True)
+    (tmp_path / "blocked" / ".evalkit").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    got = derived_dir(other)
+    assert got.parent == tmp_path / "cache" / "evalkit" / "runs" and got.name.startswith("run2-")
+    twin = tmp_path / "blocked" / "more" / "run2"  # the same name elsewhere: its own cache folder
+    twin.mkdir(parents=True)
+    (twin.parent / ".evalkit").write_text("")
+    assert derived_dir(other) == got and derived_dir(twin).parent == got.parent and derived_dir(twin) != got

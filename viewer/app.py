@@ -22,7 +22,7 @@ except ImportError:  # `streamlit run viewer/app.py` from a checkout that is not
 import polars as pl
 import streamlit as st
 
-from evalkit import traces
+from evalkit import plans, traces
 from evalkit import viewer_support as vs
 from evalkit.marks import marked
 from evalkit.types import CallRecord, EpisodeRecord
@@ -126,6 +126,11 @@ def _sync_link(labels: dict[str, str]) -> None:
 # --------------------------------------------------------------------------------------------- drawing
 
 
+def _no_reward(error_class: object) -> str:
+    """What a missing reward means: unscored (the infrastructure failed), or none given (never graded)."""
+    return "unscored" if error_class else "no reward"
+
+
 def _num(x: object, fmt: str, missing: str = "—") -> str:
     """A number from a trace, formatted; whatever else a hostile or foreign trace put there, as short text."""
     if x is None:
@@ -216,7 +221,7 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
         f"{c(rec.task_id)} · tier {c(rec.tier, 40)} · repeat {_num(rec.repeat, 'd')} · {c(label)}"
     )
     cols = st.columns(5)
-    cols[0].metric("Reward", _num(rec.reward, ".3f", "unscored"))
+    cols[0].metric("Reward", _num(rec.reward, ".3f", _no_reward(rec.error_class)))
     cols[1].metric("Turns", _num(rec.n_turns or len(rec.turns), "d"))
     cols[2].metric("Tool calls", _num(rec.tool_calls, "d"))
     cols[3].metric("Tool errors", _num(rec.tool_errors, "d"))
@@ -229,7 +234,7 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
     )
     sid = vs.short_id(rec.key)
     if rec.error_class or rec.error:
-        st.error("The episode ended with an error" + (" and is unscored." if rec.reward is None else "."))
+        st.error("The episode ended with an error" + (" and is unscored." if rec.error_class else "."))
         show_text("", str(rec.error or ""), f"err_{sid}", code=True)
     with st.expander("Grade, usage, details"):
         c1, c2 = st.columns(2)
@@ -284,6 +289,41 @@ def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str, pictures: b
         show_call(run, call, f"{key}_c{j}", ownloop)
     if not t.calls:
         st.caption("No tool call in this turn.")
+
+
+def _text_table(rows: list[dict]) -> pl.DataFrame:
+    """Rows of a plan table with every cell as clipped text: trace content is never trusted to be typed."""
+    cols = list(rows[0]) if rows else []
+    return pl.DataFrame(
+        {c: [vs.clip(r.get(c)) if r.get(c) is not None else "" for r in rows] for c in cols},
+        schema={c: pl.String for c in cols},
+    )
+
+
+def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
+    """The plans sent in this turn (berth's check_plan / submit_plan), each as a table of its entries with
+    the end, waiting and problems the environment reported, then its violations."""
+    for i, p in enumerate(rec.plans, 1):
+        if turn is None or p.turn != turn:
+            continue
+        head = plans.plan_summary(rec)[i - 1]
+        verdict = (
+            "feasible" if head["feasible"] else ("infeasible" if head["feasible"] is False else "no verdict")
+        )
+        st.markdown(
+            f"**Plan {i}** ({vs.md_escape(p.tool, 60)}): {verdict}, objective "
+            f"{vs.md_escape(head['objective'] if head['objective'] is not None else '—', 40)}, "
+            f"{vs.md_escape(head['violations'] or 0, 20)} violation(s)"
+            + (f", reward {_num(head['reward'], '.3f')}" if head["reward"] is not None else "")
+        )
+        if head["answer"]:
+            show_text("Answer", head["answer"], f"{key}_plan{i}_answer", code=True)
+        rows = plans.plan_rows(p)
+        if rows:
+            st.dataframe(_text_table(rows), hide_index=True, key=f"{key}_plan{i}")
+        bad = plans.violation_rows(p)
+        if bad:
+            st.dataframe(_text_table(bad), hide_index=True, key=f"{key}_plan{i}_violations")
 
 
 def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
@@ -360,13 +400,15 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
         S.step = 0
     pos = step_controls("step", [s.index for s in steps])
     show_step(run, rec, steps[pos], f"ep_{pos}")
+    if rec.plans and steps[pos].turn is not None:
+        show_plans(rec, steps[pos].turn.turn, f"ep_{pos}")
 
 
 def _choices(rows: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
     items = list(zip(rows.get_column("run").to_list(), rows.get_column("key").to_list(), strict=True))
     desc = [
         f"{vs.clip(r['surface'], 40)}/{vs.clip(r['mode'], 40)} · repeat {r['repeat']} · "
-        f"reward {_num(r['reward'], '.3f', 'unscored')}"
+        f"reward {_num(r['reward'], '.3f', _no_reward(r['error_class']))}"
         for r in rows.iter_rows(named=True)
     ]
     return items, desc
@@ -405,7 +447,7 @@ def _ab_side(rec: EpisodeRecord, run: str, labels: dict[str, str], name: str) ->
     st.subheader(name)
     st.text(f"{c(rec.model)} · {c(labels.get(run, run))}")
     st.text(f"{c(rec.task_id)} · {c(rec.surface, 60)}/{c(rec.mode, 60)} · repeat {_num(rec.repeat, 'd')}")
-    st.metric("Reward", _num(rec.reward, ".3f", "unscored"))
+    st.metric("Reward", _num(rec.reward, ".3f", _no_reward(rec.error_class)))
     st.text(
         f"end {c(rec.end_reason, 80)} · turns {_num(rec.n_turns or len(rec.turns), 'd')}"
         + (f" · {c(rec.error_class, 80)}" if rec.error_class else "")

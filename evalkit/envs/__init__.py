@@ -7,11 +7,13 @@
 EMBEDDED = {
     "canvas": "evalkit.envs.canvas:build_app",
     "webapp": "evalkit.envs.webapp:build_app",
+    "berth": "evalkit.envs.berth:build_app",
 }
 
-SURFACES = {"canvas": ("tools", "html", "gui"), "webapp": ("gui",)}
-MODES = {"canvas": ("reference", "description"), "webapp": ("task",)}
-"""What each embedded env offers; a batch that names none runs the first of each."""
+SURFACES = {"canvas": ("tools", "html", "gui"), "webapp": ("gui",), "berth": ("tools",)}
+MODES = {"canvas": ("reference", "description"), "webapp": ("task",), "berth": ("text",)}
+"""What each embedded env offers; a batch that names none runs the first of each (berth's one mode, `text`,
+is neutral: it has no canvas-style modes)."""
 SCREEN_SURFACES = {"canvas": ("gui",), "webapp": ("gui",)}
 """Surfaces a model sees as a screen: skins and screen coordinates (`--skins`, `--coordinates`) apply."""
 SKINS = {"canvas": ("classic", "midnight", "studio", "paper")}

@@ -166,7 +166,7 @@ def run_ownloop(
         return run
     on_path(settings.path)
     writer, frames = TraceWriter(out), FrameStore(out)
-    from evalkit.envs.webapp.site import SiteServer
+    from evalkit.envs.webapp.serve import SiteServer
 
     lock, queue = threading.Lock(), list(todo)
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))

@@ -409,7 +409,15 @@ class ChatAgent:
         return turn
 
     def _probe(self, policy: Any, log: list[Attempt]) -> None:
-        choice, spent = probe(self.client, self.route, self.limit_key, policy=policy, log=log)
+        choice, spent = probe(
+            self.client,
+            self.route,
+            self.limit_key,
+            policy=policy,
+            log=log,
+            tool_to_wire=tool_to_wire,
+            turn_from_completion=turn_from_completion,
+        )
         self.off[self.route] = choice
         self.info.setdefault("thinking_off", {})[self.route] = choice.to_dict()
         if spent != Usage():

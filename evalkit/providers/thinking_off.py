@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,11 +59,18 @@ def clear_cache() -> None:
 
 
 def probe(
-    client: Any, route: str, limit_key: str, *, policy: Policy, log: list[Attempt]
+    client: Any,
+    route: str,
+    limit_key: str,
+    *,
+    policy: Policy,
+    log: list[Attempt],
+    tool_to_wire: Callable[[ToolSpec], dict],
+    turn_from_completion: Callable[[dict], Any],
 ) -> tuple[OffChoice, Usage]:
     """The switch for `route` (cached per server and route) and the usage the probe itself spent (zero when
-    cached). Failed probe requests go to `log`; a failing provider raises EndpointError."""
-    from evalkit.providers.chat_completions import tool_to_wire, turn_from_completion
+    cached). Failed probe requests go to `log`; a failing provider raises EndpointError. The chat wire's
+    converters come from its caller, so this module and `chat_completions` don't import each other."""
     from evalkit.providers.common import sdk
 
     openai = sdk("openai")

@@ -4,8 +4,6 @@ where the sample lacks something: an unscored episode, repeats, own-loop and too
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -16,7 +14,6 @@ from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS
 LABEL = SAMPLE_RUN.name
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TASKS = ["canvas-test-0003", "canvas-test-0010", "canvas-test-0012", "canvas-test-0024", "canvas-test-0061"]
 TASKS += ["canvas-test-0109"]
 
@@ -288,50 +285,50 @@ def test_summary_tab_reports_a_failing_chart(app, monkeypatch):
     ]
 
 
-def test_ownloop_episode_shows_screenshot_raw_output_and_action(app):
-    at = app(FIXTURES / "ownloop_run")
-    assert len(table(at)) == 3
+def test_ownloop_episode_shows_screenshot_raw_output_and_action(app, seed_runs):
+    at = app(seed_runs["uitars"])  # the own-loop runner's files, as seed 001 writes them
+    assert len(table(at)) == 9
+    at.number_input(key="open_row").set_value(5).run()
     at.button(key="open_btn").click().run()
+    assert "Reward no reward" in page(at)  # ungraded: neither 0 nor unscored
     at.button(key="step_next").click().run()
     text = page(at)
-    assert "task_admin" in text and "Raw model output" in text and "Parsed action" in text
+    assert "u-finish" in text and "Raw model output" in text and "Parsed action" in text
     assert "Screenshot at step 1 · actions marked" in captions(at)  # the click drawn where it landed
     healthy(at)
 
 
-def test_opening_another_imported_episode_reads_nothing(app, monkeypatch):
-    at = app(FIXTURES / "ownloop_run")
+def test_opening_another_imported_episode_reads_nothing(app, monkeypatch, seed_runs):
+    at = app(seed_runs["uitars"])
     at.button(key="open_btn").click().run()  # episode 1: the import is cached, if an earlier test did not
     reads = []
     real = importers.read_foreign
     monkeypatch.setattr(importers, "read_foreign", lambda path: reads.append(path) or real(path))
     at.radio(key="view").set_value("Episodes").run()
-    at.number_input(key="open_row").set_value(3).run()
+    at.number_input(key="open_row").set_value(4).run()
     at.button(key="open_btn").click().run()
-    assert "task_login" in page(at) and "Reward 1.000" in page(at)
+    assert "u-endpoint" in page(at) and "Reward no reward" in page(at)
     assert reads == []
     healthy(at)
 
 
-def test_a_run_given_as_one_file(app):
-    run = FIXTURES / "tool_planning.jsonl"
+def test_a_run_given_as_one_file(app, seed_runs):
+    run = seed_runs["planning_jsonl"]  # seed 003's rollout records in one .jsonl file
     at = healthy(app(run))
     df = table(at)
-    assert sorted(zip(df["model"], df["task_id"], strict=True)) == [
-        ("m-a", "berth-000"),
-        ("m-a", "berth-001"),
-        ("m-b", "berth-000"),
-        ("m-b", "berth-001"),
+    assert len(df) == 9 and set(df["run_label"]) == {"rollouts.jsonl"}
+    assert sorted(set(zip(df["model"], df["task_id"], strict=True)))[:2] == [
+        ("anthropic:claude-sonnet-5@low", "berth-000"),
+        ("anthropic:claude-sonnet-5@low", "berth-001"),
     ]
-    assert set(df["run_label"]) == {"tool_planning.jsonl"}
     at.button(key="open_btn").click().run()
-    assert "berth-000" in page(at) and "Reward 0.700" in page(at)
+    assert "berth-000" in page(at) and "Reward 0.900" in page(at)
     at.button(key="step_next").click().run()
     text = page(at)
-    assert "Checking a plan." in text and "check\\_plan" in text and "conflict at berth 1" in text
+    assert "Checking." in text and "check\\_plan" in text and "conflicts" in text
     healthy(at)
     at.radio(key="view").set_value("A vs B").run()
-    assert len(at.dataframe[0].value) == 2 and "Reward" in page(at)
+    assert len(at.dataframe[0].value) == 3 and "Reward" in page(at)
     healthy(at)
 
 
@@ -340,3 +337,20 @@ def test_no_runs(monkeypatch, tmp_path):
     monkeypatch.delenv("EVALKIT_RUNS", raising=False)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception and "No runs" in page(at)
+
+
+def test_viewing_foreign_runs_writes_nothing_into_them(app, seed_runs):
+    """What `evalkit view` does with runs other harnesses wrote: table, search, an episode, A vs B."""
+    from tests.support.snapshot import snapshot
+
+    runs = [seed_runs[k] for k in ("canvas", "fara7b", "planning_dir")]
+    before = [snapshot(r) for r in runs]
+    at = app(*runs)
+    assert len(table(at)) == 24 + 6 + 9
+    at.text_input(key="f_search").set_value("Submitting").run()
+    assert len(table(at)) == 1
+    at.button(key="open_btn").click().run()
+    assert "berth-000" in page(at) and "Reward 0.900" in page(at)
+    at.radio(key="view").set_value("A vs B").run()
+    healthy(at)
+    assert [snapshot(r) for r in runs] == before

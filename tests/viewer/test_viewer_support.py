@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from pathlib import Path
 
 import polars as pl
 
@@ -14,7 +13,6 @@ from evalkit import viewer_support as vs
 from tests.viewer.viewer_runs import MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS
-OWNLOOP = Path(__file__).resolve().parents[1] / "fixtures" / "ownloop_run"
 
 
 def test_discover_runs(tmp_path, synth_run):
@@ -132,17 +130,18 @@ def test_page_of_splits_long_text():
     assert vs.page_of(text, 99, size=10)[0].endswith("END")
 
 
-def test_table_of_a_foreign_run_has_no_offsets():
-    df = vs.episode_table(OWNLOOP)
-    assert df.height == 3 and df.get_column("offset").null_count() == df.height
+def test_table_of_a_foreign_run_has_no_offsets(seed_runs):
+    run = seed_runs["uitars"]
+    df = vs.episode_table(run)
+    assert df.height == 9 and df.get_column("offset").null_count() == df.height
     row = df.row(0, named=True)
-    rec = vs.open_record(OWNLOOP, row["key"], row["offset"])
+    rec = vs.open_record(run, row["key"], row["offset"])
     assert vs.is_ownloop(rec) and rec.key == row["key"]
     assert isinstance(vs.concat_tables([df, pl.DataFrame(schema=vs.TABLE_COLUMNS)]), pl.DataFrame)
 
 
-def test_an_imported_run_is_read_once(monkeypatch, tmp_path):
-    run = shutil.copytree(OWNLOOP, tmp_path / "ownloop")
+def test_an_imported_run_is_read_once(monkeypatch, tmp_path, seed_runs):
+    run = shutil.copytree(seed_runs["uitars"], tmp_path / "ownloop")
     reads = []
     real = importers.read_foreign
     monkeypatch.setattr(importers, "read_foreign", lambda path: reads.append(path) or real(path))
@@ -154,7 +153,7 @@ def test_an_imported_run_is_read_once(monkeypatch, tmp_path):
     ) == 1  # the first open imports, the others read nothing
     vs.text_index(run)
     assert len(reads) == 1
-    with open(run / "task_login" / "steps.jsonl", "a") as f:  # a changed run is imported again
+    with open(run / "u-finish" / "steps.jsonl", "a") as f:  # a changed run is imported again
         f.write("\n")
     vs.open_record(run, keys[0])
     assert len(reads) == 2

@@ -13,8 +13,8 @@ from typing import Any
 _EXPORTS = {
     "build_app": ".app",
     "WebAppEnv": ".env",
-    "SiteServer": ".site",
-    "build_site": ".site",
+    "SiteServer": ".serve",
+    "build_site": ".serve",
     "ADMIN_HEADER": ".site",
     "grade": ".grade",
     "load_tasks": ".tasks",

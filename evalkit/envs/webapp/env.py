@@ -29,7 +29,7 @@ from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_ses
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
 
 from .grade import grade
-from .site import SiteServer
+from .serve import SiteServer
 from .tasks import fill, instruction, load_tasks
 
 DEFAULT_MAX_STEPS = 40

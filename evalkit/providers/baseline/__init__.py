@@ -2,7 +2,9 @@
 
 - `baseline:tracer` segments the reference image into flat shapes (or reads the written brief), adds them,
   compares `view_canvas` with the target, corrects, submits.
-- `baseline:random` makes random schema-valid calls for a random number of turns, then submits.
+- `baseline:random` makes random schema-valid calls for a random number of turns, then submits (random
+  plans, vessel by vessel, where a tool takes a berth plan).
+- `baseline:greedy` plans berths first come, first served, checks the plan once and submits it.
 
 Each policy is a generator: it yields `(text, [(tool name, args), ...])` for one turn and receives the list of
 `(Call, ToolOutcome)` pairs of that turn. They use no tokens and are never presented as models.
@@ -113,10 +115,11 @@ class ScriptedAgent:
 
 
 def _policies() -> dict[str, type[ScriptedAgent]]:
+    from .greedy import GreedyAgent
     from .random_policy import RandomAgent
     from .tracer import TracerAgent
 
-    return {"tracer": TracerAgent, "random": RandomAgent}
+    return {"tracer": TracerAgent, "random": RandomAgent, "greedy": GreedyAgent}
 
 
 def validate(model: str) -> None:

@@ -1,8 +1,10 @@
-"""`baseline:random`: random schema-valid calls for a random number of turns, then `submit` if there is one.
+"""`baseline:random`: random schema-valid calls for a random number of turns, then the finishing tool if
+there is one (`submit`, or a `submit_…` tool such as berth's `submit_plan`).
 
 Works for any environment by drawing arguments from each tool's JSON schema; when the canvas tools are
-present it mostly adds random shapes inside the canvas, so its score is a floor that still exercises
-the tools.
+present it mostly adds random shapes inside the canvas, and a tool that takes a berth plan gets a random
+plan of the right shape (every vessel of the situation, each at a random berth and start hour). Its score
+is a floor that still exercises the tools.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import random
 import string
 
 from . import CanvasInfo, Plan, ScriptedAgent, canvas_info, seed_for
+from .greedy import Port, parse_port
 
 WORDS = ("hello", "lorem", "ipsum", "data", "alpha", "beta", "note", "item", "value", "test")
 KINDS = ("rect", "ellipse", "line", "text")
-FINISH = ("submit",)
 CANVAS_WEIGHTS = {
     "add_element": 12,
     "update_element": 2,
@@ -138,12 +140,24 @@ class RandomAgent(ScriptedAgent):
             args.update(text=rng.choice(WORDS).capitalize(), font_size=rng.choice((12, 16, 24, 32)))
         return args
 
+    def _args(self, name: str, rng: random.Random, ids: list[str], canvas: CanvasInfo) -> dict:
+        params = self.tools_by_name[name].parameters
+        if "plan" in (params.get("properties") or {}) and self.port is not None:
+            return {"plan": random_plan(self.port, self.plan_rng)}
+        return random_args(params, rng, ids, canvas)
+
     def policy(self) -> Plan:
         rng = random.Random(seed_for(self.system, self.options, self.name))
         canvas = canvas_info(self.system)
-        tools = {t.name: t for t in self.tools}
+        self.tools_by_name = tools = {t.name: t for t in self.tools}
+        self.port = next((p for p in map(parse_port, self.messages) if p is not None), None)
+        # Plans draw from the situation's own seed: every berth task has the same instructions.
+        self.plan_rng = random.Random(
+            seed_for(self.system + "".join(self.messages[:1]), self.options, "plan")
+        )
         is_canvas = "add_element" in tools
-        choices = [n for n in tools if n not in FINISH]
+        finish = next((n for n in tools if n == "submit" or n.startswith("submit_")), None)
+        choices = [n for n in tools if n != finish]
         weights = [CANVAS_WEIGHTS.get(n, 0.5) if is_canvas else 1.0 for n in choices]
         ids: list[str] = []
         n_turns = rng.randint(2, 8)
@@ -154,7 +168,7 @@ class RandomAgent(ScriptedAgent):
                 if is_canvas and name == "add_element":
                     args = self._canvas_add(rng, canvas)
                 else:
-                    args = random_args(tools[name].parameters, rng, ids, canvas)
+                    args = self._args(name, rng, ids, canvas)
                 calls.append((name, args))
             pairs = yield (
                 f"random turn {turn + 1}/{n_turns}: {', '.join(n for n, _ in calls) or 'nothing'}",
@@ -164,8 +178,16 @@ class RandomAgent(ScriptedAgent):
                 found = _id_in(outcome.text)
                 if found and not outcome.is_error:
                     ids.append(found)
-        if "submit" in tools:
-            yield "submitting", [("submit", {})]
+        if finish is not None:
+            yield "submitting", [(finish, self._args(finish, rng, ids, canvas))]
+
+
+def random_plan(port: Port, rng: random.Random) -> list[dict]:
+    """Every vessel once, each at a random berth and a random start hour within the horizon."""
+    return [
+        {"vessel": s.id, "berth": rng.choice(port.berths), "start": rng.randint(0, port.horizon)}
+        for s in port.ships
+    ]
 
 
 def _id_in(text: str) -> str | None:

@@ -1,0 +1,83 @@
+"""What the importers share: the record skeleton, argument and text handling, and the note an episode
+carries when evalkit's rule and the seed's scoring part ways."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalkit.types import FORMAT_VERSION, RESULT_CAP, episode_key
+
+
+def text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of content blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content if p is not None
+        ).strip()
+    return json.dumps(content, default=str)
+
+
+def result(v: Any) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, default=str)
+    return s[:RESULT_CAP]
+
+
+def parse_args(raw: Any) -> tuple[Any, bool]:
+    """(arguments, parse_error): a dict as it is; a string parsed as a JSON object, else kept raw."""
+    if isinstance(raw, dict):
+        return raw, False
+    if isinstance(raw, str):
+        try:
+            v = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw, True
+        return (v, False) if isinstance(v, dict) else (raw, True)
+    return ({}, False) if raw is None else (raw, True)
+
+
+def rel(root: Path, p: Path) -> str | None:
+    """`p` relative to the run directory when the file is there, else None (never a path to nothing)."""
+    return p.relative_to(root).as_posix() if p.is_file() else None
+
+
+def number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def count(v: Any) -> int:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def skeleton(
+    model: str, env: str, surface: str, mode: str, task_id: str, skin: str | None, repeat: int,
+    job: tuple[str, str | None],
+) -> dict:  # fmt: skip
+    """The identity fields of an imported episode. `job` is (task, skin) as the harness itself tells jobs
+    apart (its resume key), so that a later record of the same job gets the same key and replaces it."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "key": episode_key(model, env, surface, mode, job[0], job[1], repeat),
+        "model": model,
+        "env": env,
+        "surface": surface,
+        "mode": mode,
+        "task_id": task_id,
+        "skin": skin,
+        "repeat": repeat,
+    }
+
+
+def unscored(rec: dict, seed_reward: float | None, why: str) -> None:
+    """Mark `rec` unscored by evalkit's rule where the seed scored it, saying so in `info`: a comparison with
+    the seed's own numbers then explains itself."""
+    rec["reward"] = None
+    rec["info"]["unscored_because"] = why
+    rec["info"]["seed_reward"] = seed_reward
