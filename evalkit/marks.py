@@ -47,12 +47,30 @@ def action_marks(calls: Iterable[Any], coordinates: str | None, size: tuple[int,
         name, args = _field(call, "name"), _field(call, "args")
         if not _field(call, "ok", True) or not isinstance(args, dict):
             continue
+        if "start_box" in args:  # UI-TARS's parsed actions: boxes relative to the screen (0–1)
+            boxes = [_box_centre(args.get(k)) for k in ("start_box", "end_box") if k in args]
+            if boxes and all(boxes) and name in (*POINTS, *DRAGS, "left_double", "right_single"):
+                out.append(Mark(len(out) + 1, name, tuple((x * w, y * h) for x, y in boxes)))
+            continue
         keys = (("x", "y"),) if name in POINTS else (("x1", "y1"), ("x2", "y2")) if name in DRAGS else ()
         pts = [(_number(args.get(kx)), _number(args.get(ky))) for kx, ky in keys]
         if not keys or any(x is None or y is None for x, y in pts):
             continue
         out.append(Mark(len(out) + 1, name, tuple((x * sx, y * sy) for x, y in pts)))
     return out
+
+
+def _box_centre(box: Any) -> tuple[float, float] | None:
+    """The centre of a relative box "[x1, y1, x2, y2]" (or a point "[x, y]"); None if it is not one."""
+    try:
+        values = [float(v) for v in str(box).strip("[]() ").split(",")]
+    except ValueError:
+        return None
+    if len(values) not in (2, 4) or not all(0.0 <= v <= 1.0 for v in values):
+        return None
+    if len(values) == 2:
+        return values[0], values[1]
+    return (values[0] + values[2]) / 2, (values[1] + values[3]) / 2
 
 
 def draw_marks(image: bytes, marks: list[Mark]) -> bytes:

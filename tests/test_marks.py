@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image as PILImage
 
 from evalkit.display import record_html
@@ -38,6 +39,19 @@ def test_marks_in_each_coordinate_system():
     ]
     pixels = action_marks([c.__dict__ for c in CALLS[:1]], "pixels", (1280, 800))  # dicts from a trace line
     assert pixels[0].points == ((500.0, 250.0),)
+
+
+def test_ui_tars_boxes_are_relative_to_the_screen():
+    calls = [
+        CallRecord(name="click", args={"start_box": "[0.1,0.2,0.1,0.2]"}),
+        CallRecord(name="drag", args={"start_box": "(0.5,0.5)", "end_box": "[0.2,0.4,0.4,0.6]"}),
+        CallRecord(name="click", args={"start_box": "[512, 300, 512, 300]"}),  # not relative: not guessed
+        CallRecord(name="finished", args={"content": "done"}),
+    ]
+    marks = action_marks(calls, None, (1000, 500))
+    assert [m.name for m in marks] == ["click", "drag"]
+    assert [v for p in marks[0].points for v in p] == pytest.approx([100.0, 100.0])
+    assert [v for p in marks[1].points for v in p] == pytest.approx([500.0, 250.0, 300.0, 250.0])
 
 
 def test_drawing_marks_where_the_action_landed():
