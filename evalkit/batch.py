@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import live
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
 from evalkit.envs.openenv import env_identity
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
@@ -462,6 +463,7 @@ def _execute(
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
     writer = TraceWriter(out)
+    live.clear_stale(out)
     run = Run(out, skipped=len(jobs) - len(todo), meta=meta)
     rewards: dict[str, list[float]] = defaultdict(list)
 
@@ -472,29 +474,32 @@ def _execute(
     stopping = threading.Event()
 
     def one(job: Job) -> EpisodeRecord:
-        rec = run_episode(
-            job.model,
-            env,
-            job.task,
-            surface=job.surface,
-            mode=job.mode,
-            out=None,
-            repeat=job.repeat,
-            evalset_task=job.evalset_task,
-            task_key=job.ident,
-            skin=job.skin,
-            coordinates=job.coordinates,
-            store_dir=out,
-            env_name=env_name,
-            cancel=stopping,
-            **episode_kw,
-        )
-        # Written by the worker as soon as the episode ends, so that an episode still in flight when the
-        # batch is interrupted is kept if it finishes, and nothing waits on the main thread to be saved.
-        # One that broke because the batch itself was shutting down is not data about the env: drop it.
-        if not (stopping.is_set() and rec.error_class):
-            writer.append(rec)
-        return rec
+        try:
+            rec = run_episode(
+                job.model,
+                env,
+                job.task,
+                surface=job.surface,
+                mode=job.mode,
+                out=None,
+                repeat=job.repeat,
+                evalset_task=job.evalset_task,
+                task_key=job.ident,
+                skin=job.skin,
+                coordinates=job.coordinates,
+                store_dir=out,
+                env_name=env_name,
+                cancel=stopping,
+                **episode_kw,
+            )
+            # Written by the worker as soon as the episode ends, so that an episode still in flight when the
+            # batch is interrupted is kept if it finishes, and nothing waits on the main thread to be saved.
+            # One that broke because the batch itself was shutting down is not data about the env: drop it.
+            if not (stopping.is_set() and rec.error_class):
+                writer.append(rec)
+            return rec
+        finally:
+            live.finish(out, job.key)  # after the record, so a watcher never sees the episode in neither
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
     pending: set[Future] = set()

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit import wording
+from evalkit import live, wording
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.envs.sessions import env_name as name_of
 from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
@@ -182,13 +182,19 @@ def run_episode(
 
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
-    _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health).run(
-        agent,
-        env,
-        reset_kwargs(task, env_name, surface, mode, skin=skin, coordinates=coordinates, max_steps=max_steps),
-    )
-    if writer is not None:
-        writer.append(rec)
+    try:
+        _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health).run(
+            agent,
+            env,
+            reset_kwargs(
+                task, env_name, surface, mode, skin=skin, coordinates=coordinates, max_steps=max_steps
+            ),
+        )
+        if writer is not None:
+            writer.append(rec)
+    finally:
+        if out is not None:  # a batch (store_dir only) removes the live file once it has written the record
+            live.finish(out, rec.key)
     if store_dir is not None:
         from evalkit.display import attach  # the record's notebook display then finds its frames
 
@@ -303,6 +309,7 @@ class _Episode:
             seen = opening.observed[-1] if opening.observed else None
             rec.frame0 = self._save(shots[-1] if shots else (self._picture("render") or seen))
         agent.user(opening.text, opening.images)
+        self._publish()
 
         done, nudges, rewards = False, 0, self.rewards
         rec.end_reason = "turn_limit"
@@ -391,6 +398,7 @@ class _Episode:
                 trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
+            self._publish()
             if done or rec.end_reason == "no_tool_call":
                 break
 
@@ -416,6 +424,11 @@ class _Episode:
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
         if rec.final_doc is None and rec.plans and rec.plans[-1].final:
             rec.final_doc = rec.plans[-1].plan
+
+    def _publish(self) -> None:
+        """The episode's progress, for a viewer watching the run (`evalkit.live`)."""
+        if self.store is not None:
+            live.publish(self.store.run_dir, self.rec, self.max_turns)
 
     def _keep_plan(self, turn: int, call_id: str, tool: str, args: dict, outcome: ToolOutcome) -> None:
         """Keep the plan whole with the env's whole answer (the call's result in the turn is capped)."""
