@@ -206,6 +206,7 @@ def run_batch(
     max_steps: int | None = None,
     episode_timeout: float | None = None,
     frames: bool = True,
+    save_raw: bool = False,
     options: AgentOptions | None = None,
     progress: bool = True,
     verbose: bool = False,
@@ -220,10 +221,11 @@ def run_batch(
     `surfaces` and `modes` default to the env's first (an env that declares no modes runs without one;
     one evalkit does not embed, on surface `tools`). `skins` runs each task of a screen surface in each skin
     (default: the env's skin for the task); `coordinates` is `auto` (by model), `pixels` or `normalized`;
-    `max_turns` None gives each surface the env's own budget. Every configuration mistake — unknown
-    provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad
-    evalset, empty selection, an env with no tools, a task, surface or skin the env refuses — raises
-    ConfigError before the run directory exists.
+    `max_turns` None gives each surface the env's own budget. `save_raw` keeps each model call's request
+    and response bodies under `<out>/raw/` (images as references to the frame store). Every configuration
+    mistake — unknown provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting
+    image budgets, bad evalset, empty selection, an env with no tools, a task, surface or skin the env
+    refuses — raises ConfigError before the run directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down.
@@ -316,6 +318,7 @@ def run_batch(
             "max_steps": max_steps,
             "episode_timeout": episode_timeout,
             "frames": frames,
+            "save_raw": save_raw,
             "concurrency": concurrency,
             "server_sessions": report.capacity,
             "n_jobs": len(jobs),
@@ -328,6 +331,7 @@ def run_batch(
             max_steps=max_steps,
             episode_timeout=episode_timeout,
             frames=frames,
+            save_raw=save_raw,
             options=options,
             health=health if health is not None else ProviderHealth(),
             preflight=False,

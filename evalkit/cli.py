@@ -134,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--episode-timeout", type=_positive(float), help="wall-clock seconds per episode")
     r.add_argument("--concurrency", type=_positive(int), default=4)
     r.add_argument("--no-frames", action="store_true", help="don't store a frame per turn")
+    r.add_argument(
+        "--save-raw",
+        action="store_true",
+        help="keep each model call's request and response bodies under OUT/raw/ (images as frame references)",
+    )
     r.add_argument("--max-tokens", type=_positive(int), default=16000)
     r.add_argument("--request-timeout", type=_positive(float), default=600.0)
     r.add_argument(
@@ -277,6 +282,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         max_steps=a.max_steps,
         episode_timeout=a.episode_timeout,
         frames=not a.no_frames,
+        save_raw=a.save_raw,
         options=options,
         progress=not a.no_progress,
         verbose=a.verbose,

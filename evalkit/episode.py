@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit import live, wording
+from evalkit import live, transcripts, wording
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.envs.sessions import env_name as name_of
 from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
+from evalkit.providers.common import notes_text
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import budget, check_budget
 from evalkit.traces import FrameStore, TraceWriter, read_run_json, write_run_json
@@ -134,6 +135,7 @@ def run_episode(
     cancel: threading.Event | None = None,
     health: ProviderHealth | None = None,
     preflight: bool = True,
+    save_raw: bool = False,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
@@ -143,7 +145,9 @@ def run_episode(
     (`tools`, and no mode, for envs that declare none). Setting `cancel` stops the episode before its next
     turn (error_class `cancelled`). `max_turns` None gives the env's own budget for the surface (reset
     metadata `max_turns`), else DEFAULT_MAX_TURNS. `health` is the run's record of failing providers
-    (`run_batch` shares one across its episodes).
+    (`run_batch` shares one across its episodes). The record keeps what the model was sent
+    (`evalkit.transcripts`); `save_raw` also keeps each call's request and response bodies under
+    `<out>/raw/`, images replaced by references to the frame store.
 
     Before anything starts (unless `preflight=False`, as `run_batch` does after its own checks): an unknown
     provider, a missing key or endpoint URL, an endpoint nothing answers at, or an image budget that cannot
@@ -183,7 +187,9 @@ def run_episode(
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
     try:
-        _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health).run(
+        episode = _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health)
+        episode.save_raw = save_raw
+        episode.run(
             agent,
             env,
             reset_kwargs(
@@ -228,6 +234,11 @@ class _Episode:
         """False once some request may have been billed without reporting its usage: the cost is unknown."""
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
+        self.save_raw = False
+        self.tx: transcripts.Recorder | None = None
+        """What the model is sent, for the record's transcript."""
+        self._dropped = 0
+        """Images the agent's budget dropped so far that the transcript has marked."""
 
     def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
         rec, t0 = self.rec, time.monotonic()
@@ -264,6 +275,8 @@ class _Episode:
             if unknown:
                 info["usage_unknown_turns"] = unknown
             rec.info.update(info)
+            if self.tx is not None:
+                rec.transcript = self.tx.to_dict()
             # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
             # died with the harness) makes the cost unknown, not smaller.
             rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
@@ -300,15 +313,21 @@ class _Episode:
             if isinstance(agent_spec, str)
             else agent_spec(system=system, tools=tools, options=self.options)
         )
+        run_dir = self.store.run_dir if self.store is not None else None
+        self.tx = transcripts.Recorder(run_dir, self.frames, rec.key, self.save_raw)
+        if self.save_raw and hasattr(agent, "keep_raw"):
+            agent.keep_raw = True
         target = self._picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
+            self.tx.alias(target, rec.target)
         shots = self._screenshot().images if self.shot_tool else []
         opening = wording.session_opening(session, meta, self.max_turns, target, shots)
         if self.frames:
             seen = opening.observed[-1] if opening.observed else None
             rec.frame0 = self._save(shots[-1] if shots else (self._picture("render") or seen))
         agent.user(opening.text, opening.images)
+        self.tx.begin(system, tools, opening.text, opening.images)
         self._publish()
 
         done, nudges, rewards = False, 0, self.rewards
@@ -325,6 +344,7 @@ class _Episode:
             tm = time.monotonic()
             turn = self._step(agent, n)
             model_s = time.monotonic() - tm
+            self._sent(agent, n)
             rec.model_seconds = round(rec.model_seconds + model_s, 4)
             self.usage = self.usage + turn.usage
             self.usage_known = self.usage_known and turn.usage_known
@@ -383,6 +403,7 @@ class _Episode:
                     note = wording.turns_left_note(self.max_turns - n, finish)
                     pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
                 agent.results(pairs)
+                self.tx.results(n, pairs, "" if done else note, bool(fresh) and not done)
             elif not done:
                 fresh, done = self._look(turn, [], done, trec)
                 nudges += 1
@@ -391,8 +412,10 @@ class _Episode:
                 elif not done:  # (done: the env ended the episode on the loop's screenshot)
                     left = wording.turns_left_note(self.max_turns - n, finish)
                     agent.user(wording.nudge(finish) + left, fresh)
+                    self.tx.user(n, wording.nudge(finish) + left, fresh, "nudge", shot=bool(fresh))
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
+                self.tx.user(n, notes_text(turn.reasoning[-NOTES_TAIL:]), [], "notes from a cut turn")
             if self.frames:
                 frame = self.shot or self._picture("render") or (tool_images[-1] if tool_images else None)
                 trec.frame = self._save(frame)
@@ -424,6 +447,16 @@ class _Episode:
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
         if rec.final_doc is None and rec.plans and rec.plans[-1].final:
             rec.final_doc = rec.plans[-1].plan
+
+    def _sent(self, agent: Agent, n: int) -> None:
+        """After the model call of turn `n`: the images its request no longer carried (an image budget, a
+        refused prompt) and, with `save_raw`, its request and response bodies."""
+        dropped = getattr(agent, "dropped_images", None) or []
+        if len(dropped) > self._dropped:
+            self.tx.pruned(n, list(dropped[self._dropped :]))
+            self._dropped = len(dropped)
+        if self.save_raw:
+            self.tx.raw(n, getattr(agent, "last_raw", None))
 
     def _publish(self) -> None:
         """The episode's progress, for a viewer watching the run (`evalkit.live`)."""

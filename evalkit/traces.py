@@ -63,8 +63,7 @@ class FrameStore:
         self.run_dir = Path(run_dir)
 
     def put(self, image: Image) -> str:
-        digest = image.sha256
-        rel = f"frames/{digest[:2]}/{digest}.{image.ext}"
+        rel = image.frame_rel
         path = self.run_dir / rel
         if not path.exists():
             atomic_write(path, image.data)
@@ -78,6 +77,38 @@ class FrameStore:
         if not path.exists() or path.read_bytes() != image.data:
             atomic_write(path, image.data)
         return rel
+
+
+class TextStore:
+    """Texts stored once by content under `texts/ab/<sha256>.<ext>` (a system prompt a thousand episodes
+    share is one file); returns run-relative paths. Files never change once written, so readers may cache
+    them by path."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self._known: set[str] = set()
+
+    def put(self, text: str, ext: str = "txt") -> str:
+        data = text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"texts/{digest[:2]}/{digest}.{ext}"
+        if rel not in self._known:
+            path = self.run_dir / rel
+            if not path.exists():
+                atomic_write(path, data)
+            self._known.add(rel)
+        return rel
+
+
+def read_text(run_dir: str | Path, rel: str | None) -> str | None:
+    """A stored text (`TextStore`) of a run, or None when it is absent or outside the run."""
+    path = safe_path(run_dir, rel)
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 class TraceWriter:

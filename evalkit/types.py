@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -37,13 +38,20 @@ class Image:
     def b64(self) -> str:
         return base64.b64encode(self.data).decode("ascii")
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
+        # Cached: the frame store, the transcript and a provider's image ledger all ask for it.
         return hashlib.sha256(self.data).hexdigest()
 
     @property
     def ext(self) -> str:
         return {"image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}.get(self.mime, "png")
+
+    @property
+    def frame_rel(self) -> str:
+        """Where a run's frame store keeps this image (content-addressed), relative to the run."""
+        digest = self.sha256
+        return f"frames/{digest[:2]}/{digest}.{self.ext}"
 
     @classmethod
     def from_b64(cls, data: str, mime: str = "image/png") -> Image:
@@ -363,6 +371,10 @@ class EpisodeRecord:
     """Every plan sent to a plan tool, in order, with the environment's answer."""
     info: dict = field(default_factory=dict)
     """Anything else worth keeping (agent notes such as an effort fallback, importer provenance)."""
+    transcript: dict | None = None
+    """What the model was sent besides what `turns` hold: the system prompt, the tools, the opening message,
+    each tool result as sent (notes appended, images and when a budget pruned them), nudges and notes; shared
+    texts by reference to the run's text store. Read it with `evalkit.transcripts.messages`."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -12,7 +12,7 @@ from typing import Any
 
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import load_env, make_call, notes_text, sdk
+from evalkit.providers.common import exchange, load_env, make_call, notes_text, sdk
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORTS = ("low", "medium", "high")
@@ -223,6 +223,16 @@ class AnthropicAgent:
         self.messages: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
+        self.ledger = imgs.Ledger()
+        self.keep_raw = False
+        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
+        self.last_raw: dict | None = None
+        self._sent: dict | None = None
+
+    @property
+    def dropped_images(self) -> list[str]:
+        """Frame paths of the images an image budget took out of the conversation, oldest first."""
+        return self.ledger.dropped
 
     def _append_user(self, blocks: list[dict]) -> None:
         if not blocks:
@@ -235,18 +245,24 @@ class AnthropicAgent:
             self._opening = len(self.messages) - 1
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
-        self._append_user(user_blocks(text, images))
+        blocks = user_blocks(text, images)
+        self.ledger.add(blocks, images, _is_image)
+        self._append_user(blocks)
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        self._append_user(result_blocks(pairs))
+        blocks = result_blocks(pairs)
+        # The images of error results trail the results (see result_blocks): the order the blocks hold them.
+        inline = [i for _, out in pairs if not out.is_error for i in out.images]
+        trailing = [i for _, out in pairs if out.is_error for i in out.images]
+        self.ledger.add(blocks, inline + trailing, _is_image)
+        self._append_user(blocks)
 
     def notes(self, text: str) -> None:
         self._append_user([{"type": "text", "text": notes_text(text)}])
 
     def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(
-            self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
-        )
+        imgs.prune(self.messages, keep, window, is_image=_is_image, placeholder=_placeholder,
+                   opening=self._opening, ledger=self.ledger)  # fmt: skip
 
     def params(self) -> dict:
         p: dict[str, Any] = {
@@ -265,9 +281,11 @@ class AnthropicAgent:
         return p
 
     def _call(self) -> dict:
+        params = self.params()
+        self._sent = {"stream": True, **params} if self.stream else params
         if not self.stream:
-            return self.client.messages.create(**self.params()).model_dump(mode="json")
-        events = self.client.messages.create(stream=True, **self.params())
+            return self.client.messages.create(**params).model_dump(mode="json")
+        events = self.client.messages.create(stream=True, **params)
         partial: dict = {}
         try:
             with events, reading_stream(sdk("anthropic")):
@@ -283,6 +301,8 @@ class AnthropicAgent:
         policy = persist(self.options.max_retries)
         url = str(self.client.base_url)
         msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
+        if self.keep_raw:
+            self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
         turn, content = turn_from_message(msg)
         if content:
             self.messages.append({"role": "assistant", "content": content})

@@ -21,7 +21,7 @@ from evalkit.providers.attempts import (
     request,
     settle,
 )
-from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import data_url, exchange, load_env, make_call, notes_text, sdk, wire_args
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
@@ -310,11 +310,22 @@ class ChatAgent:
         """The thinking-off switch found for each route probed."""
         self._opening: int | None = None
         self._turn = 0
+        self.ledger = imgs.Ledger()
+        self.keep_raw = False
+        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
+        self.last_raw: dict | None = None
+        self._sent: dict | None = None
+
+    @property
+    def dropped_images(self) -> list[str]:
+        """Frame paths of the images an image budget (or a refused prompt) took out, oldest first."""
+        return self.ledger.dropped
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
         parts = ([{"type": "text", "text": text}] if text else []) + [
             image_part(i, self.shrink_over) for i in images
         ]
+        self.ledger.add(parts, images, _is_image)
         last = self.messages[-1] if self.messages else None
         # Templates that insist on alternating roles reject two user messages in a row.
         if last and last["role"] == "user" and isinstance(last["content"], list):
@@ -325,15 +336,16 @@ class ChatAgent:
             self._opening = len(self.messages) - 1
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        self.messages += result_messages(pairs, self.shrink_over)
+        msgs = result_messages(pairs, self.shrink_over)
+        self.ledger.add(msgs, [i for _, o in pairs for i in o.images], _is_image)
+        self.messages += msgs
 
     def notes(self, text: str) -> None:
         self.user(notes_text(text))
 
     def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(
-            self.messages, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
-        )
+        imgs.prune(self.messages, keep, window, is_image=_is_image, placeholder=_placeholder,
+                   opening=self._opening, ledger=self.ledger)  # fmt: skip
 
     @property
     def route(self) -> str:
@@ -360,13 +372,14 @@ class ChatAgent:
         return p
 
     def _call(self) -> dict:
+        params = self.params()
+        streamed = {"stream": True, "stream_options": {"include_usage": True}}
+        self._sent = {**streamed, **params} if self.stream else params
         if not self.stream:
-            return self.client.chat.completions.create(**self.params()).model_dump(mode="json")
+            return self.client.chat.completions.create(**params).model_dump(mode="json")
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
-        chunks = self.client.chat.completions.create(
-            stream=True, stream_options={"include_usage": True}, **self.params()
-        )
+        chunks = self.client.chat.completions.create(**streamed, **params)
         with chunks, reading_stream(sdk("openai")):
             for chunk in chunks:
                 acc.add(chunk.model_dump(mode="json"))
@@ -401,6 +414,8 @@ class ChatAgent:
                     raise
         if self.thinking == "off":
             self.info["thinking_off_method"] = self.off[self.route].method
+        if self.keep_raw:
+            self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
         turn = settle(turn_from_completion(resp), log)
         turn.usage_known = turn.usage_known and bool(resp.get("usage"))
         msg = assistant_message(turn)
@@ -431,9 +446,8 @@ class ChatAgent:
             return False
         if len(imgs.droppable(self.messages, self._opening, _is_image)) <= 1:
             return False
-        dropped = imgs.keep_newest(
-            self.messages, 1, is_image=_is_image, placeholder=_placeholder, opening=self._opening
-        )
+        dropped = imgs.keep_newest(self.messages, 1, is_image=_is_image, placeholder=_placeholder,
+                                   opening=self._opening, ledger=self.ledger)  # fmt: skip
         code = error_fields(cause).get("code")
         self.info.setdefault("rejected_prompt_prunes", []).append(
             {"turn": self._turn, "route": self.route, "status": last.status, "code": code, "dropped": dropped}

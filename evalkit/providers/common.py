@@ -93,3 +93,22 @@ def notes_text(reasoning: str) -> str:
 
 def data_url(mime: str, b64: str) -> str:
     return f"data:{mime};base64,{b64}"
+
+
+def snapshot(node: Any, is_image: Any, frame: Any) -> Any:
+    """A copy of a request body for the record (`--save-raw`): every image block becomes
+    `{"type": its type, "frame": run-relative path in the frame store}` (`frame(block)`, None when unknown),
+    so the body is text and the pictures are stored once."""
+    if isinstance(node, dict):
+        if is_image(node):
+            return {"type": node.get("type"), "frame": frame(node)}
+        return {k: snapshot(v, is_image, frame) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [snapshot(v, is_image, frame) for v in node]
+    return node
+
+
+def exchange(sent: dict | None, response: Any, is_image: Any, frame: Any) -> dict:
+    """The raw request and response of one model call, as `--save-raw` keeps them; a streamed response is
+    the message its events assembled."""
+    return {"request": snapshot(sent or {}, is_image, frame), "response": response}

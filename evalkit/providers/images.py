@@ -17,7 +17,7 @@ only they are dropped.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,8 +108,36 @@ def to_drop(live: int, keep: int, window: int | None = None) -> int:
     return live - max(0, keep) if live > most else 0
 
 
-def drop_oldest(slots: list[Slot], n: int, placeholder: Callable[[], dict]) -> int:
+class Ledger:
+    """Which image each image block of a history holds, so that the record can say which images a prune
+    took out of the conversation, and a raw request can point at the frame store instead of carrying
+    base64. Blocks are known by identity: a block stays in the history until a prune replaces it."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, str] = {}
+        self.dropped: list[str] = []
+        """`Image.frame_rel` of every image dropped so far, in the order they went."""
+
+    def add(self, node: Any, images: Sequence[Image], is_image: Callable[[dict], bool]) -> None:
+        """Note the images of new wire content `node`; `images` in the order the content holds them."""
+        for (parent, i), image in zip(find_images(node, is_image), images, strict=False):
+            self._of[id(parent[i])] = image.frame_rel
+
+    def frame(self, block: dict) -> str | None:
+        return self._of.get(id(block))
+
+    def drop(self, block: dict) -> None:
+        rel = self._of.pop(id(block), None)
+        if rel is not None:
+            self.dropped.append(rel)
+
+
+def drop_oldest(
+    slots: list[Slot], n: int, placeholder: Callable[[], dict], ledger: Ledger | None = None
+) -> int:
     for parent, i in slots[:n]:
+        if ledger is not None:
+            ledger.drop(parent[i])
         parent[i] = placeholder()
     return max(0, min(n, len(slots)))
 
@@ -122,11 +150,12 @@ def prune(
     is_image: Callable[[dict], bool],
     placeholder: Callable[[], dict],
     opening: int | None = None,
+    ledger: Ledger | None = None,
 ) -> int:
     """Apply the budget to `history` in place, sparing the opening message (at index `opening`). Returns how
     many images were dropped."""
     slots = droppable(history, opening, is_image)
-    return drop_oldest(slots, to_drop(len(slots), keep, window), placeholder)
+    return drop_oldest(slots, to_drop(len(slots), keep, window), placeholder, ledger)
 
 
 def keep_newest(
@@ -136,11 +165,12 @@ def keep_newest(
     is_image: Callable[[dict], bool],
     placeholder: Callable[[], dict],
     opening: int | None = None,
+    ledger: Ledger | None = None,
 ) -> int:
     """Drop all but the newest `n` later images whatever the budget (a prompt the server rejected); the
     opening message is spared as always."""
     slots = droppable(history, opening, is_image)
-    return drop_oldest(slots, len(slots) - n, placeholder)
+    return drop_oldest(slots, len(slots) - n, placeholder, ledger)
 
 
 def shrink(image: Image, limit: int = 150_000, quality: int = 85) -> Image:

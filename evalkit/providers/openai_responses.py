@@ -12,7 +12,7 @@ from typing import Any
 from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import data_url, exchange, load_env, make_call, notes_text, sdk, wire_args
 from evalkit.providers.health import error_fields
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -194,22 +194,35 @@ class ResponsesAgent:
         self.items: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
+        self.ledger = imgs.Ledger()
+        self.keep_raw = False
+        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
+        self.last_raw: dict | None = None
+        self._sent: dict | None = None
+
+    @property
+    def dropped_images(self) -> list[str]:
+        """Frame paths of the images an image budget took out of the conversation, oldest first."""
+        return self.ledger.dropped
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
-        self.items.append(user_item(text, images))
+        item = user_item(text, images)
+        self.ledger.add(item, images, _is_image)
+        self.items.append(item)
         if self._opening is None:
             self._opening = len(self.items) - 1
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        self.items += [result_item(c, o) for c, o in pairs]
+        items = [result_item(c, o) for c, o in pairs]
+        self.ledger.add(items, [i for _, o in pairs for i in o.images], _is_image)
+        self.items += items
 
     def notes(self, text: str) -> None:
         self.user(notes_text(text))
 
     def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(
-            self.items, keep, window, is_image=_is_image, placeholder=_placeholder, opening=self._opening
-        )
+        imgs.prune(self.items, keep, window, is_image=_is_image, placeholder=_placeholder,
+                   opening=self._opening, ledger=self.ledger)  # fmt: skip
 
     def params(self) -> dict:
         p: dict[str, Any] = {
@@ -229,11 +242,13 @@ class ResponsesAgent:
         return p
 
     def _call(self) -> dict:
+        params = self.params()
+        self._sent = {"stream": True, **params} if self.stream else params
         if self.stream:
-            events = self.client.responses.create(stream=True, **self.params())
+            events = self.client.responses.create(stream=True, **params)
             with events, reading_stream(sdk("openai")):
                 return final_response(events)
-        return self.client.responses.create(**self.params()).model_dump(mode="json", exclude_none=True)
+        return self.client.responses.create(**params).model_dump(mode="json", exclude_none=True)
 
     @property
     def messages(self) -> list[dict]:
@@ -255,6 +270,8 @@ class ResponsesAgent:
             self.effort = "low"
             self.info["effort_fallback"] = "low"
             resp = request(self._call, openai, log=log, **kw)
+        if self.keep_raw:
+            self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
         turn, carried = turn_from_response(resp)
         self.items += carried
         turn = settle(turn, log)
