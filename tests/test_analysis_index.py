@@ -139,10 +139,12 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample-run" / "trace
 
 
 def real_lines() -> list[str]:
-    """Lines of a real run (data/sample-run): their final_doc carries the grade again."""
+    """Lines of a real run (data/sample-run) whose final_doc carries the grade again (the episodes an
+    endpoint error ended have none)."""
     lines = SAMPLE.read_text(encoding="utf-8").splitlines()
-    assert lines and all('"grade":' in line.split('"final_doc":', 1)[1] for line in lines)
-    return lines
+    graded = [line for line in lines if '"grade":' in line.split('"final_doc":', 1)[1]]
+    assert len(graded) >= len(lines) - 2 >= 30
+    return graded
 
 
 def fast_lines(run: Path) -> int:

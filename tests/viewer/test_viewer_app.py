@@ -13,6 +13,8 @@ from evalkit.types import episode_key
 from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS
+STANDIN = "anthropic:evalkit-standin@low"
+"""The sample's model run: the stand-in (evalkit/standin.py), on the same tasks as the two baselines."""
 LABEL = SAMPLE_RUN.name
 TASKS = ["canvas-test-0003", "canvas-test-0010", "canvas-test-0012", "canvas-test-0024", "canvas-test-0061"]
 TASKS += ["canvas-test-0109"]
@@ -69,13 +71,13 @@ def app(monkeypatch):
 def test_table_lists_every_episode(app):
     at = healthy(app())
     df = table(at)
-    assert len(df) == 24
+    assert len(df) == 36
     assert {"model", "mode", "task_id", "tier", "reward", "end_reason", "error_class", "n_turns"} <= set(
         df.columns
     )
-    assert set(df["model"]) == set(MODELS) and set(df["mode"]) == {"reference", "description"}
+    assert set(df["model"]) == {*MODELS, STANDIN} and set(df["mode"]) == {"reference", "description"}
     assert sorted(set(df["task_id"])) == TASKS
-    assert "24 of 24 episodes" in page(at)
+    assert "36 of 36 episodes" in page(at)
 
 
 def test_filters_narrow_the_table(app):
@@ -89,9 +91,10 @@ def test_filters_narrow_the_table(app):
     for col in ("model", "mode", "tier"):
         at.multiselect(key=f"f_{col}").set_value([]).run()
     at.slider(key="f_reward").set_value((0.99, 1.0)).run()
-    df = table(at)  # the tracer's six descriptions and its 0.998 on canvas-test-0012 by reference
-    assert len(df) == 7 and set(df["model"]) == {TRACER}
-    assert "7 of 24 episodes" in page(at)
+    df = table(at)  # the six descriptions and the 0.998 on canvas-test-0012 by reference of the tracer, and
+    # the same of the stand-in but the description an endpoint error left unscored
+    assert len(df) == 13 and set(df["model"]) == {TRACER, STANDIN}
+    assert "13 of 36 episodes" in page(at)
     healthy(at)
 
 
@@ -117,10 +120,10 @@ def test_search_uses_a_cached_index(app, monkeypatch):
     monkeypatch.setattr(traces, "iter_offsets", lambda run: reads.append(run) or real(run))
     at.text_input(key="f_search").set_value("(ROUND 2)").run()
     df = table(at)
-    assert sorted(df["task_id"]) == ["canvas-test-0024", "canvas-test-0061", "canvas-test-0109"]
-    assert set(df["model"]) == {TRACER} and set(df["mode"]) == {"reference"}
+    assert sorted(set(df["task_id"])) == ["canvas-test-0024", "canvas-test-0061", "canvas-test-0109"]
+    assert set(df["model"]) == {TRACER, STANDIN} and set(df["mode"]) == {"reference"} and len(df) == 6
     at.text_input(key="f_search").set_value("brief").run()
-    assert len(table(at)) == 6 and set(table(at)["mode"]) == {"description"}
+    assert len(table(at)) == 12 and set(table(at)["mode"]) == {"description"}
     at.text_input(key="f_search").set_value("no such words anywhere").run()
     assert len(table(at)) == 0
     assert len(reads) <= 1  # one pass to build the index (none if an earlier test built it), then memory
@@ -132,7 +135,7 @@ def test_sort_by_any_column(app):
     at.selectbox(key="sort_by").set_value("reward").run()
     at.toggle(key="sort_desc").set_value(True).run()
     rewards = list(table(at)["reward"])
-    assert rewards[:7] == [1.0] * 6 + [0.9981]
+    assert rewards[:13] == [1.0] * 11 + [0.9981] * 2
     at.toggle(key="sort_desc").set_value(False).run()
     assert list(table(at)["reward"])[:2] == [0.0112, 0.0112]
     at.selectbox(key="sort_by").set_value("task_id").run()
@@ -245,7 +248,7 @@ def test_a_vs_b_starts_from_the_open_episode(app):
     at = app(view="episode", run=LABEL, episode=key(RANDOM, "description", "canvas-test-0061"))
     at.radio(key="view").set_value("A vs B").run()
     assert at.selectbox(key="ab_a").value == f"{RANDOM} · {LABEL}"
-    assert at.selectbox(key="ab_b").value == f"{TRACER} · {LABEL}"
+    assert at.selectbox(key="ab_b").value == f"{STANDIN} · {LABEL}"
     assert page(at).count("canvas-test-0061 · tools/description · repeat 0") == 2
     healthy(at)
 

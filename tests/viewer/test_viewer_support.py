@@ -32,7 +32,7 @@ def test_run_labels_are_short_and_unique():
 
 def test_episode_table_from_the_index():
     df = vs.episode_table(SAMPLE_RUN)
-    assert df.height == 24 and df.get_column("offset").null_count() == 0
+    assert df.height == 36 and df.get_column("offset").null_count() == 0
     assert set(vs.TABLE_COLUMNS) <= set(df.columns)
 
 
@@ -41,9 +41,11 @@ def test_filters_and_search():
     f = vs.Filters(include={"model": [TRACER], "mode": ["reference"], "error_class": [vs.NONE_LABEL]})
     assert vs.apply_filters(df, f).height == 6
     hits = vs.search(vs.text_index(SAMPLE_RUN), "(ROUND 2)")
-    assert hits.height == 3
+    assert hits.height == 6  # three tasks of the tracer, and the same of the stand-in model that plays it
     found = vs.apply_filters(df, vs.Filters(), hits)
-    assert set(found["model"]) == {TRACER} and set(found["mode"]) == {"reference"}
+    assert set(found["model"]) == {TRACER, "anthropic:evalkit-standin@low"} and set(found["mode"]) == {
+        "reference"
+    }
 
 
 def test_ab_tasks_pair_on_task_surface_and_mode():
@@ -59,7 +61,8 @@ def test_ab_tasks_pair_on_task_surface_and_mode():
     b = vs.pair_rows(df, f"{RANDOM} · s", pid)
     assert b.height == 1 and b.row(0, named=True)["mode"] == "reference"
     assert {"surface", "mode"} <= set(vs.ab_table(t).columns) and "skin" not in vs.ab_table(t).columns
-    assert vs.best_opponent(df, f"{TRACER} · s") == f"{RANDOM} · s"
+    # every side shares all pairs with the tracer: the first by name
+    assert vs.best_opponent(df, f"{TRACER} · s") == "anthropic:evalkit-standin@low · s"
 
 
 def test_ab_tasks_labels_unscored(synth_run):
