@@ -8,9 +8,11 @@ run to show. The server is stateless: each request's conversation is replayed th
 `baseline:tracer` (its moves are a function of what it was shown), and the reply is the tracer's next turn,
 with reasoning that says what it is about to do and usage counted from the request.
 
-Like a model, it gets things wrong, by the order in which it first sees a conversation (`QUIRKS`):
-broken JSON arguments on a first turn (a parse error), an update of an element that does not exist (a tool
-error), and an endpoint that fails for good from a conversation's second turn (an unscored episode).
+It is less careful than the tracer (it submits where the tracer would check its render against the
+reference and correct it), and like a model, it gets things wrong, by the order in which it first sees a
+conversation (`QUIRKS`): broken JSON arguments on a first turn (a parse error), an update of an element
+that does not exist (a tool error), and an endpoint that fails for good from a conversation's second turn
+(an unscored episode).
 
     python -m evalkit.standin -- evalkit run --env canvas --models anthropic:evalkit-standin@low --out runs/s
 """
@@ -36,6 +38,7 @@ PRICE = {"input": 2.0, "output": 10.0, "cache_read": 0.2, "cache_write": 2.5}
 QUIRKS = {"parse_error": (4, 1), "tool_error": (3, 0), "endpoint_down": (5, 2)}
 """quirk → (every, at): the conversations whose first-sight index i has i % every == at."""
 IMAGE_TOKENS = 800
+LOOK = "checking the render against the reference"
 
 
 def _text_of(content: Any) -> str:
@@ -89,7 +92,7 @@ class Brain:
     def reply(self, body: dict) -> dict | None:
         """The assistant message (content blocks, stop reason, usage), or None when the endpoint is down."""
         from evalkit.providers.baseline.tracer import TracerAgent
-        from evalkit.types import ToolOutcome, ToolSpec
+        from evalkit.types import Call, ToolOutcome, ToolSpec
 
         index, msgs = self.index(body), body["messages"]
         turn = sum(m["role"] == "assistant" for m in msgs) + 1
@@ -116,15 +119,18 @@ class Brain:
                 )
             agent.results(pairs)
         step = agent.step()
+        text, names = step.text, {t.name for t in tools}
+        if text.startswith(LOOK) and "submit" in names:
+            # Less careful than the tracer: it submits where the tracer would check its render and correct it.
+            text, step.calls = "that should match the reference; submitting", [Call("s", "submit", {})]
         calls = [(_call_id(index, turn, j), c.name, c.args) for j, c in enumerate(step.calls)]
-        names = {t.name for t in tools}
         # The mistakes get ids of their own: the replay above answers the tracer's calls by their place.
         if turn == 1 and self.quirk("parse_error", index) and "add_element" in names:
             broken = '{"kind": "rect", "x": 12, "y": 40, "width": '
             calls.append((_call_id(index, turn, 99), "add_element", broken))
         if turn == 2 and self.quirk("tool_error", index) and "update_element" in names:
             calls.insert(0, (_call_id(index, turn, 98), "update_element", {"id": "e99", "fill": "#336699"}))
-        return self._message(index, turn, step.text, calls, body)
+        return self._message(index, turn, text, calls, body)
 
     def _message(self, index: int, turn: int, text: str, calls: list, body: dict) -> dict:
         counts = Counter(name for _, name, _ in calls)
