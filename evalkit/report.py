@@ -132,10 +132,11 @@ def build_report(
 
 STYLE = (
     "<style>.ekr{font-family:system-ui,sans-serif;font-size:13px;max-width:1240px}"
-    ".ekr table{border-collapse:collapse;margin:6px 0 14px}.ekr th,.ekr td{border-bottom:1px solid #e3e3e3;"
-    "padding:3px 8px;text-align:right;white-space:nowrap}.ekr th{background:#f5f5f5;font-weight:600}"
-    ".ekr td.t,.ekr th.t{text-align:left;white-space:normal;max-width:260px;overflow-wrap:anywhere}"
-    ".ekr .head{font-size:17px;line-height:1.45;margin:4px 0 10px}.ekr .muted{color:#666}"
+    ".ekr table{border-collapse:collapse;margin:6px 0 14px;font-size:12.5px}"
+    ".ekr th,.ekr td{border-bottom:1px solid #e3e3e3;padding:3px 6px;text-align:right;white-space:nowrap}"
+    ".ekr th{background:#f5f5f5;font-weight:600;white-space:normal;vertical-align:bottom}"
+    ".ekr td.t,.ekr th.t{text-align:left;white-space:normal;overflow-wrap:break-word}"
+    ".ekr .head{font-size:17px;line-height:1.45;margin:4px 0 10px}.ekr .muted{color:#666;font-size:13px}"
     ".ekr .ex{display:flex;gap:14px;flex-wrap:wrap}.ekr figure{margin:0;text-align:center;font-size:12px}"
     ".ekr img{border:1px solid #ccc}</style>"
 )
@@ -168,7 +169,9 @@ def _num(v: Any, spec: str = ".3f") -> str:
 def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
     """A real HTML table of a Polars frame: (column, heading, format) per column, format one of `text`, a
     float spec (`.3f`), `int`, `usd`, `signed`, `ci` (the pair ci_low/ci_high). Text is escaped."""
-    head = "".join(f'<th class="{"t" if f == "text" else ""}">{_e(h)}</th>' for _, h, f in columns)
+    head = "".join(
+        f'<th class="t">{_e(h)}</th>' if f == "text" else f"<th>{_e(h)}</th>" for _, h, f in columns
+    )
     rows = []
     for r in df.iter_rows(named=True):
         cells = []
@@ -188,6 +191,16 @@ def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
                 cells.append(f"<td>{_num(r.get(col), fmt if fmt != 'int' else '')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'{STYLE}<div class="ekr"><table><tr>{head}</tr>{"".join(rows)}</table></div>'
+
+
+COMPARE_TABLE = [
+    ("a", "A", "text"), ("b", "B", "text"), ("group", "group", "text"), ("n_tasks", "tasks", "int"),
+    ("n_dropped", "dropped", "int"), ("n_unpaired", "unpaired", "int"), ("mean_a", "mean A", ".3f"),
+    ("mean_b", "mean B", ".3f"), ("diff", "A − B", "signed"), ("ci", "95% CI", "ci"), ("p_value", "p", "p"),
+    ("wins", "A better", "int"), ("ties", "ties", "int"), ("losses", "B better", "int"),
+    ("mde", "MDE (80%)", ".3f"),
+]  # fmt: skip
+"""The columns of a `compare` frame as a report shows them."""
 
 
 def ranked_models(df: Any) -> list[str]:
@@ -219,11 +232,11 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = 2000) -> 
 
     if a is None or b is None:
         said = f"Only one model in these runs: <b>{_e(a or b)}</b>; nothing to compare."
-        return f'{STYLE}<div class="ekr head">{said}</div>'
+        return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
     row = stats.compare(df, a, b, by=None, n_boot=n_boot).row(-1, named=True)
     if not row["n_tasks"]:
         said = f"<b>{_e(a)}</b> and <b>{_e(b)}</b> share no scored task: no paired comparison."
-        return f'{STYLE}<div class="ekr head">{said}</div>'
+        return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
     d, lo, hi, p = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
     better, worse = (a, b) if d >= 0 else (b, a)
     clear = lo is not None and (lo > 0 or hi < 0)
@@ -232,12 +245,12 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = 2000) -> 
             else f"No clear difference between <b>{_e(a)}</b> and <b>{_e(b)}</b>")  # fmt: skip
     unscored = row["n_unscored_a"] + row["n_unscored_b"]
     return (
-        f'{STYLE}<div class="ekr head">{what}: mean reward {_e(a)} − {_e(b)} = <b>{d:+.3f}</b> '
+        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward {_e(a)} − {_e(b)} = <b>{d:+.3f}</b> '
         f"(95% CI [{lo:+.3f}, {hi:+.3f}], {pv}), paired on {row['n_tasks']} task(s): {_e(a)} better on "
         f"<b>{row['wins']}</b>, {_e(b)} better on <b>{row['losses']}</b>, {row['ties']} tied."
         f'<div class="muted">Means {row["mean_a"]:.3f} vs {row["mean_b"]:.3f} over the paired tasks; '
         f"{unscored} episode(s) without a score left out (unscored is not zero); CI and p from a bootstrap "
-        f"over tasks ({n_boot:,} resamples).</div></div>"
+        f"over tasks ({n_boot:,} resamples).</div></div></div>"
     )
 
 

@@ -330,7 +330,32 @@ def compare(
     schema = {c: (_S if c in ("a", "b", "by", "group") else _F) for c in COMPARE_COLUMNS}
     for c in ("n_tasks", "n_dropped", "n_unpaired", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):
         schema[c] = _I
-    return pl.DataFrame(rows, schema=schema).select(COMPARE_COLUMNS)
+    return Comparison(pl.DataFrame(rows, schema=schema).select(COMPARE_COLUMNS))
+
+
+class Comparison(pl.DataFrame):
+    """The frame `compare` returns, which a notebook shows as a sentence (the overall difference, its CI,
+    p, wins and losses) above the table per group. Anything done to it is a plain Polars frame again."""
+
+    def _repr_html_(self, **kw: Any) -> str:
+        if not set(COMPARE_COLUMNS) <= set(self.columns) or self.height == 0:
+            return pl.DataFrame(self)._repr_html_(**kw)
+        from html import escape
+
+        from evalkit.report import COMPARE_TABLE, table_html
+
+        r = self.row(-1, named=True)
+        a, b = escape(str(r["a"])), escape(str(r["b"]))
+        if not r["n_tasks"]:
+            line = f"<b>{a}</b> and <b>{b}</b> share no scored task."
+        else:
+            p = "p &lt; 0.001" if r["p_value"] < 0.001 else f"p = {r['p_value']:.3f}"
+            ci = f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> mean reward (95% CI {ci}, {p}) over "
+                    f"{r['n_tasks']} paired task(s): A better on <b>{r['wins']}</b>, B better on "
+                    f"<b>{r['losses']}</b>, {r['ties']} tied.")  # fmt: skip
+        table = table_html(pl.DataFrame(self), COMPARE_TABLE)
+        return f'<div style="font-size:14px;margin:4px 0">{line}</div>{table}'
 
 
 def compare_many(

@@ -20,7 +20,8 @@ def outputs(nb) -> str:
     parts = []
     for c in nb.cells:
         for o in c.get("outputs", []):
-            parts.append(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")))
+            data = o.get("data", {})
+            parts.append(o.get("text", "") + str(data.get("text/html", "")) + str(data.get("text/plain", "")))
             assert o.get("output_type") != "error", o
     return "\n".join(parts)
 
