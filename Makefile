@@ -22,10 +22,17 @@ chromium:
 		else echo "chromium is missing: install Debian's chromium (sudo apt-get install chromium)"; fi; \
 	fi
 
-demo: $(STAMP)
+# JupyterLab for the notebooks (`jupyter lab notebooks/`): the demo installs it, the tests do not need it.
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[lab]"
+	touch $(LAB_STAMP)
+
+demo: $(STAMP) $(LAB_STAMP)
 	$(BIN)/evalkit run --env canvas --models baseline:tracer,baseline:random \
 		--evalset data/evalsets/canvas-test-300.json --subset lite --concurrency 8 --out runs/demo
 	$(BIN)/evalkit summarise runs/demo
+	@echo "notebooks: $(BIN)/jupyter lab notebooks/   (or: source $(BIN)/activate)"
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -1,4 +1,4 @@
-"""`evalkit run | probe | summarise | compare | report | view | serve | ownloop`.
+"""`evalkit run | probe | summarise | compare | report | export | view | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory.
@@ -190,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--a")
     rp.add_argument("--b")
 
+    ex = sub.add_parser("export", help="write a notebook as one HTML page that works offline")
+    ex.add_argument("notebook")
+    ex.add_argument("-o", "--output", help="the HTML file (default: the notebook's name with .html)")
+    ex.add_argument("--execute", action="store_true", help="run the notebook first (in its own folder)")
+    ex.add_argument("--no-code", action="store_true", help="leave the code cells out, outputs only")
+
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
     v.add_argument("--port", type=int, default=8501)
@@ -379,6 +385,14 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(a: argparse.Namespace) -> int:
+    from evalkit.export import export
+
+    out = a.output or str(Path(a.notebook).with_suffix(".html"))
+    print(f"wrote {export(a.notebook, out, execute=a.execute, show_code=not a.no_code)}")
+    return 0
+
+
 def cmd_view(a: argparse.Namespace) -> int:
     from evalkit.viewer_support import APP_PATH
 
@@ -433,6 +447,7 @@ COMMANDS = {
     "summarize": cmd_summarise,
     "compare": cmd_compare,
     "report": cmd_report,
+    "export": cmd_export,
     "view": cmd_view,
     "serve": cmd_serve,
     "ownloop": cmd_ownloop,

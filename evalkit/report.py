@@ -79,20 +79,11 @@ def execute_notebook(
 
 
 def to_html(nb: Any, show_code: bool = False, title: str | None = None) -> str:
-    """A standalone HTML page of an executed notebook, with no script or stylesheet fetched from a network."""
-    from nbconvert import HTMLExporter
+    """A standalone HTML page of an executed notebook, with no script or stylesheet fetched from a network
+    (`evalkit.export`)."""
+    from evalkit.export import to_html as offline_html
 
-    exporter = HTMLExporter(
-        template_name="lab",
-        exclude_input=not show_code,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-        embed_images=True,
-    )
-    if title:
-        nb.metadata["title"] = title
-    body, _ = exporter.from_notebook_node(nb)
-    return strip_network(body)
+    return offline_html(nb, show_code=show_code, title=title)
 
 
 def strip_network(html: str) -> str:

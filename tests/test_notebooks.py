@@ -53,6 +53,14 @@ def test_01_quickstart(tmp_path):
     text = outputs(nb)
     assert "reward" in text and "Run(" in text
     assert (tmp_path / "q" / "batch" / "summary.json").exists()
+    # shared as HTML it needs no network: the batch's progress bar drawn from its saved widget state
+    from evalkit.export import to_html
+    from tests.test_export import EXTERNAL
+
+    assert any("widget-view" in k for c in nb.cells for o in c.get("outputs", []) for k in o.get("data", {}))
+    page = to_html(nb)
+    assert EXTERNAL.search(page) is None, EXTERNAL.search(page)
+    assert "<progress" in page and "widget-view" not in page and "require.js" not in page
 
 
 def test_03_debug_episode(tmp_path):
