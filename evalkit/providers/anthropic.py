@@ -12,7 +12,7 @@ from typing import Any
 
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import exchange, load_env, make_call, notes_text, sdk
+from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORTS = ("low", "medium", "high")
@@ -197,7 +197,7 @@ def _placeholder() -> dict:
     return {"type": "text", "text": imgs.PLACEHOLDER}
 
 
-class AnthropicAgent:
+class AnthropicAgent(Recorded):
     """One episode's conversation with a Claude model."""
 
     stream = True
@@ -223,16 +223,7 @@ class AnthropicAgent:
         self.messages: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
-        self.ledger = imgs.Ledger()
-        self.keep_raw = False
-        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
-        self.last_raw: dict | None = None
-        self._sent: dict | None = None
-
-    @property
-    def dropped_images(self) -> list[str]:
-        """Frame paths of the images an image budget took out of the conversation, oldest first."""
-        return self.ledger.dropped
+        Recorded.__init__(self)
 
     def _append_user(self, blocks: list[dict]) -> None:
         if not blocks:

@@ -21,7 +21,16 @@ from evalkit.providers.attempts import (
     request,
     settle,
 )
-from evalkit.providers.common import data_url, exchange, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import (
+    Recorded,
+    data_url,
+    exchange,
+    load_env,
+    make_call,
+    notes_text,
+    sdk,
+    wire_args,
+)
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
@@ -268,7 +277,7 @@ def _placeholder() -> dict:
     return {"type": "text", "text": imgs.PLACEHOLDER}
 
 
-class ChatAgent:
+class ChatAgent(Recorded):
     """One episode's conversation over chat completions.
 
     Behind a router spec with several providers (`org/m:a|b`), the episode starts on the first provider the
@@ -310,16 +319,7 @@ class ChatAgent:
         """The thinking-off switch found for each route probed."""
         self._opening: int | None = None
         self._turn = 0
-        self.ledger = imgs.Ledger()
-        self.keep_raw = False
-        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
-        self.last_raw: dict | None = None
-        self._sent: dict | None = None
-
-    @property
-    def dropped_images(self) -> list[str]:
-        """Frame paths of the images an image budget (or a refused prompt) took out, oldest first."""
-        return self.ledger.dropped
+        Recorded.__init__(self)
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
         parts = ([{"type": "text", "text": text}] if text else []) + [

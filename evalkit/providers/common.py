@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from evalkit.errors import ConfigError
+from evalkit.providers.images import Ledger
 from evalkit.types import Call
 
 T = TypeVar("T")
@@ -112,3 +113,20 @@ def exchange(sent: dict | None, response: Any, is_image: Any, frame: Any) -> dic
     """The raw request and response of one model call, as `--save-raw` keeps them; a streamed response is
     the message its events assembled."""
     return {"request": snapshot(sent or {}, is_image, frame), "response": response}
+
+
+class Recorded:
+    """What a wire adapter keeps for the record beside its history: which images each block holds (so that a
+    prune can name what it dropped), and with `keep_raw` the last call's request and response."""
+
+    def __init__(self) -> None:
+        self.ledger = Ledger()
+        self.keep_raw = False
+        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
+        self.last_raw: dict | None = None
+        self._sent: dict | None = None
+
+    @property
+    def dropped_images(self) -> list[str]:
+        """Frame paths of the images an image budget (or a refused prompt) took out, oldest first."""
+        return self.ledger.dropped

@@ -12,7 +12,16 @@ from typing import Any
 from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import data_url, exchange, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import (
+    Recorded,
+    data_url,
+    exchange,
+    load_env,
+    make_call,
+    notes_text,
+    sdk,
+    wire_args,
+)
 from evalkit.providers.health import error_fields
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -169,7 +178,7 @@ def _placeholder() -> dict:
     return {"type": "input_text", "text": imgs.PLACEHOLDER}
 
 
-class ResponsesAgent:
+class ResponsesAgent(Recorded):
     """One episode's conversation with a model behind the Responses API."""
 
     stream = True
@@ -194,16 +203,7 @@ class ResponsesAgent:
         self.items: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
-        self.ledger = imgs.Ledger()
-        self.keep_raw = False
-        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
-        self.last_raw: dict | None = None
-        self._sent: dict | None = None
-
-    @property
-    def dropped_images(self) -> list[str]:
-        """Frame paths of the images an image budget took out of the conversation, oldest first."""
-        return self.ledger.dropped
+        Recorded.__init__(self)
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
         item = user_item(text, images)
