@@ -1,4 +1,5 @@
-"""`evalkit export NOTEBOOK -o FILE.html`: a notebook as one HTML page that works offline.
+"""Notebooks run on a kernel of this Python (`execute_notebook`, with parameters injected as papermill does)
+and `evalkit export NOTEBOOK -o FILE.html`: a notebook as one HTML page that works offline.
 
 nbconvert's page loads require.js, MathJax and the Jupyter widget manager from CDNs, and a chart or a widget
 without them is an empty box. Before converting, each output that needs a script gets a static form, and
@@ -17,7 +18,9 @@ from __future__ import annotations
 import copy
 import html
 import json
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,74 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 _VEGA = re.compile(r"application/vnd\.vega(lite)?\.v\d+\+json")
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 _INLINE = re.compile(r"(?<![\\$\w])\$(?=\S)([^$\n]+?)(?<=\S)\$(?![\w$])")
+
+
+CELL_TIMEOUT = 600
+
+# nbconvert's templates load require.js, MathJax and mermaid from a CDN; an offline page needs none of them.
+_EXTERNAL_SCRIPT = re.compile(
+    r"<script\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I | re.S
+)
+_NETWORK_SCRIPT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script>).)*?(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/(?:(?!</script>).)*</script>",
+    re.I | re.S,
+)
+_EXTERNAL_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.I)
+
+
+def parameter_cell_source(params: dict[str, Any]) -> str:
+    return "# Injected by evalkit\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
+
+
+def inject_parameters(nb: Any, params: dict[str, Any]) -> Any:
+    """Insert a cell setting `params` after the cell tagged `parameters` (or first, if none is tagged), as
+    papermill does, so that the notebook also runs as it is in JupyterLab."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(parameter_cell_source(params))
+    cell.metadata["tags"] = ["injected-parameters"]
+    at = next(
+        (i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), 0
+    )
+    nb.cells.insert(at, cell)
+    return nb
+
+
+def execute_notebook(
+    path: str | Path,
+    params: dict[str, Any] | None = None,
+    cwd: str | Path | None = None,
+    timeout: int = CELL_TIMEOUT,
+) -> Any:
+    """Run a notebook on a kernel of this Python (the `python3` spec resolves to sys.executable) and return
+    the executed notebook; raises nbclient's CellExecutionError on a failing cell."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(str(path), as_version=4)
+    if params:
+        inject_parameters(nb, params)
+    env = dict(os.environ)
+    # The kernel must import this evalkit even when it is not installed (a checkout run in place).
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd or Path(path).parent)}},
+    )
+    client.km = client.create_kernel_manager()
+    # A user-installed `python3` kernelspec may point at another interpreter; run ours.
+    client.km.kernel_spec.argv[0] = sys.executable
+    client.execute(env=env)
+    return nb
+
+
+def strip_network(html: str) -> str:
+    html = _EXTERNAL_SCRIPT.sub("", html)
+    html = _NETWORK_SCRIPT.sub("", html)
+    return _EXTERNAL_LINK.sub("", html)
 
 
 def _widget_html(models: dict, model_id: str, depth: int = 0) -> str:
@@ -155,8 +226,6 @@ def to_html(nb: Any, show_code: bool = True, title: str | None = None) -> str:
     """A standalone HTML page of a notebook that fetches nothing from a network."""
     from nbconvert import HTMLExporter
 
-    from evalkit.report import strip_network
-
     exporter = HTMLExporter(
         template_name="lab",
         exclude_input=not show_code,
@@ -186,8 +255,6 @@ def export(notebook: str | Path, out: str | Path, execute: bool = False, show_co
     except Exception as e:  # not JSON, not a notebook: the user's file, said in one line
         raise ConfigError(f"export: {path} is not a readable notebook ({type(e).__name__}: {e})") from None
     if execute:
-        from evalkit.report import execute_notebook
-
         nb = execute_notebook(path)
     out = Path(out)
     atomic_write(out, to_html(nb, show_code=show_code, title=path.stem))

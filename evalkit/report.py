@@ -8,88 +8,24 @@ exported page keeps no script that loads from the network, so a colleague can op
 
 from __future__ import annotations
 
-import os
-import re
-import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit import export
 from evalkit.errors import ConfigError
+from evalkit.export import execute_notebook, inject_parameters, strip_network
+from evalkit.tables import COMPARE_TABLE, STYLE, esc, table_html
+
+__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "esc", "examples_html", "execute_notebook",
+           "headline_html", "inject_parameters", "pick_pair", "ranked_models", "settings_html",
+           "strip_network", "table_html", "to_html"]  # fmt: skip
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "02_report.ipynb"
-CELL_TIMEOUT = 600
-
-# nbconvert's templates load require.js, MathJax and mermaid from a CDN; the report needs none of them.
-_EXTERNAL_SCRIPT = re.compile(
-    r"<script\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I | re.S
-)
-_NETWORK_SCRIPT = re.compile(
-    r"<script\b[^>]*>(?:(?!</script>).)*?(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/(?:(?!</script>).)*</script>",
-    re.I | re.S,
-)
-_EXTERNAL_LINK = re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.I)
-
-
-def parameter_cell_source(params: dict[str, Any]) -> str:
-    return "# Injected by evalkit.report\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
-
-
-def inject_parameters(nb: Any, params: dict[str, Any]) -> Any:
-    """Insert a cell setting `params` after the cell tagged `parameters` (or first, if none is tagged)."""
-    import nbformat
-
-    cell = nbformat.v4.new_code_cell(parameter_cell_source(params))
-    cell.metadata["tags"] = ["injected-parameters"]
-    at = next(
-        (i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), 0
-    )
-    nb.cells.insert(at, cell)
-    return nb
-
-
-def execute_notebook(
-    path: str | Path,
-    params: dict[str, Any] | None = None,
-    cwd: str | Path | None = None,
-    timeout: int = CELL_TIMEOUT,
-) -> Any:
-    """Run a notebook on a kernel of this Python (the `python3` spec resolves to sys.executable) and return
-    the executed notebook; raises nbclient's CellExecutionError on a failing cell."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(str(path), as_version=4)
-    if params:
-        inject_parameters(nb, params)
-    env = dict(os.environ)
-    # The kernel must import this evalkit even when it is not installed (a checkout run in place).
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(cwd or Path(path).parent)}},
-    )
-    client.km = client.create_kernel_manager()
-    # A user-installed `python3` kernelspec may point at another interpreter; run ours.
-    client.km.kernel_spec.argv[0] = sys.executable
-    client.execute(env=env)
-    return nb
 
 
 def to_html(nb: Any, show_code: bool = False, title: str | None = None) -> str:
-    """A standalone HTML page of an executed notebook, with no script or stylesheet fetched from a network
-    (`evalkit.export`)."""
-    from evalkit.export import to_html as offline_html
-
-    return offline_html(nb, show_code=show_code, title=title)
-
-
-def strip_network(html: str) -> str:
-    html = _EXTERNAL_SCRIPT.sub("", html)
-    html = _NETWORK_SCRIPT.sub("", html)
-    return _EXTERNAL_LINK.sub("", html)
+    """The report page: outputs only, nothing fetched from a network (`evalkit.export.to_html`)."""
+    return export.to_html(nb, show_code=show_code, title=title)
 
 
 def build_report(
@@ -121,78 +57,6 @@ def build_report(
 # The report notebook calls these: each returns an HTML fragment (names escaped, numbers formatted), so the
 # exported page reads the same in JupyterLab, in a browser and offline.
 
-STYLE = (
-    "<style>.ekr{font-family:system-ui,sans-serif;font-size:13px;max-width:1240px}"
-    ".ekr table{border-collapse:collapse;margin:6px 0 14px;font-size:12.5px}"
-    ".ekr th,.ekr td{border-bottom:1px solid #e3e3e3;padding:3px 6px;text-align:right;white-space:nowrap}"
-    ".ekr th{background:#f5f5f5;font-weight:600;white-space:normal;vertical-align:bottom}"
-    ".ekr td.t,.ekr th.t{text-align:left;white-space:normal;overflow-wrap:break-word}"
-    ".ekr .head{font-size:17px;line-height:1.45;margin:4px 0 10px}.ekr .muted{color:#666;font-size:13px}"
-    ".ekr .ex{display:flex;gap:14px;flex-wrap:wrap}.ekr figure{margin:0;text-align:center;font-size:12px}"
-    ".ekr img{border:1px solid #ccc}</style>"
-)
-
-
-def _e(v: Any) -> str:
-    from html import escape
-
-    return escape("" if v is None else str(v))
-
-
-def _num(v: Any, spec: str = ".3f") -> str:
-    import math
-
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if spec == "usd":
-        return f"${v:,.4f}" if abs(v) < 1 else f"${v:,.2f}"
-    if spec == "signed":
-        return f"{v:+.3f}"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return format(v, spec)
-    return _e(v)
-
-
-def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
-    """A real HTML table of a Polars frame: (column, heading, format) per column, format one of `text`, a
-    float spec (`.3f`), `int`, `usd`, `signed`, `ci` (the pair ci_low/ci_high). Text is escaped."""
-    head = "".join(
-        f'<th class="t">{_e(h)}</th>' if f == "text" else f"<th>{_e(h)}</th>" for _, h, f in columns
-    )
-    rows = []
-    for r in df.iter_rows(named=True):
-        cells = []
-        for col, _, fmt in columns:
-            if fmt == "text":
-                cells.append(f'<td class="t">{_e(r.get(col))}</td>')
-            elif fmt == "ci":
-                lo, hi = (
-                    r.get("ci_low" if col == "ci" else col + "_low"),
-                    r.get("ci_high" if col == "ci" else col + "_high"),
-                )
-                cells.append(f"<td>[{_num(lo)}, {_num(hi)}]</td>" if lo is not None else "<td>–</td>")
-            elif fmt == "p":
-                p = r.get(col)
-                cells.append(f"<td>{'&lt;0.001' if p is not None and p < 0.001 else _num(p)}</td>")
-            else:
-                cells.append(f"<td>{_num(r.get(col), fmt if fmt != 'int' else '')}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f'{STYLE}<div class="ekr"><table><tr>{head}</tr>{"".join(rows)}</table></div>'
-
-
-COMPARE_TABLE = [
-    ("a", "A", "text"), ("b", "B", "text"), ("group", "group", "text"), ("n_tasks", "tasks", "int"),
-    ("n_dropped", "dropped", "int"), ("n_unpaired", "unpaired", "int"), ("mean_a", "mean A", ".3f"),
-    ("mean_b", "mean B", ".3f"), ("diff", "A − B", "signed"), ("ci", "95% CI", "ci"), ("p_value", "p", "p"),
-    ("wins", "A better", "int"), ("ties", "ties", "int"), ("losses", "B better", "int"),
-    ("mde", "MDE (80%)", ".3f"),
-]  # fmt: skip
-"""The columns of a `compare` frame as a report shows them."""
-
 
 def ranked_models(df: Any) -> list[str]:
     """Models by mean reward over scored episodes, best first (ties by name); models with none scored last."""
@@ -222,23 +86,24 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = 2000) -> 
     from evalkit import stats
 
     if a is None or b is None:
-        said = f"Only one model in these runs: <b>{_e(a or b)}</b>; nothing to compare."
+        said = f"Only one model in these runs: <b>{esc(a or b)}</b>; nothing to compare."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
     row = stats.compare(df, a, b, by=None, n_boot=n_boot).row(-1, named=True)
     if not row["n_tasks"]:
-        said = f"<b>{_e(a)}</b> and <b>{_e(b)}</b> share no scored task: no paired comparison."
+        said = f"<b>{esc(a)}</b> and <b>{esc(b)}</b> share no scored task: no paired comparison."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
     d, lo, hi, p = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
     better, worse = (a, b) if d >= 0 else (b, a)
     clear = lo is not None and (lo > 0 or hi < 0)
     pv = "p &lt; 0.001" if p < 0.001 else f"p = {p:.3f}"
-    what = (f"<b>{_e(better)}</b> scores higher than <b>{_e(worse)}</b>" if clear
-            else f"No clear difference between <b>{_e(a)}</b> and <b>{_e(b)}</b>")  # fmt: skip
+    what = (f"<b>{esc(better)}</b> scores higher than <b>{esc(worse)}</b>" if clear
+            else f"No clear difference between <b>{esc(a)}</b> and <b>{esc(b)}</b>")  # fmt: skip
     unscored = row["n_unscored_a"] + row["n_unscored_b"]
     return (
-        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward {_e(a)} − {_e(b)} = <b>{d:+.3f}</b> '
-        f"(95% CI [{lo:+.3f}, {hi:+.3f}], {pv}), paired on {row['n_tasks']} task(s): {_e(a)} better on "
-        f"<b>{row['wins']}</b>, {_e(b)} better on <b>{row['losses']}</b>, {row['ties']} tied."
+        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward '
+        f"{esc(a)} − {esc(b)} = <b>{d:+.3f}</b> "
+        f"(95% CI [{lo:+.3f}, {hi:+.3f}], {pv}), paired on {row['n_tasks']} task(s): {esc(a)} better on "
+        f"<b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, {row['ties']} tied."
         f'<div class="muted">Means {row["mean_a"]:.3f} vs {row["mean_b"]:.3f} over the paired tasks; '
         f"{unscored} episode(s) without a score left out (unscored is not zero); CI and p from a bootstrap "
         f"over tasks ({n_boot:,} resamples).</div></div></div>"
@@ -285,7 +150,7 @@ def settings_html(runs: list[str], df: Any) -> str:
         ])  # fmt: skip
     body = "".join(
         "<table>"
-        + "".join(f'<tr><th class="t">{_e(k)}</th><td class="t">{_e(v)}</td></tr>' for k, v in r)
+        + "".join(f'<tr><th class="t">{esc(k)}</th><td class="t">{esc(v)}</td></tr>' for k, v in r)
         + "</table>"
         for r in rows
     )
@@ -334,7 +199,7 @@ def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
             img = (
                 thumbnail(run, rel, width) or f'<div class="muted" style="width:{width}px">(no picture)</div>'
             )
-            figs.append(f"<figure>{img}<figcaption>{_e(cap)}</figcaption></figure>")
+            figs.append(f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>")
         head = f"{label}: {r['task_id']} · {r['surface']}/{r['mode']} · A − B = {r['d']:+.3f}"
-        blocks.append(f'<div><div><b>{_e(head)}</b></div><div class="ex">{"".join(figs)}</div></div>')
+        blocks.append(f'<div><div><b>{esc(head)}</b></div><div class="ex">{"".join(figs)}</div></div>')
     return f'{STYLE}<div class="ekr">{"".join(blocks)}</div>'

@@ -342,7 +342,7 @@ class Comparison(pl.DataFrame):
             return pl.DataFrame(self)._repr_html_(**kw)
         from html import escape
 
-        from evalkit.report import COMPARE_TABLE, table_html
+        from evalkit.tables import COMPARE_TABLE, table_html
 
         r = self.row(-1, named=True)
         a, b = escape(str(r["a"])), escape(str(r["b"]))
