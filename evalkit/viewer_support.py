@@ -9,30 +9,26 @@ only through `evalkit.traces` and `evalkit.analysis`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
+import io
 import json
 import math
 import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from evalkit import analysis, traces
+from evalkit import analysis, traces, viewer_search
 from evalkit.analysis import PAIR_KEYS
 from evalkit.browser import CHROMIUM_ARGS, chromium_executable
-from evalkit.envs.server import free_port
 from evalkit.errors import TraceError
 from evalkit.types import EpisodeRecord, TurnRecord
+from evalkit.viewer_serve import APP_PATH, app_command, running_app
 
 # The columns the viewer relies on, whatever else the analysis frame holds.
 TABLE_COLUMNS: dict[str, Any] = {
@@ -77,6 +73,8 @@ FILTER_COLUMNS = {
     "end_reason": "End reason",
     "error_class": "Error class",
 }
+OPTIONAL_COLUMNS = ("surface", "mode", "tier", "error_class", "cost_usd", "run_label")
+"""Columns of the episode table left out when they hold one value (or none) for every episode shown."""
 NONE_LABEL = "(none)"
 
 TEXT_LIMIT = 20_000
@@ -84,8 +82,6 @@ TEXT_LIMIT = 20_000
 CELL_LIMIT = 200
 """Characters of a table cell, header or label; longer values are cut with an ellipsis."""
 IMAGE_LIMIT = 40 * 1024 * 1024
-INDEX_TEXT_CAP = 2_000_000
-"""Characters of one episode kept in the search index."""
 
 
 # ------------------------------------------------------------------------------------------------ runs
@@ -209,6 +205,24 @@ def apply_filters(df: pl.DataFrame, f: Filters, hits: pl.DataFrame | None = None
     return out
 
 
+def varying_columns(
+    df: pl.DataFrame, columns: Sequence[str], optional: Sequence[str] = OPTIONAL_COLUMNS
+) -> list[str]:
+    """`columns` without the `optional` ones that tell no row of `df` apart (so a table fits 1280 px)."""
+    if df.height < 2:
+        return list(columns)
+    same = {c for c in optional if c in df.columns and df.get_column(c).n_unique() <= 1}
+    return [c for c in columns if c not in same]
+
+
+def fingerprint(df: pl.DataFrame) -> tuple[int, int]:
+    """Which episodes `df` holds, in a few bytes: a key for what is computed from a filtered table."""
+    if df.is_empty():
+        return (0, 0)
+    h = df.select(pl.concat_str("run", "key").hash().sum()).item()
+    return (df.height, int(h))
+
+
 def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl.DataFrame:
     if not by or by not in df.columns:
         return df
@@ -218,42 +232,13 @@ def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl
 # ---------------------------------------------------------------------------------------------- search
 
 
-def _turn_text(turns: Any) -> str:
-    parts = []
-    for t in turns if isinstance(turns, list) else []:
-        if isinstance(t, dict):
-            for k in ("text", "reasoning"):
-                v = t.get(k)
-                if isinstance(v, str) and v:
-                    parts.append(v)
-    return "\n".join(parts)[:INDEX_TEXT_CAP].lower()
-
-
 def text_index(run: str | Path) -> pl.DataFrame:
-    """(run, key, text): the lower-cased model text and reasoning of each episode, built in one pass so that
-    a search is a vectorised scan of memory, not a read of the trace."""
-    run = Path(run)
-    texts: dict[str, str] = {}
-    if traces.is_native(run):
-        pairs = traces.latest_records(traces.iter_offsets(run), key=lambda p: traces.record_key(p[1]))
-        for offset, d in pairs:
-            texts[traces.record_key(d) or f"#{offset}"] = _turn_text(d.get("turns"))
-    else:
-        for k, d in imported_records(run).items():
-            texts[k] = _turn_text(d.get("turns"))
-    return pl.DataFrame(
-        {"run": [str(run)] * len(texts), "key": list(texts), "text": list(texts.values())},
-        schema={"run": pl.String, "key": pl.String, "text": pl.String},
-    )
+    """(run, key, step, text) for every step of every episode of `run` (`evalkit.viewer_search`), read in one
+    pass so that a search is a scan of memory, not of the trace."""
+    return viewer_search.step_index(run, imported_records)
 
 
-def search(index: pl.DataFrame, query: str) -> pl.DataFrame:
-    """(run, key) of episodes whose text contains every whitespace-separated word of `query` (any case)."""
-    words = [w.lower() for w in query.split() if w]
-    out = index
-    for w in words:
-        out = out.filter(pl.col("text").str.contains(w, literal=True))
-    return out.select("run", "key")
+search = viewer_search.search
 
 
 # -------------------------------------------------------------------------------------------- episodes
@@ -309,6 +294,54 @@ def align_steps(a: EpisodeRecord, b: EpisodeRecord) -> list[tuple[Step | None, S
     sa = {s.index: s for s in steps_of(a)}
     sb = {s.index: s for s in steps_of(b)}
     return [(sa.get(i), sb.get(i)) for i in sorted(set(sa) | set(sb))]
+
+
+def filmstrip(n_steps: int, current: int, size: int = 12) -> range:
+    """The step positions a filmstrip of `size` thumbnails shows: a window around `current`, kept inside
+    the episode (all of them when the episode has no more)."""
+    size = max(1, size)
+    if n_steps <= size:
+        return range(n_steps)
+    start = min(max(current - size // 2, 0), n_steps - size)
+    return range(start, start + size)
+
+
+def _one_line(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+        except (TypeError, ValueError):
+            text = repr(value)
+    return " ".join(text[: 4 * CELL_LIMIT].split())
+
+
+def call_line(name: Any, args: Any, result: Any, limit: int = 110) -> str:
+    """A tool call on one line, `name(args…) → result…`, each part cut to fit `limit` characters."""
+    head = clip(name or "?", 60)
+    a = _one_line(args if args not in (None, {}) else "")
+    if a.startswith("{") and a.endswith("}"):
+        a = a[1:-1]  # name(x: 1, y: 2) reads as a call
+    r = _one_line(result or "")
+    room = max(10, limit - len(head) - 6)
+    a = clip(a, max(8, room // 2) if r else room)
+    line = f"{head}({a})"
+    return line + (f" → {clip(r, max(8, limit - len(line) - 3))}" if r else "")
+
+
+def thumbnail(path: Path, width: int = 160) -> bytes | None:
+    """A small JPEG of the image at `path` (for filmstrips), or None when it cannot be read."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(path) as img:
+            img.thumbnail((width, width * 4))
+            buf = io.BytesIO()
+            img.convert("RGB").save(buf, "JPEG", quality=80)
+            return buf.getvalue()
+    except Exception:  # a corrupt or non-image file inside the run is shown as missing, never fatal
+        return None
 
 
 def is_ownloop(rec: EpisodeRecord) -> bool:
@@ -488,16 +521,20 @@ def pair_rows(df: pl.DataFrame, side: str, pid: str) -> pl.DataFrame:
 
 
 def best_opponent(df: pl.DataFrame, a: str) -> str | None:
-    """The other side that shares most (task, surface, mode, …) pairs with `a`: the natural default for B."""
+    """The default B against `a`: the other side that shares most (task, surface, mode, …) pairs with it,
+    the better one (`ranked_sides`) among equals; None when no side shares a pair."""
     labelled = df.with_columns(_side().alias("_side"), _pair_expr(pair_columns(df)).alias("_pair"))
     mine = labelled.filter(pl.col("_side") == a).get_column("_pair").unique()
     shared = (
         labelled.filter((pl.col("_side") != a) & pl.col("_pair").is_in(mine.implode()))
         .group_by("_side")
         .agg(pl.col("_pair").n_unique().alias("n"))
-        .sort(["n", "_side"], descending=[True, False])
     )
-    return shared.get_column("_side")[0] if shared.height else None
+    if shared.is_empty():
+        return None
+    rank = {s: i for i, s in enumerate(ranked_sides(df))}
+    best = max(shared.iter_rows(), key=lambda r: (r[1], -rank.get(r[0], len(rank))))
+    return best[0]
 
 
 def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFrame:
@@ -548,6 +585,79 @@ def ab_table(pairs: pl.DataFrame) -> pl.DataFrame:
     if "skin" in pairs.columns and (pairs.get_column("skin") != NONE_LABEL).any():
         cols.append("skin")
     return clip_columns(pairs.select(*cols, "outcome", "a_best", "b_best", "difference", "a_n", "b_n"))
+
+
+def ranked_sides(df: pl.DataFrame) -> list[str]:
+    """Sides (model · run) by mean scored reward, best first: the default A is the best, B the runner-up."""
+    if df.is_empty():
+        return []
+    scored = pl.col("reward").filter(pl.col("error_class").is_null())
+    means = df.group_by(_side().alias("s")).agg(scored.mean().alias("m"))
+    return means.sort(["m", "s"], descending=[True, False], nulls_last=True).get_column("s").to_list()
+
+
+def _as_sides(df: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
+    """The episodes of the sides `names` with the side as their `model` (what `analysis.compare` selects
+    by): the same model in two runs is two sides."""
+    d = df.with_columns(_side().alias("_s")).filter(pl.col("_s").is_in(list(names)))
+    if "scored" not in d.columns:
+        d = d.with_columns((pl.col("error_class").is_null() & pl.col("reward").is_not_null()).alias("scored"))
+    return d.with_columns(pl.col("_s").alias("model")).drop("_s")
+
+
+def ab_difference(df: pl.DataFrame, a: str, b: str, tier: str | None = None) -> dict[str, Any]:
+    """The paired comparison of side `a` against side `b` on the tasks both ran (`analysis.compare`: mean of
+    per-task differences, task-clustered bootstrap CI, p, wins/ties/losses), in one tier or all."""
+    d = _as_sides(df, [a, b])
+    if tier is not None:
+        d = d.filter(pl.col("tier").cast(pl.String).fill_null(NONE_LABEL) == tier)
+    if d.filter(pl.col("model") == a).is_empty() or d.filter(pl.col("model") == b).is_empty():
+        return {"n_tasks": 0}
+    return analysis.compare(d, a, b, by=None).row(0, named=True)
+
+
+def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
+    """A paired comparison row (`analysis.compare`) as one line: difference, CI, p, wins / ties / losses."""
+    where = "all tiers" if tier is None else f"tier {clip(tier, 60)}"
+    n = r.get("n_tasks") or 0
+    if not n:
+        return f"No task with a scored episode on both sides in {where}: no paired difference."
+    ci = "no CI" if r.get("ci_low") is None else f"95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+    p = r.get("p_value")
+    p = "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+    return (
+        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · p {p} · wins / ties / losses "
+        f"{r['wins']} / {r['ties']} / {r['losses']} over {n} task{'s' if n != 1 else ''}"
+    )
+
+
+COMPARE_NAMES = {
+    "a": "A", "b": "B", "group": "tier", "n_tasks": "tasks", "mean_a": "mean A", "mean_b": "mean B",
+    "diff": "A − B", "ci": "95% CI", "p": "p", "wtl": "wins / ties / losses", "n_dropped": "tasks left out",
+}  # fmt: skip
+
+
+def paired_table(df: pl.DataFrame, ref: str, by: str = "tier") -> pl.DataFrame:
+    """Every other side against `ref`, per tier and over all, as the Summary shows it: readable column
+    names, the CI and the win counts as text."""
+    others = [s for s in sides(df) if s != ref]
+    if not others:
+        return pl.DataFrame()
+    d = _as_sides(df, [ref, *others])
+    rows = pl.concat([analysis.compare(d, o, ref, by=by) for o in others], how="vertical")
+    rows = rows.filter((pl.col("n_tasks") > 0) | (pl.col("group") == "all"))
+    shown = rows.with_columns(
+        pl.when(pl.col("ci_low").is_not_null())
+        .then(pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)))
+        .otherwise(pl.lit("—"))
+        .alias("ci"),
+        pl.format("{} / {} / {}", "wins", "ties", "losses").alias("wtl"),
+        pl.when(pl.col("p_value") < 0.001)
+        .then(pl.lit("< 0.001"))
+        .otherwise(pl.col("p_value").round(3).cast(pl.String))
+        .alias("p"),
+    )
+    return shown.select(list(COMPARE_NAMES)).rename(COMPARE_NAMES)
 
 
 def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:
@@ -638,69 +748,6 @@ def make_link(link: DeepLink, labels: Mapping[str, str]) -> dict[str, str]:
         out["brun"] = labels.get(link.brun, link.brun)
         out["b"] = link.bepisode
     return out
-
-
-# --------------------------------------------------------------------------------------------- serving
-
-APP_PATH = Path(__file__).resolve().parent.parent / "viewer" / "app.py"
-
-
-def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
-    """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(APP_PATH),
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-        "--",
-        *map(str, runs),
-    ]
-
-
-@contextlib.contextmanager
-def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
-    """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
-    port = free_port()
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        app_command(runs, port), stdout=out, stderr=subprocess.STDOUT, cwd=APP_PATH.parent.parent
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the viewer exited with code {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the viewer did not answer on {url} within {timeout:.0f} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if log:
-            out.close()
 
 
 __all__ = [
