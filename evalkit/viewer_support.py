@@ -330,6 +330,14 @@ def call_line(name: Any, args: Any, result: Any, limit: int = 110) -> str:
     return line + (f" → {clip(r, max(8, limit - len(line) - 3))}" if r else "")
 
 
+def pruned_note(image: Mapping[str, Any]) -> str:
+    """What a transcript image's `pruned` mark means, with the turn it was pruned at when known."""
+    at = image.get("pruned_at")
+    if isinstance(at, int) and not isinstance(at, bool):
+        return f"pruned: the requests from turn {at} on no longer carried it"
+    return "pruned: a later request no longer carried it"
+
+
 def thumbnail(path: Path, width: int = 160) -> bytes | None:
     """A small JPEG of the image at `path` (for filmstrips), or None when it cannot be read."""
     from PIL import Image as PILImage

@@ -219,9 +219,7 @@ def show_message(run: str, m, key: str) -> None:
             st.code("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300), language=None)
         for j, img in enumerate(m.images or []):
             img = img if isinstance(img, dict) else {}
-            label = f"Image {j + 1}" + (
-                " · pruned: the model no longer saw it from here on" if img.get("pruned") else ""
-            )
+            label = f"Image {j + 1}" + (f" · {vs.pruned_note(img)}" if img.get("pruned") else "")
             if img.get("path"):
                 show_image(run, img.get("path"), label)
             else:

@@ -36,25 +36,24 @@ def _ago(seconds: float) -> str:
 
 def _running_panel(runs: list[str], labels: dict[str, str]) -> None:
     now = time.time()
-    found = [(r, x) for r in runs for x in viewer_live.running(r, now)]
+    found = [(r, x) for r in runs for x in viewer_live.running(r, now=now)]
     if not found:
         return
     st.subheader(f"Running now: {len(found)} episode{'s' if len(found) != 1 else ''}")
     cols = st.columns(4)
     for i, (run, x) in enumerate(found[:SHOWN]):
         with cols[i % 4]:
-            turn = "starting" if x.turn is None else f"turn {x.turn}"
-            if x.turn is not None and x.max_turns:
+            turn = "starting" if not x.turn else f"turn {x.turn}"
+            if x.turn and x.max_turns:
                 turn += f" of {x.max_turns}"
             where = "/".join(p for p in (x.surface, x.mode) if p)
             st.text(vs.clip(f"{x.model} · {x.task_id}" + (f" · {where}" if where else ""), 120))
-            state = (
-                f"no update for {_ago(now - x.updated)[:-4]}: its batch may have stopped"
-                if x.stale
-                else (f"updated {_ago(now - x.updated)}")
-            )
-            st.caption(f"{turn} · {vs.md_escape(labels.get(run, run), 60)} · {state}")
-            show_image(run, x.frame, "Latest frame", enlarge=f"live_{i}")
+            st.caption(f"{turn} · updated {_ago(now - x.updated)} · {vs.md_escape(labels.get(run, run), 60)}")
+            show_image(run, x.frame, "Newest frame", enlarge=f"live_{i}")
+            if x.calls:
+                st.text(vs.clip(", ".join(n + ("" if ok else " (error)") for n, ok in x.calls), 160))
+            if x.text:
+                st.text(vs.clip(x.text, 160))
     if len(found) > SHOWN:
         st.caption(f"and {len(found) - SHOWN} more")
 

@@ -108,7 +108,8 @@ def _messages(run: str, rec: EpisodeRecord, images: Images) -> list[dict]:
         pics = []
         for img in m.images or []:
             img = img if isinstance(img, dict) else {}
-            pics.append({"src": images.add(run, img.get("path")), "pruned": bool(img.get("pruned"))})
+            note = vs.pruned_note(img) if img.get("pruned") else None
+            pics.append({"src": images.add(run, img.get("path")), "pruned": note})
         calls = [c if isinstance(c, dict) else {} for c in m.calls or []]
         out.append(
             {
@@ -121,6 +122,7 @@ def _messages(run: str, rec: EpisodeRecord, images: Images) -> list[dict]:
                 "usage": {k: v for k, v in (m.usage or {}).items() if isinstance(v, (int, float))},
                 "latency_s": m.latency_s if isinstance(m.latency_s, (int, float)) else None,
                 "note": vs.clip(m.note, 120) if m.note else None,
+                "error": bool(getattr(m, "error", False)),
             }
         )  # fmt: skip
     return out

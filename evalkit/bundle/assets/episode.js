@@ -85,7 +85,7 @@
     }
     for (const m of msgs) {
       const head = [{ system: "System", user: "User", assistant: "Assistant", tool: "Tool" }[m.role] || m.role];
-      if (m.role === "tool") head.push((m.name || "?") + (m.call_id ? " · " + m.call_id : ""));
+      if (m.role === "tool") head.push((m.name || "?") + (m.call_id ? " · " + m.call_id : "") + (m.error ? " · error" : ""));
       head.push("turn " + m.turn);
       if (m.stop) head.push("stop " + m.stop);
       if (typeof m.latency_s === "number") head.push(m.latency_s.toFixed(2) + " s");
@@ -97,7 +97,7 @@
         (m.calls || []).map((line) => el("pre", {}, "→ " + line)),
         (m.images || []).map((img, j) => img.src
           ? el("figure", {}, el("img", { src: img.src, alt: "image " + (j + 1), loading: "lazy", onclick: () => EK.enlarge(img.src) }),
-            el("figcaption", {}, "Image " + (j + 1) + (img.pruned ? " · pruned: the model no longer saw it from here on" : "")))
+            el("figcaption", {}, "Image " + (j + 1) + (img.pruned ? " · " + img.pruned : "")))
           : el("p", { class: "muted" }, "Image " + (j + 1) + ": not stored"))));
     }
     return out;
