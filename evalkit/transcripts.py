@@ -46,6 +46,8 @@ class Message:
     note", ...), or "reconstructed" when rebuilt from a record without a transcript."""
     raw: dict | None = None
     """`{"request": path, "response": path}` relative to the run, when the run kept raw bodies."""
+    error: bool = False
+    """A tool result the environment (or the loop) marked as an error."""
 
 
 def _image(path: Any) -> dict:
@@ -75,5 +77,9 @@ def messages(rec: EpisodeRecord | dict, run: str | Path | None = None) -> list[M
         )  # fmt: skip
         for c in t.calls:
             images = [_image(p) for p in c.images or []]
-            out.append(Message("tool", i, c.result or "", images, name=c.name, call_id=c.id, note=note))
+            out.append(
+                Message(
+                    "tool", i, c.result or "", images, name=c.name, call_id=c.id, note=note, error=not c.ok
+                )
+            )
     return out

@@ -33,7 +33,7 @@ SNIPPET = 70
 def _field(value: Any) -> str:
     if isinstance(value, str):
         return value[:FIELD_CAP]
-    if value is None:
+    if value is None or value == {} or value == []:
         return ""
     try:
         return json.dumps(value, ensure_ascii=False, default=str)[:FIELD_CAP]

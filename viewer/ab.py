@@ -113,10 +113,10 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     tier = c3.selectbox("Tier", tiers, key="ab_tier", format_func=vs.clip)
     thr = c4.number_input("Solved if reward ≥", 0.0, 1e9, 0.5, 0.05, key="ab_thr")
     _difference(df, a, b, None if tier == ALL else tier, fingerprint)
-    pairs = vs.ab_tasks(df, a, b, thr)
-    if tier != ALL and "tier" in df.columns:
-        in_tier = df.filter(pl.col("tier").cast(pl.String).fill_null(vs.NONE_LABEL) == tier)
-        pairs = pairs.join(in_tier.select(keys).unique(), on=keys, how="semi") if keys else pairs
+    in_tier = (
+        df if tier == ALL else df.filter(pl.col("tier").cast(pl.String).fill_null(vs.NONE_LABEL) == tier)
+    )
+    pairs = vs.ab_tasks(in_tier, a, b, thr)
     if pairs.is_empty():
         st.info(
             "A and B share no task on the same surface and mode"

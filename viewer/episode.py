@@ -186,12 +186,14 @@ def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
-def _message_head(m, key: str) -> str:
+def _message_head(m) -> str:
     parts = [f"**{ROLE_NAMES.get(m.role, vs.md_escape(m.role, 20))}**"]
     if m.role == "tool":
-        parts.append(
-            vs.md_escape(m.name or "?", 80) + (f" · {vs.md_escape(m.call_id, 60)}" if m.call_id else "")
-        )
+        parts.append(vs.md_escape(m.name or "?", 80))
+        if m.call_id:
+            parts.append(vs.md_escape(m.call_id, 60))
+        if getattr(m, "error", False):
+            parts.append(":red[error]")
     parts.append(f"turn {num(m.turn, 'd')}")
     if m.role == "assistant":
         if m.stop:
@@ -208,7 +210,7 @@ def _message_head(m, key: str) -> str:
 
 def show_message(run: str, m, key: str) -> None:
     with st.container(border=True):
-        st.markdown(_message_head(m, key))
+        st.markdown(_message_head(m))
         if m.text:
             show_text("", m.text, f"{key}_t", code=m.role == "tool")
         if m.reasoning:

@@ -56,3 +56,10 @@ def served(synth_run, hostile_run, tmp_path_factory):
     log = tmp_path_factory.mktemp("served") / "streamlit.log"
     with running_app([synth_run, hostile_run], log=log) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def search_run(tmp_path_factory) -> Path:
+    from tests.viewer.viewer_runs import write_search_run
+
+    return write_search_run(tmp_path_factory.mktemp("viewer4") / "search")
