@@ -47,7 +47,10 @@ def app_command(
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on `port` (bound as servers bind: a closed connection's TIME_WAIT does
+    not count, a listening socket does)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
