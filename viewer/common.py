@@ -237,7 +237,9 @@ export default function () {
     const big = document.createElement('img');
     big.src = img.src;
     big.alt = img.alt || '';
-    big.style.cssText = 'max-width:96vw;max-height:96vh;object-fit:contain;background:#fff';
+    // Small pictures are drawn at half the window at least: enlarging must enlarge.
+    big.style.cssText = 'width:' + Math.min(innerWidth * 0.96, Math.max(img.naturalWidth, innerWidth * 0.5)) +
+      'px;max-height:96vh;object-fit:contain;background:#fff';
     box.appendChild(big);
     box.addEventListener('click', close);
     document.body.appendChild(box);

@@ -49,12 +49,25 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def served(synth_run, hostile_run, tmp_path_factory):
-    """The viewer under `streamlit run` on a free port, over the synthetic run and the hostile one."""
+def live_run(synth_run, tmp_path_factory) -> Path:
+    """The synthetic run's first two episodes, for a test to append to while the viewer is open."""
+    import shutil
+
+    run = tmp_path_factory.mktemp("viewer5") / "growing"
+    shutil.copytree(synth_run, run)
+    lines = (run / "trace.jsonl").read_text().splitlines(keepends=True)
+    (run / "trace.jsonl").write_text("".join(lines[:2]))
+    return run
+
+
+@pytest.fixture(scope="session")
+def served(synth_run, hostile_run, live_run, tmp_path_factory):
+    """The viewer under `streamlit run` on a free port, over the synthetic run, the hostile one and one that
+    grows (11 episodes)."""
     from evalkit.viewer_support import running_app
 
     log = tmp_path_factory.mktemp("served") / "streamlit.log"
-    with running_app([synth_run, hostile_run], log=log) as url:
+    with running_app([synth_run, hostile_run, live_run], log=log) as url:
         yield url
 
 
