@@ -52,9 +52,13 @@ class Built:
     seconds: float
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _script(name: str, payload: Any, *args: int) -> bytes:
-    """`EK.<name>(args…, "<payload as gzip-compressed base64 JSON>");`"""
-    raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    """`EK.<name>(args…, "<payload as gzip-compressed base64 JSON>")`; a str payload is JSON already."""
+    raw = (payload if isinstance(payload, str) else _json(payload)).encode()
     packed = base64.b64encode(gzip.compress(raw, 6, mtime=0)).decode("ascii")
     head = "".join(f"{int(a)}, " for a in args)
     return f'EK.{name}({head}"{packed}");\n'.encode()
@@ -129,14 +133,15 @@ def build(runs: list[str | Path], out: str | Path) -> Built:
             shutil.copyfile(f, out / f.name)
     images = Images(out)
     rows_out: list[list] = []
-    chunk: list[dict] = []
+    chunk: list[str] = []
     size = n_chunks = 0
 
     def flush() -> None:
         nonlocal chunk, size, n_chunks
         if chunk:
             (out / "data" / "ep").mkdir(parents=True, exist_ok=True)
-            (out / "data" / "ep" / f"{n_chunks:04d}.js").write_bytes(_script("chunk", chunk, n_chunks))
+            data = "[" + ",".join(chunk) + "]"
+            (out / "data" / "ep" / f"{n_chunks:04d}.js").write_bytes(_script("chunk", data, n_chunks))
             n_chunks += 1
         chunk, size = [], 0
 
@@ -149,8 +154,8 @@ def build(runs: list[str | Path], out: str | Path) -> Built:
                 continue
             ep = detail(run, d, images)
             ep["id"] = len(rows_out)
-            text = json.dumps(ep, ensure_ascii=False, default=str)
-            chunk.append(ep)
+            text = _json(ep)
+            chunk.append(text)
             size += len(text)
             cells = [vs.clip(row[c]) if isinstance(row.get(c), str) else row.get(c) for c in ROW]
             rows_out.append([*cells, n_chunks])

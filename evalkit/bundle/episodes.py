@@ -9,11 +9,13 @@ from typing import Any
 
 from evalkit import plans, transcripts
 from evalkit import viewer_support as vs
-from evalkit.marks import marked
+from evalkit.marks import DRAGS, POINTS, marked
 from evalkit.types import EpisodeRecord
 
 TEXT_CAP = 100_000
 """Characters of one text field kept in a bundle; a longer one is cut and says how long it was."""
+MARKED = (*POINTS, *DRAGS)
+"""Calls whose actions are drawn on the frame (read it only then: most steps have none)."""
 IMAGE_TYPES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".webp": "webp", ".gif": "gif"}
 
 
@@ -48,7 +50,7 @@ class Images:
     def marked(self, run: str, rel: Any, calls: list, coordinates: str | None) -> str | None:
         """Like `add`, with the computer-use actions of `calls` drawn where they landed."""
         plain = self.add(run, rel)
-        if plain is None or not calls:
+        if plain is None or not any(getattr(c, "name", None) in MARKED for c in calls):
             return plain
         try:
             data = marked((self.out / plain).read_bytes(), calls, coordinates)
