@@ -25,7 +25,7 @@ import streamlit as st  # noqa: E402
 from evalkit import viewer_support as vs  # noqa: E402
 from viewer import live  # noqa: E402
 from viewer.ab import view_ab  # noqa: E402
-from viewer.common import S, enlarge_support, table, text_index  # noqa: E402
+from viewer.common import S, enlarge_support, memo, table, text_index  # noqa: E402
 from viewer.episode import view_episode  # noqa: E402
 from viewer.summary import view_summary  # noqa: E402
 from viewer.table import view_table  # noqa: E402
@@ -67,12 +67,14 @@ def _sync_link(labels: dict[str, str]) -> None:
         st.query_params.from_dict(want)
 
 
-def sidebar(df: pl.DataFrame) -> vs.Filters:
+def sidebar(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
     f = vs.Filters()
+    # The choices change only with the runs: computed once per trace change, not on every step.
+    choices = memo(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
     with st.sidebar:
         st.header("Filters")
         for col, label in vs.FILTER_COLUMNS.items():
-            opts = vs.options(df, col)
+            opts = choices[col]
             if len(opts) > 1 or S.get(f"f_{col}"):
                 S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
                 f.include[col] = st.multiselect(label, opts, key=f"f_{col}", format_func=vs.clip)
@@ -124,8 +126,9 @@ def main() -> None:
             tables.append(t)
     for r, msg in problems:
         st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
-    df_all = vs.with_labels(vs.concat_tables(tables), labels)
-    f = sidebar(df_all)
+    drawn = (tuple(sigs.items()), tuple(problems))
+    df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
+    f = sidebar(df_all, drawn)
     hits = steps = None
     if f.search:
         index = vs.concat_tables([text_index(r, sigs[r]) for r in chosen]) if chosen else None

@@ -89,12 +89,14 @@ def load(df_all: pl.DataFrame, run: str, key: str) -> EpisodeRecord | str:
     return record(run, traces.trace_signature(run), key, row.get("offset"))
 
 
-def memo(key: tuple, make: Callable[[], Any]) -> Any:
-    """A value computed once per session for `key` (which must name everything it depends on)."""
-    box = S.setdefault("_memo", {})
+def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
+    """A value computed once per session for `key` (which must name everything it depends on; its first
+    item names the kind). A few values of each kind are kept: a run being written makes a new one with
+    every trace change, and the old ones must not pile up."""
+    box = S.setdefault("_memo", {}).setdefault(key[0], {})
     if key not in box:
-        if len(box) > 256:
-            box.clear()
+        while len(box) >= keep:
+            box.pop(next(iter(box)))
         box[key] = make()
     return box[key]
 
