@@ -324,12 +324,13 @@ def align_steps(a: EpisodeRecord, b: EpisodeRecord) -> list[tuple[Step | None, S
 
 
 def filmstrip(n_steps: int, current: int, size: int = 12) -> range:
-    """The step positions a filmstrip of `size` thumbnails shows: a window around `current`, kept inside
-    the episode (all of them when the episode has no more)."""
+    """The step positions a filmstrip of `size` thumbnails shows: the page of `size` steps holding
+    `current` (the last page ends at the last step). Pages, not a window centred on the step: stepping
+    within a page changes no thumbnail, so the browser redraws none."""
     size = max(1, size)
     if n_steps <= size:
         return range(n_steps)
-    start = min(max(current - size // 2, 0), n_steps - size)
+    start = min(current // size * size, n_steps - size)
     return range(start, start + size)
 
 

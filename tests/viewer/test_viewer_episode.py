@@ -54,6 +54,12 @@ def test_pictures_in_one_row_and_a_filmstrip(monkeypatch, synth_run):
     assert at.button(key="step_prev").proto.shortcut.lower() == "left"
 
 
+def test_filmstrip_pages():
+    assert vs.filmstrip(5, 3) == range(5)
+    assert vs.filmstrip(30, 0) == vs.filmstrip(30, 11) == range(0, 12)  # stepping within a page keeps it
+    assert vs.filmstrip(30, 13) == range(12, 24) and vs.filmstrip(30, 29) == range(18, 30)
+
+
 def test_each_call_one_line_errors_in_red_text_and_reasoning_collapsible(monkeypatch, synth_run):
     at = episode(monkeypatch, synth_run, step=2)
     labels = [e.label for e in at.expander]
