@@ -97,6 +97,21 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     assert images(at) == ["Frame at step 4"]
     assert not any(SECRET in v for v in everything(at))
 
+    at.session_state["ep_tab"] = "Transcript"  # the conversation: the same text, the same refusals
+    at.run()
+    assert_small(at)
+    for md in at.markdown:
+        assert "<script" not in md.value and "](http" not in md.value and "<b>" not in md.value
+    assert images(at) == [] and not any(SECRET in v for v in everything(at))
+    assert any("<script>window.__pwned = 1</script>" in c.value for c in at.code)
+    at.session_state["ep_tab"] = "Step"
+
+    at.text_input(key="f_search").set_value("window").run()  # snippets of hostile text, in cells
+    at.radio(key="view").set_value("Episodes").run()
+    assert_small(at)
+    assert any("<script>window.__pwned" in s for s in at.dataframe[1].value["snippet"])
+    at.text_input(key="f_search").set_value("").run()
+
     at.radio(key="view").set_value("Episodes").run()  # the 10 MB model and task id in cells and filters
     assert_small(at)
     assert len(at.dataframe[0].value) == 9  # the synthetic run's 8 and the hostile 1; the torn line skipped
