@@ -12,6 +12,7 @@ from evalkit import viewer_support as vs
 from evalkit.types import EpisodeRecord
 from viewer.common import S, fields, find, load, memo, no_reward, num, show_image, step_controls
 from viewer.episode import show_step
+from viewer.table import rows_height
 
 ALL = "all tiers"
 
@@ -135,7 +136,7 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
         on_select=lambda: _on_pair_click(ids),
         selection_mode="single-row",
         hide_index=True,
-        height=220,
+        height=rows_height(shown.height, 220),
         column_config={
             "task_id": st.column_config.TextColumn("task"),
             "a_best": st.column_config.NumberColumn("A best", format="%.3f"),

@@ -186,7 +186,7 @@ def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
-def _message_head(m) -> str:
+def _message_head(m, now: bool = False) -> str:
     parts = [f"**{ROLE_NAMES.get(m.role, vs.md_escape(m.role, 20))}**"]
     if m.role == "tool":
         parts.append(vs.md_escape(m.name or "?", 80))
@@ -205,12 +205,14 @@ def _message_head(m) -> str:
             parts.append(f"{num(usage.get('input'), ',')} in / {num(usage.get('output'), ',')} out")
     if m.note:
         parts.append(f"_{vs.md_escape(m.note, 80)}_")
+    if now:
+        parts.append(":orange[this step]")
     return " · ".join(parts)
 
 
-def show_message(run: str, m, key: str) -> None:
+def show_message(run: str, m, key: str, now: bool = False) -> None:
     with st.container(border=True):
-        st.markdown(_message_head(m))
+        st.markdown(_message_head(m, now))
         if m.text:
             show_text("", m.text, f"{key}_t", code=m.role == "tool")
         if m.reasoning:
@@ -219,13 +221,15 @@ def show_message(run: str, m, key: str) -> None:
         for c in m.calls or []:
             c = c if isinstance(c, dict) else {}
             st.code("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300), language=None)
-        for j, img in enumerate(m.images or []):
-            img = img if isinstance(img, dict) else {}
+        pics = [img if isinstance(img, dict) else {} for img in m.images or []]
+        cols = st.columns(3) if pics else []
+        for j, img in enumerate(pics):  # a third of the width each, a click enlarges
             label = f"Image {j + 1}" + (f" · {vs.pruned_note(img)}" if img.get("pruned") else "")
-            if img.get("path"):
-                show_image(run, img.get("path"), label)
-            else:
-                st.caption(f"{label}: not stored")
+            with cols[j % 3]:
+                if img.get("path"):
+                    show_image(run, img.get("path"), label, enlarge=f"{key}_{j}")
+                else:
+                    st.caption(f"{label}: not stored")
         raw = m.raw if isinstance(m.raw, dict) else None
         if raw:
             cols = st.columns(2)
@@ -265,7 +269,7 @@ def show_transcript(run: str, rec: EpisodeRecord, msgs: list | str, current_turn
     for i, m in enumerate(msgs):
         turn = int(m.turn) if isinstance(m.turn, int) else 0
         if lo <= turn <= hi:
-            show_message(run, m, f"tr_{i}")
+            show_message(run, m, f"tr_{i}", now=turn == current_turn and turn > 0)
 
 
 def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:

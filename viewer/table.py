@@ -28,6 +28,11 @@ def _open_shown(name: str, i: int) -> None:
         open_episode(*shown[i])
 
 
+def rows_height(n: int, most: int) -> int:
+    """A table's height in pixels: its rows (a header and 35 px each), up to `most` (then it scrolls)."""
+    return min(most, 35 * (n + 1) + 3)
+
+
 def _on_select(table: str, shown: str) -> None:
     rows = S[table].selection.rows if table in S else []
     if rows:
@@ -61,7 +66,7 @@ def view_table(
         on_select=lambda: _on_select("table", "_shown"),
         selection_mode="single-row",
         hide_index=True,
-        height=520 if steps is None else 300,
+        height=rows_height(df.height, 520 if steps is None else 300),
         column_config=COLUMNS,
     )
     c1, c2 = st.columns([1, 3])
@@ -84,6 +89,6 @@ def matching_steps(df: pl.DataFrame, steps: pl.DataFrame) -> None:
         on_select=lambda: _on_select("steps_table", "_shown_steps"),
         selection_mode="single-row",
         hide_index=True,
-        height=300,
+        height=rows_height(rows.height, 300),
         column_config=COLUMNS | {"snippet": st.column_config.TextColumn("where", width="large")},
     )

@@ -93,7 +93,9 @@ def test_transcript_tab(monkeypatch, synth_run):
     heads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert heads[0].startswith("**User** · turn 0")
     assert any(h.startswith("**Assistant** · turn 2 · stop tool\\_use") for h in heads)
-    assert "**Tool** · add\\_element · c2 · :red[error] · turn 2 · _reconstructed_" in heads
+    assert (
+        "**Tool** · add\\_element · c2 · :red[error] · turn 2 · _reconstructed_ · :orange[this step]" in heads
+    )
     assert "Frame at step" not in " ".join(captions(at))  # the Step tab is not drawn meanwhile
     assert "Image 1" in captions(at)  # the target in the opening, and what view_canvas returned
     assert any("Rebuilt from the record" in c.value for c in at.caption)
