@@ -56,32 +56,84 @@ def step_texts(turns: Any) -> list[str]:
     return out
 
 
-def _records(run: Path, imported: Any) -> Iterable[tuple[str, dict]]:
-    if traces.is_native(run):
-        pairs = traces.latest_records(traces.iter_offsets(run), key=lambda p: traces.record_key(p[1]))
-        for offset, d in pairs:
-            yield traces.record_key(d) or f"#{offset}", d
-    else:
-        yield from imported(run).items()
-
-
-def step_index(run: str | Path, imported: Any) -> pl.DataFrame:
-    """(run, key, step, text) for every step of every episode of `run`; an episode without turns has one
-    row (step 0, no text) so that it is still listed. `imported(run)` gives a foreign run's records by key
-    (the viewer's cached import)."""
-    run = Path(run)
+def _rows(run: str, pairs: Iterable[tuple[str, dict]]) -> pl.DataFrame:
     keys: list[str] = []
     steps: list[int] = []
     texts: list[str] = []
-    for key, d in _records(run, imported):
+    for key, d in pairs:
         per = step_texts(d.get("turns"))
         for i, text in enumerate(per or [""], 1 if per else 0):
             keys.append(key)
             steps.append(i)
             texts.append(text)
     return pl.DataFrame(
-        {"run": [str(run)] * len(keys), "key": keys, "step": steps, "text": texts}, schema=INDEX_SCHEMA
+        {"run": [run] * len(keys), "key": keys, "step": steps, "text": texts}, schema=INDEX_SCHEMA
     )
+
+
+def _complete_lines(path: Path, start: int) -> tuple[list[tuple[int, dict]], int]:
+    """(offset, dict) of each whole, readable line from byte `start`, and where the last whole line ends (a
+    line still being written is left for the next read)."""
+    out, end = [], start
+    with open(path, "rb") as f:
+        f.seek(start)
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            offset, end = end, end + len(raw)
+            try:
+                d = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(d, dict):
+                out.append((offset, d))
+    return out, end
+
+
+_INDEXES: dict[str, tuple[Any, pl.DataFrame]] = {}
+"""The latest index of each run, with what it was built from: for a native run where its trace's indexed
+part ends and the bytes before that (a trace that grew is indexed from there on: a batch still running
+appends an episode every few seconds), for a foreign run its signature. One per run: a growing run must not
+pile up copies of a large index."""
+_TAIL = 64
+
+
+def _tail(path: Path, end: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(max(0, end - _TAIL))
+        return f.read(min(end, _TAIL))
+
+
+def step_index(run: str | Path, imported: Any) -> pl.DataFrame:
+    """(run, key, step, text) for every step of every episode of `run`; an episode without turns has one
+    row (step 0, no text) so that it is still listed. A native run is read once and then only as it grows
+    (an episode recorded again replaces its rows: the latest record of a key counts, as everywhere);
+    `imported(run)` gives a foreign run's records by key (the viewer's cached import)."""
+    run = Path(run)
+    name = str(run)
+    prev = _INDEXES.get(name)
+    if not traces.is_native(run):
+        sig = traces.trace_signature(run)
+        if prev is None or prev[0] != sig:
+            prev = _INDEXES[name] = (sig, _rows(name, imported(run).items()))
+        return prev[1]
+    path = run / traces.TRACE
+    start, base = 0, None
+    size = path.stat().st_size
+    if prev is not None and isinstance(prev[0], tuple) and len(prev[0]) == 3 and prev[0][0] == "native":
+        _, end, tail = prev[0]
+        if size >= end and _tail(path, end) == tail:
+            if size == end:
+                return prev[1]
+            start, base = end, prev[1]
+    lines, end = _complete_lines(path, start)
+    latest = traces.latest_records(lines, key=lambda p: traces.record_key(p[1]))
+    new = _rows(name, ((traces.record_key(d) or f"#{o}", d) for o, d in latest))
+    if base is not None:
+        again = new.get_column("key").unique()
+        new = pl.concat([base.filter(~pl.col("key").is_in(again.implode())), new])
+    _INDEXES[name] = (("native", end, _tail(path, end)), new)
+    return new
 
 
 # ------------------------------------------------------------------------------------------------ query

@@ -131,7 +131,7 @@ def main() -> None:
     f = sidebar(df_all, drawn)
     hits = steps = None
     if f.search:
-        index = vs.concat_tables([text_index(r, sigs[r]) for r in chosen]) if chosen else None
+        index = vs.concat_tables([text_index(r) for r in chosen]) if chosen else None
         if index is not None and not index.is_empty():
             found = vs.viewer_search.matching_steps(index, f.search)
             hits = vs.viewer_search.search(index, f.search)

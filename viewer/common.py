@@ -35,10 +35,11 @@ def table(run: str, signature: tuple[int, int]) -> pl.DataFrame | str:
         return f"{type(e).__name__}: {e}"
 
 
-@st.cache_resource(max_entries=16, show_spinner="Indexing what the model said and did…")
-def text_index(run: str, signature: tuple[int, int]) -> pl.DataFrame:
+def text_index(run: str) -> pl.DataFrame:
+    """The run's search index, kept (and grown with its trace) by `evalkit.viewer_search`."""
     try:
-        return vs.text_index(run)
+        with st.spinner("Indexing what the model said and did…", show_time=True):
+            return vs.text_index(run)
     except (OSError, ValueError, vs.TraceError):
         return pl.DataFrame(schema=vs.viewer_search.INDEX_SCHEMA)
 

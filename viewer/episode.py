@@ -28,7 +28,7 @@ from viewer.common import (
 )
 
 FILMSTRIP = 12
-"""Thumbnails in the filmstrip: a window around the current step."""
+"""Thumbnails in the filmstrip: the page of steps holding the current one."""
 TRANSCRIPT_TURNS = 8
 """Turns of the transcript shown at once."""
 
@@ -242,7 +242,7 @@ def show_message(run: str, m, key: str, now: bool = False) -> None:
                     )  # fmt: skip
 
 
-def show_transcript(run: str, rec: EpisodeRecord, msgs: list | str, current_turn: int, sid: str) -> None:
+def show_transcript(run: str, msgs: list | str, current_turn: int, sid: str) -> None:
     """The conversation as the model saw it, a few turns at a time (the page holding the current step)."""
     if isinstance(msgs, str):
         st.error(vs.md_escape(f"The transcript could not be read: {msgs}", 500))
@@ -308,7 +308,7 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
         with transcript_tab:
             row = find(df_all, run, key) or {}
             msgs = conversation(run, traces.trace_signature(run), key, row.get("offset"))
-            show_transcript(run, rec, msgs, steps[pos].index, vs.short_id(key))
+            show_transcript(run, msgs, steps[pos].index, vs.short_id(key))
         return
     with step_tab:
         picture_row(run, rec, steps[pos], "ep")

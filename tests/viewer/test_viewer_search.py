@@ -100,3 +100,37 @@ def test_search_lists_matching_steps_and_opens_at_the_first_hit(monkeypatch, sea
     at.button(key="hit_4").click().run()
     assert at.slider(key="step").value == 4
     assert not at.exception and not at.error
+
+
+def test_the_index_grows_with_its_trace(tmp_path, search_run, monkeypatch):
+    """A batch appends while the viewer searches: only the new bytes are read, an episode recorded again
+    replaces its rows, a line still being written waits for its end."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(search_run, run)
+    trace = run / "trace.jsonl"
+    lines = trace.read_text().splitlines(keepends=True)
+    trace.write_text(lines[0] + lines[1])
+    starts = []
+    real = search._complete_lines
+    monkeypatch.setattr(
+        search, "_complete_lines", lambda path, start: starts.append(start) or real(path, start)
+    )
+    assert set(vs.text_index(run)["key"]) == {json.loads(x)["key"] for x in lines[:2]}
+    assert vs.text_index(run) is vs.text_index(run) and starts == [0]  # unchanged: nothing read
+    again = json.loads(lines[0])
+    again["turns"][0]["text"] = "a brand new round 2"
+    with open(trace, "a") as f:
+        f.write(json.dumps(again) + "\n" + lines[2][:40])  # a re-run of the first episode, half of the third
+    idx = vs.text_index(run)
+    assert starts == [0, len(lines[0]) + len(lines[1])]
+    assert idx.height == 2 + 4 and search.search(idx, "brand new").height == 1
+    assert search.search(idx, "setting the background").height == 0  # the first record no longer counts
+    with open(trace, "a") as f:
+        f.write(lines[2][40:])
+    idx = vs.text_index(run)
+    assert idx.height == 2 + 4 + 2 and search.search(idx, "round 2").height == 3
+    trace.write_text(lines[0])  # rewritten (shorter): read again from the start
+    assert vs.text_index(run).height == 2 and starts[-1] == 0
