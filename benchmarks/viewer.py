@@ -6,6 +6,10 @@ Playwright:
   - time to first paint of the episode table (navigation to the table's grid and its row count on screen),
     once cold (the analysis index is built) and then warm (cached index, a new browser page each time);
   - time from a click on "Next" to the new frame on screen (its image source changed, the step label moved).
+  - the same step by the → key;
+  - building the search index and searching it;
+  - `evalkit bundle` of the run: build time and size, then from file:// (network blocked) the table's first
+    paint, opening an episode and a step by the → key.
 Prints medians and their ratio to the goals of the issue (≤ 3 s and ≤ 0.5 s).
 
     .venv/bin/python benchmarks/viewer.py [--episodes 10000] [--turns 20] [--out DIR] [--repeats 5]
@@ -124,11 +128,11 @@ def floor(browser, repeats: int, workdir: Path) -> list[float]:
 def measure(run: Path, episodes: int, turns: int, repeats: int) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {"table_cold": [], "table_warm": [], "next": [], "floor": []}
+    out: dict[str, list[float]] = {"table_cold": [], "table_warm": [], "next": [], "key": [], "floor": []}
     with vs.running_app([run]) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=vs.chromium_executable(), args=vs.CHROMIUM_ARGS)
         label = f"{episodes:,} of {episodes:,} episodes"
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
         for i in range(repeats + 1):
             page = ctx.new_page()
             t0 = time.perf_counter()
@@ -138,22 +142,86 @@ def measure(run: Path, episodes: int, turns: int, repeats: int) -> dict[str, lis
             out["table_cold" if i == 0 else "table_warm"].append(time.perf_counter() - t0)
             page.close()
         page = ctx.new_page()
-        key = episode_key("baseline:bench-1", "canvas", "tools", "reference", "canvas-test-0007", None, 2)
-        page.goto(f"{url}/?view=episode&run={run.name}&episode={key}&step=0")
+        page.goto(f"{url}/?view=episode&run={run.name}&episode={BENCH_KEY}&step=0")
         page.get_by_text(f"Step 0 of {turns}").wait_for(timeout=120_000)
-        img = '[data-testid="stImage"] img'
-        for step in range(1, min(turns, repeats * 3) + 1):
+        img = ".st-key-enlarge_frame_ep img"  # the frame at this step, in the row of pictures
+        n = min(turns // 2, repeats * 3)  # n steps by the button, n by the key
+        for step in range(1, 2 * n + 1):
             src = page.locator(img).first.get_attribute("src")
             t0 = time.perf_counter()
-            page.get_by_role("button", name="Next ▶").click()
+            if step <= n:
+                page.get_by_role("button", name="Next ▶").click()
+            else:
+                page.evaluate("document.activeElement && document.activeElement.blur()")
+                page.keyboard.press("ArrowRight")
             page.wait_for_function(
                 f"s => document.querySelector('{img}')?.getAttribute('src') !== s", arg=src
             )
             page.get_by_text(f"Step {step} of {turns}").wait_for()
-            out["next"].append(time.perf_counter() - t0)
+            out["next" if step <= n else "key"].append(time.perf_counter() - t0)
         out["floor"] = floor(browser, repeats, run.parent)
         browser.close()
     return out
+
+
+BENCH_KEY = episode_key("baseline:bench-1", "canvas", "tools", "reference", "canvas-test-0007", None, 2)
+
+
+def bundle(run: Path, episodes: int, turns: int, repeats: int, workdir: Path) -> dict:
+    """Build the static bundle of the run, then open it from file:// as a user would (network blocked)."""
+    from playwright.sync_api import sync_playwright
+
+    from evalkit.bundle import build
+
+    site = workdir / "bundle"
+    built = build([run], site)
+    by_dir: dict[str, int] = {}
+    for f in site.rglob("*"):
+        if f.is_file():
+            top = f.relative_to(site).parts[0] if len(f.relative_to(site).parts) > 1 else "page"
+            by_dir[top] = by_dir.get(top, 0) + f.stat().st_size
+    out: dict = {"built": built, "by_dir": by_dir, "paint": [], "open": [], "key": []}
+    label = f"{episodes:,} of {episodes:,} episodes"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=vs.chromium_executable(), args=vs.CHROMIUM_ARGS)
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+        ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
+        for _ in range(repeats):
+            page = ctx.new_page()
+            t0 = time.perf_counter()
+            page.goto((site / "index.html").as_uri())
+            page.get_by_text(label).wait_for(timeout=120_000)
+            page.locator("#episodes tbody tr").first.wait_for()
+            out["paint"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            page.locator("#episodes tbody tr").nth(7).click()
+            page.get_by_text(f"Step 0 of {turns}").wait_for(timeout=60_000)
+            out["open"].append(time.perf_counter() - t0)
+            frame = page.locator(".pics figure img").nth(1)
+            for step in range(1, 4):
+                src = frame.get_attribute("src")
+                t0 = time.perf_counter()
+                page.keyboard.press("ArrowRight")
+                page.get_by_text(f"Step {step} of {turns}").wait_for()
+                page.wait_for_function("([i, s]) => i.getAttribute('src') !== s && i.complete",
+                                       arg=[frame.element_handle(), src])  # fmt: skip
+                out["key"].append(time.perf_counter() - t0)
+            page.close()
+        browser.close()
+    return out
+
+
+def search_times(run: Path, repeats: int) -> dict[str, float | list[float]]:
+    """Building the search index of the run (once per trace change) and searching it."""
+    t0 = time.perf_counter()
+    idx = vs.text_index(run)
+    build_s = time.perf_counter() - t0
+    times = []
+    for q in ["turn 7", '"adding a shape" "turn 19"', "no such phrase"] * repeats:
+        t0 = time.perf_counter()
+        vs.viewer_search.search(idx, q)
+        times.append(time.perf_counter() - t0)
+    return {"build": build_s, "rows": idx.height, "query": times}
 
 
 def main() -> None:
@@ -181,23 +249,33 @@ def main() -> None:
         # "first open" means no analysis index yet: a reused --out must not bring its old one along
         shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
         r = measure(args.out, args.episodes, args.turns, args.repeats)
-        cold, warm, nxt = r["table_cold"][0], statistics.median(r["table_warm"]), statistics.median(r["next"])
+        cold, warm = r["table_cold"][0], statistics.median(r["table_warm"])
+        nxt, key = statistics.median(r["next"]), statistics.median(r["key"])
         base = statistics.median(r["floor"])
         print(
             f"first paint of a one-line Streamlit page (median of {len(r['floor'])}): {base:6.2f} s  (floor)"
         )
-        print(
-            f"table first paint, first open of the run:  {cold:6.2f} s  {cold / GOAL_TABLE_S:5.2f} × goal, "
-            f"{cold / base:4.1f} × floor"
-        )
-        print(
-            f"table first paint, again (median of {len(r['table_warm'])}):         {warm:6.2f} s   "
-            f"{warm / GOAL_TABLE_S:5.2f} × goal, {warm / base:4.1f} × floor"
-        )
-        print(
-            f"next → new frame on screen (median of {len(r['next'])}):      {nxt:6.3f} s   "
-            f"{nxt / GOAL_NEXT_S:5.2f} × goal"
-        )
+        print(f"table first paint, first open of the run:  {cold:6.2f} s  {cold / GOAL_TABLE_S:5.2f} × goal, "
+              f"{cold / base:4.1f} × floor")  # fmt: skip
+        print(f"table first paint, again (median of {len(r['table_warm'])}):         {warm:6.2f} s   "
+              f"{warm / GOAL_TABLE_S:5.2f} × goal, {warm / base:4.1f} × floor")  # fmt: skip
+        print(f"Next → new frame on screen (median of {len(r['next'])}):      {nxt:6.3f} s   "
+              f"{nxt / GOAL_NEXT_S:5.2f} × goal")  # fmt: skip
+        print(f"→ key → new frame on screen (median of {len(r['key'])}):      {key:6.3f} s   "
+              f"{key / GOAL_NEXT_S:5.2f} × goal")  # fmt: skip
+        s = search_times(args.out, args.repeats)
+        q = statistics.median(s["query"])
+        print(f"search index: {s['rows']:,} steps built in {s['build']:.1f} s; a search (median of "
+              f"{len(s['query'])}): {q * 1000:.0f} ms, {q / GOAL_NEXT_S:.2f} × the step goal")  # fmt: skip
+        b = bundle(args.out, args.episodes, args.turns, max(1, args.repeats // 2), args.out.parent)
+        built = b["built"]
+        parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(b["by_dir"].items()))
+        print(f"bundle: built in {built.seconds:.1f} s, {built.bytes / 1e6:.1f} MB in {built.files:,} files "
+              f"({parts}); {built.bytes / size:.2f} × the trace")  # fmt: skip
+        paint, opened, bkey = (statistics.median(b[k]) for k in ("paint", "open", "key"))
+        print(f"bundle from file:// (median of {len(b['paint'])}): table {paint:.2f} s "
+              f"({paint / GOAL_TABLE_S:.2f} × goal), an episode opens in {opened:.2f} s, → key → new frame "
+              f"{bkey:.3f} s ({bkey / GOAL_NEXT_S:.2f} × goal)")  # fmt: skip
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

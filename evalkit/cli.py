@@ -1,4 +1,4 @@
-"""`evalkit run | probe | summarise | compare | report | export | view | serve | ownloop`.
+"""`evalkit run | probe | summarise | compare | report | export | view | bundle | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -198,7 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
-    v.add_argument("--port", type=int, default=8501)
+    v.add_argument("--port", type=int, help="default: the first free port from 8501")
+
+    bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")
+    bu.add_argument("runs", nargs="+")
+    bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
 
     sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
     sv.add_argument("name")
@@ -394,17 +397,22 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_view(a: argparse.Namespace) -> int:
-    from evalkit.viewer_support import APP_PATH
+    from evalkit import viewer_serve, viewer_support
 
-    if not APP_PATH.exists():
-        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {APP_PATH}); "
+    app = viewer_support.APP_PATH
+    if not app.exists():
+        raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    # Loopback only and no usage statistics: traces can hold prompts a user may not want to publish.
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.port", str(a.port),
-           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-           "--client.toolbarMode", "viewer", "--", *_existing_runs(a.runs)]  # fmt: skip
-    print(f"evalkit viewer on http://127.0.0.1:{a.port}", flush=True)
-    return subprocess.call(cmd, env=os.environ.copy())
+    return viewer_serve.serve(_existing_runs(a.runs), a.port, app)
+
+
+def cmd_bundle(a: argparse.Namespace) -> int:
+    from evalkit.bundle import build
+
+    out = build(_existing_runs(a.runs), a.output)
+    print(f"wrote {out.path} ({out.episodes:,} episodes, {out.files:,} files, {out.bytes / 1e6:.1f} MB): "
+          f"open {out.path / 'index.html'}")  # fmt: skip
+    return 0
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
@@ -449,6 +457,7 @@ COMMANDS = {
     "report": cmd_report,
     "export": cmd_export,
     "view": cmd_view,
+    "bundle": cmd_bundle,
     "serve": cmd_serve,
     "ownloop": cmd_ownloop,
 }

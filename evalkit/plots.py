@@ -156,7 +156,9 @@ def end_reasons(df: pl.DataFrame) -> alt.Chart:
             color=alt.Color("reason:N", title="end reason"),
             tooltip=["model:N", "reason:N", alt.Tooltip("len:Q", title="episodes")],
         )
-        .properties(title="How episodes ended", width=360, height=max(60, 28 * d["model"].n_unique()))
+        # A band per model: a fixed total height with a legend and title left the bars no room, and the
+        # chart collapsed in Streamlit ("Infinite extent for field x").
+        .properties(title="How episodes ended", width=360, height=alt.Step(28))
     )
 
 

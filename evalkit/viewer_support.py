@@ -1,38 +1,67 @@
 """The trace viewer's logic, kept out of Streamlit so it can be tested as plain functions.
 
-`viewer/app.py` draws; this module decides: which runs to show, the episode table (from
-`evalkit.analysis.load_runs` and its cached index, or a small fallback built from `evalkit.traces`),
-filters and text search, how an episode splits into steps, A-vs-B pairing, truncation of huge fields, deep
-links and the escaping of trace text for the few Streamlit elements that interpret Markdown. It reads runs
-only through `evalkit.traces` and `evalkit.analysis`.
+`viewer/` draws; this module decides which runs to show, the episode table (from
+`evalkit.analysis.load_runs` and its cached index), filters, and how an episode splits into steps. Its
+neighbours hold the rest, and their names are re-exported here: search (`viewer_search`), A vs B
+(`viewer_pairs`), trace text shown safely (`viewer_text`), deep links (`viewer_links`), serving
+(`viewer_serve`), a running batch (`viewer_live`). It reads runs only through `evalkit.traces` and
+`evalkit.analysis`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import json
+import io
 import math
 import os
-import re
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from evalkit import analysis, traces
+from evalkit import analysis, traces, viewer_search
 from evalkit.analysis import PAIR_KEYS
 from evalkit.browser import CHROMIUM_ARGS, chromium_executable
-from evalkit.envs.server import free_port
 from evalkit.errors import TraceError
 from evalkit.types import EpisodeRecord, TurnRecord
+from evalkit.viewer_links import VIEW_SLUGS, VIEWS, DeepLink, make_link, parse_link, resolve_run
+from evalkit.viewer_pairs import (
+    COMPARE_NAMES,
+    PAIR_SEP,
+    ab_difference,
+    ab_table,
+    ab_tasks,
+    best_opponent,
+    difference_line,
+    matching_episode,
+    pair_columns,
+    pair_id,
+    pair_label,
+    pair_rows,
+    paired_table,
+    ranked_sides,
+    side_label,
+    side_rows,
+    sides,
+)  # fmt: skip
+from evalkit.viewer_serve import APP_PATH, app_command, running_app
+from evalkit.viewer_text import (
+    CELL_LIMIT,
+    LABEL_COLUMNS,
+    NONE_LABEL,
+    TEXT_LIMIT,
+    as_json,
+    call_line,
+    clip,
+    clip_columns,
+    field_rows,
+    md_escape,
+    page_of,
+    pruned_note,
+    short_id,
+)  # fmt: skip
 
 # The columns the viewer relies on, whatever else the analysis frame holds.
 TABLE_COLUMNS: dict[str, Any] = {
@@ -77,15 +106,9 @@ FILTER_COLUMNS = {
     "end_reason": "End reason",
     "error_class": "Error class",
 }
-NONE_LABEL = "(none)"
-
-TEXT_LIMIT = 20_000
-"""Characters of one field shown at once; longer fields are paged (a 10 MB field would stall the browser)."""
-CELL_LIMIT = 200
-"""Characters of a table cell, header or label; longer values are cut with an ellipsis."""
+OPTIONAL_COLUMNS = ("surface", "mode", "tier", "error_class", "cost_usd", "run_label")
+"""Columns of the episode table left out when they hold one value (or none) for every episode shown."""
 IMAGE_LIMIT = 40 * 1024 * 1024
-INDEX_TEXT_CAP = 2_000_000
-"""Characters of one episode kept in the search index."""
 
 
 # ------------------------------------------------------------------------------------------------ runs
@@ -209,6 +232,24 @@ def apply_filters(df: pl.DataFrame, f: Filters, hits: pl.DataFrame | None = None
     return out
 
 
+def varying_columns(
+    df: pl.DataFrame, columns: Sequence[str], optional: Sequence[str] = OPTIONAL_COLUMNS
+) -> list[str]:
+    """`columns` without the `optional` ones that tell no row of `df` apart (so a table fits 1280 px)."""
+    if df.height < 2:
+        return list(columns)
+    same = {c for c in optional if c in df.columns and df.get_column(c).n_unique() <= 1}
+    return [c for c in columns if c not in same]
+
+
+def fingerprint(df: pl.DataFrame) -> tuple[int, int]:
+    """Which episodes `df` holds, in a few bytes: a key for what is computed from a filtered table."""
+    if df.is_empty():
+        return (0, 0)
+    h = df.select(pl.concat_str("run", "key").hash().sum()).item()
+    return (df.height, int(h))
+
+
 def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl.DataFrame:
     if not by or by not in df.columns:
         return df
@@ -218,42 +259,13 @@ def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl
 # ---------------------------------------------------------------------------------------------- search
 
 
-def _turn_text(turns: Any) -> str:
-    parts = []
-    for t in turns if isinstance(turns, list) else []:
-        if isinstance(t, dict):
-            for k in ("text", "reasoning"):
-                v = t.get(k)
-                if isinstance(v, str) and v:
-                    parts.append(v)
-    return "\n".join(parts)[:INDEX_TEXT_CAP].lower()
-
-
 def text_index(run: str | Path) -> pl.DataFrame:
-    """(run, key, text): the lower-cased model text and reasoning of each episode, built in one pass so that
-    a search is a vectorised scan of memory, not a read of the trace."""
-    run = Path(run)
-    texts: dict[str, str] = {}
-    if traces.is_native(run):
-        pairs = traces.latest_records(traces.iter_offsets(run), key=lambda p: traces.record_key(p[1]))
-        for offset, d in pairs:
-            texts[traces.record_key(d) or f"#{offset}"] = _turn_text(d.get("turns"))
-    else:
-        for k, d in imported_records(run).items():
-            texts[k] = _turn_text(d.get("turns"))
-    return pl.DataFrame(
-        {"run": [str(run)] * len(texts), "key": list(texts), "text": list(texts.values())},
-        schema={"run": pl.String, "key": pl.String, "text": pl.String},
-    )
+    """(run, key, step, text) for every step of every episode of `run` (`evalkit.viewer_search`), read in one
+    pass so that a search is a scan of memory, not of the trace."""
+    return viewer_search.step_index(run, imported_records)
 
 
-def search(index: pl.DataFrame, query: str) -> pl.DataFrame:
-    """(run, key) of episodes whose text contains every whitespace-separated word of `query` (any case)."""
-    words = [w.lower() for w in query.split() if w]
-    out = index
-    for w in words:
-        out = out.filter(pl.col("text").str.contains(w, literal=True))
-    return out.select("run", "key")
+search = viewer_search.search
 
 
 # -------------------------------------------------------------------------------------------- episodes
@@ -311,103 +323,36 @@ def align_steps(a: EpisodeRecord, b: EpisodeRecord) -> list[tuple[Step | None, S
     return [(sa.get(i), sb.get(i)) for i in sorted(set(sa) | set(sb))]
 
 
+def filmstrip(n_steps: int, current: int, size: int = 12) -> range:
+    """The step positions a filmstrip of `size` thumbnails shows: the page of `size` steps holding
+    `current` (the last page ends at the last step). Pages, not a window centred on the step: stepping
+    within a page changes no thumbnail, so the browser redraws none."""
+    size = max(1, size)
+    if n_steps <= size:
+        return range(n_steps)
+    start = min(current // size * size, n_steps - size)
+    return range(start, start + size)
+
+
+def thumbnail(path: Path, width: int = 160) -> bytes | None:
+    """A small JPEG of the image at `path` (for filmstrips), or None when it cannot be read."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(path) as img:
+            img.thumbnail((width, width * 4))
+            buf = io.BytesIO()
+            img.convert("RGB").save(buf, "JPEG", quality=80)
+            return buf.getvalue()
+    except Exception:  # a corrupt or non-image file inside the run is shown as missing, never fatal
+        return None
+
+
 def is_ownloop(rec: EpisodeRecord) -> bool:
     """An imported episode of an own-loop GUI agent: each step is a screenshot, a raw output, an action."""
     info = rec.info if isinstance(rec.info, dict) else {}
     marks = " ".join(str(info.get(k, "")) for k in ("format", "importer", "source", "harness", "kind"))
     return "ownloop" in marks.replace("-", "").replace("_", "").lower() or rec.env == "ownloop"
-
-
-def clip(value: Any, limit: int = CELL_LIMIT) -> str:
-    """`value` as text of at most `limit` characters, cut with an ellipsis: for cells, labels and headers."""
-    s = "" if value is None else str(value)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-LABEL_COLUMNS = (
-    "model",
-    "env",
-    "surface",
-    "mode",
-    "task_id",
-    "skin",
-    "tier",
-    "end_reason",
-    "error_class",
-    "run_name",
-    "run_label",
-)
-"""The text columns of the episode frame that name things (and end up in table cells and chart legends)."""
-
-
-def clip_columns(
-    df: pl.DataFrame, limit: int = CELL_LIMIT, columns: Iterable[str] | None = None
-) -> pl.DataFrame:
-    """The text columns of `df` (or just `columns`) with cells cut to `limit` characters (ellipsis), before
-    they go to the browser: a 10 MB model name or task id in a trace must not travel with every table."""
-    wanted = None if columns is None else set(columns)
-    exprs = [
-        pl.when(pl.col(c).str.len_chars() > limit)
-        .then(pl.col(c).str.slice(0, limit - 1) + "…")
-        .otherwise(pl.col(c))
-        .alias(c)
-        for c, dtype in df.schema.items()
-        if dtype == pl.String and (wanted is None or c in wanted)
-    ]
-    return df.with_columns(exprs) if exprs else df
-
-
-def short_id(value: Any) -> str:
-    """A short stable id for trace text used in widget keys (which the browser receives)."""
-    return hashlib.sha256(str(value).encode("utf-8", "replace")).hexdigest()[:12]
-
-
-def field_rows(values: Any, limit: int = CELL_LIMIT) -> tuple[list[dict[str, str]], list[tuple[str, str]]]:
-    """A grade or usage dict as (name, value) rows of text, each cell clipped to `limit`; and (name, whole
-    text) of every value that was clipped, for the page-by-page view of long fields."""
-    if not isinstance(values, dict):
-        return [], []
-    rows, long = [], []
-    for k, v in values.items():
-        if isinstance(v, float):
-            s = f"{v:.4g}"
-        elif isinstance(v, (dict, list)):
-            s = json.dumps(v, default=str, ensure_ascii=False)
-        else:
-            s = str(v)
-        rows.append({"name": clip(k, limit), "value": clip(s, limit)})
-        if len(s) > limit:
-            long.append((clip(k, 60), s))
-    return rows, long
-
-
-def as_json(value: Any) -> str:
-    """Tool arguments as indented JSON; a string that did not parse is shown as it came."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def page_of(text: str, page: int, size: int = TEXT_LIMIT) -> tuple[str, int]:
-    """(the `page`-th chunk of `text`, number of pages)."""
-    n = max(1, math.ceil(len(text) / size))
-    page = min(max(page, 0), n - 1)
-    return text[page * size : (page + 1) * size], n
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$=^&\"'])")
-
-
-def md_escape(s: Any, limit: int = 200) -> str:
-    """Trace text safe for a label that Streamlit reads as Markdown: every punctuation character escaped, so
-    no link, image (a fetch to a foreign host), directive or HTML can come of it; newlines flattened."""
-    s = str(s)
-    if len(s) > limit:
-        s = s[:limit] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", s.replace("\n", " ").replace("\r", " "))
 
 
 def safe_image(run: str | Path, rel: Any) -> Path | None:
@@ -425,332 +370,16 @@ def safe_image(run: str | Path, rel: Any) -> Path | None:
     return path
 
 
-# ---------------------------------------------------------------------------------------------- A vs B
-
-
-def side_label(model: Any, run_label: Any) -> str:
-    return f"{model} · {run_label}"
-
-
-def _side() -> pl.Expr:
-    return pl.concat_str([pl.col("model").fill_null(NONE_LABEL), pl.lit(" · "), pl.col("run_label")])
-
-
-def sides(df: pl.DataFrame) -> list[str]:
-    if df.is_empty():
-        return []
-    return df.select(_side().alias("s")).get_column("s").unique().sort().to_list()
-
-
-def side_rows(df: pl.DataFrame, side: str) -> pl.DataFrame:
-    return df.filter(_side() == side)
-
-
-PAIR_SEP = "\x1f"
-"""Joins the values of the pairing columns into one pair id (a unit separator: not in task ids or names)."""
-
-
-def pair_columns(df: pl.DataFrame) -> list[str]:
-    """The columns of `evalkit.analysis.PAIR_KEYS` that `df` has: an A episode is compared with a B episode
-    only when all of them agree (same env, surface, mode, task and skin)."""
-    return [k for k in PAIR_KEYS if k in df.columns]
-
-
-def _pair_expr(keys: Sequence[str]) -> pl.Expr:
-    return pl.concat_str([pl.col(k).cast(pl.String).fill_null(NONE_LABEL) for k in keys], separator=PAIR_SEP)
-
-
-def pair_id(row: Mapping[str, Any], keys: Sequence[str]) -> str:
-    """The pair id of one table row (as `ab_tasks` puts in its `pair` column)."""
-    return PAIR_SEP.join(NONE_LABEL if row.get(k) is None else str(row.get(k)) for k in keys)
-
-
-def pair_label(pid: str, keys: Sequence[str], limit: int = CELL_LIMIT) -> str:
-    """`task · env surface/mode · skin` for a pair id, what is unset left out, clipped for a label."""
-    v = dict(zip(keys, pid.split(PAIR_SEP), strict=False))
-    where = f"{v.get('surface', NONE_LABEL)}/{v.get('mode', NONE_LABEL)}"
-    if v.get("env", NONE_LABEL) != NONE_LABEL:
-        where = f"{v['env']} {where}"
-    parts = [v.get("task_id", NONE_LABEL), where]
-    if v.get("skin", NONE_LABEL) != NONE_LABEL:
-        parts.append(f"skin {v['skin']}")
-    return clip(" · ".join(parts), limit)
-
-
-def pair_rows(df: pl.DataFrame, side: str, pid: str) -> pl.DataFrame:
-    """The episodes of `side` on one pair (task, surface, mode, …), by repeat."""
-    keys = pair_columns(df)
-    return (
-        side_rows(df, side)
-        .filter(_pair_expr(keys) == pid)
-        .sort("repeat", nulls_last=True, maintain_order=True)
-    )
-
-
-def best_opponent(df: pl.DataFrame, a: str) -> str | None:
-    """The other side that shares most (task, surface, mode, …) pairs with `a`: the natural default for B."""
-    labelled = df.with_columns(_side().alias("_side"), _pair_expr(pair_columns(df)).alias("_pair"))
-    mine = labelled.filter(pl.col("_side") == a).get_column("_pair").unique()
-    shared = (
-        labelled.filter((pl.col("_side") != a) & pl.col("_pair").is_in(mine.implode()))
-        .group_by("_side")
-        .agg(pl.col("_pair").n_unique().alias("n"))
-        .sort(["n", "_side"], descending=[True, False])
-    )
-    return shared.get_column("_side")[0] if shared.height else None
-
-
-def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFrame:
-    """One row per pair (env, surface, mode, task, skin: `evalkit.analysis.PAIR_KEYS`) that both sides
-    attempted: the pairing columns, a `pair` id, best scored reward of each side and an outcome label. A pair
-    is solved by a side when any scored episode (repeat) reaches `solved`; unscored episodes count neither
-    way. Pairing on the task alone would line up one mode of A against another of B."""
-    keys = pair_columns(df)
-
-    def per(side: str, tag: str) -> pl.DataFrame:
-        return (
-            side_rows(df, side)
-            .with_columns(pl.col(k).cast(pl.String).fill_null(NONE_LABEL) for k in keys)
-            .group_by(keys)
-            .agg(
-                pl.col("reward").max().alias(f"{tag}_best"),
-                pl.len().alias(f"{tag}_n"),
-                pl.col("reward").is_not_null().sum().alias(f"{tag}_scored"),
-            )
-        )
-
-    both = per(a, "a").join(per(b, "b"), on=keys, how="inner")
-    a_ok = pl.col("a_best") >= solved
-    b_ok = pl.col("b_best") >= solved
-    outcome = (
-        pl.when(pl.col("a_best").is_null() | pl.col("b_best").is_null())
-        .then(pl.lit("unscored"))
-        .when(a_ok & ~b_ok)
-        .then(pl.lit("A solved, B failed"))
-        .when(~a_ok & b_ok)
-        .then(pl.lit("B solved, A failed"))
-        .when(a_ok & b_ok)
-        .then(pl.lit("both solved"))
-        .otherwise(pl.lit("both failed"))
-    )
-    return both.with_columns(
-        _pair_expr(keys).alias("pair"),
-        outcome.alias("outcome"),
-        (pl.col("a_best") - pl.col("b_best")).alias("difference"),
-    ).sort(["task_id", *[k for k in keys if k != "task_id"]])
-
-
-def ab_table(pairs: pl.DataFrame) -> pl.DataFrame:
-    """`ab_tasks` as shown: task, surface and mode always, env and skin only when they tell pairs apart."""
-    cols = [c for c in ("task_id", "surface", "mode") if c in pairs.columns]
-    if "env" in pairs.columns and pairs.get_column("env").n_unique() > 1:
-        cols.append("env")
-    if "skin" in pairs.columns and (pairs.get_column("skin") != NONE_LABEL).any():
-        cols.append("skin")
-    return clip_columns(pairs.select(*cols, "outcome", "a_best", "b_best", "difference", "a_n", "b_n"))
-
-
-def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:
-    """Index in `b_rows` of the episode to show against A's: same surface, mode and repeat when there is one
-    (the rows already share the pair), else the first."""
-    if a_row is None or b_rows.is_empty():
-        return 0
-    for i, r in enumerate(b_rows.iter_rows(named=True)):
-        if all(r.get(k) == a_row.get(k) for k in ("surface", "mode", "repeat")):
-            return i
-    return 0
-
-
-# ----------------------------------------------------------------------------------------------- links
-
-VIEWS = ("Episodes", "Episode", "A vs B", "Summary")
-VIEW_SLUGS = {"Episodes": "table", "Episode": "episode", "A vs B": "ab", "Summary": "summary"}
-
-
-@dataclass
-class DeepLink:
-    """What a shared URL points at: a view, an episode (run + key), a step, for A vs B a second episode."""
-
-    view: str | None = None
-    run: str | None = None
-    episode: str | None = None
-    step: int | None = None
-    brun: str | None = None
-    bepisode: str | None = None
-
-
-def _first(v: Any) -> str | None:
-    if isinstance(v, (list, tuple)):
-        v = v[0] if v else None
-    return None if v is None else str(v)
-
-
-def resolve_run(value: str | None, runs: Sequence[str], labels: Mapping[str, str]) -> str | None:
-    """The offered run a link names (by label or path); None for anything else, so a URL cannot open a
-    directory that was not given to the viewer."""
-    if not value:
-        return None
-    for r in runs:
-        if value == labels.get(r) or value == r:
-            return r
-    try:
-        resolved = str(Path(value).resolve())
-    except (OSError, RuntimeError, ValueError):
-        return None
-    return resolved if resolved in runs else None
-
-
-def parse_link(params: Mapping[str, Any], runs: Sequence[str], labels: Mapping[str, str]) -> DeepLink:
-    """Read `?view=…&run=…&episode=<key>&step=N[&brun=…&b=<key>]`; whatever is malformed is dropped."""
-    link = DeepLink()
-    view = _first(params.get("view"))
-    slugs = {v: k for k, v in VIEW_SLUGS.items()}
-    link.view = slugs.get(view or "", None)
-    link.run = resolve_run(_first(params.get("run")), runs, labels)
-    key = _first(params.get("episode"))
-    link.episode = key if link.run and key and len(key) < 512 else None
-    try:
-        step = int(_first(params.get("step")) or "")
-        link.step = step if 0 <= step < 1_000_000 else None
-    except ValueError:
-        link.step = None
-    link.brun = resolve_run(_first(params.get("brun")), runs, labels) or (
-        link.run if params.get("b") else None
-    )
-    bkey = _first(params.get("b"))
-    link.bepisode = bkey if link.brun and bkey and len(bkey) < 512 else None
-    if link.view is None and link.episode:
-        link.view = "A vs B" if link.bepisode else "Episode"
-    return link
-
-
-def make_link(link: DeepLink, labels: Mapping[str, str]) -> dict[str, str]:
-    """The query parameters for `link` (runs by label)."""
-    out: dict[str, str] = {}
-    if link.view:
-        out["view"] = VIEW_SLUGS[link.view]
-    if link.run and link.episode:
-        out["run"] = labels.get(link.run, link.run)
-        out["episode"] = link.episode
-    if link.step is not None and link.episode:
-        out["step"] = str(link.step)
-    if link.brun and link.bepisode:
-        out["brun"] = labels.get(link.brun, link.brun)
-        out["b"] = link.bepisode
-    return out
-
-
-# --------------------------------------------------------------------------------------------- serving
-
-APP_PATH = Path(__file__).resolve().parent.parent / "viewer" / "app.py"
-
-
-def app_command(runs: Sequence[str | Path], port: int) -> list[str]:
-    """`streamlit run viewer/app.py` on a loopback port, headless, with the runs after `--`."""
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(APP_PATH),
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-        "--",
-        *map(str, runs),
-    ]
-
-
-@contextlib.contextmanager
-def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
-    """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
-    port = free_port()
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        app_command(runs, port), stdout=out, stderr=subprocess.STDOUT, cwd=APP_PATH.parent.parent
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the viewer exited with code {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the viewer did not answer on {url} within {timeout:.0f} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if log:
-            out.close()
-
-
 __all__ = [
-    "TABLE_COLUMNS",
-    "DISPLAY_COLUMNS",
-    "FILTER_COLUMNS",
-    "Filters",
-    "Step",
-    "DeepLink",
-    "TraceError",
-    "discover_runs",
-    "run_labels",
-    "episode_table",
-    "concat_tables",
-    "with_labels",
-    "options",
-    "apply_filters",
-    "sort_table",
-    "text_index",
-    "search",
-    "open_record",
-    "steps_of",
-    "align_steps",
-    "is_ownloop",
-    "field_rows",
-    "clip",
-    "clip_columns",
-    "LABEL_COLUMNS",
-    "short_id",
-    "imported_records",
-    "as_json",
-    "page_of",
-    "md_escape",
-    "safe_image",
-    "sides",
-    "side_rows",
-    "ab_tasks",
-    "ab_table",
-    "pair_rows",
-    "pair_id",
-    "pair_label",
-    "pair_columns",
-    "matching_episode",
-    "best_opponent",
-    "parse_link",
-    "make_link",
-    "resolve_run",
-    "APP_PATH",
-    "CHROMIUM_ARGS",
-    "chromium_executable",
-    "app_command",
-    "running_app",
-]
+    "APP_PATH", "CELL_LIMIT", "CHROMIUM_ARGS", "COMPARE_NAMES", "DISPLAY_COLUMNS", "DeepLink",
+    "FILTER_COLUMNS", "Filters", "LABEL_COLUMNS", "NONE_LABEL", "PAIR_KEYS", "PAIR_SEP", "Step",
+    "TABLE_COLUMNS", "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table",
+    "ab_tasks", "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent",
+    "call_line", "chromium_executable", "clip", "clip_columns", "concat_tables", "difference_line",
+    "discover_runs", "episode_table", "field_rows", "filmstrip", "fingerprint", "imported_records",
+    "is_ownloop", "make_link", "matching_episode", "md_escape", "open_record", "options", "page_of",
+    "pair_columns", "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link", "pruned_note",
+    "ranked_sides", "resolve_run", "run_labels", "running_app", "safe_image", "search", "short_id",
+    "side_label", "side_rows", "sides", "sort_table", "steps_of", "text_index", "thumbnail",
+    "varying_columns", "viewer_search", "with_labels",
+]  # fmt: skip

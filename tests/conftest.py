@@ -114,3 +114,19 @@ def berth_server():
 
     with serve("berth") as env:
         yield env
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium under Playwright's sync API for the whole session (Debian's, or
+    EVALKIT_CHROMIUM): the sync API cannot be started twice in one thread while it runs."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from evalkit.viewer_support import CHROMIUM_ARGS, chromium_executable
+
+    exe = chromium_executable()
+    if exe is None:
+        pytest.skip("no Chromium: install Debian's chromium or set EVALKIT_CHROMIUM")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()

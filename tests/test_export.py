@@ -77,31 +77,24 @@ def test_math_outside_code_becomes_mathml():
     assert "$5 or $10" in page and "<code>$kept$</code>" in page and "<pre>$also$</pre>" in page
 
 
-def test_export_opens_offline_in_chromium(tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from evalkit.viewer_support import CHROMIUM_ARGS, chromium_executable
-
+def test_export_opens_offline_in_chromium(tmp_path, browser):
     src = tmp_path / "shared.ipynb"
     nbformat.write(notebook(), str(src))
     assert main(["export", str(src), "-o", str(tmp_path / "shared.html")]) == 0
     page = (tmp_path / "shared.html").read_text()
     assert EXTERNAL.search(page) is None, EXTERNAL.search(page)
-    if chromium_executable() is None:
-        pytest.skip("no Chromium")
     asked = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
-        tab = browser.new_page(viewport={"width": 1280, "height": 900})
-        tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:"))
-                  else (asked.append(r.request.url), r.abort()))  # fmt: skip
-        tab.goto((tmp_path / "shared.html").as_uri())
-        tab.wait_for_load_state("load")
-        drawn = tab.evaluate("""() => ({
-            math: [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect().width),
-            progress: document.querySelectorAll('progress').length,
-            charts: [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length,
-            wide: document.documentElement.scrollWidth})""")
-        browser.close()
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:"))
+              else (asked.append(r.request.url), r.abort()))  # fmt: skip
+    tab.goto((tmp_path / "shared.html").as_uri())
+    tab.wait_for_load_state("load")
+    drawn = tab.evaluate("""() => ({
+        math: [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect().width),
+        progress: document.querySelectorAll('progress').length,
+        charts: [...document.querySelectorAll('img')].filter(i => i.naturalWidth > 100).length,
+        wide: document.documentElement.scrollWidth})""")
+    tab.close()
     assert asked == []
     assert len(drawn["math"]) == 2 and min(drawn["math"]) > 10  # laid out as math, not collapsed text
     assert drawn["progress"] == 1 and drawn["charts"] == 2 and drawn["wide"] <= 1280

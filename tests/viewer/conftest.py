@@ -34,25 +34,30 @@ def hostile_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def browser():
-    """One headless Chromium for the whole session (Debian's, or EVALKIT_CHROMIUM)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from evalkit.viewer_support import CHROMIUM_ARGS, chromium_executable
+def live_run(synth_run, tmp_path_factory) -> Path:
+    """The synthetic run's first two episodes, for a test to append to while the viewer is open."""
+    import shutil
 
-    exe = chromium_executable()
-    if exe is None:
-        pytest.skip("no Chromium: install Debian's chromium or set EVALKIT_CHROMIUM")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+    run = tmp_path_factory.mktemp("viewer5") / "growing"
+    shutil.copytree(synth_run, run)
+    lines = (run / "trace.jsonl").read_text().splitlines(keepends=True)
+    (run / "trace.jsonl").write_text("".join(lines[:2]))
+    return run
 
 
 @pytest.fixture(scope="session")
-def served(synth_run, hostile_run, tmp_path_factory):
-    """The viewer under `streamlit run` on a free port, over the synthetic run and the hostile one."""
+def served(synth_run, hostile_run, live_run, tmp_path_factory):
+    """The viewer under `streamlit run` on a free port, over the synthetic run, the hostile one and one that
+    grows (11 episodes)."""
     from evalkit.viewer_support import running_app
 
     log = tmp_path_factory.mktemp("served") / "streamlit.log"
-    with running_app([synth_run, hostile_run], log=log) as url:
+    with running_app([synth_run, hostile_run, live_run], log=log) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def search_run(tmp_path_factory) -> Path:
+    from tests.viewer.viewer_runs import write_search_run
+
+    return write_search_run(tmp_path_factory.mktemp("viewer4") / "search")

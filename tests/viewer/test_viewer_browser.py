@@ -1,6 +1,11 @@
-"""End to end in headless Chromium: the app under `streamlit run`, driven as a user would."""
+"""End to end in headless Chromium at 1280 px: the app under `streamlit run`, driven as a user would."""
 
 from __future__ import annotations
+
+import json
+import os
+import socket
+import time
 
 import pytest
 
@@ -8,41 +13,77 @@ from tests.viewer.viewer_runs import MODELS
 
 pytestmark = pytest.mark.browser
 TRACER, RANDOM = MODELS
+WIDTH = 1280
+
+
+def boxes(page, keys: list[str]) -> list[dict]:
+    """Bounding boxes of the images in the containers keyed `keys` (the viewer's enlargeable pictures)."""
+    out = []
+    for k in keys:
+        img = page.locator(f".st-key-{k} img").first
+        img.wait_for(timeout=15_000)
+        page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
+        out.append(img.bounding_box())
+    return out
 
 
 def test_open_step_and_compare(browser, served, tmp_path):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
     page.goto(served)
     grid = page.locator('[data-testid="stDataFrame"]').first
     grid.wait_for(timeout=30_000)
-    page.get_by_text("9 of 9 episodes").wait_for()
+    page.get_by_text("11 of 11 episodes").wait_for()
 
     # Click the first row's selection cell in the grid canvas: that opens the episode.
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
     page.get_by_text("Step 0 of 3").wait_for(timeout=30_000)
     assert page.get_by_text("canvas-test-0001").first.is_visible()
-    page.get_by_text("Target", exact=True).wait_for()
 
-    page.get_by_role("button", name="Next ▶").click()
+    # Target, frame at this step and final render: one row, inside 1280 px, the target the smallest.
+    target, frame, render = boxes(page, ["enlarge_target_ep", "enlarge_frame_ep", "enlarge_render_ep"])
+    assert abs(target["y"] - frame["y"]) < 3 and abs(frame["y"] - render["y"]) < 3
+    assert target["x"] + target["width"] <= frame["x"] and frame["x"] + frame["width"] <= render["x"]
+    assert render["x"] + render["width"] <= WIDTH and target["width"] < frame["width"] * 0.6
+
+    # A click on the target shows it at full size; Esc closes it.
+    page.locator(".st-key-enlarge_target_ep img").click()
+    big = page.get_by_test_id("evalkit-lightbox").locator("img")
+    big.wait_for(timeout=5_000)
+    assert big.bounding_box()["width"] > 2 * target["width"]
+    page.keyboard.press("Escape")
+    page.get_by_test_id("evalkit-lightbox").wait_for(state="detached")
+
+    # → and ← step (and the frame changes); the URL is a deep link to this moment.
+    src = page.locator(".st-key-enlarge_frame_ep img").get_attribute("src")
+    page.keyboard.press("ArrowRight")
     page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)
     page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001").wait_for()
-    page.get_by_text("added element e1").wait_for()
-    page.get_by_text("Frame at step 1").wait_for()
-    src = page.locator('[data-testid="stImage"] img').first.get_attribute("src")
+    page.wait_for_function(
+        "s => document.querySelector('.st-key-enlarge_frame_ep img').getAttribute('src') !== s", arg=src
+    )
+    page.keyboard.press("ArrowRight")
+    page.get_by_text("Step 2 of 3").wait_for(timeout=15_000)
+    page.keyboard.press("ArrowLeft")
+    page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)
     page.get_by_role("button", name="Next ▶").click()
     page.get_by_text("Step 2 of 3").wait_for(timeout=15_000)
-    page.wait_for_function(
-        "s => document.querySelector('[data-testid=\"stImage\"] img').getAttribute('src') !== s", arg=src
-    )
-    page.wait_for_url("**episode=*step=2*")  # the URL is a deep link to this moment
+    page.wait_for_url("**episode=*step=2*")
+    page.get_by_text("error: bad colour").first.wait_for(state="attached")  # in the failed call's line
+
+    page.get_by_role("tab", name="Transcript").click()
+    page.get_by_text("Assistant · turn 2 · stop tool_use").wait_for(timeout=15_000)
+    page.get_by_role("tab", name="Step").click()
 
     page.get_by_text("A vs B", exact=True).click()
     page.get_by_text("A solved, B failed: 2").wait_for(timeout=15_000)
+    page.get_by_text("A − B = +0.583 (all tiers)").wait_for()
     page.get_by_role("button", name="Next ▶").click()
     page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)
     page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001").wait_for()
     page.get_by_text(f"{RANDOM} turn 1 on canvas-test-0001").wait_for()
+    target, a, b = boxes(page, ["enlarge_ab_target", "enlarge_ab_frame_a", "enlarge_ab_frame_b"])
+    assert abs(a["y"] - b["y"]) < 3 and abs(target["y"] - a["y"]) < 3 and b["x"] + b["width"] <= WIDTH
     shot = tmp_path / "a-vs-b.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
@@ -53,4 +94,47 @@ def test_open_step_and_compare(browser, served, tmp_path):
     again.goto(page.url)
     again.get_by_text(f"{RANDOM} turn 1 on canvas-test-0001").wait_for(timeout=30_000)
     again.close()
+    page.close()
+
+
+def test_a_running_batch_shows_up_while_the_page_is_open(browser, served, live_run, synth_run):
+    """No click, no reload: a progress file appears as a running episode, an appended record as a row."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    trace = live_run / "trace.jsonl"
+    before = trace.read_bytes()
+    live = live_run / ".live"
+    try:
+        page.goto(served)
+        page.get_by_text("11 of 11 episodes").wait_for(timeout=30_000)
+        frame = next((live_run / "frames").rglob("*.png")).relative_to(live_run).as_posix()
+        live.mkdir(exist_ok=True)
+        progress = {"version": 1, "key": "k-live", "model": "anthropic:claude-x", "turn": 2, "max_turns": 12,
+                    "task_id": "canvas-test-0003", "surface": "tools", "mode": "reference", "frame": frame,
+                    "updated": time.time(), "pid": os.getpid(), "host": socket.gethostname()}  # fmt: skip
+        (live / "k-live.json").write_text(json.dumps(progress))
+        page.get_by_text("Running now: 1 episode").wait_for(timeout=20_000)
+        page.get_by_text("turn 2 of 12", exact=False).wait_for()
+        page.get_by_text("anthropic:claude-x · canvas-test-0003 · tools/reference").wait_for()
+        with open(trace, "ab") as f:  # the episode ends: its record, then its progress file goes
+            f.write(synth_run.joinpath("trace.jsonl").read_bytes().splitlines(keepends=True)[2])
+        (live / "k-live.json").unlink()
+        page.get_by_text("12 of 12 episodes").wait_for(timeout=20_000)
+        page.get_by_text("Running now").wait_for(state="detached", timeout=20_000)
+    finally:
+        trace.write_bytes(before)
+        (live / "k-live.json").unlink(missing_ok=True)
+        page.close()
+
+
+def test_summary_charts_render(browser, served):
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    page.goto(f"{served}/?view=summary")
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    charts.nth(4).wait_for(timeout=30_000)
+    page.get_by_text("How episodes ended").wait_for()
+    ended = charts.nth(1)
+    ended.scroll_into_view_if_needed()
+    # Collapsed, it was its title over a line; drawn, a band per model (three here) and an axis.
+    assert ended.bounding_box()["height"] > 120
+    page.get_by_text("Paired comparison").wait_for()
     page.close()

@@ -23,7 +23,12 @@ def everything(at: AppTest) -> list[str]:
 
 
 def images(at: AppTest) -> list[str]:
-    return [c for img in at.image for c in img.captions]
+    """Captions of the captioned images (the filmstrip's thumbnails have none)."""
+    return [c for img in at.image for c in img.captions if c]
+
+
+def thumbnails(at: AppTest) -> int:
+    return sum(1 for img in at.image if not any(img.captions))
 
 
 def _walk(node):
@@ -67,6 +72,7 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     for md in at.markdown:  # nothing from the trace reaches Markdown unescaped
         assert "<script" not in md.value and "](http" not in md.value and "<b>" not in md.value
     assert images(at) == []  # frame, target and final render all point outside the run
+    assert thumbnails(at) == 1  # of five steps' frames, only the last is inside the run
     assert sum("missing or outside the run" in c.value for c in at.caption) >= 3
     header = at.text[0].value  # model and task id cut with an ellipsis
     assert header.startswith("<script>alert(1)</script>mmm") and "…" in header and len(header) < 1000
@@ -91,6 +97,21 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     assert images(at) == ["Frame at step 4"]
     assert not any(SECRET in v for v in everything(at))
 
+    at.session_state["ep_tab"] = "Transcript"  # the conversation: the same text, the same refusals
+    at.run()
+    assert_small(at)
+    for md in at.markdown:
+        assert "<script" not in md.value and "](http" not in md.value and "<b>" not in md.value
+    assert images(at) == [] and not any(SECRET in v for v in everything(at))
+    assert any("<script>window.__pwned = 1</script>" in c.value for c in at.code)
+    at.session_state["ep_tab"] = "Step"
+
+    at.text_input(key="f_search").set_value("window").run()  # snippets of hostile text, in cells
+    at.radio(key="view").set_value("Episodes").run()
+    assert_small(at)
+    assert any("<script>window.__pwned" in s for s in at.dataframe[1].value["snippet"])
+    at.text_input(key="f_search").set_value("").run()
+
     at.radio(key="view").set_value("Episodes").run()  # the 10 MB model and task id in cells and filters
     assert_small(at)
     assert len(at.dataframe[0].value) == 9  # the synthetic run's 8 and the hostile 1; the torn line skipped
@@ -103,7 +124,7 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     at.selectbox(key="ab_a").set_value(full).run()
     at.selectbox(key="ab_b").set_value(full).run()  # the episode against itself: its pair row and headers
     assert_small(at)
-    assert "Reward" in " ".join(m.label for m in at.metric)
+    assert sum("reward" in m.value for m in at.markdown) == 2  # both sides' headers
 
     at.radio(key="view").set_value("Summary").run()  # tables and charts grouped by the 10 MB model
     assert_small(at)

@@ -214,3 +214,45 @@ def write_hostile_run(root: Path) -> Path:
     with open(run / "trace.jsonl", "a") as f:
         f.write('{"torn": ')  # a torn last line as a crash leaves it
     return run
+
+
+SEARCH_TURNS = {
+    "bg": ["setting the background to 2 colours", "looking again"],
+    "rounds": ["first pass", "checking (round 2)", "fine", "(ROUND 2) once more"],
+    "near": ["Round  2 went well", "around 2 items, round 23"],
+}
+"""Model text of the episodes of the search run, turn by turn: `round 2` as a phrase is in `rounds` (steps 2
+and 4) and `near` (step 1, across two spaces); `bg` has both words apart, `near` also `around 2` and
+`round 23`."""
+
+
+def write_search_run(run: Path) -> Path:
+    """Three one-model episodes whose turns say SEARCH_TURNS (the last call of `near` fails)."""
+    writer, store = TraceWriter(run), FrameStore(run)
+    write_run_json(run, {"models": [MODELS[0]], "env": "canvas"})
+    for i, (task, texts) in enumerate(SEARCH_TURNS.items()):
+        turns = [
+            TurnRecord(
+                turn=t,
+                text=text,
+                reasoning="thinking" if t == 1 else "",
+                frame=store.put(png((40 * t, 20 * i, 90))),
+                calls=[
+                    CallRecord(
+                        id=f"c{t}",
+                        name="view_canvas",
+                        args={},
+                        ok=(task, t) != ("near", 2),
+                        result="ok" if (task, t) != ("near", 2) else "error: no canvas",
+                    )
+                ],
+            )  # fmt: skip
+            for t, text in enumerate(texts, 1)
+        ]
+        key = episode_key(MODELS[0], "canvas", "tools", "reference", task, None, 0)
+        writer.append(
+            EpisodeRecord(key=key, model=MODELS[0], env="canvas", surface="tools", mode="reference",
+                          task_id=task, tier="easy", reward=0.5, end_reason="submitted", n_turns=len(turns),
+                          turns=turns, frame0=store.put(png((250, 250, 250))))
+        )  # fmt: skip
+    return run

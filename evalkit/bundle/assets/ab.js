@@ -1,0 +1,135 @@
+// A vs B: two sides (a model in a run) on the same task, surface and mode. On top the paired difference
+// (computed when the bundle was built: task-clustered bootstrap CI, p, wins / ties / losses) for the tier
+// chosen; then the tasks both ran (a click picks one); then both episodes under one step control, the
+// target once, and what each side did at that step beside each other.
+"use strict";
+
+(() => {
+  const { state, el, num, signed } = EK;
+  const ALL = "all tiers";
+
+  const side = (r) => (r.model || "(none)") + " · " + r.run_label;
+  const pairKey = (r) => state.index.pair_keys.map((k) => String(r[k] ?? "(none)")).join("\u001f");
+
+  function ranked() {
+    const m = new Map();
+    for (const r of state.rows) {
+      const s = side(r);
+      if (!m.has(s)) m.set(s, []);
+      if (typeof r.reward === "number" && !r.error_class) m.get(s).push(r.reward);
+    }
+    const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : -Infinity);
+    return [...m.keys()].sort((a, b) => mean(m.get(b)) - mean(m.get(a)) || (a < b ? -1 : 1));
+  }
+
+  function tasks(a, b, tier) {
+    const by = new Map();
+    for (const r of state.rows) {
+      const s = side(r);
+      if ((s !== a && s !== b) || (tier !== ALL && String(r.tier ?? "(none)") !== tier)) continue;
+      const k = pairKey(r);
+      if (!by.has(k)) by.set(k, { key: k, row: r, a: [], b: [] });
+      by.get(k)[s === a ? "a" : "b"].push(r);
+      if (a === b) by.get(k).b.push(r);
+    }
+    const best = (rows) => Math.max(...rows.map((r) => (typeof r.reward === "number" && !r.error_class ? r.reward : -Infinity)));
+    return [...by.values()].filter((p) => p.a.length && p.b.length).map((p) => {
+      const [x, y] = [best(p.a), best(p.b)];
+      return Object.assign(p, { aBest: isFinite(x) ? x : null, bBest: isFinite(y) ? y : null });
+    }).sort((p, q) => (p.row.task_id < q.row.task_id ? -1 : p.row.task_id > q.row.task_id ? 1 : 0));
+  }
+
+  // The default B: the side sharing most tasks with A, the better one among equals.
+  function opponent(a, sides) {
+    const mine = new Set(state.rows.filter((r) => side(r) === a).map(pairKey));
+    const shared = new Map();
+    for (const r of state.rows) {
+      const s = side(r);
+      if (s !== a && mine.has(pairKey(r))) (shared.get(s) || shared.set(s, new Set()).get(s)).add(pairKey(r));
+    }
+    const others = sides.filter((s) => s !== a);
+    others.sort((x, y) => (shared.get(y)?.size || 0) - (shared.get(x)?.size || 0) || sides.indexOf(x) - sides.indexOf(y));
+    return others[0] || a;
+  }
+
+  function headline(a, b, tier) {
+    const t = tier === ALL ? null : tier;
+    let r = (state.index.pairs || []).find((p) => p.a === a && p.b === b && p.tier === t);
+    const flip = !r && (r = (state.index.pairs || []).find((p) => p.a === b && p.b === a && p.tier === t));
+    if (!r) return el("p", { class: "headline" }, "No paired difference: no task with a scored episode on both sides" + (t ? " in this tier." : "."));
+    const s = flip ? -1 : 1;
+    const lo = flip ? -r.ci_high : r.ci_low, hi = flip ? -r.ci_low : r.ci_high;
+    const p = r.p_value === null ? "—" : r.p_value < 0.001 ? "< 0.001" : r.p_value.toFixed(3);
+    const [w, l] = flip ? [r.losses, r.wins] : [r.wins, r.losses];
+    return el("p", { class: "headline", id: "difference" }, "A − B = " + signed(s * r.diff, 3) + " (" + (t ? "tier " + t : ALL) +
+      ") · " + (lo === null ? "no CI" : "95% CI [" + signed(lo, 3) + ", " + signed(hi, 3) + "]") + " · p " + p +
+      " · wins / ties / losses " + w + " / " + r.ties + " / " + l + " over " + r.n_tasks + " task" + (r.n_tasks === 1 ? "" : "s"));
+  }
+
+  function select(label, options, value, onchange) {
+    return el("label", {}, label, el("select", { "data-ab": label, onchange: (e) => onchange(e.target.value) },
+      options.map((o) => el("option", { value: o, selected: o === value }, o))));
+  }
+
+  function draw(app, args) {
+    const ab = state.ab || (state.ab = {});
+    const sides = ranked();
+    if (!sides.length) { app.replaceChildren(el("p", {}, "No episodes.")); return; }
+    if (args[0] !== undefined && state.rows[args[0]]) {  // from an episode (and a chosen B episode)
+      const ra = state.rows[args[0]];
+      ab.a = side(ra);
+      ab.pair = pairKey(ra);
+      ab.ea = ra.id;
+      ab.eb = args[1] !== undefined && state.rows[args[1]] ? args[1] : null;
+      if (ab.eb !== null) ab.b = side(state.rows[ab.eb]);
+      ab.pos = args[2] || 0;
+    }
+    if (!sides.includes(ab.a)) ab.a = sides[0];
+    if (!sides.includes(ab.b)) ab.b = opponent(ab.a, sides);
+    const tiers = [ALL, ...new Set(state.rows.map((r) => String(r.tier ?? "(none)")))];
+    if (!tiers.includes(ab.tier)) ab.tier = ALL;
+    const pairs = tasks(ab.a, ab.b, ab.tier);
+    const reset = () => { ab.ea = ab.eb = null; ab.pos = 0; draw(app, []); };
+    const top = el("div", { class: "filters" },
+      select("A", sides, ab.a, (v) => { ab.a = v; reset(); }),
+      select("B", sides, ab.b, (v) => { ab.b = v; reset(); }),
+      select("Tier", tiers, ab.tier, (v) => { ab.tier = v; reset(); }));
+    if (!pairs.length) {
+      app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), el("p", {}, "A and B share no task on the same surface and mode."));
+      return;
+    }
+    let chosen = pairs.find((p) => p.key === ab.pair) || pairs[0];
+    ab.pair = chosen.key;
+    const list = el("div", { class: "scroll" }, el("table", { id: "pairs" },
+      el("thead", {}, el("tr", {}, ["task", "surface", "mode", "A best", "B best", "A − B"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, pairs.map((p) => el("tr", { class: p === chosen ? "sel" : null,
+        onclick: () => { ab.pair = p.key; ab.ea = ab.eb = null; ab.pos = 0; draw(app, []); } },
+      el("td", {}, p.row.task_id), el("td", {}, p.row.surface), el("td", {}, p.row.mode),
+      el("td", { class: "num" }, num(p.aBest, 3)), el("td", { class: "num" }, num(p.bBest, 3)),
+      el("td", { class: "num" }, p.aBest !== null && p.bBest !== null ? signed(p.aBest - p.bBest, 3) : "—"))))));
+    const ea = chosen.a.find((r) => r.id === ab.ea) || chosen.a[0];
+    const eb = chosen.b.find((r) => r.id === ab.eb) || chosen.b.find((r) => r.repeat === ea.repeat) || chosen.b[0];
+    app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, el("p", { class: "muted" }, "Loading both episodes…"));
+    Promise.all([EK.episode(ea.id), EK.episode(eb.id)]).then(([A, B]) => {
+      const n = Math.max(A.steps.length, B.steps.length);
+      const render = () => {
+        const pos = Math.min(ab.pos || 0, n - 1);
+        const set = (i) => { ab.pos = i; EK.mark("#/ab/" + ea.id + "/" + eb.id + "/" + i); render(); };
+        const sa = A.steps[pos], sb = B.steps[pos];
+        const head = (ep, name) => el("div", {}, el("b", {}, name), " · reward " +
+          (typeof ep.reward === "number" ? num(ep.reward, 3) : EK.noReward(ep.error_class)) + " · " + (ep.end_reason || "—") +
+          " · " + ep.steps.length + " steps · repeat " + ep.repeat, el("div", { class: "muted" }, ep.model + " · " + state.rows[ep.id].run_label));
+        const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": frame at step " + pos)
+          : el("div", {}, el("p", { class: "muted" }, "(this episode has ended)"), EK.picture(ep.render, name + ": final render")));
+        app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list,
+          el("div", { class: "pair" }, head(A, "A"), head(B, "B")),
+          EK.controls(n, pos, set),
+          el("div", { class: "pics" }, EK.picture(A.target, "Target"), frame(A, sa, "A"), frame(B, sb, "B")),
+          el("div", { class: "pair" }, el("div", {}, sa ? EK.stepDetail(A, sa) : null), el("div", {}, sb ? EK.stepDetail(B, sb) : null)));
+      };
+      render();
+    });
+  }
+
+  state.views.ab = draw;
+})();

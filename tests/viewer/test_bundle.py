@@ -1,0 +1,181 @@
+"""`evalkit bundle`: what it writes (every episode, its details and pictures, the paired differences), that it
+refers to nothing outside the folder, keeps hostile runs' files and text out, never empties a folder of the
+user's; and in real Chromium from file:// with the network blocked: the table, filters, an episode stepped
+with the keys, the filmstrip, the transcript, an enlarged target, A vs B."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evalkit import analysis
+from evalkit.bundle import build
+from evalkit.bundle.episodes import TEXT_CAP
+from evalkit.cli import main
+from evalkit.errors import ConfigError
+from tests.viewer.viewer_runs import HUGE, MODELS, SAMPLE_RUN, SECRET
+
+TRACER, RANDOM = MODELS
+
+
+def load(path: Path) -> tuple[str, list, object]:
+    """A data script's call name, leading arguments and payload."""
+    m = re.fullmatch(r'EK\.(\w+)\(((?:\d+, )*)"([A-Za-z0-9+/=]+)"\);\n', path.read_text())
+    assert m, path
+    args = [int(a) for a in m[2].split(", ") if a]
+    return m[1], args, json.loads(gzip.decompress(base64.b64decode(m[3])))
+
+
+def episodes(out: Path) -> dict[int, dict]:
+    eps = {}
+    for f in sorted((out / "data" / "ep").glob("*.js")):
+        name, args, chunk = load(f)
+        assert name == "chunk" and args == [int(f.stem)]
+        eps |= {e["id"]: e for e in chunk}
+    return eps
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory, synth_run):
+    out = tmp_path_factory.mktemp("bundle") / "site"
+    built = build([synth_run, SAMPLE_RUN], out)
+    return out, built
+
+
+def test_every_episode_with_its_details_and_pictures(bundled, synth_run):
+    out, built = bundled
+    name, _, index = load(out / "data" / "index.js")
+    assert name == "index" and built.episodes == len(index["rows"]) == 8 + 36
+    rows = [dict(zip(index["columns"], r, strict=True)) for r in index["rows"]]
+    assert index["runs"] == ["synth", "sample-run"]
+    eps = episodes(out)
+    assert sorted(eps) == list(range(len(rows)))
+    for i, r in enumerate(rows):
+        e = eps[i]
+        assert (e["model"], e["task_id"], e["mode"]) == (r["model"], r["task_id"], r["mode"])
+        assert len(e["steps"]) == (r["n_turns"] or 0) + 1
+        pics = [e["target"], e["render"], *(s["frame"] for s in e["steps"])]
+        pics += [src for s in e["steps"] for c in s.get("calls", []) for src in c["images"]]
+        pics += [i["src"] for m in e["messages"] for i in m["images"]]
+        for p in filter(None, pics):
+            data = (out / p).read_bytes()
+            assert Path(p).stem == hashlib.sha256(data).hexdigest()  # stored once, by content
+    unscored = next(e for e in eps.values() if e["error_class"])
+    assert unscored["reward"] is None and unscored["error"] == "connection to the env was lost"
+    failed = eps[0]["steps"][2]["calls"][0]
+    assert (
+        failed["ok"] is False
+        and failed["result"] == "error: bad colour"
+        and failed["line"].startswith("add_element(")
+    )
+    assert [m["role"] for m in eps[0]["messages"][:3]] == ["user", "assistant", "tool"]
+
+
+def test_the_paired_differences_are_the_analysis_ones(bundled, synth_run):
+    out, _ = bundled
+    _, _, index = load(out / "data" / "index.js")
+    got = {(p["a"], p["b"], p["tier"]): p for p in index["pairs"]}
+    df = analysis.load_runs([str(synth_run)])
+    want = analysis.compare(df, TRACER, RANDOM).filter(analysis.pl.col("group") == "all").row(0, named=True)
+    p = got[(f"{TRACER} · synth", f"{RANDOM} · synth", None)]
+    assert p["diff"] == pytest.approx(want["diff"]) and (p["ci_low"], p["ci_high"]) == pytest.approx(
+        (want["ci_low"], want["ci_high"])
+    )
+    assert (p["wins"], p["ties"], p["losses"], p["n_tasks"]) == (3, 0, 0, 3)
+
+
+def test_nothing_refers_outside_the_folder(bundled):
+    out, _ = bundled
+    for f in out.iterdir():
+        if f.suffix in (".html", ".js", ".css"):
+            text = f.read_text()
+            assert not re.search(r"(https?:)?//[\w.-]+\.\w", text.replace("http-equiv", "")), f.name
+            assert "innerHTML" not in text and "insertAdjacentHTML" not in text and "eval(" not in text
+
+
+def test_a_hostile_run_leaks_nothing(tmp_path, hostile_run):
+    out = tmp_path / "site"
+    build([hostile_run], out)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    secret = (hostile_run.parent / "outside" / "secret.png").read_bytes()
+    assert not any(p.read_bytes() == secret for p in files)
+    assert not any(SECRET.encode() in p.read_bytes() for p in files)
+    (e,) = episodes(out).values()
+    assert e["target"] is None and e["render"] is None  # outside the run
+    assert [s["frame"] is None for s in e["steps"]] == [True, True, True, True, False]
+    big = e["steps"][2]["text"]
+    assert len(big) < TEXT_CAP + 100 and big.endswith(f"(cut here: {HUGE + 10:,} characters in the trace)")
+    _, _, index = load(out / "data" / "index.js")
+    assert all(len(c) <= 200 for r in index["rows"] for c in r if isinstance(c, str))
+
+
+def test_a_folder_of_the_users_is_never_emptied(tmp_path, synth_run, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(ConfigError, match="not empty and not an evalkit bundle"):
+        build([synth_run], mine)
+    assert (mine / "notes.txt").read_text() == "keep"
+    site = tmp_path / "site"
+    assert main(["bundle", str(synth_run), "-o", str(site)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    (site / "stale.js").write_text("")
+    assert main(["bundle", str(synth_run), "-o", str(site)]) == 0  # an earlier bundle is replaced
+    assert not (site / "stale.js").exists() and (site / "index.html").exists()
+    assert main(["bundle", str(tmp_path / "missing"), "-o", str(tmp_path / "x")]) == 2
+
+
+@pytest.mark.browser
+def test_the_bundle_from_file_with_the_network_blocked(browser, bundled):
+    out, _ = bundled
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    requests: list[str] = []
+
+    def only_files(route):
+        requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith("file://") else route.abort()
+
+    ctx.route("**/*", only_files)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto((out / "index.html").as_uri())
+    page.get_by_text("44 of 44 episodes").wait_for(timeout=15_000)
+    page.locator('select[data-filter="run_label"]').select_option("synth")
+    page.get_by_text("8 of 44 episodes").wait_for()
+    page.locator("#episodes tbody tr").first.click()  # the tracer on canvas-test-0001
+    page.get_by_text("Step 0 of 3").wait_for(timeout=15_000)
+    frame = page.locator(".pics figure img").nth(1)
+    before = frame.get_attribute("src")
+    page.keyboard.press("ArrowRight")
+    page.get_by_text("Step 1 of 3").wait_for()
+    assert frame.get_attribute("src") != before and "#/ep/0/1" in page.url
+    page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001: placing a rectangle").wait_for()
+    page.keyboard.press("ArrowLeft")
+    page.get_by_text("Step 0 of 3").wait_for()
+    page.locator(".film button").nth(2).click()
+    page.get_by_text("Step 2 of 3").wait_for()
+    bad = page.locator("details.bad summary")
+    assert bad.count() == 1 and "bad colour" in bad.inner_text()
+    boxes = [page.locator(".pics figure").nth(i).bounding_box() for i in range(3)]
+    assert abs(boxes[0]["y"] - boxes[2]["y"]) < 2 and boxes[2]["x"] + boxes[2]["width"] <= 1280
+    page.locator(".pics figure img").first.click()
+    page.locator("#lightbox").wait_for(state="visible")
+    page.keyboard.press("Escape")
+    page.get_by_role("button", name="Transcript").click()
+    page.get_by_text("Assistant · turn 2 · stop tool_use").wait_for()
+    assert page.locator(".msg.now").count() >= 1
+    page.get_by_text("Compare with another model on this task").click()
+    page.locator("#difference").wait_for(timeout=15_000)
+    assert page.locator("#difference").inner_text().startswith("A − B = +0.583 (all tiers) · 95% CI [")
+    page.get_by_text("Step 0 of 3").wait_for()
+    assert all(u.startswith("file://") for u in requests) and len(requests) > 5
+    assert errors == []
+    ctx.close()

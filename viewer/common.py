@@ -1,0 +1,261 @@
+"""What every view of the viewer uses: the caches, session state helpers, and how trace fields, images and
+step controls are drawn.
+
+Caches are keyed on the trace's signature (size, mtime_ns): an appended episode invalidates, nothing else
+re-reads. They are `cache_resource`, not `cache_data`: a 10,000-row frame or a record with a 10 MB field is
+shared, not re-pickled on every rerun. Trace content is shown as text: nothing from a trace reaches
+Markdown unescaped (`vs.md_escape`) or HTML at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import streamlit as st
+
+from evalkit import traces, transcripts
+from evalkit import viewer_support as vs
+from evalkit.marks import marked
+from evalkit.types import EpisodeRecord
+
+S = st.session_state
+
+
+# ---------------------------------------------------------------------------------------------- caches
+
+
+@st.cache_resource(max_entries=64, show_spinner="Loading episode index…")
+def table(run: str, signature: tuple[int, int]) -> pl.DataFrame | str:
+    try:
+        return vs.episode_table(run)
+    except (OSError, ValueError, vs.TraceError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def text_index(run: str) -> pl.DataFrame:
+    """The run's search index, kept (and grown with its trace) by `evalkit.viewer_search`."""
+    try:
+        with st.spinner("Indexing what the model said and did…", show_time=True):
+            return vs.text_index(run)
+    except (OSError, ValueError, vs.TraceError):
+        return pl.DataFrame(schema=vs.viewer_search.INDEX_SCHEMA)
+
+
+@st.cache_resource(max_entries=48, show_spinner=False)
+def record(run: str, signature: tuple[int, int], key: str, offset: int | None) -> EpisodeRecord | str:
+    try:
+        return vs.open_record(run, key, offset, signature)
+    except (OSError, ValueError, TypeError, vs.TraceError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@st.cache_resource(max_entries=48, show_spinner=False)
+def conversation(run: str, signature: tuple[int, int], key: str, offset: int | None) -> list | str:
+    rec = record(run, signature, key, offset)
+    if isinstance(rec, str):
+        return rec
+    try:
+        return transcripts.messages(rec, Path(run))
+    except (OSError, ValueError, TypeError, KeyError) as e:  # a transcript the reader cannot follow
+        return f"{type(e).__name__}: {e}"
+
+
+@st.cache_resource(max_entries=4096, show_spinner=False)
+def thumb(path: str, mtime_ns: int, width: int) -> bytes | None:
+    return vs.thumbnail(Path(path), width)
+
+
+def thumbnail(run: str, rel: str | None, width: int = 160) -> bytes | None:
+    path = vs.safe_image(run, rel)
+    if path is None:
+        return None
+    try:
+        return thumb(str(path), path.stat().st_mtime_ns, width)
+    except OSError:
+        return None
+
+
+def find(df_all: pl.DataFrame, run: str, key: str) -> dict | None:
+    rows = df_all.filter((pl.col("run") == run) & (pl.col("key") == key)).head(1).to_dicts()
+    return rows[0] if rows else None
+
+
+def load(df_all: pl.DataFrame, run: str, key: str) -> EpisodeRecord | str:
+    row = find(df_all, run, key)
+    if row is None:
+        return f"No episode {key!r} in this run."
+    return record(run, traces.trace_signature(run), key, row.get("offset"))
+
+
+def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
+    """A value computed once per session for `key` (which must name everything it depends on; its first
+    item names the kind). A few values of each kind are kept: a run being written makes a new one with
+    every trace change, and the old ones must not pile up."""
+    box = S.setdefault("_memo", {}).setdefault(key[0], {})
+    if key not in box:
+        while len(box) >= keep:
+            box.pop(next(iter(box)))
+        box[key] = make()
+    return box[key]
+
+
+# ----------------------------------------------------------------------------------------------- state
+
+
+def open_episode(run: str, key: str, step: int | None = None, view: str = "Episode") -> None:
+    S.ep = (run, key)
+    S.step = step
+    S.view = view
+
+
+def move(name: str, delta: int, hi: int) -> None:
+    S[name] = min(max(int(S.get(name) or 0) + delta, 0), hi)
+
+
+def set_value(name: str, value: Any) -> None:
+    S[name] = value
+
+
+# --------------------------------------------------------------------------------------------- drawing
+
+
+def no_reward(error_class: object) -> str:
+    """What a missing reward means: unscored (the infrastructure failed), or none given (never graded)."""
+    return "unscored" if error_class else "no reward"
+
+
+def num(x: object, fmt: str, missing: str = "—") -> str:
+    """A number from a trace, formatted; whatever else a hostile or foreign trace put there, as short text."""
+    if x is None:
+        return missing
+    try:
+        return format(x, fmt)
+    except (TypeError, ValueError):
+        return str(x)[:40]
+
+
+def show_text(label: str, text: str, key: str, code: bool = False) -> None:
+    """A trace field as text; beyond TEXT_LIMIT characters, one page at a time plus a download of it all."""
+    text = text if isinstance(text, str) else vs.as_json(text)
+    if label:
+        st.caption(label)
+    if len(text) <= vs.TEXT_LIMIT:
+        if code:
+            st.code(text, language=None, wrap_lines=True)
+        else:
+            st.text(text)
+        return
+    chunk, pages = vs.page_of(text, int(S.get(f"page_{key}") or 1) - 1)
+    st.warning(f"Long field: {len(text):,} characters, shown {vs.TEXT_LIMIT:,} at a time.")
+    c1, c2 = st.columns([1, 1])
+    c1.number_input("Part", 1, pages, key=f"page_{key}")
+    c2.download_button(
+        "Download the whole field",
+        data=lambda: text,
+        file_name=f"{key}.txt",
+        mime="text/plain",
+        key=f"dl_{key}",
+        on_click="ignore",
+    )
+    st.code(chunk, language=None, wrap_lines=True)
+
+
+def show_image(
+    run: str, rel: str | None, caption: str, rec: EpisodeRecord | None = None, turn=None, enlarge: str = ""
+) -> None:
+    """An image from inside the run, or a note saying why there is none; files outside the run are refused.
+    With a turn, its computer-use actions are drawn where they landed. With `enlarge` (a unique name), a
+    click on the image shows it at full size."""
+    if not rel:
+        st.caption(f"{caption}: none")
+        return
+    path = vs.safe_image(run, rel)
+    if path is None:
+        st.caption(f"{caption}: missing or outside the run")
+        st.code(str(rel)[:300], language=None)
+        return
+    try:
+        data = path.read_bytes()
+        shown = marked(data, turn.calls, rec.coordinates) if turn is not None and rec is not None else None
+        where = st.container(key=f"enlarge_{enlarge}") if enlarge else st.container()
+        where.image(shown or data, caption=caption + (" · actions marked" if shown else ""), width="stretch")
+    except Exception as e:  # a corrupt or non-image file inside the run must not take the page down
+        st.caption(f"{caption}: unreadable image ({type(e).__name__})")
+
+
+def fields(box, rows: list[dict[str, str]], name: str, empty: str) -> None:
+    """A grade or usage table (cells already clipped by `vs.field_rows`)."""
+    if rows:
+        box.dataframe(
+            pl.DataFrame(rows, schema={"name": pl.String, "value": pl.String}).rename({"name": name}),
+            hide_index=True,
+        )
+    else:
+        box.caption(empty)
+
+
+def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
+    """Previous / Next (also the ← and → keys) and a slider over step positions; returns the position."""
+    hi = len(steps) - 1
+    S[name] = min(max(int(S.get(name) or 0), 0), hi)
+    c1, c2, c3, c4 = st.columns([1.3, 1.1, 5, 1.6], vertical_alignment="center")
+    c1.button(
+        "◀ Previous", key=f"{name}_prev", on_click=move, args=(name, -1, hi), disabled=S[name] <= 0,
+        shortcut="Left", help="Previous step (← key)",
+    )  # fmt: skip
+    c2.button(
+        "Next ▶", key=f"{name}_next", on_click=move, args=(name, 1, hi), disabled=S[name] >= hi,
+        shortcut="Right", help="Next step (→ key)",
+    )  # fmt: skip
+    if hi > 0:
+        c3.slider(label, 0, hi, key=name, format="%d", label_visibility="collapsed")
+    c4.text(f"{label} {steps[S[name]]} of {steps[-1]}")
+    return S[name]
+
+
+# A click on an image inside a container keyed `enlarge_…` shows it over the page at full size; a click or
+# Esc closes it. Our own code, mounted once per page: no trace content ever reaches it.
+_ENLARGE_JS = """
+export default function () {
+  if (window.__evalkitEnlarge) return;
+  window.__evalkitEnlarge = true;
+  const style = document.createElement('style');
+  style.textContent = '[class*="st-key-enlarge_"] img { cursor: zoom-in; }';
+  document.head.appendChild(style);
+  const close = () => document.querySelectorAll('[data-testid="evalkit-lightbox"]').forEach(e => e.remove());
+  document.addEventListener('keydown', (e) => { if (e.key === 'Escape') close(); });
+  document.addEventListener('click', (e) => {
+    const img = e.target.closest && e.target.closest('[class*="st-key-enlarge_"] img');
+    if (!img) return;
+    e.preventDefault();
+    e.stopPropagation();
+    close();
+    const box = document.createElement('div');
+    box.setAttribute('data-testid', 'evalkit-lightbox');
+    box.style.cssText = 'position:fixed;inset:0;z-index:1000000;background:rgba(20,20,20,.85);' +
+      'display:flex;align-items:center;justify-content:center;cursor:zoom-out';
+    const big = document.createElement('img');
+    big.src = img.src;
+    big.alt = img.alt || '';
+    // Small pictures are drawn at half the window at least: enlarging must enlarge.
+    big.style.cssText = 'width:' + Math.min(innerWidth * 0.96, Math.max(img.naturalWidth, innerWidth * 0.5)) +
+      'px;max-height:96vh;object-fit:contain;background:#fff';
+    box.appendChild(big);
+    box.addEventListener('click', close);
+    document.body.appendChild(box);
+  }, true);
+}
+"""
+
+
+_enlarge: list = []
+
+
+def enlarge_support() -> None:
+    """Mount the click-to-enlarge behaviour (registered once per process, mounted once per page)."""
+    if not _enlarge:
+        _enlarge.append(st.components.v2.component("evalkit_enlarge", js=_ENLARGE_JS, isolate_styles=False))
+    _enlarge[0](key="evalkit_enlarge")

@@ -1,0 +1,318 @@
+"""The Episode view, laid out for stepping: the header, Previous / Next (← / →) and a slider above one row
+of pictures (the target as a thumbnail, the frame at this step, the final render; a click enlarges any of
+them), a filmstrip to jump by, then what the model said and did at this step: its text and reasoning in
+collapsible blocks, each tool call one line that opens. The Transcript tab shows the conversation as the
+model saw it, images inline."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from evalkit import plans, traces
+from evalkit import viewer_support as vs
+from evalkit.types import CallRecord, EpisodeRecord
+from viewer.common import (
+    S,
+    conversation,
+    fields,
+    find,
+    load,
+    no_reward,
+    num,
+    set_value,
+    show_image,
+    show_text,
+    step_controls,
+    thumbnail,
+)
+
+FILMSTRIP = 12
+"""Thumbnails in the filmstrip: the page of steps holding the current one."""
+TRANSCRIPT_TURNS = 8
+"""Turns of the transcript shown at once."""
+
+
+def show_header(rec: EpisodeRecord, label: str) -> None:
+    c = vs.clip
+    st.text(
+        f"{c(rec.model)} · {c(rec.env or '', 60)} {c(rec.surface, 60)}/{c(rec.mode, 60)} · "
+        f"{c(rec.task_id)} · tier {c(rec.tier, 40)} · repeat {num(rec.repeat, 'd')} · {c(label)}"
+    )
+    cols = st.columns(5)
+    cols[0].metric("Reward", num(rec.reward, ".3f", no_reward(rec.error_class)))
+    cols[1].metric("Turns", num(rec.n_turns or len(rec.turns), "d"))
+    cols[2].metric("Tool calls", num(rec.tool_calls, "d"))
+    cols[3].metric("Tool errors", num(rec.tool_errors, "d"))
+    cols[4].metric("Cost", "$" + num(rec.cost_usd, ".4f") if rec.cost_usd is not None else "—")
+    st.text(
+        f"End reason: {c(rec.end_reason or '—', 80)}"
+        + (f" · error class: {c(rec.error_class, 80)}" if rec.error_class else "")
+        + f" · {num(rec.seconds, '.1f')} s (model {num(rec.model_seconds, '.1f')} s, "
+        f"env {num(rec.env_seconds, '.1f')} s)"
+    )
+    sid = vs.short_id(rec.key)
+    if rec.error_class or rec.error:
+        st.error("The episode ended with an error" + (" and is unscored." if rec.error_class else "."))
+        show_text("", str(rec.error or ""), f"err_{sid}", code=True)
+    with st.expander("Grade, usage, details"):
+        c1, c2 = st.columns(2)
+        grade, long_grade = vs.field_rows(rec.grade)
+        usage, long_usage = vs.field_rows(rec.usage)
+        fields(c1, grade, "component", "no grade")
+        fields(c2, usage, "usage", "no usage")
+        # A value cut in the table above is there in full, a page at a time.
+        for i, (name, text) in enumerate(long_grade):
+            show_text(f"Grade component {vs.md_escape(name, 60)}, whole value", text, f"grade{i}_{sid}", True)
+        for i, (name, text) in enumerate(long_usage):
+            show_text(f"Usage {vs.md_escape(name, 60)}, whole value", text, f"usage{i}_{sid}", True)
+        st.text(
+            f"key {c(rec.key, 80)} · started {c(rec.started, 60)} · "
+            f"parse errors {num(rec.parse_errors, 'd')} · auto submitted {c(rec.auto_submitted, 20)} · "
+            f"prompt {c(rec.prompt_version, 80)}"
+        )
+        if rec.traceback:
+            show_text("Traceback", rec.traceback, f"tb_{sid}", code=True)
+        if rec.info:
+            show_text("Info", vs.as_json(rec.info), f"info_{sid}", code=True)
+
+
+def picture_row(run: str, rec: EpisodeRecord, step: vs.Step, tag: str) -> None:
+    """Target (a thumbnail), frame at this step, final render: one row; a click enlarges each."""
+    caption = f"{'Screenshot' if vs.is_ownloop(rec) else 'Frame'} at step {step.index}"
+    c1, c2, c3 = st.columns([1.1, 2.6, 2.6])
+    with c1:
+        show_image(run, rec.target, "Target", enlarge=f"target_{tag}")
+    with c2:
+        show_image(run, step.frame, caption, rec, step.turn, enlarge=f"frame_{tag}")
+    with c3:
+        show_image(run, rec.render, "Final render", enlarge=f"render_{tag}")
+
+
+def filmstrip(run: str, steps: list[vs.Step], name: str) -> None:
+    """Thumbnails of the frames around the current step; the button under each jumps to it."""
+    pos = int(S.get(name) or 0)
+    window = vs.filmstrip(len(steps), pos, FILMSTRIP)
+    if len(window) < 2:
+        return
+    cols = st.columns(FILMSTRIP, gap="small")
+    for col, i in zip(cols, window, strict=False):
+        with col:
+            small = thumbnail(run, steps[i].frame, 160)
+            if small:
+                st.image(small, width="stretch")
+            else:
+                st.caption("no frame")
+            st.button(
+                str(steps[i].index), key=f"{name}_film_{i}", on_click=set_value, args=(name, i),
+                type="primary" if i == pos else "tertiary", width="stretch",
+            )  # fmt: skip
+
+
+def show_call(run: str, call: CallRecord, key: str, ownloop: bool) -> None:
+    """One line, `name(args…) → result…` (red when the call failed), that opens to the whole call: its
+    arguments (for an own-loop agent, the parsed action), result and returned images."""
+    line = vs.md_escape(vs.call_line(call.name, call.args, call.result), 400)
+    label = f":red[{line}]" if not call.ok else line
+    with st.expander(label, icon=":material/error:" if not call.ok else None):
+        if call.parse_error:
+            st.caption("The arguments did not parse: the call was not run and the model was told.")
+        show_text("Arguments" if not ownloop else "Parsed action", vs.as_json(call.args), f"{key}_args", True)
+        if call.result:
+            show_text("Result" + ("" if call.ok else " (error)"), call.result, f"{key}_res", code=True)
+        for j, img in enumerate(call.images or []):
+            show_image(run, img, f"Returned image {j + 1}")
+
+
+def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
+    """What the model said and did at one step: text and reasoning (collapsible), then its tool calls."""
+    ownloop = vs.is_ownloop(rec)
+    t = step.turn
+    if t is None:
+        st.caption("Start of the episode: no model output yet.")
+        return
+    st.caption(
+        f"Turn {vs.md_escape(t.turn, 20)} · stop {vs.md_escape(t.stop or '—', 60)} · "
+        f"model {num(t.model_s, '.2f')} s · env {num(t.env_s, '.2f')} s"
+        + (f" · {num(t.attempts, 'd')} requests" if isinstance(t.attempts, int) and t.attempts > 1 else "")
+    )
+    if t.text:
+        with st.expander("Raw model output" if ownloop else "Model text", expanded=True):
+            show_text("", t.text, f"{key}_text")
+    if t.reasoning:
+        with st.expander(f"Reasoning ({len(t.reasoning):,} characters)"):
+            show_text("", t.reasoning, f"{key}_reason")
+    for j, call in enumerate(t.calls):
+        show_call(run, call, f"{key}_c{j}", ownloop)
+    if not t.calls:
+        st.caption("No tool call in this turn.")
+
+
+def _text_table(rows: list[dict]) -> pl.DataFrame:
+    """Rows of a plan table with every cell as clipped text: trace content is never trusted to be typed."""
+    cols = list(rows[0]) if rows else []
+    return pl.DataFrame(
+        {c: [vs.clip(r.get(c)) if r.get(c) is not None else "" for r in rows] for c in cols},
+        schema={c: pl.String for c in cols},
+    )
+
+
+def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
+    """The plans sent in this turn (berth's check_plan / submit_plan), each as a table of its entries with
+    the end, waiting and problems the environment reported, then its violations."""
+    for i, p in enumerate(rec.plans, 1):
+        if turn is None or p.turn != turn:
+            continue
+        head = plans.plan_summary(rec)[i - 1]
+        verdict = (
+            "feasible" if head["feasible"] else ("infeasible" if head["feasible"] is False else "no verdict")
+        )
+        st.markdown(
+            f"**Plan {i}** ({vs.md_escape(p.tool, 60)}): {verdict}, objective "
+            f"{vs.md_escape(head['objective'] if head['objective'] is not None else '—', 40)}, "
+            f"{vs.md_escape(head['violations'] or 0, 20)} violation(s)"
+            + (f", reward {num(head['reward'], '.3f')}" if head["reward"] is not None else "")
+        )
+        if head["answer"]:
+            show_text("Answer", head["answer"], f"{key}_plan{i}_answer", code=True)
+        rows = plans.plan_rows(p)
+        if rows:
+            st.dataframe(_text_table(rows), hide_index=True, key=f"{key}_plan{i}")
+        bad = plans.violation_rows(p)
+        if bad:
+            st.dataframe(_text_table(bad), hide_index=True, key=f"{key}_plan{i}_violations")
+
+
+ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def _message_head(m, now: bool = False) -> str:
+    parts = [f"**{ROLE_NAMES.get(m.role, vs.md_escape(m.role, 20))}**"]
+    if m.role == "tool":
+        parts.append(vs.md_escape(m.name or "?", 80))
+        if m.call_id:
+            parts.append(vs.md_escape(m.call_id, 60))
+        if getattr(m, "error", False):
+            parts.append(":red[error]")
+    parts.append(f"turn {num(m.turn, 'd')}")
+    if m.role == "assistant":
+        if m.stop:
+            parts.append(f"stop {vs.md_escape(m.stop, 40)}")
+        if isinstance(m.latency_s, (int, float)):
+            parts.append(f"{m.latency_s:.2f} s")
+        usage = m.usage if isinstance(m.usage, dict) else {}
+        if usage.get("input") or usage.get("output"):
+            parts.append(f"{num(usage.get('input'), ',')} in / {num(usage.get('output'), ',')} out")
+    if m.note:
+        parts.append(f"_{vs.md_escape(m.note, 80)}_")
+    if now:
+        parts.append(":orange[this step]")
+    return " · ".join(parts)
+
+
+def show_message(run: str, m, key: str, now: bool = False) -> None:
+    with st.container(border=True):
+        st.markdown(_message_head(m, now))
+        if m.text:
+            show_text("", m.text, f"{key}_t", code=m.role == "tool")
+        if m.reasoning:
+            with st.expander(f"Reasoning ({len(m.reasoning):,} characters)"):
+                show_text("", m.reasoning, f"{key}_r")
+        for c in m.calls or []:
+            c = c if isinstance(c, dict) else {}
+            st.code("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300), language=None)
+        pics = [img if isinstance(img, dict) else {} for img in m.images or []]
+        cols = st.columns(3) if pics else []
+        for j, img in enumerate(pics):  # a third of the width each, a click enlarges
+            label = f"Image {j + 1}" + (f" · {vs.pruned_note(img)}" if img.get("pruned") else "")
+            with cols[j % 3]:
+                if img.get("path"):
+                    show_image(run, img.get("path"), label, enlarge=f"{key}_{j}")
+                else:
+                    st.caption(f"{label}: not stored")
+        raw = m.raw if isinstance(m.raw, dict) else None
+        if raw:
+            cols = st.columns(2)
+            for col, part in zip(cols, ("request", "response"), strict=True):
+                path = vs.safe_image(run, raw.get(part))
+                if path is not None:
+                    col.download_button(
+                        f"Raw {part}", data=lambda p=path: p.read_bytes(), file_name=path.name,
+                        key=f"{key}_raw_{part}", on_click="ignore",
+                    )  # fmt: skip
+
+
+def show_transcript(run: str, msgs: list | str, current_turn: int, sid: str) -> None:
+    """The conversation as the model saw it, a few turns at a time (the page holding the current step)."""
+    if isinstance(msgs, str):
+        st.error(vs.md_escape(f"The transcript could not be read: {msgs}", 500))
+        return
+    if not msgs:
+        st.caption("No transcript.")
+        return
+    if any(m.note == "reconstructed" for m in msgs):
+        st.caption(
+            "Rebuilt from the record (it keeps no transcript): the opening message and the prompt the model "
+            "saw are not in it; tool results are as recorded (capped)."
+        )
+    last = max(int(m.turn) if isinstance(m.turn, int) else 0 for m in msgs)
+    pages = last // TRANSCRIPT_TURNS + 1
+    follow = S.get("_tr_follow") != (sid, current_turn)
+    if follow:  # the step moved (or another episode): show the page that holds it
+        S._tr_follow = (sid, current_turn)
+        S.tr_page = min(current_turn // TRANSCRIPT_TURNS + 1, pages)
+    if pages > 1:
+        S.tr_page = min(max(int(S.get("tr_page") or 1), 1), pages)
+        st.number_input(f"Page (of {pages}, {TRANSCRIPT_TURNS} turns each)", 1, pages, key="tr_page")
+    page = int(S.get("tr_page") or 1) - 1
+    lo, hi = page * TRANSCRIPT_TURNS, (page + 1) * TRANSCRIPT_TURNS - 1
+    for i, m in enumerate(msgs):
+        turn = int(m.turn) if isinstance(m.turn, int) else 0
+        if lo <= turn <= hi:
+            show_message(run, m, f"tr_{i}", now=turn == current_turn and turn > 0)
+
+
+def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:
+    found = S.get("_found")
+    if found is None:
+        return
+    hits = found.filter((pl.col("run") == run) & (pl.col("key") == key)).get_column("step").to_list()
+    if not hits:
+        return
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.caption(f"Search hits at {len(hits)} step(s):")
+    for s in hits[:30]:
+        pos = next((i for i, x in enumerate(steps) if x.index == s), None)
+        if pos is not None:
+            row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=set_value, args=(name, pos))
+
+
+def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
+    ep = S.get("ep")
+    if not ep:
+        st.info("Pick an episode in the Episodes view (click a row, or give its row number and press Open).")
+        return
+    run, key = ep
+    rec = load(df_all, run, key)
+    if isinstance(rec, str):
+        st.error(vs.md_escape(rec, 500))
+        return
+    show_header(rec, labels.get(run, run))
+    steps = vs.steps_of(rec)
+    if S.get("step") is None:
+        S.step = 0
+    pos = step_controls("step", [s.index for s in steps])
+    _search_hits(run, key, "step", steps)
+    step_tab, transcript_tab = st.tabs(["Step", "Transcript"], key="ep_tab", on_change="rerun")
+    if transcript_tab.open:
+        with transcript_tab:
+            row = find(df_all, run, key) or {}
+            msgs = conversation(run, traces.trace_signature(run), key, row.get("offset"))
+            show_transcript(run, msgs, steps[pos].index, vs.short_id(key))
+        return
+    with step_tab:
+        picture_row(run, rec, steps[pos], "ep")
+        filmstrip(run, steps, "step")
+        show_step(run, rec, steps[pos], f"ep_{pos}")
+        if rec.plans and steps[pos].turn is not None:
+            show_plans(rec, steps[pos].turn.turn, f"ep_{pos}")

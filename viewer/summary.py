@@ -1,0 +1,119 @@
+"""The Summary view: per model the means and counts, per tier the mean reward with its bootstrap CI, the
+charts (reward per tier, how episodes ended, reward against cost and against turns, grade components), and
+the paired comparison of every side against a reference, per tier."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from evalkit import viewer_support as vs
+from viewer.common import memo
+
+N = st.column_config.NumberColumn
+NAMES = {
+    "n": N("episodes"),
+    "scored": N("scored"),
+    "unscored": N("unscored", help="An infrastructure error ended them: in no mean"),
+    "no_reward": N("no reward", help="Ended without an error and without a reward (not graded)"),
+    "mean_reward": N("reward (scored)", format="%.3f"),
+    "mean_reward_unscored_as_0": N("reward (unscored = 0)", format="%.3f"),
+    "ci": st.column_config.TextColumn("95% CI"),
+    "ci0": st.column_config.TextColumn("95% CI (unscored = 0)"),
+    "min_reward": N("min", format="%.3f"),
+    "max_reward": N("max", format="%.3f"),
+    "mean_turns": N("turns", format="%.1f"),
+    "mean_tool_calls": N("tool calls", format="%.1f"),
+    "mean_tool_errors": N("tool errors", format="%.2f"),
+    "mean_parse_errors": N("parse errors", format="%.2f"),
+    "mean_tokens": N("tokens", format="%.0f"),
+    "reasoning_tokens_per_turn": N("reasoning tokens / turn", format="%.0f"),
+    "cost_usd": N("cost", format="$%.4f", help="Unknown (empty) when an episode's cost is unknown"),
+    "mean_seconds": N("seconds", format="%.1f"),
+}
+SUMMARY = ["model", "env", "surface", "mode", "n", "scored", "unscored", "no_reward", "mean_reward",
+           "mean_reward_unscored_as_0", "min_reward", "max_reward", "mean_turns", "mean_tool_calls",
+           "mean_tool_errors", "mean_parse_errors", "mean_tokens", "reasoning_tokens_per_turn", "cost_usd",
+           "mean_seconds"]  # fmt: skip
+TIERS = ["model", "surface", "mode", "tier", "n", "unscored", "mean_reward", "ci",
+         "mean_reward_unscored_as_0", "ci0", "mean_turns"]  # fmt: skip
+
+
+def _ci(lo: str, hi: str) -> pl.Expr:
+    return (
+        pl.when(pl.col(lo).is_not_null())
+        .then(pl.format("[{}, {}]", pl.col(lo).round(3), pl.col(hi).round(3)))
+        .otherwise(pl.lit("—"))
+    )
+
+
+def _shown(title: str, make) -> object | None:
+    try:
+        return make()
+    except Exception as e:  # one table or chart that does not apply to this selection leaves the rest
+        st.warning(vs.md_escape(f"{title} could not be computed: {type(e).__name__}: {e}", 500))
+        return None
+
+
+def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
+    # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
+    df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
+    from evalkit import analysis, plots
+
+    st.subheader("Summary")
+    table = _shown("Summary", lambda: analysis.summarise(df))
+    if table is not None:
+        cols = vs.varying_columns(
+            table, [c for c in SUMMARY if c in table.columns], ("env", "surface", "mode")
+        )
+        st.dataframe(table.select(cols), hide_index=True, column_config=NAMES)
+    st.subheader("By tier")
+    tiers = _shown("By tier", lambda: memo(("by_tier", fingerprint), lambda: analysis.by_tier(df)))
+    if tiers is not None:
+        t = tiers.with_columns(
+            _ci("ci_low", "ci_high").alias("ci"),
+            _ci("ci_low_unscored_as_0", "ci_high_unscored_as_0").alias("ci0"),
+        )
+        st.dataframe(t.select([c for c in TIERS if c in t.columns]), hide_index=True, column_config=NAMES)
+        st.caption("95% percentile bootstrap over tasks (repeats travel with their task); unscored episodes "
+                   "are in no mean but the second.")  # fmt: skip
+    st.subheader("Charts")
+    charts = {
+        # the per-tier chart draws the table above rather than bootstrapping it again
+        "reward_by_tier": lambda: plots.reward_by_tier(tiers if tiers is not None else df),
+        "end_reasons": lambda: plots.end_reasons(df),
+        "reward_vs_cost": lambda: plots.reward_vs_cost(df),
+        "reward_vs_turns": lambda: plots.reward_vs_turns(df),
+        "grade_components": lambda: plots.grade_components(df),
+    }
+    for name, make in charts.items():
+        chart = _shown(f"Chart {name}", make)
+        if chart is not None:
+            st.altair_chart(chart.properties(width="container"), width="stretch")
+    paired(df, fingerprint)
+
+
+def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
+    st.subheader("Paired comparison")
+    ranked = vs.ranked_sides(df)
+    if len(ranked) < 2:
+        st.caption("One model (in one run) only: nothing to compare.")
+        return
+    if st.session_state.get("sum_ref") not in ranked:
+        st.session_state.sum_ref = ranked[1]  # the runner-up: the best model's row reads as its lead
+    ref = st.selectbox("Against", ranked, key="sum_ref", format_func=vs.clip)
+    table = _shown(
+        "Paired comparison", lambda: memo(("paired", fingerprint, ref), lambda: vs.paired_table(df, ref))
+    )
+    if table is not None:
+        st.dataframe(
+            vs.clip_columns(table),
+            hide_index=True,
+            column_config={
+                "mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f"),
+            },
+        )  # fmt: skip
+        st.caption(
+            "Paired by task and repeat; A − B is the mean over tasks of the per-task difference; the CI is a "
+            "bootstrap over tasks; tasks without a scored episode on both sides are left out."
+        )
