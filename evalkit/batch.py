@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
-from evalkit.envs.openenv import env_identity
+from evalkit.envs.openenv import env_identity, resolve
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.episode import run_episode, task_identity
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError
@@ -335,9 +335,13 @@ def run_batch(
         done = completed_keys(out)
         explicit = evalset is None and bool(task_ids or reset is not None)
         _preflight(env, name, [j for j in jobs if j.key not in done], explicit, first)
+        try:
+            target = resolve(env, name)  # the env's kind, asked once: episodes connect without asking again
+        except EnvError as e:
+            raise ConfigError(f"cannot read what kind of env {name} is: {e}") from None
         for line in notices:
             _notice(line)
-        return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
+        return _execute(jobs, target, name, out, meta, episode_kw, concurrency, progress, verbose)
     finally:
         if served is not None:
             served.stop()

@@ -21,7 +21,7 @@ from evalkit.providers.attempts import (
     request,
     settle,
 )
-from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, shared_client, wire_args
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
@@ -98,7 +98,9 @@ def create(
     openai = sdk("openai")
     load_env()
     # Retries are made by evalkit.providers.attempts, where each request is seen and accounted for.
-    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout, **endpoint(provider))
+    client = shared_client(
+        openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout, **endpoint(provider)
+    )
     return ChatAgent(
         client, model, thinking, system=system, tools=tools, options=options, provider=provider, health=health
     )

@@ -12,7 +12,7 @@ from typing import Any
 from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, wire_args
+from evalkit.providers.common import data_url, load_env, make_call, notes_text, sdk, shared_client, wire_args
 from evalkit.providers.health import error_fields
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -45,7 +45,7 @@ def create(
     load_env()
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself. Retries are made by
     # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout)
+    client = shared_client(openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout)
     return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 
