@@ -9,16 +9,14 @@ submission cannot earn most of it just because designs are mostly background.
 from __future__ import annotations
 
 import difflib
-import json
 import math
-from functools import lru_cache
 
 import numpy as np
 from PIL import ImageFilter
 from scipy.optimize import linear_sum_assignment
 
 from .model import Doc, Element, hex_to_rgb
-from .render import element_box, render_doc
+from .render import ContentCache, element_box, render_doc
 
 MATCH_THRESHOLD = 0.5
 VISUAL_SIZE = 160
@@ -106,18 +104,19 @@ def _pixels(doc: Doc) -> np.ndarray:
     return _lab(np.asarray(img))
 
 
-@lru_cache(maxsize=256)
-def _target_pixels(target_json: str) -> tuple[np.ndarray, float]:
+_targets = ContentCache(64)  # ~0.5 MB each; jobs run task by task, so a few suffice
+
+
+def _target_pixels(target: Doc) -> tuple[np.ndarray, float]:
     """The target's pixels and its distance from a blank canvas: the same for every episode of a task, so
     worked out once (two of the grade's three renders)."""
-    target = Doc.from_dict(json.loads(target_json))
     tgt = _pixels(target)
     blank = _pixels(Doc(target.width, target.height, target.background, []))
     return tgt, max(float(np.linalg.norm(tgt - blank, axis=-1).mean()), 0.25)
 
 
 def _visual(target: Doc, submitted: Doc) -> float:
-    tgt, baseline = _target_pixels(json.dumps(target.to_dict(), sort_keys=True))
+    tgt, baseline = _targets.get(target, _target_pixels)
     sub = _pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
     err = float(np.linalg.norm(tgt - sub, axis=-1).mean())
     return max(0.0, 1.0 - err / baseline)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import base64
 import io
-import json
+import threading
 import zlib
+from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -98,23 +101,41 @@ def encode(img: Image.Image, fmt: str = "PNG", quality: int = 90) -> bytes:
     return buf.getvalue()
 
 
+class ContentCache:
+    """What was worked out from a document, kept by the document's content (its full-precision repr) for
+    the most recent `size` documents. Thread-safe: HTTP routes and tools of many sessions share one."""
+
+    def __init__(self, size: int = 512):
+        self.size = size
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, doc: Doc, make: Callable[[Doc], Any], *key: Any) -> Any:
+        k = (repr(doc), *key)
+        with self._lock:
+            if k in self._items:
+                self._items.move_to_end(k)
+                return self._items[k]
+        value = make(doc)
+        with self._lock:
+            self._items[k] = value
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+_encoded = ContentCache()
+
+
 def png_of(doc: Doc, size: int | None = None) -> bytes:
     """The document rendered as PNG, cached by its content: an episode's frames repeat (a submit changes
     nothing, every empty canvas of a size and background looks the same), and encoding is the env's
     largest cost per frame."""
-    return _encoded(_content(doc), size, "PNG")
+    return _encoded.get(doc, lambda d: encode(render_doc(d, size)), size, "PNG")
 
 
 def jpeg_b64_of(doc: Doc) -> str:
     """The document's render as base64 JPEG, the form a reference image travels in over the reset metadata;
     cached by its content (every episode of a task sends it)."""
-    return base64.b64encode(_encoded(_content(doc), None, "JPEG")).decode("ascii")
-
-
-def _content(doc: Doc) -> str:
-    return json.dumps(doc.to_dict(), sort_keys=True, separators=(",", ":"))
-
-
-@lru_cache(maxsize=512)
-def _encoded(doc_json: str, size: int | None, fmt: str) -> bytes:
-    return encode(render_doc(json.loads(doc_json), size), fmt)
+    jpeg = _encoded.get(doc, lambda d: encode(render_doc(d), "JPEG"), None, "JPEG")
+    return base64.b64encode(jpeg).decode("ascii")
