@@ -114,3 +114,12 @@ def berth_server():
 
     with serve("berth") as env:
         yield env
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the session (two CPUs, no dashboard); the Ray executor joins it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
