@@ -7,9 +7,10 @@ env, frames on. Measured in one run, on whatever else the machine is doing (a sh
 absolute times noise: read the ratios):
 
 - efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency`, for
-  threads and for Ray (a local instance); start-up (serving the env, starting Ray, its runner actors
-  importing evalkit) is reported apart and excluded: the wall runs from the first episode's start to the
-  last episode written.
+  threads and for Ray (a local instance), each batch serving its env as `--env canvas` does; start-up
+  (serving the env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and
+  excluded: the wall runs from the first episode's start to the last episode written. The gui surface
+  (Chromium: a click, then submit) at concurrency 16 beside it.
 - client CPU per turn and per episode (fixed costs), with the env in a process of its own (`evalkit
   serve`) so that the client's CPU is the harness's alone: batches of 2-turn and 4-turn episodes, per turn
   = the slope, per episode = the rest; the env's CPU per episode and per tool call beside it.
@@ -124,7 +125,9 @@ class PeakRSS:
         self._thread.join()
 
 
-def timed_batch(env, model: str, episodes: int, concurrency: int, executor: str = "threads") -> dict:
+def timed_batch(
+    env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
+) -> dict:
     """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
     from evalkit import batch
     from evalkit.traces import read_records
@@ -149,7 +152,8 @@ def timed_batch(env, model: str, episodes: int, concurrency: int, executor: str 
             r0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             batch.run_batch([model], env, tasks=episodes, out=Path(tmp) / "r", concurrency=concurrency,
-                            max_turns=6, frames=True, progress=False, executor=executor)  # fmt: skip
+                            max_turns=6, frames=True, progress=False, executor=executor,
+                            surfaces=[surface])  # fmt: skip
             t1 = time.perf_counter()
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             recs = list(read_records(Path(tmp) / "r"))
@@ -237,6 +241,7 @@ def main() -> None:
     ap.add_argument("--concurrency", default="10,50")
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--gui-episodes", type=int, default=48, help="episodes on the gui surface (0: none)")
     ap.add_argument("--cpu-episodes", type=int, default=100, help="episodes per batch of the CPU measure")
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
@@ -258,8 +263,8 @@ def main() -> None:
             timed_batch(env, "vllm:standin", 4, 4)  # imports, connections
         rows = {}
         for c in levels:
-            with serve("canvas") as env, PeakRSS({"stand-in model": model.pid}) as rss:
-                rows[("threads", c)] = timed_batch(env, "vllm:standin", a.episodes, c)
+            with PeakRSS({"stand-in model": model.pid}) as rss:
+                rows[("threads", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c)
             rows[("threads", c)]["rss"] = rss.peak
         if not a.no_ray:
             from evalkit.executors import start_ray
@@ -268,9 +273,12 @@ def main() -> None:
             start_ray(None)
             print(f"local Ray instance started in {time.perf_counter() - t:.1f} s (start-up)")
             for c in levels:
-                with serve("canvas") as env, PeakRSS({"stand-in model": model.pid}) as rss:
-                    rows[("ray", c)] = timed_batch(env, "vllm:standin", a.episodes, c, executor="ray")
+                with PeakRSS({"stand-in model": model.pid}) as rss:
+                    rows[("ray", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c, executor="ray")
                 rows[("ray", c)]["rss"] = rss.peak
+        if a.gui_episodes:
+            rows[("threads, gui surface", 16)] = timed_batch("canvas", "vllm:standin", a.gui_episodes, 16,
+                                                             surface="gui")  # fmt: skip
         cpu = client_cpu(f"http://127.0.0.1:{port}/v1", a.cpu_episodes, min(levels))
     finally:
         model.terminate()

@@ -1,7 +1,7 @@
 """A stand-in model for throughput benchmarks: an OpenAI-compatible chat-completions server that answers every
 request after exactly `--delay` seconds (asyncio, so a hundred requests wait at once) with a canvas tool call:
-`add_element` on every turn but the last, `submit` on the last; a model named `…-K` (`vllm:standin-4`) takes
-K turns, any other two. Replies stream as a real server's do (role, a few
+`add_element` (on a screen surface, `click`) on every turn but the last, `submit` on the last; a model named
+`…-K` (`vllm:standin-4`) takes K turns, any other two. Replies stream as a real server's do (role, a few
 text pieces, the call's name, its arguments in pieces, the finish, the usage chunk), or come whole when the
 request does not ask for a stream.
 
@@ -22,11 +22,17 @@ TEXT = "Placing the main shape first, then submitting."
 
 
 def reply(body: dict) -> tuple[str, dict]:
-    """(tool, arguments) for this request: shapes, then submit on the last turn."""
+    """(tool, arguments) for this request: shapes (on a screen surface, clicks), then submit on the last
+    turn."""
     turns = sum(m.get("role") == "assistant" for m in body.get("messages") or [])
     _, _, k = str(body.get("model") or "").rpartition("-")
     last = int(k) - 1 if k.isdigit() else 1
-    return ("add_element", {**RECT, "x": RECT["x"] + 10 * turns}) if turns < last else ("submit", {})
+    if turns >= last:
+        return "submit", {}
+    tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    if "click" in tools:
+        return "click", {"x": 100 + 50 * turns, "y": 100}
+    return "add_element", {**RECT, "x": RECT["x"] + 10 * turns}
 
 
 def usage() -> dict:
