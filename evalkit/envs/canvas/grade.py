@@ -24,10 +24,17 @@ WEIGHTS = {"structure": 0.35, "visual": 0.25, "coverage": 0.2, "order": 0.1, "ba
 COLOUR_SCALE = 100.0  # a CIELAB distance of 100 counts as entirely different colours
 
 
+def _linear(c: np.ndarray) -> np.ndarray:
+    return np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+
+
+_LINEAR = _linear(np.arange(256) / 255.0)
+"""sRGB's 256 levels made linear once: the power per pixel was most of a grade's colour conversion."""
+
+
 def _lab(rgb: np.ndarray) -> np.ndarray:
     """sRGB (0–255, last axis 3) to CIELAB (D65): distances there track perceived colour difference."""
-    c = rgb.astype(np.float64) / 255.0
-    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    c = _LINEAR[np.asarray(rgb, dtype=np.intp)]
     m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
     xyz = c @ m.T / np.array([0.95047, 1.0, 1.08883])
     f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
