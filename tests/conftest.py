@@ -8,6 +8,14 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_configure(config):
+    # Tests import the embedded envs' modules directly too: OpenEnv's server package is imported once here
+    # the way `evalkit.envs.server` imports it, without the Gradio interface no test uses (seconds of CPU).
+    from evalkit.envs.server import import_openenv_server
+
+    import_openenv_server()
+
+
 @pytest.fixture(scope="session")
 def canvas_server():
     from evalkit.envs.server import serve

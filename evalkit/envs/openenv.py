@@ -68,14 +68,19 @@ class Endpoint:
     """The action schema of a typed-action env; None for an MCP env."""
 
 
+def _base_url(env: Any) -> str:
+    url = env if isinstance(env, str) else getattr(env, "base_url", None)
+    if not url:
+        raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
+    return str(url)
+
+
 def resolve(env: Any, name: str | None = None) -> Endpoint:
     """`env` (a base URL or a served env) as an Endpoint; raises EnvError when `/schema` cannot be read."""
     if isinstance(env, Endpoint):
         return env
-    url = env if isinstance(env, str) else getattr(env, "base_url", None)
-    if not url:
-        raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
-    return Endpoint(str(url), name or env_identity(env), action_schema(str(url)))
+    url = _base_url(env)
+    return Endpoint(url, name or env_identity(env), action_schema(url))
 
 
 def _server_json(url: str, route: str) -> dict:
@@ -322,11 +327,6 @@ class TypedSession(OpenEnvSession):
 def connect(env: Any, **kw: Any) -> OpenEnvSession:
     """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer` or an
     `Endpoint`), of the kind the server is: MCP or typed-action."""
-    if isinstance(env, Endpoint):
-        url, schema = env.base_url, env.schema
-    else:
-        url = env if isinstance(env, str) else getattr(env, "base_url", None)
-        if not url:
-            raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
-        schema = action_schema(url)
+    url = _base_url(env)
+    schema = env.schema if isinstance(env, Endpoint) else action_schema(url)
     return TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)
