@@ -12,20 +12,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-import threading
 from collections import defaultdict
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit import live
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
-from evalkit.envs.openenv import env_identity
+from evalkit.envs.openenv import env_identity, resolve
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
-from evalkit.episode import run_episode, task_identity
+from evalkit.episode import task_identity
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError
 from evalkit.evalsets import load_evalset
+from evalkit.executors import EXECUTORS, Episodes, execute, ray_module
 from evalkit.providers import check_endpoints, check_keys, parse_spec
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import check_budget
@@ -212,6 +211,8 @@ def run_batch(
     verbose: bool = False,
     argv: list[str] | None = None,
     health: ProviderHealth | None = None,
+    executor: str = "threads",
+    ray_address: str | None = None,
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
@@ -229,6 +230,10 @@ def run_batch(
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down.
+
+    `executor` is `threads` (this process) or `ray` (tasks on the Ray cluster at `ray_address`, else on the
+    instance this process has, else on a new local one; see `evalkit.executors`). On Ray each node's runner
+    keeps its own `ProviderHealth`.
     """
     models, surfaces = _as_list(models), _as_list(surfaces)
     asked_modes = _as_list(modes)
@@ -243,6 +248,12 @@ def run_batch(
     check_endpoints(models)
     if concurrency < 1 or (max_turns is not None and max_turns < 1) or repeats < 1:
         raise ConfigError("--concurrency, --max-turns and --repeats must be ≥ 1")
+    if executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}: use {' or '.join(EXECUTORS)}")
+    if executor == "ray":
+        ray_module()  # not installed: say so before any work
+    elif ray_address:
+        raise ConfigError("--ray-address needs --executor ray")
     if coordinates not in (None, *COORDINATES):
         raise ConfigError(f"unknown coordinates {coordinates!r}: use {', '.join(COORDINATES)}")
     served = None
@@ -326,23 +337,20 @@ def run_batch(
             "evalkit_version": __version__,
             "argv": argv,
         }
-        episode_kw = dict(
-            max_turns=max_turns,
-            max_steps=max_steps,
-            episode_timeout=episode_timeout,
-            frames=frames,
-            save_raw=save_raw,
-            options=options,
-            health=health if health is not None else ProviderHealth(),
-            preflight=False,
-        )
         _check_resume(out, meta)
         done = completed_keys(out)
         explicit = evalset is None and bool(task_ids or reset is not None)
         _preflight(env, name, [j for j in jobs if j.key not in done], explicit, first)
+        try:
+            target = resolve(env, name)  # the env's kind, asked once: episodes connect without asking again
+        except EnvError as e:
+            raise ConfigError(f"cannot read what kind of env {name} is: {e}") from None
         for line in notices:
             _notice(line)
-        return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
+        episodes = Episodes(target, name, out, max_turns, max_steps, episode_timeout, frames, options,
+                            save_raw=save_raw, embedded=name if served is not None else None)  # fmt: skip
+        health = health if health is not None else ProviderHealth()
+        return _execute(jobs, episodes, meta, health, concurrency, progress, verbose, executor, ray_address)
     finally:
         if served is not None:
             served.stop()
@@ -454,15 +462,16 @@ def _write_meta(out: Path, meta: dict) -> None:
 
 def _execute(
     jobs: list[Job],
-    env: Any,
-    env_name: str,
-    out: Path,
+    episodes: Episodes,
     meta: dict,
-    episode_kw: dict,
+    health: ProviderHealth,
     concurrency: int,
     progress: bool,
     verbose: bool,
+    executor: str,
+    ray_address: str | None,
 ) -> Run:
+    out = episodes.out
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
@@ -475,58 +484,18 @@ def _execute(
 
     bar = tqdm(total=len(todo), desc=out.name, unit="ep", disable=not progress or not todo, file=sys.stderr)
 
-    stopping = threading.Event()
+    def arrive(rec: EpisodeRecord, stopping: bool) -> None:
+        # Every finished episode reaches the run here, the moment it ends. One that broke because the batch
+        # itself was shutting down is not data about the env: dropped.
+        if not (stopping and rec.error_class):
+            writer.append(rec)
+        live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
 
-    def one(job: Job) -> EpisodeRecord:
-        try:
-            rec = run_episode(
-                job.model,
-                env,
-                job.task,
-                surface=job.surface,
-                mode=job.mode,
-                out=None,
-                repeat=job.repeat,
-                evalset_task=job.evalset_task,
-                task_key=job.ident,
-                skin=job.skin,
-                coordinates=job.coordinates,
-                store_dir=out,
-                env_name=env_name,
-                cancel=stopping,
-                **episode_kw,
-            )
-            # Written by the worker as soon as the episode ends, so that an episode still in flight when the
-            # batch is interrupted is kept if it finishes, and nothing waits on the main thread to be saved.
-            # One that broke because the batch itself was shutting down is not data about the env: drop it.
-            if not (stopping.is_set() and rec.error_class):
-                writer.append(rec)
-            return rec
-        finally:
-            live.finish(out, job.key)  # after the record, so a watcher never sees the episode in neither
-
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
-    pending: set[Future] = set()
     try:
-        for job in todo:
-            pending.add(pool.submit(one, job))
-            if len(pending) >= concurrency * 2:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    _collect(f.result(), run, rewards, bar, verbose)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                _collect(f.result(), run, rewards, bar, verbose)
-    except BaseException:
-        stopping.set()
-        # Ctrl-C (or a config error inside an episode): queued jobs are dropped, running ones finish in the
-        # background and are written; nobody waits for them here. Resume picks up the rest.
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
+        for rec in execute(executor, todo, episodes, concurrency, arrive, health, address=ray_address):
+            _collect(rec, run, rewards, bar, verbose)
     finally:
         bar.close()
-    pool.shutdown(wait=True)
     _summarise(out)
     return run
 

@@ -131,7 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--max-steps", type=_positive(int), help="tool calls before the env ends the episode")
     r.add_argument("--episode-timeout", type=_positive(float), help="wall-clock seconds per episode")
-    r.add_argument("--concurrency", type=_positive(int), default=4)
+    r.add_argument("--concurrency", type=_positive(int), default=4, help="episodes at once (in all, on Ray)")
+    r.add_argument(
+        "--executor",
+        choices=("threads", "ray"),
+        default="threads",
+        help="threads of this process, or tasks on a Ray cluster (pip install evalkit[ray])",
+    )
+    r.add_argument(
+        "--ray-address", help="with --executor ray: the cluster to join (default: start a local instance)"
+    )
     r.add_argument("--no-frames", action="store_true", help="don't store a frame per turn")
     r.add_argument(
         "--save-raw",
@@ -296,6 +305,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         progress=not a.no_progress,
         verbose=a.verbose,
         argv=sys.argv[1:],
+        executor=a.executor,
+        ray_address=a.ray_address,
     )
     print(
         f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "

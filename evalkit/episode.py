@@ -239,6 +239,9 @@ class _Episode:
         """What the model is sent, for the record's transcript."""
         self._dropped = 0
         """Images the agent's budget dropped so far that the transcript has marked."""
+        self.calls_made = 0
+        """Tool calls sent to the env so far (the model's and the loop's)."""
+        self._rendered: tuple[int, Image | None] | None = None
 
     def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
         rec, t0 = self.rec, time.monotonic()
@@ -292,6 +295,17 @@ class _Episode:
         fn = getattr(self.session, what, None)
         return self._timed_env(fn) if callable(fn) else None
 
+    def _call(self, name: str, args: dict) -> ToolOutcome:
+        self.calls_made += 1
+        return self._timed_env(self.session.call, name, args)
+
+    def _render(self) -> Image | None:
+        """The env's picture of its state; with no tool call since the last one, that one again (the final
+        render after the last turn's frame is the same picture, and would cost the env an encode)."""
+        if self._rendered is None or self._rendered[0] != self.calls_made:
+            self._rendered = (self.calls_made, self._picture("render"))
+        return self._rendered[1]
+
     def _save(self, image: Image | None) -> str | None:
         return self.store.put(image) if self.store is not None and image is not None else None
 
@@ -325,7 +339,7 @@ class _Episode:
         opening = wording.session_opening(session, meta, self.max_turns, target, shots)
         if self.frames:
             seen = opening.observed[-1] if opening.observed else None
-            rec.frame0 = self._save(shots[-1] if shots else (self._picture("render") or seen))
+            rec.frame0 = self._save(shots[-1] if shots else (self._render() or seen))
         agent.user(opening.text, opening.images)
         self.tx.begin(system, tools, opening.text, opening.images)
         self._publish()
@@ -371,7 +385,7 @@ class _Episode:
                         outcome = ToolOutcome(call.error, is_error=True)
                         rec.parse_errors += 1
                     else:
-                        outcome = self._timed_env(session.call, call.name, call.args)
+                        outcome = self._call(call.name, call.args)
                         rec.tool_calls += 1
                         if outcome.is_error:
                             rec.tool_errors += 1
@@ -417,7 +431,7 @@ class _Episode:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
                 self.tx.user(n, notes_text(turn.reasoning[-NOTES_TAIL:]), [], "notes from a cut turn")
             if self.frames:
-                frame = self.shot or self._picture("render") or (tool_images[-1] if tool_images else None)
+                frame = self.shot or self._render() or (tool_images[-1] if tool_images else None)
                 trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
@@ -426,7 +440,7 @@ class _Episode:
                 break
 
         if not done and wording.can_auto_submit(finish_tool):
-            outcome = self._timed_env(session.call, finish, {})
+            outcome = self._call(finish, {})
             if outcome.reward is not None:
                 rewards.append(outcome.reward)
             self._finish(outcome, rewards, True, None)
@@ -440,7 +454,7 @@ class _Episode:
             # An env that rewards every step: `reward` is the last one, the return is kept beside it.
             rec.info["return"] = round(sum(rewards), 6)
             rec.info["rewards_given"] = len(rewards)
-        final = self._picture("render")
+        final = self._render()
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
         doc = getattr(session, "document", None)
@@ -503,7 +517,7 @@ class _Episode:
 
     def _screenshot(self) -> ToolOutcome:
         """The env's screenshot tool, called by the loop (not a model call: no step of the model's)."""
-        return self._timed_env(self.session.call, self.shot_tool, {})
+        return self._call(self.shot_tool, {})
 
     def _look(self, turn: Any, pairs: list, done: bool, trec: TurnRecord) -> tuple[list[Image], bool]:
         """The screen after a turn, on an env that shows one: the model's own newest screenshot, else a fresh

@@ -8,6 +8,14 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_configure(config):
+    # Tests import the embedded envs' modules directly too: OpenEnv's server package is imported once here
+    # the way `evalkit.envs.server` imports it, without the Gradio interface no test uses (seconds of CPU).
+    from evalkit.envs.server import import_openenv_server
+
+    import_openenv_server()
+
+
 @pytest.fixture(scope="session")
 def canvas_server():
     from evalkit.envs.server import serve
@@ -130,3 +138,12 @@ def browser():
         b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, headless=True)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the session (two CPUs, no dashboard); the Ray executor joins it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -306,3 +306,29 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
     assert task_identity({"level": "b", "seed": 2}, "x") == task_identity({"seed": 2, "level": "b"}, "y")
     assert task_identity({"task_id": "t9", "seed": 1}, "x") == "t9"
+
+
+def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_server, tmp_path):
+    from evalkit.envs.openenv import OpenEnvSession
+
+    class Counting(OpenEnvSession):
+        renders = 0
+
+        def render(self):
+            Counting.renders += 1
+            return super().render()
+
+    def session():
+        return Counting(canvas_server.base_url)
+
+    turns = [Turn(calls=[call("add_element", **RECT)]), Turn(calls=[call("submit")])]
+    rec = run_episode(factory(turns), session, "canvas-test-0007", env_name="canvas", store_dir=tmp_path)
+    assert rec.end_reason == "submitted" and rec.frame0 and rec.render
+    assert Counting.renders == 3  # frame0 and a frame per turn; the final render is the last frame
+    assert (tmp_path / rec.render).read_bytes() == (tmp_path / rec.turns[-1].frame).read_bytes()
+
+    Counting.renders = 0
+    rec = run_episode(factory(turns[:1]), session, "canvas-test-0007", env_name="canvas", store_dir=tmp_path,
+                      max_turns=1)  # fmt: skip
+    assert rec.end_reason == "turn_limit" and rec.auto_submitted
+    assert Counting.renders == 3  # the loop's submit ran after the last frame: the final render is asked for

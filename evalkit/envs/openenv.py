@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -38,6 +40,47 @@ def http_client(url: str, **kw: Any) -> httpx.Client:
     """An HTTP client for `url`. A plain-http server needs no TLS context, whose set-up (loading the CA
     store) costs tens of milliseconds per client — per episode, when every session makes one."""
     return httpx.Client(verify=url.startswith("https://"), **kw)
+
+
+_shared: dict[tuple, httpx.Client] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_http(url: str, timeout: float, headers: dict | None = None) -> httpx.Client:
+    """One HTTP client (one connection pool) per server, shared by every session of the process: thread-safe,
+    and it spares each episode a client and a connection of its own for its pictures."""
+    key = (url, timeout, tuple(sorted((headers or {}).items())))
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None or client.is_closed:
+            client = _shared[key] = http_client(url, timeout=timeout, headers=headers)
+    return client
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenEnv server whose name and kind were resolved once (`resolve`, per batch): sessions on it open
+    without asking `/metadata` or `/schema` again. Plain data, so it travels to other processes."""
+
+    base_url: str
+    name: str
+    schema: dict | None = None
+    """The action schema of a typed-action env; None for an MCP env."""
+
+
+def _base_url(env: Any) -> str:
+    url = env if isinstance(env, str) else getattr(env, "base_url", None)
+    if not url:
+        raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
+    return str(url)
+
+
+def resolve(env: Any, name: str | None = None) -> Endpoint:
+    """`env` (a base URL or a served env) as an Endpoint; raises EnvError when `/schema` cannot be read."""
+    if isinstance(env, Endpoint):
+        return env
+    url = _base_url(env)
+    return Endpoint(url, name or env_identity(env), action_schema(url))
 
 
 def _server_json(url: str, route: str) -> dict:
@@ -171,12 +214,8 @@ class OpenEnvSession:
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
-        self._http = http_client(self.http_base, timeout=message_timeout_s, headers=headers)
-        try:
-            self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
-        except EnvError:
-            self._http.close()
-            raise
+        self._http = shared_http(self.http_base, message_timeout_s, headers)
+        self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
 
     def reset(self, **kwargs: Any) -> dict:
         """Start an episode; returns the reset observation's metadata (instructions, task id, ...)."""
@@ -253,10 +292,7 @@ class OpenEnvSession:
             return None
 
     def close(self) -> None:
-        try:
-            self._conn.close()
-        finally:
-            self._http.close()
+        self._conn.close()
 
     def __enter__(self) -> OpenEnvSession:
         return self
@@ -289,10 +325,8 @@ class TypedSession(OpenEnvSession):
 
 
 def connect(env: Any, **kw: Any) -> OpenEnvSession:
-    """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer`), of the
-    kind the server is: MCP or typed-action."""
-    url = env if isinstance(env, str) else getattr(env, "base_url", None)
-    if not url:
-        raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
-    schema = action_schema(url)
+    """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer` or an
+    `Endpoint`), of the kind the server is: MCP or typed-action."""
+    url = _base_url(env)
+    schema = env.schema if isinstance(env, Endpoint) else action_schema(url)
     return TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -16,9 +18,26 @@ from evalkit.envs import EMBEDDED
 from evalkit.errors import ConfigError, EnvError
 
 
+def import_openenv_server() -> None:
+    """Import OpenEnv's server package without its Gradio web interface, unless ENABLE_WEB_INTERFACE asks
+    for it: the package imports the interface whenever Gradio is installed (seconds of CPU at every start),
+    and treats a missing Gradio as no interface, which is what an embedded env serves anyway."""
+    if "openenv.core.env_server" in sys.modules or "gradio" in sys.modules:
+        return
+    if os.environ.get("ENABLE_WEB_INTERFACE", "false").lower() in ("true", "1", "yes"):
+        return
+    sys.modules["gradio"] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
+    try:
+        importlib.import_module("openenv.core.env_server")
+    finally:
+        if sys.modules.get("gradio", False) is None:
+            del sys.modules["gradio"]
+
+
 def build_app(name: str, **kw: Any) -> Any:
     if name not in EMBEDDED:
         raise ConfigError(f"unknown environment {name!r} (embedded: {', '.join(sorted(EMBEDDED))})")
+    import_openenv_server()
     module, _, func = EMBEDDED[name].partition(":")
     return getattr(importlib.import_module(module), func)(**kw)
 

@@ -72,15 +72,17 @@ class Connection:
         self._ids = itertools.count(1)
         self._stack = contextlib.ExitStack()
         try:
-            # Loopback servers must not be sent through a proxy configured for the outside world.
-            proxy = None if "://127.0.0.1" in self.url or "://localhost" in self.url else True
+            # Loopback servers must not be sent through a proxy configured for the outside world, and
+            # compressing frames for them costs both ends CPU for nothing.
+            local = "://127.0.0.1" in self.url or "://localhost" in self.url
             self._ws = self._stack.enter_context(
                 connect(
                     self.url,
                     open_timeout=min(timeout, 30.0),
                     max_size=MAX_MESSAGE,
                     additional_headers=headers,
-                    proxy=proxy,
+                    proxy=None if local else True,
+                    compression=None if local else "deflate",
                 )
             )
         except Exception as e:

@@ -12,7 +12,7 @@ from typing import Any
 
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk
+from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk, shared_client
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORTS = ("low", "medium", "high")
@@ -42,7 +42,9 @@ def create(
     load_env()
     # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself. Retries are made by
     # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = anthropic.Anthropic(max_retries=0, timeout=options.request_timeout)
+    client = shared_client(
+        anthropic, "Anthropic", "ANTHROPIC_", max_retries=0, timeout=options.request_timeout
+    )
     return AnthropicAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 

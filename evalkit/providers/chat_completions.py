@@ -29,6 +29,7 @@ from evalkit.providers.common import (
     make_call,
     notes_text,
     sdk,
+    shared_client,
     wire_args,
 )
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
@@ -107,7 +108,9 @@ def create(
     openai = sdk("openai")
     load_env()
     # Retries are made by evalkit.providers.attempts, where each request is seen and accounted for.
-    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout, **endpoint(provider))
+    client = shared_client(
+        openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout, **endpoint(provider)
+    )
     return ChatAgent(
         client, model, thinking, system=system, tools=tools, options=options, provider=provider, health=health
     )

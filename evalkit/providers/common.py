@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -59,6 +60,28 @@ def sdk(name: str, extra: str = "") -> ModuleType:
         raise ConfigError(
             f"the {name!r} package is needed for this provider: pip install {extra or name}"
         ) from exc
+
+
+_clients: dict[tuple, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) -> Any:
+    """The SDK client `module.<cls>(**kwargs)`, made once per configuration and shared by every episode of
+    the process: a client per episode cost a TLS context (tens of milliseconds of CPU) and a new connection
+    pool each time. The configuration includes the SDK's own variables (`<env_prefix>*`: key, base URL, ...),
+    which it reads when an argument is not given, so a changed variable gets its own client. A plain-http
+    endpoint (a local server) gets an HTTP client without a CA store to load."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(env_prefix)))
+    key = (module.__name__, cls, tuple(sorted(kwargs.items())), env)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            base = str(kwargs.get("base_url") or os.environ.get(f"{env_prefix}BASE_URL") or "")
+            plain = base.startswith("http://")
+            extra = {"http_client": module.DefaultHttpxClient(verify=False)} if plain else {}
+            client = _clients[key] = getattr(module, cls)(**kwargs, **extra)
+    return client
 
 
 def parse_args(raw: Any) -> tuple[dict, str | None]:

@@ -20,6 +20,7 @@ from evalkit.providers.common import (
     make_call,
     notes_text,
     sdk,
+    shared_client,
     wire_args,
 )
 from evalkit.providers.health import error_fields
@@ -54,7 +55,7 @@ def create(
     load_env()
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself. Retries are made by
     # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = openai.OpenAI(max_retries=0, timeout=options.request_timeout)
+    client = shared_client(openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout)
     return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 

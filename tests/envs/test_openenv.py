@@ -235,3 +235,22 @@ def test_an_mcp_step_that_breaks_the_env_is_an_env_error_not_the_models(tmp_path
         rec = run_episode(factory(turns, sink), served.base_url, out=tmp_path, max_turns=4)
     assert rec.error_class == "env_error" and rec.reward is None and rec.end_reason == "error"
     assert rec.n_turns == 1 and "died" in rec.error
+
+
+def test_an_endpoint_resolved_once_opens_sessions_of_its_kind(guess_server, canvas_server):
+    from evalkit.envs.openenv import Endpoint, OpenEnvSession, resolve
+
+    typed = resolve(guess_server)
+    assert typed.name == "guess" and typed.schema and "guess" in typed.schema["properties"]
+    assert resolve(typed) is typed
+    mcp = resolve(canvas_server, "canvas")
+    assert mcp == Endpoint(canvas_server.base_url, "canvas", None)
+    with connect(typed) as s:
+        assert isinstance(s, TypedSession) and s.schema == typed.schema
+    with connect(mcp) as s:
+        assert type(s) is OpenEnvSession and s.reset(task_id="canvas-test-0001")["task_id"]
+    # An endpoint's kind is taken as resolved: a session opens without asking the server again.
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    fake = Endpoint(guess_server.base_url, "guess", schema)
+    with connect(fake) as s:
+        assert s.tools()[0].parameters["properties"] == {"x": {"type": "integer"}}

@@ -112,3 +112,24 @@ def test_shrink_only_big_pngs():
     big = Image.from_pil(PILImage.effect_noise((300, 300), 90).convert("RGBA"))
     shrunk = images.shrink(big, limit=10_000)
     assert shrunk.mime == "image/jpeg" and len(shrunk.data) < len(big.data)
+
+
+def test_sdk_clients_are_shared_per_configuration(monkeypatch):
+    import openai
+
+    from evalkit.providers import make_agent
+
+    monkeypatch.setenv("VLLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    a = make_agent("vllm:m", system="s", tools=[])
+    b = make_agent("vllm:other", system="s", tools=[])
+    assert a.client is b.client  # one client (one connection pool, no TLS context) for every episode
+    assert a.client._client._transport._pool._ssl_context.verify_mode.name == "CERT_NONE"
+    monkeypatch.setenv("VLLM_BASE_URL", "http://127.0.0.1:10/v1")
+    c = make_agent("vllm:m", system="s", tools=[])
+    assert c.client is not a.client and str(c.client.base_url).startswith("http://127.0.0.1:10")
+    monkeypatch.setenv("OPENAI_API_KEY", "k1")
+    d = common.shared_client(openai, "OpenAI", "OPENAI_", max_retries=0)
+    monkeypatch.setenv("OPENAI_API_KEY", "k2")  # the SDK reads it itself: another key, another client
+    e = common.shared_client(openai, "OpenAI", "OPENAI_", max_retries=0)
+    assert d is not e and e.api_key == "k2"

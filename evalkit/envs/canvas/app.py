@@ -11,10 +11,11 @@ from fastapi.responses import HTMLResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
+from ..recycle import recycling
 from .env import CanvasEnv
 from .episode import Episode, registry
 from .gui_surface import SKINS, editor_html
-from .render import encode, render_doc
+from .render import encode, png_of, render_doc
 from .tasks import task_from_id
 
 SizeQuery = Query(None, ge=16, le=4096, description="Longest side in pixels; default is the canvas size.")
@@ -30,7 +31,7 @@ def _episode(episode_id: str) -> Episode:
 def build_app(max_concurrent_envs: int = 64) -> FastAPI:
     """The FastAPI app serving the canvas env; run it with uvicorn or `evalkit serve canvas`."""
     app = create_app(
-        CanvasEnv,
+        recycling(CanvasEnv),
         CallToolAction,
         CallToolObservation,
         env_name="canvas",
@@ -52,8 +53,7 @@ def build_app(max_concurrent_envs: int = 64) -> FastAPI:
 
     @app.get("/api/episodes/{episode_id}/render.png")
     def episode_render(episode_id: str, size: int | None = SizeQuery) -> Response:
-        ep = _episode(episode_id)
-        return Response(encode(render_doc(ep.snapshot(), size)), media_type="image/png")
+        return Response(png_of(_episode(episode_id).snapshot(), size), media_type="image/png")
 
     @app.get("/api/episodes/{episode_id}/reference.jpg")
     def episode_reference(episode_id: str, size: int | None = SizeQuery) -> Response:

@@ -35,7 +35,7 @@ from .gui_surface import SCREEN, SKINS, EditorPage, default_skin
 from .html_surface import HtmlPage
 from .model import Doc
 from .prompts import PROMPT_VERSIONS, instructions, opening
-from .render import encode, jpeg_b64, render_doc
+from .render import jpeg_b64_of, png_of
 from .tasks import generate_task, task_from_id
 
 SURFACES = envs.SURFACES["canvas"]
@@ -96,7 +96,7 @@ def build_server(env: CanvasEnv) -> FastMCP:
         ep = env.episode()
         if ep.surface == "html":
             return MCPImage(data=await html_surface.screenshot(ep, _fail), format="png")
-        return MCPImage(data=encode(render_doc(ep.snapshot())), format="png")
+        return MCPImage(data=png_of(ep.snapshot()), format="png")
 
     @mcp.tool
     async def submit() -> str:
@@ -228,7 +228,7 @@ class CanvasEnv(MCPEnvironment):
             meta["screenshot_tool"] = SCREENSHOT_TOOL
             meta["screen"] = {"width": SCREEN[0], "height": SCREEN[1]}
         if mode == "reference":
-            meta["reference_jpeg_b64"] = jpeg_b64(render_doc(task.doc))
+            meta["reference_jpeg_b64"] = jpeg_b64_of(task.doc)
         return Observation(done=False, reward=None, metadata=meta)
 
     async def _drop(self) -> None:
@@ -307,7 +307,8 @@ class CanvasEnv(MCPEnvironment):
         return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=ep.task.task_id, done=ep.done)
 
     def close(self) -> None:
-        """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page."""
+        """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;
+        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`)."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)
@@ -317,7 +318,11 @@ class CanvasEnv(MCPEnvironment):
                     Browser.get().run(page.close(), timeout=15)
                 except Exception as e:
                     log.debug("closing a page failed: %s", e)
-        super().close()
+        recycle = getattr(self, "recycle", None)
+        if recycle is not None:
+            recycle()
+        else:
+            super().close()
 
 
 def _index(index: Any) -> int:

@@ -16,7 +16,7 @@ from PIL import ImageFilter
 from scipy.optimize import linear_sum_assignment
 
 from .model import Doc, Element, hex_to_rgb
-from .render import element_box, render_doc
+from .render import ContentCache, element_box, render_doc
 
 MATCH_THRESHOLD = 0.5
 VISUAL_SIZE = 160
@@ -24,10 +24,17 @@ WEIGHTS = {"structure": 0.35, "visual": 0.25, "coverage": 0.2, "order": 0.1, "ba
 COLOUR_SCALE = 100.0  # a CIELAB distance of 100 counts as entirely different colours
 
 
+def _linear(c: np.ndarray) -> np.ndarray:
+    return np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+
+
+_LINEAR = _linear(np.arange(256) / 255.0)
+"""sRGB's 256 levels made linear once: the power per pixel was most of a grade's colour conversion."""
+
+
 def _lab(rgb: np.ndarray) -> np.ndarray:
     """sRGB (0–255, last axis 3) to CIELAB (D65): distances there track perceived colour difference."""
-    c = rgb.astype(np.float64) / 255.0
-    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    c = _LINEAR[np.asarray(rgb, dtype=np.intp)]
     m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
     xyz = c @ m.T / np.array([0.95047, 1.0, 1.08883])
     f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
@@ -99,16 +106,26 @@ def element_similarity(gt: Element, sub: Element, diag: float) -> float:
     return kind * score
 
 
-def _visual(target: Doc, submitted: Doc) -> float:
-    def pixels(doc: Doc) -> np.ndarray:
-        img = render_doc(doc, VISUAL_SIZE).filter(ImageFilter.GaussianBlur(1.0))
-        return _lab(np.asarray(img))
+def _pixels(doc: Doc) -> np.ndarray:
+    img = render_doc(doc, VISUAL_SIZE).filter(ImageFilter.GaussianBlur(1.0))
+    return _lab(np.asarray(img))
 
-    tgt = pixels(target)
-    sub = pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
-    blank = pixels(Doc(target.width, target.height, target.background, []))
+
+_targets = ContentCache(64)  # ~0.5 MB each; jobs run task by task, so a few suffice
+
+
+def _target_pixels(target: Doc) -> tuple[np.ndarray, float]:
+    """The target's pixels and its distance from a blank canvas: the same for every episode of a task, so
+    worked out once (two of the grade's three renders)."""
+    tgt = _pixels(target)
+    blank = _pixels(Doc(target.width, target.height, target.background, []))
+    return tgt, max(float(np.linalg.norm(tgt - blank, axis=-1).mean()), 0.25)
+
+
+def _visual(target: Doc, submitted: Doc) -> float:
+    tgt, baseline = _targets.get(target, _target_pixels)
+    sub = _pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
     err = float(np.linalg.norm(tgt - sub, axis=-1).mean())
-    baseline = max(float(np.linalg.norm(tgt - blank, axis=-1).mean()), 0.25)
     return max(0.0, 1.0 - err / baseline)
 
 

@@ -1,0 +1,310 @@
+"""Is the harness ever the bottleneck? Efficiency of run_batch against a model that answers in exactly 0.5 s.
+
+A stand-in model in its own process (`benchmarks/standin_model.py`: OpenAI-compatible chat completions,
+streamed, reached by the real SDK as `vllm:standin`) answers every call after `--delay` seconds with a canvas
+tool call; each episode takes two turns (a shape, then submit) on the tools surface of the embedded canvas
+env, frames on. Measured in one run, on whatever else the machine is doing (a shared machine makes
+absolute times noise: read the ratios):
+
+- efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency`, for
+  threads and for Ray (a local instance), each batch serving its env as `--env canvas` does; start-up
+  (serving the env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and
+  excluded: the wall runs from the first episode's start to the last episode written. The gui surface
+  (Chromium: a click, then submit) at concurrency 16 beside it.
+- client CPU per turn and per episode (fixed costs), with the env in a process of its own (`evalkit
+  serve`) so that the client's CPU is the harness's alone: batches of 2-turn and 4-turn episodes, per turn
+  = the slope, per episode = the rest; the env's CPU per episode and per tool call beside it.
+- start-up: `evalkit run --help`, and the first episode of `make demo` (time to its first record).
+- memory at the largest concurrency: peak RSS of each process (this one, the model; Ray's workers).
+
+    PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50] [--no-ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def wait_up(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url} exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def free_port() -> int:
+    from evalkit.envs.server import free_port as fp
+
+    return fp()
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process under `pid` (Ray's raylet, workers, …), by pid → command name."""
+    kids: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            head, _, rest = stat.rpartition(")")
+            names[int(d.name)] = head.split("(", 1)[1]
+            kids.setdefault(int(rest.split()[1]), []).append(int(d.name))
+    out, todo = {}, list(kids.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out[p] = names.get(p, "?")
+        todo += kids.get(p, [])
+    return out
+
+
+class PeakRSS:
+    """Samples the RSS of this process, the model server and every descendant while a batch runs."""
+
+    def __init__(self, others: dict[str, int]):
+        self.others = others
+        self.peak: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        known = {pid: label for label, pid in {"harness (this process)": os.getpid(), **self.others}.items()}
+        names: dict[int, str] = {}
+        while not self._stop.wait(0.25):
+            procs = {**descendants(os.getpid()), **known}
+            for pid, name in procs.items():
+                try:
+                    rss = rss_mib(pid)
+                except OSError:
+                    continue
+                # A Ray worker renames itself as it starts (ray::IDLE, ray::Runner): its last name stands.
+                old = names.get(pid)
+                names[pid] = name if pid in known else f"{name} ({pid})"
+                self.peak[names[pid]] = max(self.peak.pop(old, 0.0) if old else 0.0, rss)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed_batch(
+    env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
+) -> dict:
+    """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
+    from evalkit import batch
+    from evalkit.traces import read_records
+
+    span: dict[str, float] = {}
+    real = batch.execute
+
+    def execute(*a, **kw):
+        # The wall runs from the first episode's start (its arrival less its length) to the last arrival:
+        # what comes before the first episode starts (Ray's runners importing evalkit) is start-up.
+        span["queued"] = time.perf_counter()
+        starts = []
+        for rec in real(*a, **kw):
+            span["end"] = time.perf_counter()
+            starts.append(span["end"] - rec.seconds)
+            yield rec
+        span["start"] = min(starts)
+
+    batch.execute = execute
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            batch.run_batch([model], env, tasks=episodes, out=Path(tmp) / "r", concurrency=concurrency,
+                            max_turns=6, frames=True, progress=False, executor=executor,
+                            surfaces=[surface])  # fmt: skip
+            t1 = time.perf_counter()
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            recs = list(read_records(Path(tmp) / "r"))
+    finally:
+        batch.execute = real
+    return {
+        "wall": span["end"] - span["start"],
+        "startup": span["start"] - t0,
+        "queued": span["queued"] - t0,
+        "after": t1 - span["end"],
+        "cpu": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
+        "turns": sum(r.n_turns for r in recs),
+        "calls": sum(r.tool_calls for r in recs),
+        "episodes": len(recs),
+        "errors": sum(r.error_class is not None for r in recs),
+        "median_episode": statistics.median(r.seconds for r in recs),
+        "median_model": statistics.median(r.model_seconds for r in recs),
+        "median_env": statistics.median(r.env_seconds for r in recs),
+    }
+
+
+def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
+    ideal = r["turns"] * delay / concurrency
+    return (
+        f"{label:<34} efficiency {ideal / r['wall']:.2f}  (ideal {ideal:.1f} s / wall {r['wall']:.1f} s; "
+        f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
+        f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)"
+    )
+
+
+def startup_help() -> float:
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        subprocess.run([PY, "-m", "evalkit.cli", "run", "--help"], check=True, capture_output=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def startup_demo() -> float:
+    """Seconds from the `make demo` command to its first episode's record (the batch is then stopped)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "demo" / "trace.jsonl"
+        models = "baseline:tracer,baseline:random"
+        cmd = [PY, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", models,
+               "--evalset", str(ROOT / "data/evalsets/canvas-test-300.json"), "--subset", "lite",
+               "--concurrency", "8", "--out", str(trace.parent), "--no-progress"]  # fmt: skip
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while not (trace.exists() and trace.read_bytes().count(b"\n") >= 1):
+                if proc.poll() is not None:
+                    raise RuntimeError("the demo ended before its first episode")
+                time.sleep(0.02)
+            return time.perf_counter() - t
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def client_cpu(model_url: str, episodes: int, concurrency: int) -> dict:
+    """Client and env CPU with the env in its own process: 2-turn and 4-turn batches."""
+    port = free_port()
+    env_proc = subprocess.Popen([PY, "-m", "evalkit.cli", "serve", "canvas", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_up(f"{url}/health", env_proc)
+        timed_batch(url, "vllm:standin", concurrency, concurrency)  # warm-up: imports, the env's sessions
+        out = {}
+        for k in (2, 4):
+            e0 = cpu_of(env_proc.pid)
+            r = timed_batch(url, f"vllm:standin-{k}", episodes, concurrency)
+            r["env_cpu"] = cpu_of(env_proc.pid) - e0
+            out[k] = r
+        return out
+    finally:
+        env_proc.terminate()
+        env_proc.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument("--concurrency", default="10,50")
+    ap.add_argument("--delay", type=float, default=0.5)
+    ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--gui-episodes", type=int, default=48, help="episodes on the gui surface (0: none)")
+    ap.add_argument("--cpu-episodes", type=int, default=100, help="episodes per batch of the CPU measure")
+    a = ap.parse_args()
+    levels = [int(c) for c in a.concurrency.split(",")]
+
+    print(f"evalkit run --help: {startup_help():.2f} s")
+    print(f"make demo, first episode recorded: {startup_demo():.2f} s after the command")
+
+    port = free_port()
+    model = subprocess.Popen([PY, str(ROOT / "benchmarks/standin_model.py"), "--port", str(port),
+                              "--delay", str(a.delay)])  # fmt: skip
+    os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
+    try:
+        wait_up(f"http://127.0.0.1:{port}/", model)
+        from evalkit.envs.server import serve
+
+        t = time.perf_counter()
+        with serve("canvas") as env:
+            print(f"embedded canvas env served in {time.perf_counter() - t:.2f} s (start-up)")
+            timed_batch(env, "vllm:standin", 4, 4)  # imports, connections
+        rows = {}
+        for c in levels:
+            with PeakRSS({"stand-in model": model.pid}) as rss:
+                rows[("threads", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c)
+            rows[("threads", c)]["rss"] = rss.peak
+        if not a.no_ray:
+            from evalkit.executors import start_ray
+
+            t = time.perf_counter()
+            start_ray(None)
+            print(f"local Ray instance started in {time.perf_counter() - t:.1f} s (start-up)")
+            for c in levels:
+                with PeakRSS({"stand-in model": model.pid}) as rss:
+                    rows[("ray", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c, executor="ray")
+                rows[("ray", c)]["rss"] = rss.peak
+        if a.gui_episodes:
+            rows[("threads, gui surface", 16)] = timed_batch("canvas", "vllm:standin", a.gui_episodes, 16,
+                                                             surface="gui")  # fmt: skip
+        cpu = client_cpu(f"http://127.0.0.1:{port}/v1", a.cpu_episodes, min(levels))
+    finally:
+        model.terminate()
+        model.wait()
+
+    print(f"\n{a.episodes} two-turn episodes, model {a.delay} s per call, frames on, embedded canvas env:")
+    for (kind, c), r in rows.items():
+        print(efficiency_line(f"{kind}, concurrency {c}:", r, a.delay, c))
+    for (kind, c), r in rows.items():
+        if c == max(levels):
+            mem = ", ".join(f"{k} {v:.0f} MiB" for k, v in sorted(r["rss"].items(), key=lambda kv: -kv[1]))
+            print(f"peak RSS, {kind} at concurrency {c}: {mem}")
+
+    two, four = cpu[2], cpu[4]
+    n = two["episodes"]
+    per_turn = (four["cpu"] - two["cpu"]) / (four["turns"] - two["turns"])
+    per_episode = two["cpu"] / n - per_turn * two["turns"] / n
+    env_turn = (four["env_cpu"] - two["env_cpu"]) / (four["turns"] - two["turns"])
+    print(f"\nclient CPU (env in its own process, concurrency {min(levels)}, {n} episodes a batch):")
+    print(f"  per turn {per_turn * 1e3:.1f} ms (goal ≤ 10), per episode fixed {per_episode * 1e3:.1f} ms "
+          f"(goal ≤ 50); all in: {two['cpu'] / n * 1e3:.1f} ms per 2-turn episode")  # fmt: skip
+    print(f"  env CPU beside it: {two['env_cpu'] / n * 1e3:.1f} ms per 2-turn episode, "
+          f"{env_turn * 1e3:.1f} ms per further turn (a tool call and a frame)")  # fmt: skip
+    load = os.getloadavg()[0]
+    print(f"  load average now: {load:.1f} on {os.cpu_count()} cores (others share this machine)")
+
+
+if __name__ == "__main__":
+    main()

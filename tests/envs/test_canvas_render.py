@@ -1,0 +1,33 @@
+"""Canvas renders: cached by content, identical to a fresh render."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from PIL import Image
+
+from evalkit.envs.canvas.model import Doc, build_element
+from evalkit.envs.canvas.render import encode, jpeg_b64_of, png_of, render_doc
+from evalkit.envs.canvas.tasks import generate_task
+
+
+def pixels(data: bytes) -> bytes:
+    return Image.open(io.BytesIO(data)).convert("RGB").tobytes()
+
+
+def test_png_of_is_the_render_and_follows_the_content():
+    doc = Doc(400, 300)
+    doc.elements.append(build_element("e1", "ellipse", x=20.25, y=30, width=100, height=50, fill="#123456"))
+    first = png_of(doc)
+    assert pixels(first) == render_doc(doc).tobytes()
+    assert png_of(doc.copy()) is first  # the same content: the same bytes, not encoded again
+    doc.elements[0].x += 0.5  # below the document's own rounding: still another picture
+    assert png_of(doc) is not first and pixels(png_of(doc)) == render_doc(doc).tobytes()
+    assert pixels(png_of(doc, 100)) == render_doc(doc, 100).tobytes()
+
+
+def test_jpeg_of_a_target_matches_its_render():
+    doc = generate_task("test", 5).doc
+    jpeg = base64.b64decode(jpeg_b64_of(doc))
+    assert jpeg == encode(render_doc(doc), "JPEG")

@@ -1,0 +1,38 @@
+"""Env instances handed from a closed session to the next one."""
+
+from __future__ import annotations
+
+from evalkit.envs.openenv import OpenEnvSession
+from evalkit.envs.recycle import recycling
+
+
+class Built:
+    made = 0
+
+    def __init__(self):
+        Built.made += 1
+
+
+def test_a_closed_instance_goes_to_the_next_session_and_is_kept_once():
+    make = recycling(Built, keep=2)
+    a, b = make(), make()
+    assert a is not b and Built.made == 2
+    a.recycle()
+    a.recycle()  # closed twice: kept once
+    assert make() is a and make() is not a and Built.made == 3
+    c, d, e = make(), make(), make()
+    for env in (c, d, e):
+        env.recycle()
+    assert {id(make()), id(make())} <= {id(c), id(d), id(e)}  # at most `keep` are kept
+    assert make.__name__ == "Built"
+
+
+def test_a_recycled_canvas_session_starts_clean(canvas_server):
+    rect = {"kind": "rect", "x": 10, "y": 10, "width": 50, "height": 40, "fill": "#ff0000"}
+    for task in ("canvas-test-0001", "canvas-test-0002", "canvas-test-0001"):
+        with OpenEnvSession(canvas_server.base_url) as s:
+            meta = s.reset(task_id=task)
+            assert meta["task_id"] == task
+            assert s.document()["elements"] == []  # nothing left over from the session before
+            assert not s.call("add_element", rect).is_error
+            assert len(s.document()["elements"]) == 1

@@ -1,0 +1,33 @@
+"""Serving the embedded envs: OpenEnv's server imported without its web interface."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SCRIPT = """
+import sys
+from evalkit.envs.server import build_app
+build_app("canvas")
+print("gradio" in sys.modules, "openenv.core.env_server" in sys.modules)
+"""
+
+
+def run(script: str, **env: str) -> str:
+    import os
+
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, **env}, timeout=120)  # fmt: skip
+    return out.stdout.strip()
+
+
+def test_an_embedded_env_is_built_without_gradio():
+    assert run(SCRIPT, ENABLE_WEB_INTERFACE="false") == "False True"
+
+
+def test_the_cli_starts_without_openenv():
+    script = (
+        "import sys\nfrom evalkit.cli import main\ntry:\n    main(['run', '--help'])\nexcept SystemExit:\n"
+        "    pass\nprint('openenv' in sys.modules, 'gradio' in sys.modules)"
+    )
+    assert run(script).splitlines()[-1] == "False False"
