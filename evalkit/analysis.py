@@ -21,7 +21,7 @@ from evalkit import grades as grades_
 from evalkit import traces
 from evalkit.columns import CALL_COLUMNS, EPISODE_COLUMNS, EPISODE_SCHEMA, TURN_COLUMNS
 from evalkit.index_cache import index_path
-from evalkit.loading import calls, load_runs, turns
+from evalkit.loading import calls, load_runs, malformed, turns
 from evalkit.stats import (
     COMPARE_COLUMNS,
     GROUP,
@@ -43,7 +43,7 @@ __all__ = [
     "CALL_COLUMNS", "COMPARE_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "GROUP", "N_BOOT", "PAIR_KEYS",
     "TIER_ORDER", "TURN_COLUMNS", "Z_80", "Z_975", "by_tier", "calls", "cluster_bootstrap", "compare",
     "compare_many", "format_compare", "format_summary", "grade_components", "index_path", "load_runs",
-    "paired_bootstrap", "summarise", "summary_dir", "turns", "write_summary",
+    "malformed", "paired_bootstrap", "summarise", "summary_dir", "turns", "write_summary",
 ]  # fmt: skip
 
 _S = pl.Utf8

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import breaker, validate
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
 from evalkit.envs.openenv import env_identity
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
@@ -59,6 +60,21 @@ class Run:
     skipped: int = 0
     errors: int = 0
     meta: dict = field(default_factory=dict)
+    unscored: dict[str, int] = field(default_factory=dict)
+    """Episodes of this batch unscored by infrastructure errors, by `error_class`."""
+    not_run: int = 0
+    """Jobs left for a resume: the env breaker opened, or their model's key was refused."""
+    abandoned: int = 0
+    """Episodes still running when the breaker opened; not waited for (resume runs them again)."""
+    stopped: str | None = None
+    """Why the env circuit breaker stopped the batch (`evalkit.breaker`), if it did."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Models whose endpoint refused the key, with the line that said so."""
+
+    @property
+    def exit_status(self) -> int:
+        """What `evalkit run` exits with (see `evalkit.breaker`)."""
+        return breaker.exit_status(self)
 
     def records(self) -> list[EpisodeRecord]:
         from evalkit.display import attach
@@ -210,6 +226,7 @@ def run_batch(
     verbose: bool = False,
     argv: list[str] | None = None,
     health: ProviderHealth | None = None,
+    env_breaker: breaker.BreakerSettings | None = None,
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
@@ -225,7 +242,9 @@ def run_batch(
     ConfigError before the run directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
-    that fails is passed over by the following episodes for a cool-down.
+    that fails is passed over by the following episodes for a cool-down. A model whose endpoint refuses its
+    key, and an env that stops answering (`env_breaker`), stop the episodes that depend on them
+    (`evalkit.breaker`); `Run.exit_status` says what happened.
     """
     models, surfaces = _as_list(models), _as_list(surfaces)
     asked_modes = _as_list(modes)
@@ -238,8 +257,9 @@ def run_batch(
     if options is not None:
         check_budget(options.keep_images, options.image_window)
     check_endpoints(models)
-    if concurrency < 1 or (max_turns is not None and max_turns < 1) or repeats < 1:
-        raise ConfigError("--concurrency, --max-turns and --repeats must be ≥ 1")
+    validate.batch(concurrency=concurrency, max_turns=max_turns, max_steps=max_steps, repeats=repeats,
+                   episode_timeout=episode_timeout, options=options)  # fmt: skip
+    out = validate.run_out("--out", out)
     if coordinates not in (None, *COORDINATES):
         raise ConfigError(f"unknown coordinates {coordinates!r}: use {', '.join(COORDINATES)}")
     served = None
@@ -272,9 +292,6 @@ def run_batch(
         stride=stride,
         reset=reset,
     )
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a directory")
     if isinstance(env, str) and "://" not in env:
         from evalkit.envs.server import serve
 
@@ -337,7 +354,8 @@ def run_batch(
         _preflight(env, name, [j for j in jobs if j.key not in done], explicit, first)
         for line in notices:
             _notice(line)
-        return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose)
+        guard = breaker.Guard(env, env_breaker, _notice)
+        return _execute(jobs, env, name, out, meta, episode_kw, concurrency, progress, verbose, guard)
     finally:
         if served is not None:
             served.stop()
@@ -457,7 +475,9 @@ def _execute(
     concurrency: int,
     progress: bool,
     verbose: bool,
+    guard: breaker.Guard | None = None,
 ) -> Run:
+    guard = guard or breaker.Guard(None)
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
@@ -471,7 +491,10 @@ def _execute(
 
     stopping = threading.Event()
 
-    def one(job: Job) -> EpisodeRecord:
+    def one(job: Job) -> EpisodeRecord | None:
+        return guard.episode(job.model, episode, job)  # None: not started (see evalkit.breaker)
+
+    def episode(job: Job) -> EpisodeRecord:
         rec = run_episode(
             job.model,
             env,
@@ -498,17 +521,24 @@ def _execute(
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
     pending: set[Future] = set()
-    try:
-        for job in todo:
-            pending.add(pool.submit(one, job))
-            if len(pending) >= concurrency * 2:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    _collect(f.result(), run, rewards, bar, verbose)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+
+    def drain(limit: int) -> None:
+        nonlocal pending
+        # Woken every second, so that a breaker opened while every episode hangs on a frozen server is seen.
+        while len(pending) > limit and guard.down is None:
+            finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for f in finished:
                 _collect(f.result(), run, rewards, bar, verbose)
+
+    guard.start()
+    try:
+        for job in todo:
+            if not guard.allow(job.model):
+                run.not_run += 1
+                continue
+            pending.add(pool.submit(one, job))
+            drain(concurrency * 2 - 1)
+        drain(0)
     except BaseException:
         stopping.set()
         # Ctrl-C (or a config error inside an episode): queued jobs are dropped, running ones finish in the
@@ -516,19 +546,35 @@ def _execute(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
+        guard.stop()
         bar.close()
-    pool.shutdown(wait=True)
+    if guard.down is not None:
+        stopping.set()  # what the episodes in flight record now is about the outage: not kept
+        for f in pending:
+            if f.cancel():
+                run.not_run += 1
+            else:
+                run.abandoned += 1
+        pool.shutdown(wait=False, cancel_futures=True)
+        run.stopped = guard.down
+    else:
+        pool.shutdown(wait=True)
+    run.refused = {m: str(e) for m, e in guard.refused.items()}
     _summarise(out)
     return run
 
 
-def _collect(rec: EpisodeRecord, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+def _collect(rec: EpisodeRecord | None, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+    bar.update(1)
+    if rec is None:  # not started: the breaker opened, or its model's key was refused
+        run.not_run += 1
+        return
     run.ran += 1
     if rec.error_class:
         run.errors += 1
+        run.unscored[rec.error_class] = run.unscored.get(rec.error_class, 0) + 1
     elif rec.reward is not None:
         rewards[rec.model].append(rec.reward)
-    bar.update(1)
     bar.set_postfix_str(
         " ".join(f"{m.split(':', 1)[-1][:14]}={sum(v) / len(v):.2f}" for m, v in rewards.items())
     )

@@ -22,7 +22,7 @@ except ImportError:  # `streamlit run viewer/app.py` from a checkout that is not
 import polars as pl
 import streamlit as st
 
-from evalkit import plans, traces
+from evalkit import analysis, plans, traces
 from evalkit import viewer_support as vs
 from evalkit.marks import marked
 from evalkit.types import CallRecord, EpisodeRecord
@@ -39,6 +39,15 @@ def _table(run: str, signature: tuple[int, int]) -> pl.DataFrame | str:
         return vs.episode_table(run)
     except (OSError, ValueError, vs.TraceError) as e:
         return f"{type(e).__name__}: {e}"
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _malformed(run: str, signature: tuple[int, int]) -> str | None:
+    try:
+        bad = analysis.malformed([run])
+    except (OSError, ValueError, vs.TraceError):
+        return None
+    return f"{bad.height} malformed record(s) left out (first: {bad['problem'][0]})" if bad.height else None
 
 
 @st.cache_resource(max_entries=64, show_spinner="Indexing model text…")
@@ -394,6 +403,8 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     if isinstance(rec, str):
         st.error(vs.md_escape(rec, 500))
         return
+    if rec.problems:
+        st.warning(vs.md_escape("This record is malformed: " + "; ".join(rec.problems), 500))
     show_header(rec, labels.get(run, run))
     steps = vs.steps_of(rec)
     if S.get("step") is None:
@@ -635,6 +646,8 @@ def main() -> None:
             problems.append((r, t))
         else:
             tables.append(t)
+        if note := _malformed(r, traces.trace_signature(r)):
+            problems.append((r, note))
     for r, msg in problems:
         st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
     df_all = vs.with_labels(vs.concat_tables(tables), labels)
