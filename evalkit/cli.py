@@ -12,11 +12,13 @@ stopped answering and the batch stopped (rerun to resume); 130 interrupted. A tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -417,7 +419,8 @@ def cmd_summarise(a: argparse.Namespace) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     from evalkit import analysis
 
-    df = analysis.load_runs(validate.runs(a.runs, "compare"))
+    # Read, not cached: a comparison refused below leaves the runs as they were.
+    df = analysis.load_runs(validate.runs(a.runs, "compare"), cache="read")
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     for flag, who in (("--a", a.a), ("--b", a.b)):
@@ -509,26 +512,32 @@ class _Warnings(logging.Handler):
     """evalkit's warnings on stderr as `evalkit: warning: …`, one line each."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = " ".join(self.format(record).split("\n"))
+        text = " ".join(self.format(record).split())
         print(f"evalkit: warning: {text}", file=sys.stderr, flush=True)
 
 
-def _say_warnings() -> None:
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
     logger = logging.getLogger("evalkit")
-    if not any(isinstance(h, _Warnings) for h in logger.handlers):
-        handler = _Warnings(logging.WARNING)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.propagate = False
+    handler = _Warnings(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _say_warnings()
     try:
-        return COMMANDS[args.cmd](args)
+        with _warnings_on_stderr():
+            return COMMANDS[args.cmd](args)
     except EvalkitError as e:
-        print(f"evalkit: error: {e}", file=sys.stderr)
+        print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
         return 2
     except KeyboardInterrupt:
         print("evalkit: interrupted; finished episodes are saved, rerun the same command to resume",

@@ -161,13 +161,14 @@ def _write(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
         pass  # a read-only place just goes without a cache
 
 
-def load(run: Path, cache: bool = True) -> pl.DataFrame:
+def load(run: Path, cache: bool | str = True) -> pl.DataFrame:
     """The index of `run`: read from its cache when that is current, else built (extended when a native
-    trace only grew) and cached. Malformed records are in it, with their `problem`."""
+    trace only grew) and cached. Malformed records are in it, with their `problem`. `cache="read"` uses a
+    current cache but writes none (a command that may still be refused writes nothing)."""
     return read(run, cache)[0]
 
 
-def read(run: Path, cache: bool = True) -> tuple[pl.DataFrame, int]:
+def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
     """`load`, and how many lines of the run's trace hold no JSON object (a torn last line included)."""
     if not run.exists():
         raise TraceError(f"{run}: no such run directory")
@@ -186,7 +187,8 @@ def read(run: Path, cache: bool = True) -> tuple[pl.DataFrame, int]:
             log.debug("%s: unreadable index, rebuilding (%s)", path, e)
     native = run.is_dir() and traces.is_native(run)
     df, meta = _index_native(run) if native else (build(run), None)
-    _write(path, df, meta)
+    if cache != "read":
+        _write(path, df, meta)
     return df, _unreadable(meta)
 
 

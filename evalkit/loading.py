@@ -36,12 +36,14 @@ log = logging.getLogger(__name__)
 
 
 def load_runs(
-    paths: str | Path | Iterable[str | Path], cache: bool = True, grades: str | Path | None = None
+    paths: str | Path | Iterable[str | Path], cache: bool | str = True, grades: str | Path | None = None
 ) -> pl.DataFrame:
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.importers` reads),
     with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record. `grades`,
     a JSON or CSV file of task_id → reward (see `evalkit.grades`), fills in the episodes the runs hold no
-    reward for; a bad grades file raises ConfigError before anything is read."""
+    reward for; a bad grades file raises ConfigError before anything is read. `cache`: True reads and
+    writes each run's cached index, "read" only reads a current one, False neither. Malformed records
+    (`evalkit.wellformed`) are left out, with one warning per run (`malformed` lists them)."""
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]

@@ -95,18 +95,22 @@ def _why(e: OSError) -> str:
     return e.strerror or os.strerror(e.errno or errno.EIO)
 
 
-def writable_dir(name: str, path: str | Path) -> Path:
-    """A directory evalkit may create (with its parents) and write into; nothing is left behind."""
+def writable_dir(name: str, path: str | Path, shown: str | Path | None = None) -> Path:
+    """A directory evalkit may create (with its parents) and write into; nothing is left behind. `shown`
+    is what the user named, when that is a file in `path`."""
     path = Path(path)
+    shown = path if shown is None else shown
     if path.exists() and not path.is_dir():
+        if shown != path:
+            raise ConfigError(f"{name} {shown} cannot be made: {path} is not a directory")
         raise ConfigError(f"{name} {path} exists and is not a directory")
     base = _existing_ancestor(path)
     if not base.is_dir():
-        raise ConfigError(f"{name} {path} cannot be made: {base} is not a directory")
+        raise ConfigError(f"{name} {shown} cannot be made: {base} is not a directory")
     try:
         probe = tempfile.mkdtemp(prefix=".evalkit-probe-", dir=base)
     except OSError as e:
-        raise ConfigError(f"{name} {path} cannot be written: {_why(e)} ({base})") from None
+        raise ConfigError(f"{name} {shown} cannot be written: {_why(e)} ({base})") from None
     shutil.rmtree(probe, ignore_errors=True)
     return path
 
@@ -118,7 +122,7 @@ def writable_file(name: str, path: str | Path) -> Path:
         raise ConfigError(f"{name} {path} is a directory; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(f"{name} {path} cannot be written: permission denied")
-    writable_dir(name, path.parent if str(path.parent) else Path("."))
+    writable_dir(name, path.parent if str(path.parent) else Path("."), shown=path)
     return path
 
 
@@ -158,15 +162,19 @@ def runs(paths: list[str], command: str, episodes: bool = False) -> list[str]:
             except OSError as e:
                 raise ConfigError(f"{command}: cannot read {p}: {_why(e)}") from None
     if episodes:
-        from evalkit.loading import load_runs
+        from evalkit import index_cache
 
         for p in paths:
-            try:
-                n = load_runs([p]).height
+            try:  # read, not cached: a command refused here must leave the run as it was
+                df, unreadable = index_cache.read(Path(p), cache="read")
             except (OSError, TraceError) as e:
                 raise ConfigError(f"{command}: cannot read {p}: {e}") from None
-            if n == 0:
-                raise ConfigError(f"{command}: {p} holds no readable episode")
+            malformed = int(df["problem"].is_not_null().sum())
+            if df.height == malformed:
+                why = [f"{unreadable} unreadable line(s)"] if unreadable else []
+                why += [f"{malformed} malformed record(s)"] if malformed else []
+                said = f" ({', '.join(why)})" if why else ""
+                raise ConfigError(f"{command}: {p} holds no readable episode{said}")
     return paths
 
 
