@@ -68,9 +68,18 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return str(v)
 
 
+CELL = 80
+"""Characters of a cell in a text or Markdown table: a name longer than this (a trace may hold anything) is
+cut with an ellipsis rather than widening every row of its column."""
+
+
+def _cell(x: str) -> str:
+    return x if len(x) <= CELL else x[: CELL - 1] + "…"
+
+
 def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False) -> str:
     head = [h for _, h in cols]
-    body = [[_fmt(r.get(c), _SPEC.get(c, ".3f")) for c, _ in cols] for r in df.iter_rows(named=True)]
+    body = [[_cell(_fmt(r.get(c), _SPEC.get(c, ".3f"))) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         # Only text from the trace (names) can carry Markdown; numbers and CIs we formatted stay readable.

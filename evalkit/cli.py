@@ -519,6 +519,9 @@ class _Warnings(logging.Handler):
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
     """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
+    from evalkit.jsonl import forget_warnings
+
+    forget_warnings()
     logger = logging.getLogger("evalkit")
     handler = _Warnings(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(message)s"))

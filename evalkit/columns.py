@@ -125,7 +125,7 @@ INDEX_COLUMNS = {**{c: EPISODE_COLUMNS[c] for c in CACHED[:-1]}, "problem": _S}
 
 
 def text(v: Any) -> str | None:
-    return None if v is None else str(v)
+    return None if v is None else wellformed.text(str(v))
 
 
 def number(v: Any) -> float | None:
@@ -188,7 +188,7 @@ def _row(d: dict, offset: int | None) -> tuple:
         json.dumps(grade, default=str) if grade else None,
         text(d.get("end_reason")),
         text(err_cls),
-        None if err is None else str(err)[:300],
+        None if err is None else wellformed.text(str(err)[:300]),
         bool(d.get("auto_submitted")),
         inp,
         out,

@@ -30,6 +30,12 @@ def warn_once(key: Any, message: str) -> None:
     log.warning("%s", message)
 
 
+def forget_warnings() -> None:
+    """Start afresh: each command of the CLI says its warnings once (it may run in-process, several times)."""
+    with _lock:
+        _said.clear()
+
+
 def warn_unreadable(path: str | Path, n: int) -> None:
     """The one warning about the lines of a JSONL file that hold no JSON object."""
     warn_once(("unreadable", str(path), n), f"{path}: skipped {n} unreadable line(s)")

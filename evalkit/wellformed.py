@@ -61,7 +61,21 @@ def _all(cls: type) -> list[type]:
     return found
 
 
+def text(s: str) -> str:
+    """`s` as text that can be written: a lone surrogate (`"\\ud800"` in a line reads as one) becomes `?`,
+    as nothing downstream (Polars, Parquet, a browser) can encode it."""
+    if s.isascii():
+        return s
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode()
+    return s
+
+
 def _what(v: Any) -> str:
+    if v is None:
+        return "null"
     if isinstance(v, bool):
         return "true/false"
     if isinstance(v, str):
@@ -105,6 +119,8 @@ def clean(d: dict, cls: type, problems: list[str], where: str = "") -> dict:
             continue
         if kind == INT:
             v = int(v)
+        elif kind == STR:
+            v = text(v)
         elif kind == OBJS:
             v = _items(name, v, child, problems, where)
         out[name] = v
