@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from evalkit.types import line_pattern
+
 log = logging.getLogger(__name__)
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
@@ -131,6 +133,7 @@ def _eligible(
         .select(
             line.is_not_null().alias("utf8"),
             line.str.contains(_NOT_TEXT).fill_null(True).alias("not_text"),
+            line.str.contains(line_pattern()).fill_null(True).alias("suspect"),
             line.str.extract(_GRADE, 1).alias("grade"),
             line.str.contains(_FRAME).fill_null(False).alias("has_frame"),
             line.str.count_matches(_SURROGATE).fill_null(0).alias("sur"),
@@ -138,7 +141,7 @@ def _eligible(
         )
         .collect()
     )
-    ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy()
+    ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy() & ~checks["suspect"].to_numpy()
     ok &= checks["sur"].to_numpy() == 2 * checks["pairs"].to_numpy()
     return ok, checks.select("grade", "has_frame")
 
@@ -277,14 +280,21 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
         (tok[0] + tok[1] + tok[2] + tok[3]).alias("tokens"),
         pl.col("provider_switches").list.len().cast(_I).fill_null(0),
         pl.col("_nf").alias("n_frames"),
+        pl.lit(None, _S).alias("problem"),  # a line that might hold a malformed record took the exact path
     )
 
 
 def records(
-    buf: bytes, episode_row: Callable[[dict, int | None], tuple], schema: pl.Schema, trace: Any = "trace"
+    buf: bytes,
+    episode_row: Callable[[dict, int | None], tuple],
+    schema: pl.Schema,
+    trace: Any = "trace",
+    counts: dict | None = None,
 ) -> pl.DataFrame:
     """Every readable record of `buf` (complete lines of a native trace, or its tail from a line start), in
-    order, as the columns of `schema` (`episode_row`'s), `offset` relative to `buf`."""
+    order, as the columns of `schema` (`episode_row`'s), `offset` relative to `buf`. `counts`, when given,
+    gets `unreadable` (complete lines that hold no JSON object) and `torn` (1 when the last line, without its
+    newline, holds none)."""
     cols = list(schema)
     empty = schema.to_frame()
     arr = np.frombuffer(buf, np.uint8)
@@ -301,20 +311,25 @@ def records(
         slow |= gone
         parts.append(_fast_columns(fast))
     rows, lines = [], []
-    bad = 0
+    bad = torn = 0
     for i in np.flatnonzero(slow).tolist():
+        raw = buf[starts[i] : ends[i]]
         try:
-            d = json.loads(buf[starts[i] : ends[i]])
+            d = json.loads(raw)
         except ValueError:
-            bad += int(ends[i] > starts[i] and bool(buf[starts[i] : ends[i]].strip()))
-            continue
-        if not isinstance(d, dict):
-            bad += 1
-            continue
-        rows.append(episode_row(d, int(starts[i])))
-        lines.append(i)
-    if bad:
-        log.debug("%s: %d unreadable line(s) left out of the index", trace, bad)
+            d = None if raw.strip() else {}
+        if isinstance(d, dict) and (d or raw.strip()):
+            rows.append(episode_row(d, int(starts[i])))
+            lines.append(i)
+        elif raw.strip():
+            if ends[i] == len(buf):  # no newline after it: a write still going on, or cut by a kill
+                torn = 1
+            else:
+                bad += 1
+    if counts is not None:
+        counts.update(unreadable=bad, torn=torn)
+    if bad or torn:
+        log.debug("%s: %d unreadable line(s) left out of the index", trace, bad + torn)
     if rows:
         ref = pl.DataFrame(rows, schema=schema, orient="row").drop("offset")
         parts.append(ref.with_columns(pl.Series("_line", lines, _I)))

@@ -21,7 +21,7 @@ from evalkit import grades as grades_
 from evalkit import traces
 from evalkit.columns import CALL_COLUMNS, EPISODE_COLUMNS, EPISODE_SCHEMA, TURN_COLUMNS
 from evalkit.index_cache import index_path
-from evalkit.loading import calls, load_runs, turns
+from evalkit.loading import calls, load_runs, malformed, turns
 from evalkit.stats import (
     COMPARE_COLUMNS,
     GROUP,
@@ -43,7 +43,7 @@ __all__ = [
     "CALL_COLUMNS", "COMPARE_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "GROUP", "N_BOOT", "PAIR_KEYS",
     "TIER_ORDER", "TURN_COLUMNS", "Z_80", "Z_975", "by_tier", "calls", "cluster_bootstrap", "compare",
     "compare_many", "format_compare", "format_summary", "grade_components", "index_path", "load_runs",
-    "paired_bootstrap", "summarise", "summary_dir", "turns", "write_summary",
+    "malformed", "paired_bootstrap", "summarise", "summary_dir", "turns", "write_summary",
 ]  # fmt: skip
 
 _S = pl.Utf8
@@ -68,9 +68,18 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return str(v)
 
 
+CELL = 80
+"""Characters of a cell in a text or Markdown table: a name longer than this (a trace may hold anything) is
+cut with an ellipsis rather than widening every row of its column."""
+
+
+def _cell(x: str) -> str:
+    return x if len(x) <= CELL else x[: CELL - 1] + "…"
+
+
 def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False) -> str:
     head = [h for _, h in cols]
-    body = [[_fmt(r.get(c), _SPEC.get(c, ".3f")) for c, _ in cols] for r in df.iter_rows(named=True)]
+    body = [[_cell(_fmt(r.get(c), _SPEC.get(c, ".3f"))) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         # Only text from the trace (names) can carry Markdown; numbers and CIs we formatted stay readable.

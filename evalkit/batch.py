@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit import live
+from evalkit import breaker, live, validate
 from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
 from evalkit.envs.openenv import env_identity, resolve
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
@@ -59,6 +59,21 @@ class Run:
     skipped: int = 0
     errors: int = 0
     meta: dict = field(default_factory=dict)
+    unscored: dict[str, int] = field(default_factory=dict)
+    """Episodes of this batch unscored by infrastructure errors, by `error_class`."""
+    not_run: int = 0
+    """Jobs left for a resume: the env breaker opened, or their model's key was refused."""
+    abandoned: int = 0
+    """Episodes still running when the breaker opened; not waited for (resume runs them again)."""
+    stopped: str | None = None
+    """Why the env circuit breaker stopped the batch (`evalkit.breaker`), if it did."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Models whose endpoint refused the key, with the line that said so."""
+
+    @property
+    def exit_status(self) -> int:
+        """What `evalkit run` exits with (see `evalkit.breaker`)."""
+        return breaker.exit_status(self)
 
     def records(self) -> list[EpisodeRecord]:
         from evalkit.display import attach
@@ -213,6 +228,7 @@ def run_batch(
     health: ProviderHealth | None = None,
     executor: str = "threads",
     ray_address: str | None = None,
+    env_breaker: breaker.BreakerSettings | None = None,
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
@@ -229,7 +245,9 @@ def run_batch(
     refuses — raises ConfigError before the run directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
-    that fails is passed over by the following episodes for a cool-down.
+    that fails is passed over by the following episodes for a cool-down. A model whose endpoint refuses its
+    key, and an env that stops answering (`env_breaker`), stop the episodes that depend on them
+    (`evalkit.breaker`); `Run.exit_status` says what happened.
 
     `executor` is `threads` (this process) or `ray` (tasks on the Ray cluster at `ray_address`, else on the
     instance this process has, else on a new local one; see `evalkit.executors`). On Ray each node's runner
@@ -246,8 +264,9 @@ def run_batch(
     if options is not None:
         check_budget(options.keep_images, options.image_window)
     check_endpoints(models)
-    if concurrency < 1 or (max_turns is not None and max_turns < 1) or repeats < 1:
-        raise ConfigError("--concurrency, --max-turns and --repeats must be ≥ 1")
+    validate.batch(concurrency=concurrency, max_turns=max_turns, max_steps=max_steps, repeats=repeats,
+                   episode_timeout=episode_timeout, options=options)  # fmt: skip
+    out = validate.run_out("--out", out)
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}: use {' or '.join(EXECUTORS)}")
     if executor == "ray":
@@ -286,9 +305,6 @@ def run_batch(
         stride=stride,
         reset=reset,
     )
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a directory")
     if isinstance(env, str) and "://" not in env:
         from evalkit.envs.server import serve
 
@@ -350,7 +366,10 @@ def run_batch(
         episodes = Episodes(target, name, out, max_turns, max_steps, episode_timeout, frames, options,
                             save_raw=save_raw, embedded=name if served is not None else None)  # fmt: skip
         health = health if health is not None else ProviderHealth()
-        return _execute(jobs, episodes, meta, health, concurrency, progress, verbose, executor, ray_address)
+        guard = breaker.Guard(env, env_breaker, _notice)
+        return _execute(
+            jobs, episodes, meta, health, concurrency, progress, verbose, executor, ray_address, guard
+        )
     finally:
         if served is not None:
             served.stop()
@@ -470,8 +489,10 @@ def _execute(
     verbose: bool,
     executor: str,
     ray_address: str | None,
+    guard: breaker.Guard | None = None,
 ) -> Run:
     out = episodes.out
+    guard = guard or breaker.Guard(None)
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
@@ -486,27 +507,43 @@ def _execute(
 
     def arrive(rec: EpisodeRecord, stopping: bool) -> None:
         # Every finished episode reaches the run here, the moment it ends. One that broke because the batch
-        # itself was shutting down is not data about the env: dropped.
+        # itself was shutting down (interrupted, or the env breaker opened) is not data about the env:
+        # dropped.
         if not (stopping and rec.error_class):
             writer.append(rec)
         live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
 
+    def left(kind: str) -> None:
+        """A job left for a resume: `not_run` (never started) or `abandoned` (in flight when the breaker
+        opened)."""
+        setattr(run, kind, getattr(run, kind) + 1)
+
+    guard.start()
     try:
-        for rec in execute(executor, todo, episodes, concurrency, arrive, health, address=ray_address):
+        for rec in execute(
+            executor, todo, episodes, concurrency, arrive, health, guard, left, address=ray_address
+        ):
             _collect(rec, run, rewards, bar, verbose)
     finally:
+        guard.stop()
         bar.close()
+    run.stopped = guard.down
+    run.refused = {m: str(e) for m, e in guard.refused.items()}
     _summarise(out)
     return run
 
 
-def _collect(rec: EpisodeRecord, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+def _collect(rec: EpisodeRecord | None, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+    bar.update(1)
+    if rec is None:  # not started: the breaker opened, or its model's key was refused
+        run.not_run += 1
+        return
     run.ran += 1
     if rec.error_class:
         run.errors += 1
+        run.unscored[rec.error_class] = run.unscored.get(rec.error_class, 0) + 1
     elif rec.reward is not None:
         rewards[rec.model].append(rec.reward)
-    bar.update(1)
     bar.set_postfix_str(
         " ".join(f"{m.split(':', 1)[-1][:14]}={sum(v) / len(v):.2f}" for m, v in rewards.items())
     )

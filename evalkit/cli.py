@@ -1,17 +1,28 @@
 """`evalkit run | probe | summarise | compare | report | export | view | bundle | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
-and makes no run directory.
+and makes no run directory; values are checked where they enter (`evalkit.validate`).
+
+Exit status of `evalkit run` (`evalkit.breaker`): 0 every episode was scored or ended by the model; 2 a
+configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
+ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
+stopped answering and the batch stopped (rerun to resume); 130 interrupted. A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+from evalkit import validate
 from evalkit.errors import ConfigError, EvalkitError
 
 
@@ -50,16 +61,17 @@ def _count(text: str) -> int:
 
 
 def _positive(kind: type):
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return v
+    """A finite number > 0: NaN and infinity are refused (NaN ≠ NaN would make a run impossible to resume)."""
+    return validate.argtype(kind, low=0)
 
-    return parse
+
+def _breaker(text: str) -> Any:
+    from evalkit.breaker import BreakerSettings
+
+    try:
+        return BreakerSettings.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _reset_json(text: str) -> dict | list:
@@ -102,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=_positive(int), help="at most N tasks, balanced across tiers")
     r.add_argument("--split", default="test", help="without an evalset: the split to draw tasks from")
     r.add_argument("--tasks", type=_positive(int), help="without an evalset: number of tasks")
-    r.add_argument("--start", type=int, default=0, help="without an evalset: first task index")
+    r.add_argument(
+        "--start", type=validate.argtype(int, low=0, strict=False), default=0,
+        help="without an evalset: first task index",
+    )  # fmt: skip
     r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
     r.add_argument(
         "--reset-json",
@@ -160,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="MAX,KEEP (KEEP < MAX): keep the target; later images reach MAX, then drop to the newest KEEP",
     )
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
+    r.add_argument(
+        "--env-breaker",
+        type=_breaker,
+        help="FAILURES,SECONDS: stop starting episodes after FAILURES env errors in a row, or when the env's "
+        "/health has not answered for SECONDS (default 5,60; 0 turns either off); exit status 4",
+    )
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--verbose", "-v", action="store_true", help="a line per finished episode")
 
@@ -167,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("url", help="a server's base URL, or the name of an embedded environment (served for it)")
     pr.add_argument("--task-id", help="reset with this task id (default: the env's own default task)")
     pr.add_argument("--split", help="reset with this split (and --index)")
-    pr.add_argument("--index", type=int, help="reset with this index (and --split)")
+    pr.add_argument(
+        "--index", type=validate.argtype(int, low=0, strict=False), help="reset with this index (and --split)"
+    )
     pr.add_argument("--reset-json", type=_reset_json, help="reset with these arguments (a JSON object)")
     pr.add_argument("--surface", help="reset on this surface (default: the env's first)")
     pr.add_argument("--mode", help="reset in this mode (envs that declare modes)")
@@ -206,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
-    v.add_argument("--port", type=int, help="default: the first free port from 8501")
+    v.add_argument("--port", type=validate.port, help="default: the first free port from 8501")
 
     bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")
     bu.add_argument("runs", nargs="+")
@@ -214,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
     sv.add_argument("name")
-    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--port", type=validate.port, default=8000)
     sv.add_argument("--host", default="127.0.0.1")
 
     o = sub.add_parser(
@@ -239,13 +262,24 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--timeout", type=_positive(float), default=1800.0, help="wall-clock seconds per task")
     o.add_argument("--width", type=_positive(int), help="viewport (default: the agent's released one)")
     o.add_argument("--height", type=_positive(int))
-    o.add_argument("--wait", type=float, default=5.0, help="UI-TARS wait() and OpenCUA's pause after actions")
-    o.add_argument("--settle", type=float, default=1.0, help="seconds for a page to settle after each step")
-    o.add_argument("--frequency-penalty", type=float, default=0.0, help="uitars (OSWorld sends 1)")
-    o.add_argument("--temperature", type=float, help="molmoweb sampling (released: 0.7)")
-    o.add_argument("--top-p", type=float, help="molmoweb sampling (released: 0.8)")
+    nonneg = validate.argtype(float, low=0, strict=False)
+    o.add_argument(
+        "--wait", type=nonneg, default=5.0, help="UI-TARS wait() and OpenCUA's pause after actions"
+    )
+    o.add_argument("--settle", type=nonneg, default=1.0, help="seconds for a page to settle after each step")
+    o.add_argument(
+        "--frequency-penalty", type=validate.argtype(float, low=-2, strict=False, high=2), default=0.0,
+        help="uitars (OSWorld sends 1)",
+    )  # fmt: skip
+    o.add_argument("--temperature", type=nonneg, help="molmoweb sampling (released: 0.7)")
+    o.add_argument(
+        "--top-p", type=validate.argtype(float, low=0, high=1), help="molmoweb sampling (released: 0.8)"
+    )
     o.add_argument("--max-past-steps", type=_positive(int), default=10, help="molmoweb text history")
-    o.add_argument("--fara7b-error-retries", type=int, default=5, help="fara7b: reruns of a task that raised")
+    o.add_argument(
+        "--fara7b-error-retries", type=validate.argtype(int, low=0, strict=False), default=5,
+        help="fara7b: reruns of a task that raised",
+    )  # fmt: skip
     o.add_argument("--opencua-max-tokens", type=_positive(int), default=2048)
     o.add_argument("--request-timeout", type=_positive(float), default=300.0)
     o.add_argument("--seed", type=int, default=0, help="random baseline")
@@ -253,20 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _existing_runs(paths: list[str]) -> list[str]:
-    for path in paths:
-        if not Path(path).exists():
-            raise ConfigError(f"no such run directory: {path}")
-    return paths
-
-
 def cmd_run(a: argparse.Namespace) -> int:
+    from evalkit import secrets
     from evalkit.batch import run_batch
     from evalkit.providers.common import load_env
     from evalkit.types import AgentOptions
 
     if a.env_file and not Path(a.env_file).is_file():
         raise ConfigError(f"--env-file {a.env_file} does not exist")
+    if a.base_url is not None:
+        validate.url("--base-url", a.base_url)
+        secrets.remember(urlsplit(a.base_url).password)
+    validate.run_out("--out", a.out)
     load_env(a.env_file)
     if a.evalset and not Path(a.evalset).is_file():
         raise ConfigError(f"evalset not found: {a.evalset}")
@@ -307,16 +339,44 @@ def cmd_run(a: argparse.Namespace) -> int:
         argv=sys.argv[1:],
         executor=a.executor,
         ray_address=a.ray_address,
+        env_breaker=a.env_breaker,
     )
     print(
         f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
         f"{run.errors} unscored by infrastructure errors"
     )
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
-    return 0
+    return _run_status(run)
+
+
+def _run_status(run: Any) -> int:
+    """One line on what is left for a resume, and the exit status (see the module doc)."""
+    left = []
+    if run.errors:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(run.unscored.items()))
+        left.append(f"{run.errors} episode(s) ended unscored by infrastructure errors ({kinds})")
+    if run.not_run or run.abandoned:
+        why = "the environment went down" if run.stopped else "their model's key was refused"
+        left.append(f"{run.not_run + run.abandoned} episode(s) were not run because {why}")
+    if left:
+        print(f"evalkit: {'; '.join(left)}: rerun the same command to run them", file=sys.stderr)
+    status = run.exit_status
+    if run.abandoned:
+        # Episodes hung on a frozen server would hold the interpreter open until their own timeouts; every
+        # record already written is on disk, and resume runs the rest.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 def cmd_probe(a: argparse.Namespace) -> int:
+    if "://" in a.url:
+        validate.url("probe", a.url)
+    return _probe(a)
+
+
+def _probe(a: argparse.Namespace) -> int:
     from evalkit.envs import EMBEDDED
     from evalkit.envs.probe import probe
     from evalkit.envs.sessions import default_mode, default_surface, reset_kwargs
@@ -360,7 +420,9 @@ def cmd_probe(a: argparse.Namespace) -> int:
 def cmd_summarise(a: argparse.Namespace) -> int:
     from evalkit import analysis, grades, traces
 
-    runs = _existing_runs(a.runs)
+    runs = validate.runs(a.runs, "summarise")
+    if a.out is not None:
+        validate.writable_dir("--out", a.out)
     if a.grades:
         grades.read(a.grades)  # a bad grades file is one line, before anything is read or written
     for run in runs:
@@ -383,7 +445,14 @@ def cmd_summarise(a: argparse.Namespace) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     from evalkit import analysis
 
-    df = analysis.load_runs(_existing_runs(a.runs))
+    # Read, not cached: a comparison refused below leaves the runs as they were.
+    df = analysis.load_runs(validate.runs(a.runs, "compare"), cache="read")
+    if a.by not in df.columns:
+        raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
+    for flag, who in (("--a", a.a), ("--b", a.b)):
+        if not any((df[c] == who).any() for c in ("model", "run", "run_name")):
+            known = ", ".join(df["model"].unique().sort().to_list()[:10])
+            raise ConfigError(f"compare: {flag} {who!r} is neither a model nor a run here (models: {known})")
     print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by)))
     return 0
 
@@ -394,7 +463,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not Path(NOTEBOOK).exists():
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    path = build_report(_existing_runs(a.runs), a.output, a=a.a, b=a.b)
+    validate.writable_file("-o", a.output)
+    path = build_report(validate.runs(a.runs, "report", episodes=True), a.output, a=a.a, b=a.b)
     print(f"wrote {path}")
     return 0
 
@@ -402,7 +472,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_export(a: argparse.Namespace) -> int:
     from evalkit.export import export
 
-    out = a.output or str(Path(a.notebook).with_suffix(".html"))
+    out = validate.writable_file("-o", a.output or Path(a.notebook).with_suffix(".html"))
     print(f"wrote {export(a.notebook, out, execute=a.execute, show_code=not a.no_code)}")
     return 0
 
@@ -414,13 +484,14 @@ def cmd_view(a: argparse.Namespace) -> int:
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return viewer_serve.serve(_existing_runs(a.runs), a.port, app)
+    return viewer_serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
     from evalkit.bundle import build
 
-    out = build(_existing_runs(a.runs), a.output)
+    validate.writable_dir("-o", a.output)  # before the runs are read (reading may cache their index)
+    out = build(validate.runs(a.runs, "bundle"), a.output)
     print(f"wrote {out.path} ({out.episodes:,} episodes, {out.files:,} files, {out.bytes / 1e6:.1f} MB): "
           f"open {out.path / 'index.html'}")  # fmt: skip
     return 0
@@ -430,6 +501,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from evalkit.envs.server import build_app, serve_forever
 
     build_app(a.name)  # an unknown name fails here, with one line, before uvicorn starts
+    validate.free_port("--port", a.port, a.host)
     print(f"serving {a.name} on http://{a.host}:{a.port} (WebSocket /ws, health /health)", flush=True)
     serve_forever(a.name, port=a.port, host=a.host)
     return 0
@@ -438,6 +510,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def cmd_ownloop(a: argparse.Namespace) -> int:
     from evalkit.ownloop import Settings, run_ownloop
 
+    if a.endpoint is not None:
+        validate.url("--endpoint", a.endpoint, ("http", "https"))
+    validate.run_out("--out", a.out)
     ports = []
     for p in a.ports or []:
         if not p.isdigit() or not 0 < int(p) < 65536:
@@ -474,12 +549,39 @@ COMMANDS = {
 }
 
 
+class _Warnings(logging.Handler):
+    """evalkit's warnings on stderr as `evalkit: warning: …`, one line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = " ".join(self.format(record).split())
+        print(f"evalkit: warning: {text}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
+    from evalkit.jsonl import forget_warnings
+
+    forget_warnings()
+    logger = logging.getLogger("evalkit")
+    handler = _Warnings(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.cmd](args)
+        with _warnings_on_stderr():
+            return COMMANDS[args.cmd](args)
     except EvalkitError as e:
-        print(f"evalkit: error: {e}", file=sys.stderr)
+        print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
         return 2
     except KeyboardInterrupt:
         print("evalkit: interrupted; finished episodes are saved, rerun the same command to resume",

@@ -13,9 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from evalkit import traces
-
-_S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
+from evalkit import traces, wellformed
+from evalkit.types import record_problems
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 
@@ -118,12 +117,15 @@ CALL_COLUMNS: dict[str, Any] = {
 }
 
 
-CACHED = [c for c in EPISODE_COLUMNS if c not in ("run", "run_name")]
-"""The columns of a cached index: all but the two that name the run as it was given."""
+CACHED = [c for c in EPISODE_COLUMNS if c not in ("run", "run_name")] + ["problem"]
+"""The columns of a cached index: all but the two that name the run as it was given, and `problem`: what
+is wrong with a malformed record (`evalkit.wellformed`), null for a sound one. The index keeps malformed
+records, so that the latest-record rule sees them; `load_runs` leaves them out."""
+INDEX_COLUMNS = {**{c: EPISODE_COLUMNS[c] for c in CACHED[:-1]}, "problem": _S}
 
 
 def text(v: Any) -> str | None:
-    return None if v is None else str(v)
+    return None if v is None else wellformed.text(str(v))
 
 
 def number(v: Any) -> float | None:
@@ -135,14 +137,19 @@ def number(v: Any) -> float | None:
 
 def integer(v: Any) -> int:
     try:
-        return int(v or 0)
-    except (TypeError, ValueError):
+        n = int(v or 0)
+    except (TypeError, ValueError, OverflowError):
         return 0
+    return n if -(2**63) <= n < 2**63 else 0  # a column of 64-bit integers cannot hold it
 
 
 def episode_row(d: dict, offset: int | None) -> tuple:
     """The cached columns (`CACHED`) of one episode dict, in declared order. The key is `traces.record_key`'s:
     null for a record without a usable one."""
+    return _row(d, offset) + (wellformed.summary(record_problems(d)),)
+
+
+def _row(d: dict, offset: int | None) -> tuple:
     u = d.get("usage") if isinstance(d.get("usage"), dict) else {}
     grade = d.get("grade") if isinstance(d.get("grade"), dict) else None
     reward = number(d.get("reward"))
@@ -181,7 +188,7 @@ def episode_row(d: dict, offset: int | None) -> tuple:
         json.dumps(grade, default=str) if grade else None,
         text(d.get("end_reason")),
         text(err_cls),
-        None if err is None else str(err)[:300],
+        None if err is None else wellformed.text(str(err)[:300]),
         bool(d.get("auto_submitted")),
         inp,
         out,

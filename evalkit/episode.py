@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalkit import live, transcripts, wording
+from evalkit import live, secrets, transcripts, wording
+from evalkit.breaker import refused_key
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.envs.sessions import env_name as name_of
 from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
@@ -256,8 +257,9 @@ class _Episode:
             raise
         except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
             rec.error_class, rec.end_reason = error_class_of(e), "error"
-            rec.error = f"{type(e).__name__}: {e}"
-            rec.traceback = traceback.format_exc(limit=20)
+            # What a server said can hold a key or a token (an echoed header): nothing like one is kept.
+            rec.error = secrets.scrub(f"{type(e).__name__}: {e}")
+            rec.traceback = secrets.scrub(traceback.format_exc(limit=20))
             rec.reward = None
         finally:
             # Nothing here may raise: it runs after the episode boundary, and one failure would kill a batch.
@@ -491,6 +493,9 @@ class _Episode:
         try:
             return agent.step()
         except EndpointError as e:
+            refused = refused_key(self.rec.model, e)
+            if refused is not None:  # every episode of this model would fail alike: not data, a config error
+                raise refused from e
             usage, known = log_usage(e.attempts)
             self.usage = self.usage + usage
             self.usage_known = self.usage_known and known and bool(e.attempts)

@@ -6,6 +6,7 @@
     ├── ConfigError              a mistake in what was asked; raised before any work, the CLI exits 2
     │   ├── UnknownProviderError
     │   ├── MissingKeyError
+    │   ├── KeyRejectedError     the endpoint refused the key (401/403): that model's episodes stop
     │   └── EvalsetError
     ├── EndpointError            the model endpoint failed after its retries → error_class "endpoint_error"
     ├── EnvError                 the environment connection failed → error_class "env_error"
@@ -35,6 +36,20 @@ class UnknownProviderError(ConfigError):
 
 class MissingKeyError(ConfigError):
     """A requested model needs an API key or an endpoint URL that is not set."""
+
+
+class KeyRejectedError(ConfigError):
+    """A model endpoint answered 401 or 403 after the agent's own retries and fallbacks: the key is wrong,
+    expired or not allowed this model, so no episode of that model can succeed. Found only once requests
+    are made, so a batch stops that model's episodes and runs the others (`evalkit.breaker`)."""
+
+    def __init__(self, model: str, status: int | None, variables: list[str]):
+        keys = " or ".join(variables) or "its API key"
+        super().__init__(f"{model}: the model endpoint rejected the API key (HTTP {status}); check {keys}")
+        self.model, self.status, self.variables = model, status, variables
+
+    def __reduce__(self) -> tuple:  # pickled as made (a Ray task sends it back to the driver)
+        return type(self), (self.model, self.status, self.variables)
 
 
 class EvalsetError(ConfigError):
@@ -84,3 +99,19 @@ def error_class_of(exc: BaseException) -> str:
     if isinstance(cls, str):
         return cls
     return "harness_error"
+
+
+def reason(exc: BaseException) -> str:
+    """`exc` as the reason in a one-line message: its type and what it says, else what its cause says,
+    else what its type means (a bare `TimeoutError()` says nothing)."""
+    text = str(exc).strip()
+    cause = exc.__cause__ or exc.__context__
+    if not text and cause is not None and str(cause).strip():
+        text = str(cause).strip()
+    if not text:
+        text = (
+            "timed out"
+            if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
+            else "no reason given"
+        )
+    return f"{type(exc).__name__}: {' '.join(text.split())[:300]}"

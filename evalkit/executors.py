@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.types import AgentOptions, EpisodeRecord
 
 EXECUTORS = ("threads", "ray")
@@ -82,46 +82,77 @@ class Episodes:
 
 Arrive = Callable[[EpisodeRecord, bool], None]
 """`arrive(record, stopping)`: a finished episode reaches the batch (`stopping`: it is shutting down)."""
+Left = Callable[[str], None]
+"""`left(kind)`: a job left for a resume, `not_run` (never started) or `abandoned` (in flight when the
+gate went down)."""
 
 
 def execute(
-    kind: str, jobs: list, episodes: Episodes, concurrency: int, arrive: Arrive, health: Any, **kw: Any
-) -> Iterator[EpisodeRecord]:
+    kind: str,
+    jobs: list,
+    episodes: Episodes,
+    concurrency: int,
+    arrive: Arrive,
+    health: Any,
+    gate: Any,
+    left: Left,
+    **kw: Any,
+) -> Iterator[EpisodeRecord | None]:
+    """Run `jobs`, yielding each record as it arrives (None for a job `gate` stopped as it started).
+
+    `gate` is the batch's `evalkit.breaker.Guard`: a job of a model it does not `allow` is not started; once
+    its `down` is set no further job starts, the executor stops waiting for the episodes in flight and
+    returns (resume runs them again)."""
     if kind == "threads":
-        return run_threads(jobs, episodes, concurrency, arrive, health)
+        return run_threads(jobs, episodes, concurrency, arrive, health, gate, left)
     if kind == "ray":
-        return run_ray(jobs, episodes, concurrency, arrive, **kw)
+        return run_ray(jobs, episodes, concurrency, arrive, gate, left, **kw)
     raise ConfigError(f"unknown executor {kind!r}: use {' or '.join(EXECUTORS)}")
 
 
 def run_threads(
-    jobs: list, episodes: Episodes, concurrency: int, arrive: Arrive, health: Any
-) -> Iterator[EpisodeRecord]:
+    jobs: list, episodes: Episodes, concurrency: int, arrive: Arrive, health: Any, gate: Any, left: Left
+) -> Iterator[EpisodeRecord | None]:
     stopping = threading.Event()
 
-    def one(job: Any) -> EpisodeRecord:
-        rec = episodes.play(job, episodes.out, stopping, health)
-        arrive(rec, stopping.is_set())
+    def one(job: Any) -> EpisodeRecord | None:
+        rec = gate.episode(job.model, episodes.play, job, episodes.out, stopping, health)
+        if rec is not None:
+            arrive(rec, stopping.is_set())
         return rec
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
     pending: set[Future] = set()
+
+    def drain(limit: int) -> Iterator[EpisodeRecord | None]:
+        nonlocal pending
+        # Woken every second, so that a gate that went down while every episode hangs on a frozen server is
+        # seen.
+        while len(pending) > limit and gate.down is None:
+            finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            yield from (f.result() for f in finished)
+
     try:
         for job in jobs:
+            if not gate.allow(job.model):
+                left("not_run")
+                continue
             pending.add(pool.submit(one, job))
-            if len(pending) >= concurrency * 2:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                yield from (f.result() for f in finished)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            yield from (f.result() for f in finished)
+            yield from drain(concurrency * 2 - 1)
+        yield from drain(0)
     except BaseException:
         stopping.set()
         # Ctrl-C (or a config error inside an episode): queued jobs are dropped, running ones finish in the
         # background and are written; nobody waits for them here. Resume picks up the rest.
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    if gate.down is None:
+        pool.shutdown(wait=True)
+        return
+    stopping.set()  # what the episodes in flight record now is about the outage: not kept
+    for f in pending:
+        left("not_run" if f.cancel() else "abandoned")
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def provider_environ() -> dict[str, str]:
@@ -171,14 +202,20 @@ class Runner:
         self.episodes = episodes
         self.health = ProviderHealth()
 
-    def play(self, job: Any) -> tuple[EpisodeRecord, dict[str, bytes]]:
+    def play(self, job: Any) -> tuple[EpisodeRecord | None, dict[str, bytes], KeyRejectedError | None]:
         """One episode; the files it wrote (pictures, shared texts, raw bodies) come back as bytes by their
-        run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished)."""
+        run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished). A
+        refused key comes back instead of a record (the driver's gate stops the model)."""
         with tempfile.TemporaryDirectory(prefix="evalkit-ep-") as tmp:
-            rec = self.episodes.play(job, Path(tmp), None, self.health)
-            found = [p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"]
+            try:
+                rec = self.episodes.play(job, Path(tmp), None, self.health)
+            except KeyRejectedError as e:
+                return None, {}, e
+            found = [
+                p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"
+            ]
             files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in found}
-        return rec, files
+        return rec, files, None
 
 
 def _store(out: Path, files: dict[str, bytes]) -> None:
@@ -191,8 +228,14 @@ def _store(out: Path, files: dict[str, bytes]) -> None:
 
 
 def run_ray(
-    jobs: list, episodes: Episodes, concurrency: int, arrive: Arrive, address: str | None = None
-) -> Iterator[EpisodeRecord]:
+    jobs: list,
+    episodes: Episodes,
+    concurrency: int,
+    arrive: Arrive,
+    gate: Any,
+    left: Left,
+    address: str | None = None,
+) -> Iterator[EpisodeRecord | None]:
     ray = start_ray(address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -210,27 +253,41 @@ def run_ray(
 
     def submit() -> bool:
         nonlocal turn
-        job = next(queue, None)
-        if job is None:
-            return False
-        flight[runners[turn % len(runners)].play.remote(job)] = job
-        turn += 1
-        return True
+        for job in queue:
+            if not gate.allow(job.model):
+                left("not_run")
+                continue
+            flight[runners[turn % len(runners)].play.remote(job)] = job
+            turn += 1
+            return True
+        return False
 
     try:
         while len(flight) < concurrency and submit():
             pass
-        while flight:
-            done, _ = ray.wait(list(flight), num_returns=1)
+        while flight and gate.down is None:
+            # Woken every second, so that the gate going down is seen while every episode hangs.
+            done, _ = ray.wait(list(flight), num_returns=1, timeout=1.0)
             for ref in done:
                 flight.pop(ref)
-                rec, files = ray.get(ref)
-                _store(episodes.out, files)
-                attach(rec, episodes.out)
-                arrive(rec, False)
-                yield rec
+                rec, files, refused = ray.get(ref)
+                if refused is not None:
+                    gate.refused_by(refused)
+                    yield None
+                else:
+                    gate.ended(rec)
+                    _store(episodes.out, files)
+                    attach(rec, episodes.out)
+                    arrive(rec, False)
+                    yield rec
                 submit()
+        if gate.down is not None:
+            for _ in flight:
+                left("abandoned")
+            for _ in queue:
+                left("not_run")
     finally:
-        # Ctrl-C, or the end: episodes still in flight are dropped with their runners (resume runs them).
+        # Ctrl-C, the gate down, or the end: episodes still in flight are dropped with their runners (resume
+        # runs them).
         for r in runners:
             ray.kill(r)

@@ -24,13 +24,13 @@ import numpy as np
 import polars as pl
 
 from evalkit import _index, importers, traces
-from evalkit.columns import CACHED, EPISODE_COLUMNS, episode_row, frame
+from evalkit.columns import CACHED, INDEX_COLUMNS, episode_row, frame
 from evalkit.errors import TraceError
 
 log = logging.getLogger(__name__)
 
-VERSION = 3
-SCHEMA = pl.Schema({c: EPISODE_COLUMNS[c] for c in CACHED})
+VERSION = 4
+SCHEMA = pl.Schema(INDEX_COLUMNS)
 _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend`)
 _WINDOW = 4096  # bytes per window of the prefix checked before an index is extended
 _N_WINDOWS = 16
@@ -46,11 +46,12 @@ def _latest(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(pl.Series(mask))
 
 
-def build(run: Path) -> pl.DataFrame:
-    """The index of a run, read anew."""
+def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
+    """The index of a run, read anew; `counts` gets the unreadable lines of a native trace (see
+    `_index.records`)."""
     if traces.is_native(run):
         trace = run / traces.TRACE
-        return _latest(_index.records(trace.read_bytes(), episode_row, SCHEMA, trace))
+        return _latest(_index.records(trace.read_bytes(), episode_row, SCHEMA, trace, counts))
     return frame([episode_row(d, None) for d in traces.iter_dicts(run)], dict(SCHEMA))
 
 
@@ -98,16 +99,18 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
         start = base[1]["indexed"] if base else 0
         f.seek(start)
         buf = f.read()
-        recs = _index.records(buf, episode_row, SCHEMA, trace)
+        counts: dict = {}
+        recs = _index.records(buf, episode_row, SCHEMA, trace, counts)
         indexed = start + buf.rfind(b"\n") + 1
         if base is None:
             df = _latest(recs)
         else:
             df = _extend(base[0], recs.with_columns(pl.col("offset") + start))
-        meta = None
+        # Unreadable complete lines add up over extensions; a torn last line is read again by the next one.
+        before = base[1].get("unreadable", 0) if base else 0
+        meta = {"version": VERSION, "torn": counts["torn"], "unreadable": before + counts["unreadable"]}
         if _covered(recs, indexed - start):
-            meta = {"version": VERSION, "indexed": indexed, "rows": df.height,
-                    "fingerprint": _fingerprint(f, indexed)}  # fmt: skip
+            meta |= {"indexed": indexed, "rows": df.height, "fingerprint": _fingerprint(f, indexed)}
     return df, meta
 
 
@@ -132,11 +135,11 @@ def _extendable(run: Path, f: Any) -> tuple[pl.DataFrame, dict] | None:
     for path in found:
         try:
             meta = json.loads(pl.read_parquet_metadata(path).get(_META) or "null")
-            if not isinstance(meta, dict) or meta.get("version") != VERSION:
+            if not isinstance(meta, dict) or meta.get("version") != VERSION or "indexed" not in meta:
                 continue
             if not 0 < meta["indexed"] <= size or _fingerprint(f, meta["indexed"]) != meta["fingerprint"]:
                 continue
-            df = pl.read_parquet(path)
+            df = pl.read_parquet(path, glob=False)
         except Exception as e:  # a damaged cache is skipped, never fatal
             log.debug("%s: not extended (%s)", path, e)
             continue
@@ -158,20 +161,38 @@ def _write(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
         pass  # a read-only place just goes without a cache
 
 
-def load(run: Path, cache: bool = True) -> pl.DataFrame:
+def load(run: Path, cache: bool | str = True) -> pl.DataFrame:
     """The index of `run`: read from its cache when that is current, else built (extended when a native
-    trace only grew) and cached."""
+    trace only grew) and cached. Malformed records are in it, with their `problem`. `cache="read"` uses a
+    current cache but writes none (a command that may still be refused writes nothing)."""
+    return read(run, cache)[0]
+
+
+def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
+    """`load`, and how many lines of the run's trace hold no JSON object (a torn last line included)."""
     if not run.exists():
         raise TraceError(f"{run}: no such run directory")
     if not cache:
-        return build(run)
+        counts: dict = {}
+        df = build(run, counts)
+        return df, counts.get("unreadable", 0) + counts.get("torn", 0)
     path = index_path(run)
     if path.exists():
         try:
-            return pl.read_parquet(path)
+            # A run path may hold glob characters ([, *, ?): it names one file, never a pattern.
+            df = pl.read_parquet(path, glob=False)
+            meta = json.loads(pl.read_parquet_metadata(path).get(_META) or "null")
+            return df, _unreadable(meta)
         except Exception as e:  # a damaged cache is rebuilt, never fatal
-            log.warning("%s: unreadable index, rebuilding (%s)", path, e)
+            log.debug("%s: unreadable index, rebuilding (%s)", path, e)
     native = run.is_dir() and traces.is_native(run)
     df, meta = _index_native(run) if native else (build(run), None)
-    _write(path, df, meta)
-    return df
+    if cache != "read":
+        _write(path, df, meta)
+    return df, _unreadable(meta)
+
+
+def _unreadable(meta: Any) -> int:
+    if not isinstance(meta, dict):
+        return 0
+    return int(meta.get("unreadable") or 0) + int(meta.get("torn") or 0)

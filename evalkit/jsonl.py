@@ -8,11 +8,37 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+_said: set = set()
+_lock = threading.Lock()
+
+
+def warn_once(key: Any, message: str) -> None:
+    """Log `message` as a warning unless one with the same `key` was logged already in this process: a run
+    read several times by one command (its summary written, then printed) warns once. Put what the warning
+    counts in the key, so that a run that got worse warns again."""
+    with _lock:
+        if key in _said:
+            return
+        _said.add(key)
+    log.warning("%s", message)
+
+
+def forget_warnings() -> None:
+    """Start afresh: each command of the CLI says its warnings once (it may run in-process, several times)."""
+    with _lock:
+        _said.clear()
+
+
+def warn_unreadable(path: str | Path, n: int) -> None:
+    """The one warning about the lines of a JSONL file that hold no JSON object."""
+    warn_once(("unreadable", str(path), n), f"{path}: skipped {n} unreadable line(s)")
 
 
 def iter_lines(path: str | Path) -> Iterator[dict]:
@@ -33,7 +59,7 @@ def iter_lines(path: str | Path) -> Iterator[dict]:
             else:
                 bad += 1
     if bad:
-        log.warning("%s: skipped %d unreadable line(s)", path, bad)
+        warn_unreadable(path, bad)
 
 
 def load_json(path: str | Path) -> Any:

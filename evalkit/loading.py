@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from evalkit import grades as grades_
-from evalkit import index_cache, traces
+from evalkit import index_cache, jsonl, traces
 from evalkit.columns import (
     CALL_COLUMNS,
     EPISODE_COLUMNS,
@@ -30,24 +30,28 @@ from evalkit.columns import (
     number,
     text,
 )
+from evalkit.types import record_problems
 
 log = logging.getLogger(__name__)
 
 
 def load_runs(
-    paths: str | Path | Iterable[str | Path], cache: bool = True, grades: str | Path | None = None
+    paths: str | Path | Iterable[str | Path], cache: bool | str = True, grades: str | Path | None = None
 ) -> pl.DataFrame:
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.importers` reads),
     with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record. `grades`,
     a JSON or CSV file of task_id → reward (see `evalkit.grades`), fills in the episodes the runs hold no
-    reward for; a bad grades file raises ConfigError before anything is read."""
+    reward for; a bad grades file raises ConfigError before anything is read. `cache`: True reads and
+    writes each run's cached index, "read" only reads a current one, False neither. Malformed records
+    (`evalkit.wellformed`) are left out, with one warning per run (`malformed` lists them)."""
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     frames = []
     for p in paths:
         run = Path(p)
-        df = index_cache.load(run, cache)
+        df, unreadable = index_cache.read(run, cache)
+        df = _sound(run, df, unreadable)
         frames.append(
             df.with_columns(
                 pl.lit(os.fspath(p), pl.Utf8).alias("run"),
@@ -65,20 +69,52 @@ def load_runs(
     return out
 
 
+def _sound(run: Path, df: pl.DataFrame, unreadable: int) -> pl.DataFrame:
+    """The index without its malformed records; what was left out is said once (see `jsonl.warn_once`)."""
+    bad = df.filter(pl.col("problem").is_not_null())
+    if unreadable:
+        jsonl.warn_unreadable(run / traces.TRACE, unreadable)
+    if bad.height:
+        first = bad["problem"][0]
+        jsonl.warn_once(
+            ("malformed", str(run), bad.height, first),
+            f"{run}: {bad.height} malformed record(s) left out of the analysis (first: {first})",
+        )
+        df = df.filter(pl.col("problem").is_null())
+    return df
+
+
+def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
+    """The malformed records of runs that `load_runs` leaves out: run, byte offset (`traces.read_at`), key,
+    model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    cols = ["offset", "key", "model", "task_id", "problem"]
+    frames = [
+        index_cache.load(Path(p)).filter(pl.col("problem").is_not_null()).select(cols)
+        .with_columns(pl.lit(os.fspath(p), pl.Utf8).alias("run"))
+        for p in paths
+    ]  # fmt: skip
+    if not frames:
+        return pl.DataFrame(schema={"run": pl.Utf8, **{c: index_cache.SCHEMA[c] for c in cols}})
+    return pl.concat(frames).select(["run", *cols])
+
+
 def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
     """(run, episode dict) for runs, or for exactly the episodes of a frame from `load_runs`."""
     if isinstance(paths_or_df, pl.DataFrame):
         for (run,), sub in paths_or_df.group_by("run", maintain_order=True):
             keys = set(sub["key"].drop_nulls().to_list())
             for d in traces.iter_dicts(run):
-                if traces.record_key(d) in keys:
+                if traces.record_key(d) in keys and not record_problems(d):
                     yield run, d
         return
     if isinstance(paths_or_df, str | os.PathLike):
         paths_or_df = [paths_or_df]
     for p in paths_or_df:
         for d in traces.iter_dicts(p):
-            yield os.fspath(p), d
+            if not record_problems(d):  # as load_runs, malformed records are left out
+                yield os.fspath(p), d
 
 
 def _head(run: str, d: dict) -> tuple:

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from evalkit import importers
+from evalkit import importers, secrets
 from evalkit.errors import TraceError
 from evalkit.jsonl import iter_lines
-from evalkit.types import EpisodeRecord, Image
+from evalkit.types import EpisodeRecord, Image, record_problems
 
 T = TypeVar("T")
 
@@ -38,10 +38,11 @@ RUN_JSON = "run.json"
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write a whole file or nothing: a crash leaves the old file, never half a new one."""
+    """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
+    the value of a key the environment holds (`secrets.scrub_known`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
+    raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         # mkstemp makes the file 0600; a run or report is meant to be shared like any file the user writes.
@@ -131,10 +132,8 @@ class TraceWriter:
                     f.write(b"\n")
 
     def append(self, record: EpisodeRecord | dict) -> None:
-        line = (
-            record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
-        ) + "\n"
-        data = line.encode()
+        line = record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
+        data = (secrets.scrub_known(line) + "\n").encode()
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -145,7 +144,9 @@ class TraceWriter:
 
 
 def write_run_json(run_dir: str | Path, meta: dict) -> None:
-    atomic_write(Path(run_dir) / RUN_JSON, json.dumps(meta, indent=2, default=str) + "\n")
+    """`run.json`: what was asked, with every URL in it (a base URL, the command line) without credentials."""
+    text = json.dumps(secrets.redact_json(meta), indent=2, default=str)
+    atomic_write(Path(run_dir) / RUN_JSON, text + "\n")
 
 
 def read_run_json(run_dir: str | Path) -> dict:
@@ -181,9 +182,12 @@ def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
         f.seek(int(offset))
         raw = f.readline()
     try:
-        return EpisodeRecord.from_dict(json.loads(raw))
+        d = json.loads(raw)
     except ValueError as e:
         raise TraceError(f"{path}: no record at offset {offset}") from e
+    if not isinstance(d, dict):
+        raise TraceError(f"{path}: no record at offset {offset}")
+    return EpisodeRecord.from_dict(d)
 
 
 def is_native(run_dir: str | Path) -> bool:
@@ -248,11 +252,16 @@ def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
 
 
 def completed_keys(run_dir: str | Path) -> set[str]:
-    """Keys whose latest record ended without an infrastructure error: resume skips these."""
+    """Keys whose latest record ended without an infrastructure error: resume skips these. A malformed latest
+    record (`evalkit.wellformed`) is run again, as analysis cannot count it."""
     path = Path(run_dir) / TRACE
     if not path.exists():
         return set()
-    return {k for d in latest_records(iter_lines(path)) if (k := record_key(d)) and not d.get("error_class")}
+    return {
+        k
+        for d in latest_records(iter_lines(path))
+        if (k := record_key(d)) and not d.get("error_class") and not record_problems(d)
+    }
 
 
 def derived_dir(run_dir: str | Path) -> Path:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from evalkit import wellformed
+
 FORMAT_VERSION = 1
 
 END_REASONS = ("submitted", "done", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error")
@@ -237,11 +239,6 @@ class EnvSession(Protocol):
     def close(self) -> None: ...
 
 
-def _from_fields(cls: type, d: dict) -> Any:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in names})
-
-
 @dataclass
 class CallRecord:
     """One tool call as a trace keeps it."""
@@ -302,11 +299,15 @@ class TurnRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> TurnRecord:
-        t = _from_fields(cls, d)
-        t.calls = [
-            c if isinstance(c, CallRecord) else _from_fields(CallRecord, c) for c in d.get("calls") or []
-        ]
-        return t
+        """A turn from its dict; a field of the wrong kind reads as its default (see `evalkit.wellformed`)."""
+        fields = wellformed.clean(d if isinstance(d, dict) else {}, cls, [])
+        return _turn(fields)
+
+
+def _turn(fields: dict) -> TurnRecord:
+    """A TurnRecord from fields `evalkit.wellformed.clean` kept."""
+    calls = [c if isinstance(c, CallRecord) else CallRecord(**c) for c in fields.get("calls", [])]
+    return TurnRecord(**{**fields, "calls": calls})
 
 
 @dataclass
@@ -375,25 +376,30 @@ class EpisodeRecord:
     """What the model was sent besides what `turns` hold: the system prompt, the tools, the opening message,
     each tool result as sent (notes appended, images and when a budget pruned them), nudges and notes; shared
     texts by reference to the run's text store. Read it with `evalkit.transcripts.messages`."""
+    problems: list[str] = field(default_factory=list, compare=False, repr=False)
+    """What was wrong with the line this record was read from ("turns is a string"): those fields read as
+    their defaults. Empty for a sound record; never written (see `evalkit.wellformed`)."""
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        del d["problems"]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
 
     @classmethod
     def from_dict(cls, d: dict) -> EpisodeRecord:
-        rec = _from_fields(cls, d)
-        rec.turns = [
-            t if isinstance(t, TurnRecord) else TurnRecord.from_dict(t) for t in d.get("turns") or []
-        ]
-        plans = d.get("plans")
-        rec.plans = [
-            p if isinstance(p, PlanRecord) else _from_fields(PlanRecord, p)
-            for p in (plans if isinstance(plans, list) else [])
-            if isinstance(p, PlanRecord | dict)
-        ]
+        """A record from its dict (a trace line). Never raises on a dict: a field of the wrong kind reads as
+        its default and is named in `problems` (see `evalkit.wellformed`)."""
+        problems: list[str] = []
+        if not isinstance(d, dict):
+            problems, d = wellformed.problems(d, cls), {}
+        fields = wellformed.clean(d, cls, problems)
+        rec = cls(**{k: v for k, v in fields.items() if k not in ("turns", "plans")})
+        rec.turns = [t if isinstance(t, TurnRecord) else _turn(t) for t in fields.get("turns", [])]
+        rec.plans = [p if isinstance(p, PlanRecord) else PlanRecord(**p) for p in fields.get("plans", [])]
+        rec.problems = problems
         return rec
 
     @property
@@ -410,3 +416,13 @@ def episode_key(
     """The stable identity of one job: same inputs, same key, across runs and machines."""
     blob = json.dumps([model, env, surface, mode, task_id, skin, int(repeat)], separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def record_problems(d: Any) -> list[str]:
+    """What is wrong with a trace line's value as an EpisodeRecord (see `evalkit.wellformed`)."""
+    return wellformed.problems(d, EpisodeRecord)
+
+
+def line_pattern() -> str:
+    """A regex matching every raw trace line that may hold a malformed record (`wellformed.pattern`)."""
+    return wellformed.pattern(EpisodeRecord)

@@ -65,3 +65,30 @@ def test_executor_mistakes_are_config_errors(canvas_server, tmp_path):
     with pytest.raises(ConfigError, match="--ray-address needs --executor ray"):
         run_batch(MODELS, canvas_server, out=tmp_path / "b", tasks=1, ray_address="x:1", progress=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("executor", ["threads", "ray"])
+def test_a_refused_key_stops_its_model_on_either_executor(
+    executor, request, canvas_server, tmp_path, monkeypatch
+):
+    """A model whose endpoint answers 401 is stopped at its first episode (nothing of it written, the rest
+    left for a resume); the other model runs to the end; the batch's status says a setup error."""
+    from tests.faults.drivers import MODEL, StandIn
+    from tests.providers.fakes import Reply
+
+    if executor == "ray":
+        request.getfixturevalue("ray_local")
+    model = StandIn()
+    plain = model.reply
+    model.server.reset(
+        default=lambda body: Reply(status=401) if body["model"].endswith("-badkey") else plain(body)
+    )
+    monkeypatch.setenv("VLLM_BASE_URL", model.base_url)
+    try:
+        run = run_batch([MODEL, f"{MODEL}-badkey"], canvas_server, out=tmp_path / "run", tasks=4, max_turns=4,
+                        concurrency=2, progress=False, executor=executor)  # fmt: skip
+    finally:
+        model.stop()
+    assert list(run.refused) == [f"{MODEL}-badkey"] and "VLLM_API_KEY" in run.refused[f"{MODEL}-badkey"]
+    assert {r.model for r in run.records()} == {MODEL} and run.ran - run.errors >= 4
+    assert run.not_run >= 1 and run.exit_status == 2

@@ -7,7 +7,6 @@ import json
 import re
 
 import nbformat
-import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from evalkit.cli import main

@@ -25,7 +25,7 @@ import streamlit as st  # noqa: E402
 from evalkit import viewer_support as vs  # noqa: E402
 from viewer import live  # noqa: E402
 from viewer.ab import view_ab  # noqa: E402
-from viewer.common import S, enlarge_support, memo, table, text_index  # noqa: E402
+from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
 from viewer.episode import view_episode  # noqa: E402
 from viewer.summary import view_summary  # noqa: E402
 from viewer.table import view_table  # noqa: E402
@@ -124,6 +124,8 @@ def main() -> None:
             problems.append((r, t))
         else:
             tables.append(t)
+        if note := malformed(r, sigs[r]):
+            problems.append((r, note))
     for r, msg in problems:
         st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
     drawn = (tuple(sigs.items()), tuple(problems))

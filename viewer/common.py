@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from evalkit import traces, transcripts
+from evalkit import analysis, traces, transcripts
 from evalkit import viewer_support as vs
 from evalkit.marks import marked
 from evalkit.types import EpisodeRecord
@@ -33,6 +33,16 @@ def table(run: str, signature: tuple[int, int]) -> pl.DataFrame | str:
         return vs.episode_table(run)
     except (OSError, ValueError, vs.TraceError) as e:
         return f"{type(e).__name__}: {e}"
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def malformed(run: str, signature: tuple[int, int]) -> str | None:
+    """One line on the run's records that analysis leaves out (wrongly typed fields), or None."""
+    try:
+        bad = analysis.malformed([run])
+    except (OSError, ValueError, vs.TraceError):
+        return None
+    return f"{bad.height} malformed record(s) left out (first: {bad['problem'][0]})" if bad.height else None
 
 
 def text_index(run: str) -> pl.DataFrame:

@@ -297,6 +297,8 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     if isinstance(rec, str):
         st.error(vs.md_escape(rec, 500))
         return
+    if rec.problems:
+        st.warning(vs.md_escape("This record is malformed: " + "; ".join(rec.problems), 500))
     show_header(rec, labels.get(run, run))
     steps = vs.steps_of(rec)
     if S.get("step") is None:

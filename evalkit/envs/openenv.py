@@ -20,7 +20,8 @@ import httpx
 
 from evalkit.envs import observation
 from evalkit.envs.wire import ActionRefused, Connection
-from evalkit.errors import ConfigError, EnvError
+from evalkit.errors import ConfigError, EnvError, reason
+from evalkit.secrets import redact_url
 from evalkit.types import Image, ToolOutcome, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,8 @@ def env_identity(env: Any) -> str:
     try:
         name = _server_json(url, "/metadata").get("name")
     except httpx.HTTPError as e:
-        raise ConfigError(f"cannot reach the environment at {url} ({type(e).__name__})") from None
-    return str(name) if name else url
+        raise ConfigError(f"cannot reach the environment at {redact_url(url)} ({reason(e)})") from None
+    return str(name) if name else redact_url(url)  # the name goes into every record: no credentials
 
 
 def action_schema(url: str) -> dict | None:
@@ -115,7 +116,7 @@ def action_schema(url: str) -> dict | None:
     try:
         action = _server_json(http_url(url), "/schema").get("action")
     except httpx.HTTPError as e:
-        raise EnvError(f"cannot reach the environment at {http_url(url)}: {type(e).__name__}") from e
+        raise EnvError(f"cannot reach the environment at {redact_url(http_url(url))}: {reason(e)}") from e
     if not isinstance(action, dict):
         return None
     props = set(action.get("properties") or {})

@@ -16,7 +16,8 @@ import json
 import logging
 from typing import Any
 
-from evalkit.errors import EnvCapacityError, EnvError
+from evalkit.errors import EnvCapacityError, EnvError, reason
+from evalkit.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,8 @@ class Connection:
                 )
             )
         except Exception as e:
-            raise EnvError(f"cannot connect to the environment at {self.url}: {type(e).__name__}: {e}") from e
+            where = redact_url(self.url)
+            raise EnvError(f"cannot connect to the environment at {where}: {reason(e)}") from e
         self._open = True
 
     def request(self, kind: str, data: Any = None) -> dict:

@@ -98,6 +98,23 @@ def _raise_absent(keys: list[str], urls: list[str]) -> None:
         raise MissingKeyError("; ".join(said) + " — set it in the environment or .env")
 
 
+_OPTIONAL_KEYS = {"vllm": ["VLLM_API_KEY", "HF_TOKEN"]}
+"""Keys a provider sends when they are set, though it runs without them."""
+AUTH_STATUSES = (401, 403)
+"""What an endpoint answers a key it refuses (after a router's fallbacks, a 403 is the key's too)."""
+
+
+def key_variables(spec: str) -> list[str]:
+    """The variables that hold the API key a spec's requests carry, for a message about a refused key."""
+    try:
+        s = parse_spec(spec)
+        mod = provider_module(s)
+        required = getattr(mod, "required_keys", lambda m, p=None: [])(s.model, s.provider)
+    except ConfigError:  # an agent built by a factory of the user's: no spec to read
+        return []
+    return [k for alternatives in required for k in alternatives] or _OPTIONAL_KEYS.get(s.provider, [])
+
+
 def check_keys(specs: list[str]) -> None:
     """Before any work starts: ConfigError for a spec its provider cannot run, MissingKeyError naming every
     absent API key and endpoint URL variable."""

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import TypeVar
 
+from evalkit import secrets
 from evalkit.errors import EndpointError
 from evalkit.types import Attempt, Turn, Usage
 
@@ -122,7 +123,8 @@ def classify(
     where = _url(exc, url)
 
     def attempt(kind: str, error: str, status: int | None = None, known: bool = False, wait=None) -> Attempt:
-        return Attempt(route, status, kind, error, reported, known, wait, round(seconds, 3))
+        # An error body may echo the request's key or a token: the record keeps the error without it.
+        return Attempt(route, status, kind, secrets.scrub(error), reported, known, wait, round(seconds, 3))
 
     if isinstance(exc, StreamError):
         return attempt("stream_cut", f"{_short(exc)} ({where})")

@@ -1,0 +1,163 @@
+"""The hostile run (`tests/faults/corpus.py`) through every reader: `load_runs` and the frames it feeds,
+`evalkit summarise`, `evalkit report`, the viewer and `evalkit bundle`. Nothing raises; sound records are
+analysed, malformed ones are left out and named, each warning is said once; no injected markup comes out
+live, and no path trick reads the file beside the run."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from polars.testing import assert_frame_equal
+from streamlit.testing.v1 import AppTest
+
+from evalkit import analysis, display, index_cache, jsonl, traces
+from evalkit.cli import COMMANDS, main
+from tests.faults.corpus import INJECTIONS, SCRIPT, SECRET, hostile_run
+from tests.support.snapshot import snapshot
+from tests.viewer.viewer_runs import APP
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    return hostile_run(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(jsonl, "_said", set())
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_load_runs_reads_the_sound_and_names_the_malformed(hostile, caplog, fresh_warnings):
+    run = hostile["run"]
+    with caplog.at_level(logging.WARNING, logger="evalkit"):
+        df = analysis.load_runs(run)
+        again = analysis.load_runs([run, run])  # read again, from the cached index: nothing said twice
+    assert df.height == hostile["sound"] and again.height == 2 * hostile["sound"]
+    assert df["scored"].all()  # a string or NaN reward never reaches a mean
+    said = warnings_of(caplog)
+    assert len(said) == 2, said
+    assert said[0].endswith(f"trace.jsonl: skipped {hostile['unreadable']} unreadable line(s)")
+    assert (
+        f"{hostile['malformed']} malformed record(s) left out of the analysis (first: turns is a string)"
+        in said[1]
+    )
+    bad = analysis.malformed(run)
+    assert bad.height == hostile["malformed"] and bad["problem"].null_count() == 0
+    assert "turn 1: call 1 is a number" in " ".join(bad["problem"].to_list())
+    # The fast index and the one-json.loads-a-line reference agree on every line of it.
+    assert_frame_equal(index_cache.build(run), index_cache.build_reference(run), check_exact=True)
+    turns, calls = analysis.turns(run), analysis.calls(run)
+    assert set(turns["key"]) <= set(df["key"]) and set(calls["key"]) <= set(df["key"])
+
+
+def test_records_never_raise_and_carry_their_problems(hostile):
+    recs = list(traces.read_records(hostile["run"]))
+    assert len(recs) == hostile["sound"] + hostile["malformed"]
+    broken = [r for r in recs if r.problems]
+    assert len(broken) == hostile["malformed"]
+    oops = next(r for r in broken if r.problems == ["turns is a string"])
+    assert oops.turns == [] and oops.reward == 0.25 and "problems" not in oops.to_dict()
+    page = display.run_html(hostile["run"], max_episodes=100)
+    for text in (SCRIPT, "<img src=x onerror", SECRET):
+        assert text not in page
+    for rec in recs:
+        html = display.record_html(rec, hostile["run"])
+        assert SCRIPT not in html and SECRET not in html
+
+
+def test_summarise_says_each_warning_once(hostile, capsys, tmp_path):
+    out = tmp_path / "s"
+    for _ in range(2):  # the second time over the cached index: the same warnings, once each
+        assert main(["summarise", str(hostile["run"]), "--out", str(out)]) == 0
+        printed, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert [ln.startswith("evalkit: warning: ") for ln in lines] == [True, True, False], err
+        assert sum("unreadable line(s)" in ln for ln in lines) == 1
+        assert sum("malformed record(s) left out" in ln for ln in lines) == 1
+        assert f"summary.json and summary.md written to {out}" in lines[-1]
+        assert len(printed) < 400_000  # a 100,000-character model name is printed once, not per table
+    md = (out / "summary.md").read_text()
+    for text in INJECTIONS:
+        assert text not in md  # names are literal Markdown text, never a link, image or HTML
+
+
+def test_summarise_of_only_invalid_lines_warns_once(tmp_path, capsys):
+    run = tmp_path / "garbage"
+    run.mkdir()
+    (run / "trace.jsonl").write_text('{"format_version": 1, "key": "k", "turns": "oops"}\nnot json\n[1]\n')
+    for _ in range(2):
+        assert main(["summarise", str(run)]) == 0
+        printed, err = capsys.readouterr()
+        warned = [ln for ln in err.splitlines() if ln.startswith("evalkit: warning:")]
+        assert len(warned) == 2, err  # 2 unreadable lines; 1 malformed record
+        assert "no episodes" in printed
+
+
+def test_glob_characters_in_a_run_path_use_the_cache(tmp_path, caplog, monkeypatch):
+    from tests.fixtures.synth import make_run
+
+    run = make_run(tmp_path / "runs [a]*?" / "r[1]", n_tasks=3, frames=False)
+    first = analysis.load_runs(run)
+    built = []
+    monkeypatch.setattr(index_cache, "_index_native", lambda r: built.append(r))  # must not be needed
+    with caplog.at_level(logging.DEBUG, logger="evalkit"):
+        assert_frame_equal(analysis.load_runs(run), first)
+    assert built == [] and not warnings_of(caplog)
+    assert len(list((run / ".evalkit").iterdir())) == 1
+
+
+@pytest.mark.slow
+def test_report_of_the_hostile_run(hostile, tmp_path, capsys):
+    before = snapshot(hostile["run"].parent / "secret.txt")
+    out = tmp_path / "report.html"
+    assert main(["report", str(hostile["run"]), "-o", str(out)]) == 0, capsys.readouterr().err
+    page = out.read_text()
+    for text in (SCRIPT, "<img src=x onerror", SECRET, "Traceback"):
+        assert text not in page
+    assert "rebuilding" not in page  # the index of a path with glob characters is read, not rebuilt
+    assert snapshot(hostile["run"].parent / "secret.txt") == before
+
+
+def test_viewer_on_the_hostile_run(hostile, monkeypatch):
+    run = hostile["run"]
+    monkeypatch.setenv("EVALKIT_RUNS", str(run))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    notes = [str(w.value).replace("\\", "") for w in at.sidebar.warning]  # shown as escaped Markdown
+    assert any(f"{hostile['malformed']} malformed record(s) left out" in n for n in notes), notes
+    assert at.dataframe[0].value.shape[0] == hostile["sound"]
+    df = analysis.load_runs(run)
+    for key in df["key"].to_list()[6:]:  # the injected, huge and path-trick records
+        at.query_params.update({"view": "episode", "run": str(run), "episode": key})
+        at.run()
+        assert not at.exception, (key, at.exception)
+        shown = " ".join(
+            str(e.value) for kind in ("markdown", "text", "code", "caption") for e in getattr(at, kind)
+        )
+        assert SECRET not in shown
+
+
+@pytest.mark.skipif("bundle" not in COMMANDS, reason="`evalkit bundle` is not on this branch yet")
+def test_bundle_of_the_hostile_run(hostile, tmp_path):
+    out = tmp_path / "bundle"
+    assert main(["bundle", str(hostile["run"]), "-o", str(out)]) == 0
+    for f in out.rglob("*"):
+        assert not f.is_symlink() and f.resolve().is_relative_to(out.resolve())
+        if f.is_file():
+            data = f.read_bytes()
+            assert SECRET.encode() not in data
+            if f.suffix in (".html", ".htm"):
+                assert SCRIPT.encode() not in data
+
+
+def test_hostile_records_are_no_input_error(hostile):
+    """The run is read, never written: derived files go to its own .evalkit folder only."""
+    files = {p.relative_to(hostile["run"]).parts[0] for p in Path(hostile["run"]).rglob("*") if p.is_file()}
+    assert files <= {"run.json", "trace.jsonl", "frames", ".evalkit", "summary.json", "summary.md"}
