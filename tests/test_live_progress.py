@@ -63,10 +63,13 @@ def test_finished_keys_and_dead_processes_are_not_running(tmp_path):
 
 
 def test_a_batch_leaves_no_live_files(canvas_server, tmp_path):
+    kw = dict(out=tmp_path, task_ids=["canvas-test-0001", "canvas-test-0002"], max_turns=3, progress=False)
+    run_batch(["baseline:random"], canvas_server, **kw)
     folder = tmp_path / live.LIVE_DIR
-    folder.mkdir(parents=True)
+    assert not folder.exists() or list(folder.iterdir()) == []
+    # A batch killed mid-episode left a live file; the next batch into the run (a resume) clears it.
+    folder.mkdir(exist_ok=True)
     (folder / "old.json").write_text(json.dumps({"key": "old", "pid": 2**22 + 12345, "host": live._HOST}))
-    run_batch(["baseline:random"], canvas_server, out=tmp_path, task_ids=["canvas-test-0001"], max_turns=3,
-              progress=False)  # fmt: skip
+    run_batch(["baseline:random"], canvas_server, **kw)
     assert list(folder.iterdir()) == []
-    assert len(list(read_records(tmp_path))) == 1
+    assert len(list(read_records(tmp_path))) == 2

@@ -31,3 +31,15 @@ def test_jpeg_of_a_target_matches_its_render():
     doc = generate_task("test", 5).doc
     jpeg = base64.b64decode(jpeg_b64_of(doc))
     assert jpeg == encode(render_doc(doc), "JPEG")
+
+
+def test_every_evalset_task_renders_at_every_size():
+    """Tasks of the frozen evalset whose small outlined rounded boxes Pillow refuses to draw (0171 at 160 px,
+    0177 at 256, 0269 at 512 and 256) could never be graded; each size the grader and surfaces use draws."""
+    from evalkit.envs.canvas.render import render_doc
+    from evalkit.envs.canvas.tasks import EVALSET_SIZE, generate_task
+
+    for i in range(EVALSET_SIZE):
+        doc = generate_task("test", i).doc
+        for size in (160, 256, 512, None):
+            render_doc(doc, size)

@@ -85,7 +85,12 @@ def _draw(draw: ImageDraw.ImageDraw, el: Element, s: float) -> None:
         draw.ellipse(box, fill=el.fill, outline=outline, width=sw or 1)
     elif el.radius > 0:
         r = min(el.radius * s, (x1 - x0) / 2, (y1 - y0) / 2)
-        draw.rounded_rectangle(box, radius=r, fill=el.fill, outline=outline, width=sw or 1)
+        try:
+            draw.rounded_rectangle(box, radius=r, fill=el.fill, outline=outline, width=sw or 1)
+        except ValueError:
+            # Pillow (12.3) refuses an outlined box a few pixels wide at fractional coordinates ("x1 must be
+            # greater than or equal to x0"); at that size the corners' rounding is invisible anyway.
+            draw.rectangle(box, fill=el.fill, outline=outline, width=sw or 1)
     else:
         draw.rectangle(box, fill=el.fill, outline=outline, width=sw or 1)
 
