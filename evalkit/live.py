@@ -39,7 +39,7 @@ _HOST = socket.gethostname()
 
 @dataclass
 class LiveEpisode:
-    """One running episode as its live file describes it."""
+    """One running episode as its live file describes it, read as data (see `running`)."""
 
     key: str
     model: str = ""
@@ -47,18 +47,23 @@ class LiveEpisode:
     surface: str = ""
     mode: str = ""
     task_id: str = ""
-    tier: str | None = None
-    repeat: int = 0
-    started: str | None = None
+    tier: str = ""
+    repeat: int | None = None
+    started: str = ""
+    """ISO 8601 UTC."""
     updated: float = 0.0
-    turn: int = 0
+    """When the batch last wrote the file (seconds since the epoch)."""
+    turn: int | None = None
+    """Model turns finished (0 right after the reset)."""
     max_turns: int | None = None
     frame: str | None = None
+    """The newest frame, relative to the run; None when there is none yet (or it pointed outside)."""
     target: str | None = None
     text: str = ""
-    calls: list[dict] = field(default_factory=list)
+    calls: list[tuple[str, bool]] = field(default_factory=list)
+    """The newest turn's calls: (name, ok)."""
     pid: int | None = None
-    host: str | None = None
+    host: str = ""
 
 
 def live_path(run_dir: str | Path, key: str) -> Path:
@@ -109,8 +114,24 @@ def finish(run_dir: str | Path, key: str) -> None:
         pass
 
 
-def _alive(pid: Any, host: Any, updated: Any) -> bool:
-    if host == _HOST and isinstance(pid, int) and pid > 0:
+MAX_FILE = 1 << 20
+MAX_SHOWN = 64
+
+
+def _text(d: dict, name: str, cap: int = 500) -> str:
+    v = d.get(name)
+    return v[:cap] if isinstance(v, str) else ""
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9 else None
+
+
+def _alive(d: dict, mtime: float, now: float) -> bool:
+    """The batch that wrote `d` is still there: its process, on this host; else a change within STALE_S
+    (when it says it wrote the file, or else the file's time)."""
+    pid = _int(d.get("pid"))
+    if d.get("host") == _HOST and pid:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -118,45 +139,77 @@ def _alive(pid: Any, host: Any, updated: Any) -> bool:
         except PermissionError:  # another user's process: it exists
             return True
         return True
-    return isinstance(updated, int | float) and time.time() - updated < STALE_S
+    updated = d.get("updated")
+    return now - (updated if isinstance(updated, int | float) and updated > 0 else mtime) < STALE_S
 
 
-def running(run_dir: str | Path, finished: set[str] | None = None) -> list[LiveEpisode]:
-    """The episodes running in a run, oldest start first: every readable live file of a live process, less
-    the keys in `finished` (records the caller has already read)."""
-    folder = Path(run_dir) / LIVE_DIR
-    if not folder.is_dir():
+def files(run_dir: str | Path) -> list[Path]:
+    try:
+        return sorted(p for p in (Path(run_dir) / LIVE_DIR).iterdir() if p.suffix == ".json" and p.is_file())
+    except OSError:  # no such folder, or the run is one file (a foreign rollout file)
         return []
-    names = set(LiveEpisode.__dataclass_fields__)
+
+
+def _calls(v: Any) -> list[tuple[str, bool]]:
+    calls = v if isinstance(v, list) else []
+    return [(_text(c, "name", 80), c.get("ok") is not False) for c in calls[:20] if isinstance(c, dict)]
+
+
+def running(
+    run_dir: str | Path, finished: set[str] | None = None, now: float | None = None
+) -> list[LiveEpisode]:
+    """The episodes of a run in progress (less the keys in `finished`, whose records the caller has read),
+    oldest start first, at most MAX_SHOWN. A live file is read as data, never trusted: a field of the wrong
+    type reads as missing, a torn or foreign file is skipped, a frame path outside the run is dropped."""
+    from evalkit.traces import safe_path
+
+    now = time.time() if now is None else now
     out = []
-    for path in folder.glob("*.json"):
+    for p in files(run_dir)[: MAX_SHOWN * 4]:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # removed while listed, or not ours
+            st = p.stat()
+            d = json.loads(p.read_bytes()) if st.st_size <= MAX_FILE else None
+        except (OSError, ValueError):
+            continue  # removed as the episode ended, or not ours
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str) or not _alive(d, st.st_mtime, now):
             continue
-        if not isinstance(data, dict) or not isinstance(data.get("key"), str):
-            continue
-        if finished and data["key"] in finished:
-            continue
-        if not _alive(data.get("pid"), data.get("host"), data.get("updated")):
-            continue
-        try:
-            out.append(LiveEpisode(**{k: v for k, v in data.items() if k in names}))
-        except TypeError:
-            continue
-    return sorted(out, key=lambda e: (e.started or "", e.key))
+        if finished and d["key"] in finished:
+            continue  # its record is in the trace already: the file is about to go
+        updated = d.get("updated")
+        frame, target = d.get("frame"), d.get("target")
+        out.append(
+            LiveEpisode(
+                key=d["key"][:200],
+                model=_text(d, "model"),
+                env=_text(d, "env"),
+                surface=_text(d, "surface"),
+                mode=_text(d, "mode"),
+                task_id=_text(d, "task_id"),
+                tier=_text(d, "tier", 40),
+                repeat=_int(d.get("repeat")),
+                started=_text(d, "started", 40),
+                updated=float(updated) if isinstance(updated, int | float) and updated > 0 else st.st_mtime,
+                turn=_int(d.get("turn")),
+                max_turns=_int(d.get("max_turns")),
+                frame=frame if safe_path(run_dir, frame) is not None else None,
+                target=target if safe_path(run_dir, target) is not None else None,
+                text=_text(d, "text", TEXT_CAP),
+                calls=_calls(d.get("calls")),
+                pid=_int(d.get("pid")),
+                host=_text(d, "host", 200),
+            )
+        )
+    out.sort(key=lambda r: (r.started, r.key))
+    return out[:MAX_SHOWN]
 
 
 def clear_stale(run_dir: str | Path) -> int:
     """Remove the live files a dead batch left (see `running`); returns how many."""
-    folder = Path(run_dir) / LIVE_DIR
-    if not folder.is_dir():
-        return 0
-    gone = 0
-    for path in folder.glob("*.json"):
+    gone, now = 0, time.time()
+    for path in files(run_dir):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            stale = not _alive(data.get("pid"), data.get("host"), data.get("updated"))
+            data = json.loads(path.read_bytes())
+            stale = not _alive(data, path.stat().st_mtime, now)
         except (OSError, ValueError, AttributeError):
             stale = True
         if stale:

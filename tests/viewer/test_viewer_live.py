@@ -37,8 +37,8 @@ def test_reading_progress_files(tmp_path, synth_run):
     progress(run, "a", frame=frame)
     progress(run, "dead", pid=dead.pid)  # this host, its process is gone: left behind by a killed batch
     progress(run, "far", host="elsewhere", pid=1)  # another host, recently written: still running
-    progress(run, "old", host="elsewhere", pid=1)
     past = time.time() - 2 * viewer_live.STALE_S
+    progress(run, "old", host="elsewhere", pid=1, updated=past)
     os.utime(run / ".live" / "old.json", (past, past))
     progress(run, "hostile", frame="../../etc/passwd", turn="3", calls="x", model=["no"], started=7)
     (run / ".live" / "torn.json").write_text('{"key": "torn", "tur')
