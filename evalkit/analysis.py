@@ -38,6 +38,7 @@ from evalkit.stats import (
     paired_bootstrap,
     summarise,
 )
+from evalkit.tables import usd
 
 __all__ = [
     "CALL_COLUMNS", "COMPARE_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "GROUP", "N_BOOT", "PAIR_KEYS",
@@ -49,18 +50,11 @@ __all__ = [
 _S = pl.Utf8
 
 
-def _usd(v: float) -> str:
-    """Cents, or two significant digits below a cent: a small run's cost must not read as 0.00."""
-    if v == 0 or abs(v) >= 0.01:
-        return f"{v:,.2f}"
-    return f"{v:.{1 - math.floor(math.log10(abs(v)))}f}"
-
-
 def _fmt(v: Any, spec: str = ".3f") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if spec == "usd" and isinstance(v, (int, float)):
-        return _usd(float(v))
+        return usd(float(v))[1:]  # the column's heading says $
     if isinstance(v, float):
         if abs(v) >= 1000:
             return f"{v:,.0f}"

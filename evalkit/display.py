@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import traces
+from evalkit.tables import usd
 from evalkit.types import EpisodeRecord
 
 _ATTR = "_evalkit_run_dir"
@@ -127,7 +128,7 @@ def record_html(
         f"<div>{outcome} · end: {_e(rec.end_reason)}{' (auto-submitted)' if rec.auto_submitted else ''} · "
         f"{rec.n_turns} turns, {rec.tool_calls} calls, {rec.tool_errors} tool errors, "
         f"{rec.parse_errors} parse errors · "
-        f"{rec.seconds:.1f}s" + (f" · ${rec.cost_usd:.4f}" if rec.cost_usd is not None else "") + "</div>"
+        f"{rec.seconds:.1f}s" + (f" · {usd(rec.cost_usd)}" if rec.cost_usd is not None else "") + "</div>"
     )
     grade = {k: v for k, v in (rec.grade or {}).items() if not isinstance(v, dict | list)}
     parts = [head]

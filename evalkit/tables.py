@@ -23,13 +23,22 @@ def esc(v: Any) -> str:
     return escape("" if v is None else str(v))
 
 
+def usd(v: float) -> str:
+    """Dollars: cents, or two significant digits below a cent (a small run's cost must not read as 0.00)."""
+    import math
+
+    if v == 0 or abs(v) >= 0.01:
+        return f"${v:,.2f}"
+    return f"${v:.{1 - math.floor(math.log10(abs(v)))}f}"
+
+
 def _num(v: Any, spec: str = ".3f") -> str:
     import math
 
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if spec == "usd":
-        return f"${v:,.4f}" if abs(v) < 1 else f"${v:,.2f}"
+        return usd(v)
     if spec == "signed":
         return f"{v:+.3f}"
     if isinstance(v, bool):

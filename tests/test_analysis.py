@@ -341,7 +341,9 @@ def test_small_costs_keep_their_digits(tmp_path):
         x for x in A.format_summary(A.load_runs([unknown]), tiers=False).splitlines() if " m " in f" {x} "
     )
     assert line.split()[-1] == "-"
-    assert [A._usd(v) for v in (0.0, 0.000012, 0.05, 1234.5)] == ["0.00", "0.000012", "0.05", "1,234.50"]
+    from evalkit.tables import usd
+
+    assert [usd(v) for v in (0.0, 0.000012, 0.05, 1234.5)] == ["$0.00", "$0.000012", "$0.05", "$1,234.50"]
 
 
 def test_unscored_as_zero_counts_failures_not_missing_rewards(tmp_path):

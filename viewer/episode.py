@@ -6,11 +6,14 @@ model saw it, images inline."""
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 import streamlit as st
 
 from evalkit import plans, traces
 from evalkit import viewer_support as vs
+from evalkit.tables import usd
 from evalkit.types import CallRecord, EpisodeRecord
 from viewer.common import (
     S,
@@ -44,7 +47,8 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
     cols[1].metric("Turns", num(rec.n_turns or len(rec.turns), "d"))
     cols[2].metric("Tool calls", num(rec.tool_calls, "d"))
     cols[3].metric("Tool errors", num(rec.tool_errors, "d"))
-    cols[4].metric("Cost", "$" + num(rec.cost_usd, ".4f") if rec.cost_usd is not None else "—")
+    cost = rec.cost_usd
+    cols[4].metric("Cost", usd(cost) if isinstance(cost, int | float) and math.isfinite(cost) else "—")
     st.text(
         f"End reason: {c(rec.end_reason or '—', 80)}"
         + (f" · error class: {c(rec.error_class, 80)}" if rec.error_class else "")
