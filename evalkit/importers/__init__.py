@@ -28,7 +28,7 @@ from evalkit.errors import TraceError
 from evalkit.importers import canvas_rollout, ownloop, tool_planning
 from evalkit.jsonl import iter_lines, load_json
 
-VERSION = 2
+VERSION = 3
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
 
 _READERS = {

@@ -13,7 +13,10 @@ Field by field (seed → EpisodeRecord):
                                                 stop, a call per tool call (arguments parsed; a string
                                                 that is not a JSON object is a parse error)
     messages[] tool {tool_call_id, content}   → that call's result; not ok when it is {"error": …}
-    steps[] {turn (from 1), tool, plan, result} → info.plans (every plan sent with the server's answer)
+    steps[] {turn (from 1), tool, plan, result} → plans (every plan sent, with the server's answer: the
+                                                call it came from matched in its turn by tool, in order;
+                                                not ok when the answer is {"error": …}; the submitted
+                                                one final) and drafts (plans checked without error)
     final {submitted, plan, grade, rubric}    → final_doc = plan; grade (+ rubric under grade.rubric)
     reward (0.0 unless the server ended the
             episode, then its reward)         → reward, unless errors (below)
@@ -110,6 +113,27 @@ def _turns(messages: list[dict]) -> tuple[list[dict], list[str]]:
     return turns, told
 
 
+def _plans(steps: Any, turns: list[dict], submitted: bool) -> list[dict]:
+    """PlanRecord dicts from the seed's steps (see the module doc)."""
+    steps = [x for x in steps if isinstance(x, dict)] if isinstance(steps, list) else []
+    waiting: dict[tuple[Any, str], list[str]] = {}
+    for t in turns:
+        for c in t["calls"]:
+            waiting.setdefault((t["turn"], c["name"]), []).append(c["id"])
+    plans = []
+    for i, x in enumerate(steps):
+        tool, res = str(x.get("tool") or ""), x.get("result")
+        ids = waiting.get((x.get("turn"), tool)) or []
+        answer = res["text"] if isinstance(res, dict) and set(res) == {"text"} else res
+        plans.append({
+            "turn": count(x.get("turn")), "call_id": ids.pop(0) if ids else "", "tool": tool,
+            "plan": x.get("plan"), "answer": answer,
+            "ok": not (isinstance(res, dict) and "error" in res),
+            "final": submitted and tool == "submit_plan" and i == len(steps) - 1,
+        })  # fmt: skip
+    return plans
+
+
 def _error_class(errors: list) -> str:
     names = {str(e).split(":", 1)[0].strip() for e in errors}
     return "endpoint_error" if names & _SDK_ERRORS else "harness_error"
@@ -128,6 +152,7 @@ def episode(d: dict, repeat: int) -> dict:
     if grade is not None and final.get("rubric") is not None:
         grade = {**grade, "rubric": final["rubric"]}
     calls = [c for t in turns for c in t["calls"]]
+    plans = _plans(d.get("steps"), turns, bool(final.get("submitted")))
     u = d.get("usage") if isinstance(d.get("usage"), dict) else {}
     reward = number(d.get("reward"))
     rec.update(
@@ -147,11 +172,12 @@ def episode(d: dict, repeat: int) -> dict:
         seconds=number(d.get("seconds")) or 0.0,
         final_doc=final.get("plan"),
         turns=turns,
+        plans=plans,
+        drafts=sum(p["ok"] and not p["final"] for p in plans),
         info={
             "importer": NAME,
             "prompt": "\n\n".join(told),
             "end_reason": raw_end,
-            "plans": d.get("steps") if isinstance(d.get("steps"), list) else [],
         },  # fmt: skip
     )
     if errors:

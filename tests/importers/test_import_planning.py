@@ -70,7 +70,14 @@ def test_fields_follow_the_writer(seed_runs):
     }
     assert first.usage == {"input": 2400, "output": 600} and first.started == "2026-11-01T10:00:00Z"
     assert "Berth rules for berth-000." in first.info["prompt"] and "Vessel V2" in first.info["prompt"]
-    assert [p["tool"] for p in first.info["plans"]] == ["check_plan", "submit_plan"]
+    # The plans as evalkit's own berth records keep them: matched to their calls, the submitted one final.
+    assert [(p.turn, p.tool, p.ok, p.final) for p in first.plans] == [
+        (1, "check_plan", True, False),
+        (2, "submit_plan", True, True),
+    ]
+    assert [p.call_id for p in first.plans] == [c.id for t in first.turns for c in t.calls]
+    assert first.plans[0].plan == S.PLAN and first.plans[0].answer == {"feasible": False, "conflicts": 1}
+    assert first.drafts == 1 and "plans" not in first.info
     over = recs[3].turns[1].calls
     assert [c.ok for c in over] == [True, True, False] and "the episode is over" in over[2].result
     broken = recs[6].turns[0].calls[0]
