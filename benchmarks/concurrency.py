@@ -7,7 +7,8 @@ env, frames on. Measured in one run, on whatever else the machine is doing (a sh
 absolute times noise: read the ratios):
 
 - efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency`, for
-  threads and for Ray (a local instance), each batch serving its env as `--env canvas` does; start-up
+  threads and for Ray (a local instance), each batch serving its env as `--env canvas` does (in a thread
+  below `evalkit.batch.PROCESS_FROM` episodes at once, in a child process from there on); start-up
   (serving the env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and
   excluded: the wall runs from the first episode's start to the last episode written. The gui surface
   (Chromium: a click, then submit) at concurrency 16 beside it.
@@ -150,12 +151,14 @@ def timed_batch(
     try:
         with tempfile.TemporaryDirectory() as tmp:
             r0 = resource.getrusage(resource.RUSAGE_SELF)
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             batch.run_batch([model], env, tasks=episodes, out=Path(tmp) / "r", concurrency=concurrency,
                             max_turns=6, frames=True, progress=False, executor=executor,
                             surfaces=[surface])  # fmt: skip
             t1 = time.perf_counter()
             r1 = resource.getrusage(resource.RUSAGE_SELF)
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the env's process, when the batch gave it one
             recs = list(read_records(Path(tmp) / "r"))
     finally:
         batch.execute = real
@@ -165,6 +168,7 @@ def timed_batch(
         "queued": span["queued"] - t0,
         "after": t1 - span["end"],
         "cpu": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
+        "child_cpu": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
         "turns": sum(r.n_turns for r in recs),
         "calls": sum(r.tool_calls for r in recs),
         "episodes": len(recs),
@@ -180,7 +184,9 @@ def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
     return (
         f"{label:<34} efficiency {ideal / r['wall']:.2f}  (ideal {ideal:.1f} s / wall {r['wall']:.1f} s; "
         f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
-        f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)"
+        f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)\n"
+        f"{'':<34} CPU per episode: this process {r['cpu'] / r['episodes'] * 1e3:.0f} ms"
+        + (f", the env's process {r['child_cpu'] / r['episodes'] * 1e3:.0f} ms" if r["child_cpu"] else "")
     )
 
 
@@ -255,11 +261,16 @@ def main() -> None:
     os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
     try:
         wait_up(f"http://127.0.0.1:{port}/", model)
+        from evalkit.batch import PROCESS_FROM
+        from evalkit.envs.process import ProcessServer
         from evalkit.envs.server import serve
 
+        with ProcessServer("canvas") as env:
+            print(f"embedded canvas env served in a process in {env.startup_s:.2f} s (start-up, concurrency "
+                  f"≥ {PROCESS_FROM})")  # fmt: skip
         t = time.perf_counter()
         with serve("canvas") as env:
-            print(f"embedded canvas env served in {time.perf_counter() - t:.2f} s (start-up)")
+            print(f"embedded canvas env served in a thread in {time.perf_counter() - t:.2f} s (start-up)")
             timed_batch(env, "vllm:standin", 4, 4)  # imports, connections
         rows = {}
         for c in levels:

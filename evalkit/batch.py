@@ -306,9 +306,7 @@ def run_batch(
         reset=reset,
     )
     if isinstance(env, str) and "://" not in env:
-        from evalkit.envs.server import serve
-
-        served = env = serve(env, max_concurrent_envs=max(64, concurrency + 4))
+        served = env = serve_embedded(env, concurrency)
     try:
         first_mode = asked_modes[0] if asked_modes else default_mode(name)
         first = reset_kwargs(task_list[0][0], name, surfaces[0], first_mode)
@@ -373,6 +371,26 @@ def run_batch(
     finally:
         if served is not None:
             served.stop()
+
+
+PROCESS_FROM = 16
+"""From this concurrency on, a batch serves its embedded env in a child process (`evalkit.envs.process`)
+rather than in a thread: see `serve_embedded`."""
+
+
+def serve_embedded(name: str, concurrency: int) -> Any:
+    """The embedded env `name`, served for one batch. Its CPU per episode (reset, renders, grading, the MCP
+    and WebSocket layers) is about the client's own, so beside many episodes' threads it contends with them
+    for one GIL: from `PROCESS_FROM` episodes at once it gets a process (and a core) of its own. Below that
+    the GIL is not what binds, and a thread starts without a second interpreter's imports."""
+    sessions = max(64, concurrency + 4)
+    if concurrency >= PROCESS_FROM:
+        from evalkit.envs.process import ProcessServer
+
+        return ProcessServer(name, max_concurrent_envs=sessions)
+    from evalkit.envs.server import serve
+
+    return serve(name, max_concurrent_envs=sessions)
 
 
 def _notice(text: str) -> None:

@@ -1,0 +1,143 @@
+"""An embedded environment served by a child process, so that its CPU (resets, renders, grading, the MCP
+and WebSocket machinery) runs beside the client's threads instead of contending with them for one GIL.
+
+`ProcessServer(name)` starts a Python child on the parent's `sys.path` (as multiprocessing's spawn does,
+without re-running the caller's main module) that imports the env's server only; the child
+binds a free loopback port, writes it on its stdout, and serves until its stdin reaches end-of-file. The
+parent holds the only write end of that pipe, so the child goes when the parent stops it, returns, raises
+or is killed (even by SIGKILL): nothing outlives the batch. The child runs in a session of its own, so a
+Ctrl-C at the terminal reaches the parent alone, which stops it once its episodes are dealt with.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from evalkit.envs.server import wait_healthy
+from evalkit.errors import EnvError
+
+_PATH_VAR = "EVALKIT_ENV_SYS_PATH"
+_BOOT = (
+    "import json, os, sys; sys.path[:] = json.loads(os.environ.pop('EVALKIT_ENV_SYS_PATH')); "
+    "from evalkit.envs.process import _main; _main(*sys.argv[1:4])"
+)
+"""The child's first line: evalkit, and whatever the env imports, found where the parent finds them."""
+
+GRACE_S = 5.0
+"""How long a stopping child may take to close its sessions before it is killed."""
+
+
+class ProcessServer:
+    """Embedded environment `name` served by a child process on a loopback port, healthy (`/health`) before
+    the constructor returns. Usable as a context manager or stopped with `stop()`; pass it wherever an
+    environment is expected (`run_episode`, `run_batch`)."""
+
+    def __init__(self, name: str, host: str = "127.0.0.1", timeout: float = 60.0, **app_kw: Any):
+        self.name, self.host = name, host
+        env = {**os.environ, _PATH_VAR: json.dumps(sys.path)}
+        cmd = [sys.executable, "-c", _BOOT, name, host, json.dumps(app_kw)]
+        t = time.perf_counter()
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                      start_new_session=True)  # fmt: skip
+        try:
+            self.port = self._read_port(timeout)
+            self.base_url = f"http://{host}:{self.port}"
+            wait_healthy(self.base_url, timeout=max(1.0, timeout - (time.perf_counter() - t)))
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - t
+        """Seconds from the command to a healthy server (mostly the child's imports)."""
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _read_port(self, timeout: float) -> int:
+        out = self._proc.stdout
+        assert out is not None
+        ready, _, _ = select.select([out], [], [], timeout)
+        line = out.readline() if ready else None
+        if line is None or not line.strip().isdigit():
+            if line is None:
+                why = f"gave no port within {timeout:.0f}s"
+            else:  # its stdout closed: it is exiting
+                try:
+                    why = f"exited with status {self._proc.wait(timeout=GRACE_S)}"
+                except subprocess.TimeoutExpired:
+                    why = "closed its output without a port"
+            raise EnvError(f"the {self.name} env server process {why} (its error is above)")
+        out.close()  # the child has sent its stdout to its stderr: nothing more comes here
+        return int(line)
+
+    def stop(self) -> None:
+        """Close the child's stdin (it shuts down), wait for it, and kill it if it lingers."""
+        proc = self._proc
+        if proc.stdin is not None and not proc.stdin.closed:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None and not proc.stdout.closed:
+            proc.stdout.close()
+
+    def __enter__(self) -> ProcessServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ProcessServer({self.name!r}, {getattr(self, 'base_url', '(starting)')}, pid {self.pid})"
+
+
+def _main(name: str, host: str, app_kw: str) -> None:
+    import logging
+
+    import uvicorn
+
+    from evalkit.envs.server import build_app
+
+    logging.getLogger("fastmcp").setLevel(logging.ERROR)
+    # jsonschema compiles a grammar for its `iri` format when rfc3987_syntax is installed: a second of CPU at
+    # import, for a format the MCP server never checks (it validates tool arguments without a format
+    # checker). This process serves the env only, so it goes without.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    sock = socket.socket()
+    sock.bind((host, 0))
+    app = build_app(name, **json.loads(app_kw))
+    config = uvicorn.Config(app, log_level="warning", ws="websockets-sansio")
+    server = uvicorn.Server(config)
+
+    def watch_parent() -> None:
+        # End-of-file on stdin: the parent stopped us, or died (its end of the pipe closed with it).
+        while sys.stdin.buffer.read(65536):
+            pass
+        server.should_exit = True
+        time.sleep(GRACE_S)
+        os._exit(0)  # sessions that would not close must not keep an orphan alive
+
+    threading.Thread(target=watch_parent, name="evalkit-parent-watch", daemon=True).start()
+    print(sock.getsockname()[1], flush=True)
+    # Nobody reads our stdout after the port: whatever the env prints goes to stderr instead of filling a
+    # pipe until the server blocks.
+    os.dup2(2, 1)
+    server.run(sockets=[sock])
+    # Cleanups (Chromium's) run; tearing down every module, a second of CPU for nothing, does not.
+    atexit._run_exitfuncs()
+    sys.stderr.flush()
+    os._exit(0)
