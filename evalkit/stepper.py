@@ -12,7 +12,9 @@
 It drives the same pieces as `run_episode` (the env session, `make_agent`, the system prompt, opening
 message, nudges and turn notes of `evalkit.wording`), one turn at a time, and keeps `sent`: every message
 handed to the agent, in evalkit's own terms, for agents (such as the offline baselines) that keep no
-wire-format history.
+wire-format history. On an env that shows the model a screen (reset metadata `screenshot_tool`, the gui
+surface) it does what the loop does: a screenshot in the opening message, a fresh one after every turn in
+which the model took none, and the screenshots as frames.
 """
 
 from __future__ import annotations
@@ -116,6 +118,8 @@ class EpisodeStepper:
         """The system prompt the model was given: the env's instructions, else the generic one."""
         self.finish: str | None = None
         """The env's finishing tool, if it has one."""
+        self.shot_tool: str | None = None
+        """The env's screenshot tool, when it shows the model a screen."""
         self.target: Image | None = None
         self.steps: list[Step] = []
         self.sent: list[dict] = []
@@ -149,19 +153,27 @@ class EpisodeStepper:
         finish = wording.finishing_tool(self.tools)
         self.finish = finish.name if finish else None
         self.system = wording.system_prompt(self.meta, self.tools)
+        shot = self.meta.get("screenshot_tool")
+        self.shot_tool = shot if any(t.name == shot for t in self.tools) else None
+        options = self.options
+        if self.shot_tool and not (options.keep_images or options.image_window):
+            from evalkit.episode import SCREEN_IMAGE_WINDOW
+
+            options = dataclasses.replace(options, image_window=SCREEN_IMAGE_WINDOW)  # as the loop does
         if isinstance(self.agent_spec, str):
             self.agent = make_agent(
                 self.agent_spec,
                 system=self.system,
                 tools=self.tools,
-                options=self.options,
+                options=options,
                 health=self.health,
             )
         else:
-            self.agent = self.agent_spec(system=self.system, tools=self.tools, options=self.options)
+            self.agent = self.agent_spec(system=self.system, tools=self.tools, options=options)
         fn = getattr(self.session, "target", None)
         self.target = fn() if callable(fn) else None
-        opening = wording.session_opening(self.session, self.meta, self.max_turns, self.target)
+        shots = self._run(self.shot_tool, {}).images if self.shot_tool else []
+        opening = wording.session_opening(self.session, self.meta, self.max_turns, self.target, shots)
         self._user(opening.text, opening.images)
         return self.meta
 
@@ -272,6 +284,13 @@ class EpisodeStepper:
             self.grade = out.grade
         return out
 
+    def _look(self, turn: Turn, pairs: list[tuple[Call, ToolOutcome]], ended: bool) -> list[Image]:
+        """On an env that shows a screen, a fresh screenshot after a turn in which the model took none (the
+        loop's `_look`); nothing once the episode has ended."""
+        if not self.shot_tool or ended or any(c.name == self.shot_tool for c in turn.calls):
+            return []
+        return list(self._run(self.shot_tool, {}).images)
+
     def _frame(self) -> Image | None:
         fn = getattr(self.session, "render", None)
         return fn() if callable(fn) else None
@@ -299,15 +318,17 @@ class EpisodeStepper:
                 ended = out.done
             pairs.append((c, out))
         step.pairs = pairs
-        step.frame = self._frame()
+        fresh = self._look(turn, pairs, ended)
+        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
+        step.frame = (fresh or own or [None])[-1] or self._frame()
         step.env_s = time.monotonic() - t
         if pairs:
             last_c, last_o = pairs[-1]
             note = turns_left_note(self.turns_left, self.finish)
-            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, note))]
+            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, note, fresh))]
             self._results(note_pairs if not step.done else pairs)
         elif not step.done:
-            self._user(nudge(self.finish) + turns_left_note(self.turns_left, self.finish))
+            self._user(nudge(self.finish) + turns_left_note(self.turns_left, self.finish), fresh)
         if turn.truncated and not step.done:
             tail = turn.reasoning[-NOTES_TAIL:]
             self.sent.append({"kind": "notes", "text": tail})

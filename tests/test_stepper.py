@@ -124,3 +124,20 @@ def test_the_stepper_speaks_the_envs_language(quiz_server, sketch_server):
         assert st.sent[0]["text"].startswith(GOAL) and "final answer in text" in st.system
         with pytest.raises(RuntimeError, match="no finishing tool"):
             st.submit()
+
+
+def test_a_screen_env_shows_the_model_its_screen(canvas_server):
+    """The gui surface: a screenshot opens the episode, a fresh one follows each turn in which the model took
+    none (on its last result), and the screenshots are the frames — as in `run_episode`."""
+    st = EpisodeStepper("baseline:tracer", canvas_server, task="canvas-test-0007", surface="gui", max_turns=6)
+    st.reset()
+    assert st.shot_tool == "screenshot"
+    assert len(st.sent[0]["images"]) == 2  # the target, then the screen
+    s = st.step()
+    took = any(c.name == st.shot_tool for c in s.turn.calls)
+    last = s.pairs[-1][1]
+    assert st.sent[-1]["kind"] == "results" and s.frame is not None
+    assert st.sent[-1]["results"][-1]["images"] == len(last.images) + (0 if took or s.done else 1)
+    screen = st._run(st.shot_tool, {}).images[-1].to_pil().size
+    assert s.frame.to_pil().size == screen != st._frame().to_pil().size  # the editor's screen, not the canvas
+    st.close()
