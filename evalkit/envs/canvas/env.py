@@ -46,6 +46,9 @@ TURNS = {"tools": 60, "html": 20, "gui": 200}
 STEPS = {"tools": 60, "html": 40, "gui": 1000}
 """Tool calls before the env grades the canvas as it stands; gui screenshots are free."""
 COMPUTER = ("screenshot", "click", "double_click", "drag", "type_text", "press_key", "scroll")
+ORDER = ("get_document", "add_element", "update_element", "delete_element", "set_background", "set_html",
+         *COMPUTER, "view_canvas", "submit")  # fmt: skip
+"""The order a surface lists its tools in, whichever was registered first on a server."""
 TOOLS = {
     "tools": {"get_document", "add_element", "update_element", "delete_element", "set_background",
               "view_canvas", "submit"},
@@ -75,7 +78,7 @@ class SurfaceTools(Transform):
 
     async def list_tools(self, tools: Sequence[Any]) -> Sequence[Any]:
         allowed = TOOLS[self.env.surface]
-        return [t for t in tools if t.name in allowed]
+        return sorted((t for t in tools if t.name in allowed), key=lambda t: ORDER.index(t.name))
 
     async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Any:
         if name not in TOOLS[self.env.surface]:
@@ -84,11 +87,10 @@ class SurfaceTools(Transform):
 
 
 def build_server(env: CanvasEnv) -> FastMCP:
-    """Every surface's tools, bound to `env` so they always act on its current episode."""
+    """The tools surface's tools and the shared ones, bound to `env` so they always act on its current
+    episode; the browser surfaces' tools are added by `add_surface_tools` on their first episode."""
     mcp = FastMCP("canvas")
     tools_surface.register(mcp, env.episode, _fail)
-    html_surface.register(mcp, env.episode, _fail)
-    add_computer_tools(mcp, env.screen, _fail, after=env.after_action)
 
     @mcp.tool
     async def view_canvas() -> MCPImage:
@@ -107,6 +109,18 @@ def build_server(env: CanvasEnv) -> FastMCP:
     return mcp
 
 
+def add_surface_tools(env: CanvasEnv, surface: str) -> None:
+    """Register a browser surface's tools on `env`'s server before its first episode there. Building a tool
+    (its schema) is most of the cost of a new env, and a batch on the tools surface never needs these."""
+    if surface in env.surfaces_ready:
+        return
+    if surface == "html":
+        html_surface.register(env.mcp_server, env.episode, _fail)
+    elif surface == "gui":
+        add_computer_tools(env.mcp_server, env.screen, _fail, after=env.after_action)
+    env.surfaces_ready.add(surface)
+
+
 class CanvasEnv(MCPEnvironment):
     """One WebSocket session; each reset starts a new episode on a task, on one surface."""
 
@@ -114,6 +128,8 @@ class CanvasEnv(MCPEnvironment):
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
+        self.surfaces_ready = {"tools"}
+        """Surfaces whose tools are registered on this env's server (`add_surface_tools`)."""
         super().__init__(build_server(self))
 
     @property
@@ -198,6 +214,7 @@ class CanvasEnv(MCPEnvironment):
             skin=skin,
         )
         await self._drop()
+        add_surface_tools(self, surface)
         if surface == "html":
             ep.page = await HtmlPage.open(w, h)
         elif surface == "gui":
