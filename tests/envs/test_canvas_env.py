@@ -33,3 +33,26 @@ def test_browser_surface_tools_are_added_on_first_use_and_listed_in_one_order():
     assert listed(env, "html") == ["set_html", "view_canvas", "submit"]
     assert listed(env, "tools") == tools
     assert set(tools) == TOOLS["tools"]
+
+
+def test_envs_share_their_tools_and_each_call_acts_on_its_own_env():
+    from openenv.core.env_server.mcp_types import CallToolAction
+
+    async def play(env: CanvasEnv, index: int, n: int) -> list:
+        await env.reset_async(index=index, mode="description")
+        async with env.mcp_session():
+            for i in range(n):
+                args = {"kind": "rect", "x": 10 * i, "y": 5, "width": 20, "height": 20, "fill": "#112233"}
+                obs = await env.step_async(CallToolAction(tool_name="add_element", arguments=args))
+                assert obs.error is None, obs.error
+        return env.ep.doc.elements
+
+    async def both() -> tuple[list, list]:
+        return await asyncio.gather(play(a, 1, 2), play(b, 2, 3))
+
+    a, b = CanvasEnv(), CanvasEnv()
+    shared = {t.name: t for t in asyncio.run(a.mcp_server.list_tools())}
+    assert all(shared[t.name] is t for t in asyncio.run(b.mcp_server.list_tools()) if t.name in shared)
+    elements_a, elements_b = asyncio.run(both())
+    assert [e.x for e in elements_a] == [0, 10]
+    assert [e.x for e in elements_b] == [0, 10, 20]

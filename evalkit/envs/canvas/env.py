@@ -11,6 +11,7 @@ the client sees as the environment's failure rather than the agent's.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -19,7 +20,9 @@ from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError as FastMCPToolError
+from fastmcp.server.dependencies import get_server
 from fastmcp.server.transforms import Transform
+from fastmcp.tools import Tool
 from fastmcp.utilities.types import Image as MCPImage
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
@@ -86,16 +89,46 @@ class SurfaceTools(Transform):
         return await call_next(name, version=version)
 
 
-def build_server(env: CanvasEnv) -> FastMCP:
-    """The tools surface's tools and the shared ones, bound to `env` so they always act on its current
-    episode; the browser surfaces' tools are added by `add_surface_tools` on their first episode."""
-    mcp = FastMCP("canvas")
-    tools_surface.register(mcp, env.episode, _fail)
+class CanvasServer(FastMCP):
+    """The FastMCP server of one CanvasEnv; tools shared by every env find theirs through it."""
+
+    def __init__(self, env: CanvasEnv):
+        super().__init__("canvas")
+        self.env = env
+
+
+def _env() -> CanvasEnv:
+    """The env whose server is running the current tool call."""
+    return get_server().env
+
+
+def _episode() -> Episode:
+    return _env().episode()
+
+
+class _Collector:
+    """Stands in for a FastMCP server in a surface's `register`: keeps the tools it defines."""
+
+    def __init__(self) -> None:
+        self.tools: list[Tool] = []
+
+    def tool(self, fn: Any) -> Any:
+        self.tools.append(Tool.from_function(fn))
+        return fn
+
+
+@functools.cache
+def shared_tools() -> tuple[Tool, ...]:
+    """The tools surface's tools and the ones every surface shows, built once per process: building a tool
+    (its schema) was most of the cost of a new env, and each env's own copies were validated by their own
+    TypeAdapters, built on each copy's first call. Each finds its env at call time (`_env`)."""
+    mcp = _Collector()
+    tools_surface.register(mcp, _episode, _fail)
 
     @mcp.tool
     async def view_canvas() -> MCPImage:
         """Return a PNG image of the canvas as it is now, at its full pixel size."""
-        ep = env.episode()
+        ep = _episode()
         if ep.surface == "html":
             return MCPImage(data=await html_surface.screenshot(ep, _fail), format="png")
         return MCPImage(data=png_of(ep.snapshot()), format="png")
@@ -103,8 +136,18 @@ def build_server(env: CanvasEnv) -> FastMCP:
     @mcp.tool
     async def submit() -> str:
         """Finish the episode: grade the canvas against the target and return the grade as JSON."""
+        env = _env()
         return json.dumps(await env.finish(env.episode()))
 
+    return tuple(mcp.tools)
+
+
+def build_server(env: CanvasEnv) -> FastMCP:
+    """A server for `env` with the shared tools; the browser surfaces' tools, bound to `env`, are added by
+    `add_surface_tools` on their first episode."""
+    mcp = CanvasServer(env)
+    for tool in shared_tools():
+        mcp.add_tool(tool)
     mcp.add_transform(SurfaceTools(env))
     return mcp
 
