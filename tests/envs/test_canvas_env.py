@@ -56,3 +56,29 @@ def test_envs_share_their_tools_and_each_call_acts_on_its_own_env():
     elements_a, elements_b = asyncio.run(both())
     assert [e.x for e in elements_a] == [0, 10]
     assert [e.x for e in elements_b] == [0, 10, 20]
+
+
+def test_a_recycled_env_keeps_its_mcp_connection(canvas_server, monkeypatch):
+    """Sessions one after another get recycled envs whose in-process MCP client is still connected: no new
+    MCP session (server task, initialize handshake) per episode."""
+    from fastmcp.client.transports import memory
+    from openenv.core.env_server.mcp_types import CallToolAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    connects = []
+    connect = memory.FastMCPTransport.connect_session
+
+    def counted(self, *a, **kw):
+        connects.append(self)
+        return connect(self, *a, **kw)
+
+    monkeypatch.setattr(memory.FastMCPTransport, "connect_session", counted)
+    grades = []
+    for index in range(4):
+        with MCPToolClient(canvas_server.base_url, message_timeout_s=30).sync() as client:
+            client.reset(index=index, mode="description")
+            result = client.step(CallToolAction(tool_name="submit", arguments={}))
+            assert result.done
+            grades.append(result.observation.metadata["grade"]["n_gt"])
+    assert len(connects) <= 1
+    assert len(grades) == 4
