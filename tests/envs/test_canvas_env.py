@@ -82,3 +82,33 @@ def test_a_recycled_env_keeps_its_mcp_connection(canvas_server, monkeypatch):
             grades.append(result.observation.metadata["grade"]["n_gt"])
     assert len(connects) <= 1
     assert len(grades) == 4
+
+
+def test_an_env_that_is_not_kept_disconnects_its_mcp_client():
+    import threading
+    import time
+
+    from evalkit.envs.recycle import recycling
+
+    env = recycling(CanvasEnv, keep=0)()  # keeps nothing: every closed instance is torn down
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def session() -> None:
+        async with env.mcp_session():
+            pass
+
+    try:
+        asyncio.run_coroutine_threadsafe(session(), loop).result(10)
+        client = env.mcp_client
+        assert client.is_connected()  # kept open past the session, for the next one
+        env.close()  # from another thread than the loop's, as OpenEnv's worker does
+        deadline = time.monotonic() + 10
+        while client.is_connected() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not client.is_connected()
+        assert env.mcp_client is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)

@@ -11,6 +11,7 @@ the client sees as the environment's failure rather than the agent's.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -184,7 +185,8 @@ class CanvasEnv(MCPEnvironment):
         carries over from one episode to the next."""
         client = self._require_mcp_client()
         if not client.is_connected():
-            await client.__aenter__()  # left open for the instance's life; the server's loop ends it
+            self._mcp_loop = asyncio.get_running_loop()
+            await client.__aenter__()  # left open while the instance is recycled; `close` ends it
         yield client
 
     @property
@@ -380,7 +382,8 @@ class CanvasEnv(MCPEnvironment):
 
     def close(self) -> None:
         """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;
-        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`)."""
+        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`), or
+        else disconnect its MCP client and tear it down."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)
@@ -391,9 +394,11 @@ class CanvasEnv(MCPEnvironment):
                 except Exception as e:
                     log.debug("closing a page failed: %s", e)
         recycle = getattr(self, "recycle", None)
-        if recycle is not None:
-            recycle()
-        else:
+        if recycle is None or not recycle():
+            client, loop = self.mcp_client, getattr(self, "_mcp_loop", None)
+            if client is not None and loop is not None and not loop.is_closed():
+                # Called from a worker thread of the server's loop, whose task holds the connection.
+                asyncio.run_coroutine_threadsafe(client.__aexit__(None, None, None), loop)
             super().close()
 
 
