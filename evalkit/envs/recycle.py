@@ -25,10 +25,15 @@ def recycling(cls: type, keep: int = 256) -> Callable[[], Any]:
                 return free.pop()
         env = cls()
 
-        def recycle() -> None:
+        def recycle() -> bool:
+            """Put the instance back; False when it was not kept (`keep` reached), so the caller tears
+            it down instead."""
             with lock:
-                if len(free) < keep and all(e is not env for e in free):
+                if len(free) >= keep:
+                    return False
+                if all(e is not env for e in free):
                     free.append(env)
+                return True
 
         env.recycle = recycle
         return env

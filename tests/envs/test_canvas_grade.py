@@ -77,3 +77,26 @@ def test_wrong_colours_and_background_cost():
     recoloured.background = "#000000"
     grade = grade_doc(doc, recoloured)
     assert grade["background"] < 0.5 and grade["total"] < 0.85
+
+
+def test_cached_blank_canvas_grades_as_a_fresh_one():
+    """The blank canvas a grade compares against is cached by size and background: a second task of the same
+    size reuses it, and every grade equals the one worked out from scratch."""
+    from evalkit.envs.canvas import grade
+
+    tasks = [generate_task("test", i) for i in range(10)]
+    subs = [Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1]) for t in tasks]
+    cached = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+    for cache in (grade._targets, grade._blanks):
+        cache._items.clear()
+    blanks = {(t.doc.width, t.doc.height, t.doc.background) for t in tasks}
+    grade._blanks.size = 0  # keeps nothing: every grade draws its blank canvas again
+    try:
+        fresh = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+    finally:
+        grade._blanks.size = 64
+    assert fresh == cached
+    grade._targets._items.clear()
+    for t, s in zip(tasks, subs, strict=True):
+        grade_doc(t.doc, s)
+    assert len(grade._blanks._items) == len(blanks) < len(tasks)

@@ -36,3 +36,11 @@ def test_a_recycled_canvas_session_starts_clean(canvas_server):
             assert s.document()["elements"] == []  # nothing left over from the session before
             assert not s.call("add_element", rect).is_error
             assert len(s.document()["elements"]) == 1
+
+
+def test_recycle_says_whether_the_instance_was_kept():
+    make = recycling(Built, keep=1)
+    a, b = make(), make()
+    assert a.recycle() is True
+    assert b.recycle() is False  # `keep` reached: the caller tears b down
+    assert make() is a

@@ -11,15 +11,20 @@ the client sees as the environment's failure rather than the agent's.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError as FastMCPToolError
+from fastmcp.server.dependencies import get_server
 from fastmcp.server.transforms import Transform
+from fastmcp.tools import Tool
 from fastmcp.utilities.types import Image as MCPImage
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
@@ -46,6 +51,9 @@ TURNS = {"tools": 60, "html": 20, "gui": 200}
 STEPS = {"tools": 60, "html": 40, "gui": 1000}
 """Tool calls before the env grades the canvas as it stands; gui screenshots are free."""
 COMPUTER = ("screenshot", "click", "double_click", "drag", "type_text", "press_key", "scroll")
+ORDER = ("get_document", "add_element", "update_element", "delete_element", "set_background", "set_html",
+         *COMPUTER, "view_canvas", "submit")  # fmt: skip
+"""The order a surface lists its tools in, whichever was registered first on a server."""
 TOOLS = {
     "tools": {"get_document", "add_element", "update_element", "delete_element", "set_background",
               "view_canvas", "submit"},
@@ -75,7 +83,7 @@ class SurfaceTools(Transform):
 
     async def list_tools(self, tools: Sequence[Any]) -> Sequence[Any]:
         allowed = TOOLS[self.env.surface]
-        return [t for t in tools if t.name in allowed]
+        return sorted((t for t in tools if t.name in allowed), key=lambda t: ORDER.index(t.name))
 
     async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Any:
         if name not in TOOLS[self.env.surface]:
@@ -83,17 +91,46 @@ class SurfaceTools(Transform):
         return await call_next(name, version=version)
 
 
-def build_server(env: CanvasEnv) -> FastMCP:
-    """Every surface's tools, bound to `env` so they always act on its current episode."""
-    mcp = FastMCP("canvas")
-    tools_surface.register(mcp, env.episode, _fail)
-    html_surface.register(mcp, env.episode, _fail)
-    add_computer_tools(mcp, env.screen, _fail, after=env.after_action)
+class CanvasServer(FastMCP):
+    """The FastMCP server of one CanvasEnv; tools shared by every env find theirs through it."""
+
+    def __init__(self, env: CanvasEnv):
+        super().__init__("canvas")
+        self.env = env
+
+
+def _env() -> CanvasEnv:
+    """The env whose server is running the current tool call."""
+    return get_server().env
+
+
+def _episode() -> Episode:
+    return _env().episode()
+
+
+class _Collector:
+    """Stands in for a FastMCP server in a surface's `register`: keeps the tools it defines."""
+
+    def __init__(self) -> None:
+        self.tools: list[Tool] = []
+
+    def tool(self, fn: Any) -> Any:
+        self.tools.append(Tool.from_function(fn))
+        return fn
+
+
+@functools.cache
+def shared_tools() -> tuple[Tool, ...]:
+    """The tools surface's tools and the ones every surface shows, built once per process: building a tool
+    (its schema) was most of the cost of a new env, and each env's own copies were validated by their own
+    TypeAdapters, built on each copy's first call. Each finds its env at call time (`_env`)."""
+    mcp = _Collector()
+    tools_surface.register(mcp, _episode, _fail)
 
     @mcp.tool
     async def view_canvas() -> MCPImage:
         """Return a PNG image of the canvas as it is now, at its full pixel size."""
-        ep = env.episode()
+        ep = _episode()
         if ep.surface == "html":
             return MCPImage(data=await html_surface.screenshot(ep, _fail), format="png")
         return MCPImage(data=png_of(ep.snapshot()), format="png")
@@ -101,10 +138,32 @@ def build_server(env: CanvasEnv) -> FastMCP:
     @mcp.tool
     async def submit() -> str:
         """Finish the episode: grade the canvas against the target and return the grade as JSON."""
+        env = _env()
         return json.dumps(await env.finish(env.episode()))
 
+    return tuple(mcp.tools)
+
+
+def build_server(env: CanvasEnv) -> FastMCP:
+    """A server for `env` with the shared tools; the browser surfaces' tools, bound to `env`, are added by
+    `add_surface_tools` on their first episode."""
+    mcp = CanvasServer(env)
+    for tool in shared_tools():
+        mcp.add_tool(tool)
     mcp.add_transform(SurfaceTools(env))
     return mcp
+
+
+def add_surface_tools(env: CanvasEnv, surface: str) -> None:
+    """Register a browser surface's tools on `env`'s server before its first episode there. Building a tool
+    (its schema) is most of the cost of a new env, and a batch on the tools surface never needs these."""
+    if surface in env.surfaces_ready:
+        return
+    if surface == "html":
+        html_surface.register(env.mcp_server, env.episode, _fail)
+    elif surface == "gui":
+        add_computer_tools(env.mcp_server, env.screen, _fail, after=env.after_action)
+    env.surfaces_ready.add(surface)
 
 
 class CanvasEnv(MCPEnvironment):
@@ -114,7 +173,21 @@ class CanvasEnv(MCPEnvironment):
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
+        self.surfaces_ready = {"tools"}
+        """Surfaces whose tools are registered on this env's server (`add_surface_tools`)."""
         super().__init__(build_server(self))
+
+    @contextlib.asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        """The in-process MCP client, connected on first use and kept connected while the instance is
+        recycled from session to session: connecting (a server session task, the MCP initialize handshake)
+        was a tenth of the env's CPU per episode. The canvas tools keep no MCP session state, so nothing
+        carries over from one episode to the next."""
+        client = self._require_mcp_client()
+        if not client.is_connected():
+            self._mcp_loop = asyncio.get_running_loop()
+            await client.__aenter__()  # left open while the instance is recycled; `close` ends it
+        yield client
 
     @property
     def surface(self) -> str:
@@ -198,6 +271,7 @@ class CanvasEnv(MCPEnvironment):
             skin=skin,
         )
         await self._drop()
+        add_surface_tools(self, surface)
         if surface == "html":
             ep.page = await HtmlPage.open(w, h)
         elif surface == "gui":
@@ -308,7 +382,8 @@ class CanvasEnv(MCPEnvironment):
 
     def close(self) -> None:
         """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;
-        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`)."""
+        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`), or
+        else disconnect its MCP client and tear it down."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)
@@ -319,9 +394,11 @@ class CanvasEnv(MCPEnvironment):
                 except Exception as e:
                     log.debug("closing a page failed: %s", e)
         recycle = getattr(self, "recycle", None)
-        if recycle is not None:
-            recycle()
-        else:
+        if recycle is None or not recycle():
+            client, loop = self.mcp_client, getattr(self, "_mcp_loop", None)
+            if client is not None and loop is not None and not loop.is_closed():
+                # Called from a worker thread of the server's loop, whose task holds the connection.
+                asyncio.run_coroutine_threadsafe(client.__aexit__(None, None, None), loop)
             super().close()
 
 

@@ -112,13 +112,15 @@ def _pixels(doc: Doc) -> np.ndarray:
 
 
 _targets = ContentCache(64)  # ~0.5 MB each; jobs run task by task, so a few suffice
+_blanks = ContentCache(64)
+"""Blank canvases by size and background: a batch of new tasks shares a few, though each target is new."""
 
 
 def _target_pixels(target: Doc) -> tuple[np.ndarray, float]:
     """The target's pixels and its distance from a blank canvas: the same for every episode of a task, so
     worked out once (two of the grade's three renders)."""
     tgt = _pixels(target)
-    blank = _pixels(Doc(target.width, target.height, target.background, []))
+    blank = _blanks.get(Doc(target.width, target.height, target.background, []), _pixels)
     return tgt, max(float(np.linalg.norm(tgt - blank, axis=-1).mean()), 0.25)
 
 

@@ -1,0 +1,114 @@
+"""The canvas env's tool set, without a server: the browser surfaces' tools are registered on first use."""
+
+import asyncio
+import types
+
+from evalkit.envs.server import import_openenv_server
+
+import_openenv_server()
+
+from evalkit.envs.canvas.env import COMPUTER, TOOLS, CanvasEnv, add_surface_tools  # noqa: E402
+
+
+def listed(env: CanvasEnv, surface: str) -> list[str]:
+    env.ep = types.SimpleNamespace(surface=surface)
+    try:
+        return [t.name for t in asyncio.run(env.mcp_server.list_tools())]
+    finally:
+        env.ep = None
+
+
+def test_browser_surface_tools_are_added_on_first_use_and_listed_in_one_order():
+    env = CanvasEnv()
+    assert env.surfaces_ready == {"tools"}
+    assert listed(env, "gui") == ["submit"]  # not registered yet
+    tools = listed(env, "tools")
+    # The gui surface's tools registered before the html surface's: each surface still lists its tools in the
+    # order a server holding all of them from the start lists them.
+    add_surface_tools(env, "gui")
+    add_surface_tools(env, "html")
+    add_surface_tools(env, "gui")  # a second time registers nothing
+    assert env.surfaces_ready == {"tools", "gui", "html"}
+    assert listed(env, "gui") == [*COMPUTER, "submit"]
+    assert listed(env, "html") == ["set_html", "view_canvas", "submit"]
+    assert listed(env, "tools") == tools
+    assert set(tools) == TOOLS["tools"]
+
+
+def test_envs_share_their_tools_and_each_call_acts_on_its_own_env():
+    from openenv.core.env_server.mcp_types import CallToolAction
+
+    async def play(env: CanvasEnv, index: int, n: int) -> list:
+        await env.reset_async(index=index, mode="description")
+        async with env.mcp_session():
+            for i in range(n):
+                args = {"kind": "rect", "x": 10 * i, "y": 5, "width": 20, "height": 20, "fill": "#112233"}
+                obs = await env.step_async(CallToolAction(tool_name="add_element", arguments=args))
+                assert obs.error is None, obs.error
+        return env.ep.doc.elements
+
+    async def both() -> tuple[list, list]:
+        return await asyncio.gather(play(a, 1, 2), play(b, 2, 3))
+
+    a, b = CanvasEnv(), CanvasEnv()
+    shared = {t.name: t for t in asyncio.run(a.mcp_server.list_tools())}
+    assert all(shared[t.name] is t for t in asyncio.run(b.mcp_server.list_tools()) if t.name in shared)
+    elements_a, elements_b = asyncio.run(both())
+    assert [e.x for e in elements_a] == [0, 10]
+    assert [e.x for e in elements_b] == [0, 10, 20]
+
+
+def test_a_recycled_env_keeps_its_mcp_connection(canvas_server, monkeypatch):
+    """Sessions one after another get recycled envs whose in-process MCP client is still connected: no new
+    MCP session (server task, initialize handshake) per episode."""
+    from fastmcp.client.transports import memory
+    from openenv.core.env_server.mcp_types import CallToolAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    connects = []
+    connect = memory.FastMCPTransport.connect_session
+
+    def counted(self, *a, **kw):
+        connects.append(self)
+        return connect(self, *a, **kw)
+
+    monkeypatch.setattr(memory.FastMCPTransport, "connect_session", counted)
+    grades = []
+    for index in range(4):
+        with MCPToolClient(canvas_server.base_url, message_timeout_s=30).sync() as client:
+            client.reset(index=index, mode="description")
+            result = client.step(CallToolAction(tool_name="submit", arguments={}))
+            assert result.done
+            grades.append(result.observation.metadata["grade"]["n_gt"])
+    assert len(connects) <= 1
+    assert len(grades) == 4
+
+
+def test_an_env_that_is_not_kept_disconnects_its_mcp_client():
+    import threading
+    import time
+
+    from evalkit.envs.recycle import recycling
+
+    env = recycling(CanvasEnv, keep=0)()  # keeps nothing: every closed instance is torn down
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def session() -> None:
+        async with env.mcp_session():
+            pass
+
+    try:
+        asyncio.run_coroutine_threadsafe(session(), loop).result(10)
+        client = env.mcp_client
+        assert client.is_connected()  # kept open past the session, for the next one
+        env.close()  # from another thread than the loop's, as OpenEnv's worker does
+        deadline = time.monotonic() + 10
+        while client.is_connected() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not client.is_connected()
+        assert env.mcp_client is None
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
