@@ -17,12 +17,12 @@ from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError as FastMCPToolError
-from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
-from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
+from openenv.core.env_server.mcp_types import CallToolAction
+from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
 
 from evalkit import envs
+from evalkit.envs.episodic import EpisodeEnv
 
 from .grade import BestKnown, PlanFormatError, check, grade, parse_plan
 from .prompts import INSTRUCTIONS, PROMPT_VERSION, opening, situation
@@ -110,10 +110,10 @@ def build_server(env: BerthEnv) -> FastMCP:
     return mcp
 
 
-class BerthEnv(MCPEnvironment):
+class BerthEnv(EpisodeEnv):
     """One WebSocket session; each reset starts a new episode on a task."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True
+    NAME = "berth"
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
@@ -158,58 +158,25 @@ class BerthEnv(MCPEnvironment):
         }
         return Observation(done=False, reward=None, metadata=meta)
 
-    def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        return Observation(
-            done=False,
-            reward=None,
-            metadata={"error": "berth only takes MCP actions: list tools or call a tool"},
-        )
-
     async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if not isinstance(action, CallToolAction):
             return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if (answer := self.refused(action)) is not None:
+            return answer
         ep = self.ep
-        if ep is None or ep.done:
-            message = "no episode: call reset first" if ep is None else "episode is over"
-            obs = CallToolObservation(
-                tool_name=action.tool_name,
-                result=None,
-                error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message),
-            )
-            return self._ended(obs, ep) if ep else obs
         ep.steps += 1
         obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if not ep.done and ep.max_steps is not None and ep.steps >= ep.max_steps:
             why = f"the step budget ({ep.max_steps} tool calls) ran out before submit_plan"
             ep.grade = {"total": 0.0, "feasible": False, "submitted": False, "reason": why}
             ep.auto_submitted = True
-        return self._ended(obs, ep) if ep.done else obs
-
-    @staticmethod
-    def _ended(obs: Observation, ep: Episode) -> Observation:
-        obs.done = True
-        obs.reward = ep.grade["total"]
-        obs.metadata = {
-            "grade": ep.grade,
-            "task_id": ep.task.task_id,
-            "episode_id": ep.episode_id,
-            "auto_submitted": ep.auto_submitted,
-            "steps": ep.steps,
-        }
-        return obs
+        return self.ended(obs, ep) if ep.done else obs
 
     def get_metadata(self) -> EnvironmentMetadata:
         """Named as evalkit names it, so `--base-url` to a served berth and `--env berth` share keys."""
         return EnvironmentMetadata(
             name="berth", description="Re-plan berths for vessels after a disruption.", version=PROMPT_VERSION
         )
-
-    @property
-    def state(self) -> State:
-        ep = self.ep
-        if ep is None:
-            return State(episode_id=None, step_count=0)
-        return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=ep.task.task_id, done=ep.done)
 
 
 def _index(index: Any) -> int:

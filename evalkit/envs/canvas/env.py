@@ -26,13 +26,13 @@ from fastmcp.server.dependencies import get_server
 from fastmcp.server.transforms import Transform
 from fastmcp.tools import Tool
 from fastmcp.utilities.types import Image as MCPImage
-from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
-from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
+from openenv.core.env_server.mcp_types import CallToolAction, ToolErrorType
+from openenv.core.env_server.types import EnvironmentMetadata, Observation
 
 from evalkit import envs
 from evalkit.browser import Browser, Screen, add_computer_tools
 from evalkit.browser.computer import SCREENSHOT_TOOL
+from evalkit.envs.episodic import EpisodeEnv
 
 from . import html_surface, tools_surface
 from .episode import Episode, registry
@@ -166,10 +166,10 @@ def add_surface_tools(env: CanvasEnv, surface: str) -> None:
     env.surfaces_ready.add(surface)
 
 
-class CanvasEnv(MCPEnvironment):
+class CanvasEnv(EpisodeEnv):
     """One WebSocket session; each reset starts a new episode on a task, on one surface."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True
+    NAME = "canvas"
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
@@ -317,25 +317,12 @@ class CanvasEnv(MCPEnvironment):
             except Exception as e:  # a page of a crashed browser is already gone
                 log.debug("closing a page failed: %s", e)
 
-    def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        return Observation(
-            done=False,
-            reward=None,
-            metadata={"error": "canvas only takes MCP actions: list tools or call a tool"},
-        )
-
     async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if not isinstance(action, CallToolAction):
             return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if (answer := self.refused(action)) is not None:
+            return answer
         ep = self.ep
-        if ep is None or ep.done:
-            message = "no episode: call reset first" if ep is None else "episode is over"
-            obs = CallToolObservation(
-                tool_name=action.tool_name,
-                result=None,
-                error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message),
-            )
-            return self._ended(obs, ep) if ep else obs
         if not (ep.surface == "gui" and action.tool_name == SCREENSHOT_TOOL):
             ep.steps += 1
         obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
@@ -343,7 +330,7 @@ class CanvasEnv(MCPEnvironment):
             self._check(ep, obs)
         if not ep.done and ep.steps >= ep.max_steps:
             await self.finish(ep, auto=True)
-        return self._ended(obs, ep) if ep.done else obs
+        return self.ended(obs, ep) if ep.done else obs
 
     @staticmethod
     def _check(ep: Episode, obs: Any) -> None:
@@ -355,30 +342,10 @@ class CanvasEnv(MCPEnvironment):
             what = "stopped answering" if hung else "crashed or closed"
             raise SurfaceBroken(f"the browser page of episode {ep.episode_id} {what}")
 
-    @staticmethod
-    def _ended(obs: Observation, ep: Episode) -> Observation:
-        obs.done = True
-        obs.reward = ep.grade["total"]
-        obs.metadata = {
-            "grade": ep.grade,
-            "task_id": ep.task.task_id,
-            "episode_id": ep.episode_id,
-            "auto_submitted": ep.auto_submitted,
-            "steps": ep.steps,
-        }
-        return obs
-
     def get_metadata(self) -> EnvironmentMetadata:
         """Named as evalkit names it, so `--base-url` to a served canvas and `--env canvas` share keys."""
         return EnvironmentMetadata(name="canvas", description="Recreate a target design on a canvas.",
                                    version=PROMPT_VERSIONS["tools"])  # fmt: skip
-
-    @property
-    def state(self) -> State:
-        ep = self.ep
-        if ep is None:
-            return State(episode_id=None, step_count=0)
-        return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=ep.task.task_id, done=ep.done)
 
     def close(self) -> None:
         """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;

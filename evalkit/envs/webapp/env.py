@@ -20,13 +20,13 @@ from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError as FastMCPToolError
-from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
-from openenv.core.env_server.types import EnvironmentMetadata, Observation, State
+from openenv.core.env_server.mcp_types import CallToolAction
+from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
 
 from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_session
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
+from evalkit.envs.episodic import EpisodeEnv
 
 from .grade import grade
 from .serve import SiteServer
@@ -156,10 +156,10 @@ def build_server(env: WebAppEnv) -> FastMCP:
     return mcp
 
 
-class WebAppEnv(MCPEnvironment):
+class WebAppEnv(EpisodeEnv):
     """One WebSocket session; each reset opens a fresh browser context on a task's start page."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True
+    NAME = "webapp"
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
@@ -243,38 +243,24 @@ class WebAppEnv(MCPEnvironment):
             raise
         return session
 
-    def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        return Observation(done=False, reward=None, metadata={"error": "webapp only takes MCP actions"})
-
     async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if not isinstance(action, CallToolAction):
             return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if (answer := self.refused(action)) is not None:
+            return answer
         ep = self.ep
-        if ep is None or ep.done:
-            message = "no episode: call reset first" if ep is None else "episode is over"
-            obs = CallToolObservation(
-                tool_name=action.tool_name,
-                result=None,
-                error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message=message),
-            )
-            return self._ended(obs, ep) if ep else obs
         obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if not ep.done and ep.steps >= ep.max_steps:
             await ep.finish(None, auto=True)
-        return self._ended(obs, ep) if ep.done else obs
+        return self.ended(obs, ep) if ep.done else obs
 
     @staticmethod
-    def _ended(obs: Observation, ep: Episode) -> Observation:
-        obs.done = True
-        obs.reward = ep.grade["total"]
-        obs.metadata = {
-            "grade": ep.grade,
-            "task_id": ep.task["task_id"],
-            "episode_id": ep.episode_id,
-            "auto_submitted": ep.auto_submitted,
-            "steps": ep.steps,
-            "answer": ep.answer,
-        }
+    def task_id_of(ep: Episode) -> str:
+        return ep.task["task_id"]
+
+    def ended(self, obs: Observation, ep: Episode) -> Observation:
+        obs = super().ended(obs, ep)
+        obs.metadata["answer"] = ep.answer
         return obs
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -283,13 +269,6 @@ class WebAppEnv(MCPEnvironment):
             description="Tasks on small local web apps through a browser.",
             version=PROMPT_VERSION,
         )
-
-    @property
-    def state(self) -> State:
-        ep = self.ep
-        if ep is None:
-            return State(episode_id=None, step_count=0)
-        return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=ep.task["task_id"], done=ep.done)
 
     def _close_episode(self) -> None:
         ep, self.ep = self.ep, None
