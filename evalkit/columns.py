@@ -71,7 +71,7 @@ EPISODE_COLUMNS: dict[str, Any] = {
 }
 EPISODE_SCHEMA = pl.Schema(EPISODE_COLUMNS)
 
-TURN_COLUMNS: dict[str, Any] = {
+_PER_TURN: dict[str, Any] = {
     "run": _S,
     "key": _S,
     "model": _S,
@@ -82,6 +82,10 @@ TURN_COLUMNS: dict[str, Any] = {
     "tier": _S,
     "repeat": _I,
     "turn": _I,
+}
+"""Where a turn (and each of its calls) belongs: the leading columns of the turn and call tables."""
+TURN_COLUMNS: dict[str, Any] = {
+    **_PER_TURN,
     "stop": _S,
     "text": _S,
     "reasoning": _S,
@@ -96,16 +100,7 @@ TURN_COLUMNS: dict[str, Any] = {
     "n_call_errors": _I,
 }
 CALL_COLUMNS: dict[str, Any] = {
-    "run": _S,
-    "key": _S,
-    "model": _S,
-    "env": _S,
-    "surface": _S,
-    "mode": _S,
-    "task_id": _S,
-    "tier": _S,
-    "repeat": _I,
-    "turn": _I,
+    **_PER_TURN,
     "index": _I,
     "id": _S,
     "name": _S,
