@@ -7,11 +7,18 @@ An env's episode has `episode_id`, `task`, `steps`, `grade` (None until graded),
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from fastmcp.exceptions import ToolError as FastMCPToolError
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolObservation, ToolError, ToolErrorType
 from openenv.core.env_server.types import Observation, State
+
+
+def tool_error(message: str) -> FastMCPToolError:
+    """A tool's error, for the agent to read (not an error of the server's: logged only at debug)."""
+    return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
 class EpisodeEnv(MCPEnvironment):
@@ -24,6 +31,15 @@ class EpisodeEnv(MCPEnvironment):
     @staticmethod
     def task_id_of(ep: Any) -> str:
         return ep.task.task_id
+
+    def episode(self) -> Any:
+        """The live episode, for a tool; else the tool error the agent reads."""
+        ep = self.ep
+        if ep is None:
+            raise tool_error("no episode: call reset first")
+        if ep.done:
+            raise tool_error("episode is over")
+        return ep
 
     def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         return Observation(

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError as FastMCPToolError
 from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
 
 from evalkit import envs
 from evalkit.envs.episodic import EpisodeEnv
+from evalkit.envs.episodic import tool_error as _fail
 
 from .grade import BestKnown, PlanFormatError, check, grade, parse_plan
 from .prompts import INSTRUCTIONS, PROMPT_VERSION, opening, situation
@@ -68,20 +68,10 @@ class Episode:
         return self.grade is not None
 
 
-def _fail(message: str) -> FastMCPToolError:
-    return FastMCPToolError(message, log_level=logging.DEBUG)
-
-
 def build_server(env: BerthEnv) -> FastMCP:
     mcp = FastMCP("berth")
 
-    def episode() -> Episode:
-        ep = env.ep
-        if ep is None:
-            raise _fail("no episode: call reset first")
-        if ep.done:
-            raise _fail("episode is over")
-        return ep
+    episode = env.episode
 
     def entries(plan: Any) -> list:
         try:

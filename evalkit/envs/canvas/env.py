@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError as FastMCPToolError
 from fastmcp.server.dependencies import get_server
 from fastmcp.server.transforms import Transform
 from fastmcp.tools import Tool
@@ -33,6 +32,7 @@ from evalkit import envs
 from evalkit.browser import Browser, Screen, add_computer_tools
 from evalkit.browser.computer import SCREENSHOT_TOOL
 from evalkit.envs.episodic import EpisodeEnv
+from evalkit.envs.episodic import tool_error as _fail
 
 from . import html_surface, tools_surface
 from .episode import Episode, registry
@@ -69,10 +69,6 @@ log = logging.getLogger(__name__)
 class SurfaceBroken(RuntimeError):
     """The browser under a session crashed or stopped answering. Raised out of `step_async`, it reaches the
     client as an error frame: the episode ends as the environment's failure (unscored), not the agent's."""
-
-
-def _fail(message: str) -> FastMCPToolError:
-    return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
 class SurfaceTools(Transform):
@@ -192,15 +188,6 @@ class CanvasEnv(EpisodeEnv):
     @property
     def surface(self) -> str:
         return self.ep.surface if self.ep is not None else "tools"
-
-    def episode(self) -> Episode:
-        """The live episode, or the tool error the agent reads."""
-        ep = self.ep
-        if ep is None:
-            raise _fail("no episode: call reset first")
-        if ep.done:
-            raise _fail("episode is over")
-        return ep
 
     def screen(self) -> Screen:
         page = self.episode().page

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError as FastMCPToolError
 from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
@@ -27,6 +26,7 @@ from pydantic import Field
 from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_session
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
 from evalkit.envs.episodic import EpisodeEnv
+from evalkit.envs.episodic import tool_error as _fail
 
 from .grade import grade
 from .serve import SiteServer
@@ -49,10 +49,6 @@ def site() -> SiteServer:
         if _site is None:
             _site = SiteServer()
         return _site
-
-
-def _fail(message: str) -> FastMCPToolError:
-    return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
 @dataclass
@@ -132,13 +128,7 @@ def rules(coordinates: str, width: int, height: int, max_steps: int) -> str:
 def build_server(env: WebAppEnv) -> FastMCP:
     mcp = FastMCP("webapp")
 
-    def episode() -> Episode:
-        ep = env.ep
-        if ep is None:
-            raise _fail("no episode: call reset first")
-        if ep.done:
-            raise _fail("episode is over")
-        return ep
+    episode = env.episode
 
     def count() -> None:
         if env.ep is not None:
