@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 from streamlit.testing.v1 import AppTest
 
 from evalkit import analysis, display, index_cache, jsonl, traces
-from evalkit.cli import COMMANDS, main
+from evalkit.cli import main
 from tests.faults.corpus import INJECTIONS, SCRIPT, SECRET, hostile_run
 from tests.support.snapshot import snapshot
 from tests.viewer.viewer_runs import APP
@@ -144,7 +144,6 @@ def test_viewer_on_the_hostile_run(hostile, monkeypatch):
         assert SECRET not in shown
 
 
-@pytest.mark.skipif("bundle" not in COMMANDS, reason="`evalkit bundle` is not on this branch yet")
 def test_bundle_of_the_hostile_run(hostile, tmp_path):
     out = tmp_path / "bundle"
     assert main(["bundle", str(hostile["run"]), "-o", str(out)]) == 0
