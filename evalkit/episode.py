@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,18 @@ SCREEN_IMAGE_WINDOW = (12, 4)
 """The image budget of a computer-use episode given none: a screenshot a turn would outgrow any context."""
 
 AgentFactory = Callable[..., Agent]
+
+_frames_pool: ThreadPoolExecutor | None = None
+_frames_lock = threading.Lock()
+
+
+def _frame_taker() -> ThreadPoolExecutor:
+    """The threads that take episodes' frames while their models think (`_Episode._later`), one process's."""
+    global _frames_pool
+    with _frames_lock:
+        if _frames_pool is None:
+            _frames_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="evalkit-frames")
+        return _frames_pool
 
 
 def _agent_label(agent: str | AgentFactory) -> str:
@@ -243,6 +256,8 @@ class _Episode:
         self.calls_made = 0
         """Tool calls sent to the env so far (the model's and the loop's)."""
         self._rendered: tuple[int, Image | None] | None = None
+        self._pending: Future | None = None
+        """The frame being taken in the background (`_later`), if any."""
 
     def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
         rec, t0 = self.rec, time.monotonic()
@@ -263,6 +278,10 @@ class _Episode:
             rec.reward = None
         finally:
             # Nothing here may raise: it runs after the episode boundary, and one failure would kill a batch.
+            try:
+                self._settle()
+            except Exception as e:  # only after the episode broke: a normal end settled before its end
+                log.debug("taking a frame failed: %s", e)
             if self.session is not None:
                 close_quietly(self.session)
             rec.seconds = round(time.monotonic() - t0, 3)
@@ -293,20 +312,41 @@ class _Episode:
         finally:
             self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
 
-    def _picture(self, what: str) -> Image | None:
+    def _picture(self, what: str, timed: bool = True) -> Image | None:
         fn = getattr(self.session, what, None)
-        return self._timed_env(fn) if callable(fn) else None
+        if not callable(fn):
+            return None
+        return self._timed_env(fn) if timed else fn()
 
     def _call(self, name: str, args: dict) -> ToolOutcome:
+        self._settle()
         self.calls_made += 1
         return self._timed_env(self.session.call, name, args)
 
-    def _render(self) -> Image | None:
+    def _render(self, timed: bool = True) -> Image | None:
         """The env's picture of its state; with no tool call since the last one, that one again (the final
         render after the last turn's frame is the same picture, and would cost the env an encode)."""
         if self._rendered is None or self._rendered[0] != self.calls_made:
-            self._rendered = (self.calls_made, self._picture("render"))
+            self._rendered = (self.calls_made, self._picture("render", timed))
         return self._rendered[1]
+
+    def _later(self, take: Callable[[], None]) -> None:
+        """Take a frame (`take`: a picture from the env, saved, then published) in the background, while the
+        model thinks about its next turn: in series, its round trip and the env's encode lengthened every
+        turn. Nothing moves the env's state meanwhile: `_settle` waits for it before the next tool call, the
+        final render and the end of the episode."""
+        self._settle()
+        self._pending = _frame_taker().submit(take)
+
+    def _settle(self) -> None:
+        """Wait for the frame `_later` is taking (what it raised is raised here); the wait is env time."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            t = time.monotonic()
+            try:
+                pending.result()
+            finally:
+                self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
 
     def _save(self, image: Image | None) -> str | None:
         return self.store.put(image) if self.store is not None and image is not None else None
@@ -339,12 +379,18 @@ class _Episode:
             self.tx.alias(target, rec.target)
         shots = self._screenshot().images if self.shot_tool else []
         opening = wording.session_opening(session, meta, self.max_turns, target, shots)
-        if self.frames:
-            seen = opening.observed[-1] if opening.observed else None
-            rec.frame0 = self._save(shots[-1] if shots else (self._render() or seen))
         agent.user(opening.text, opening.images)
         self.tx.begin(system, tools, opening.text, opening.images)
-        self._publish()
+        if self.frames:
+            seen = opening.observed[-1] if opening.observed else None
+
+            def first_frame() -> None:
+                rec.frame0 = self._save(shots[-1] if shots else (self._render(timed=False) or seen))
+                self._publish()
+
+            self._later(first_frame)
+        else:
+            self._publish()
 
         done, nudges, rewards = False, 0, self.rewards
         rec.end_reason = "turn_limit"
@@ -432,12 +478,12 @@ class _Episode:
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
                 self.tx.user(n, notes_text(turn.reasoning[-NOTES_TAIL:]), [], "notes from a cut turn")
-            if self.frames:
-                frame = self.shot or self._render() or (tool_images[-1] if tool_images else None)
-                trec.frame = self._save(frame)
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
-            self._publish()
+            if self.frames:
+                self._later(lambda t=trec, shot=self.shot, images=tool_images: self._frame(t, shot, images))
+            else:
+                self._publish()
             if done or rec.end_reason == "no_tool_call":
                 break
 
@@ -456,6 +502,7 @@ class _Episode:
             # An env that rewards every step: `reward` is the last one, the return is kept beside it.
             rec.info["return"] = round(sum(rewards), 6)
             rec.info["rewards_given"] = len(rewards)
+        self._settle()
         final = self._render()
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
@@ -463,6 +510,11 @@ class _Episode:
         rec.final_doc = self._timed_env(doc) if callable(doc) else None
         if rec.final_doc is None and rec.plans and rec.plans[-1].final:
             rec.final_doc = rec.plans[-1].plan
+
+    def _frame(self, trec: TurnRecord, shot: Image | None, images: list[Image]) -> None:
+        """Turn `trec`'s frame: the loop's screenshot, else the env's render, else a tool's last image."""
+        trec.frame = self._save(shot or self._render(timed=False) or (images[-1] if images else None))
+        self._publish()
 
     def _sent(self, agent: Agent, n: int) -> None:
         """After the model call of turn `n`: the images its request no longer carried (an image budget, a

@@ -22,7 +22,15 @@ def test_a_running_episode_shows_its_turn_and_frame_then_leaves(canvas_server, t
     gate, seen = threading.Event(), []
 
     def held() -> Turn:
-        seen.extend(live.running(tmp_path))  # the second model call: turn 1 is finished and published
+        # The second model call: turn 1 is finished, and is published with its frame while this call runs
+        # (the frame is taken beside the model call, not before it).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            now = live.running(tmp_path)
+            if now and now[0].turn == 1:
+                seen.extend(now)
+                break
+            time.sleep(0.01)
         gate.wait(10)
         return Turn(text="done", calls=[call("submit")])
 

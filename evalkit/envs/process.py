@@ -113,10 +113,6 @@ def _main(name: str, host: str, app_kw: str) -> None:
     from evalkit.envs.server import build_app
 
     logging.getLogger("fastmcp").setLevel(logging.ERROR)
-    # jsonschema compiles a grammar for its `iri` format when rfc3987_syntax is installed: a second of CPU at
-    # import, for a format the MCP server never checks (it validates tool arguments without a format
-    # checker). This process serves the env only, so it goes without.
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     sock = socket.socket()
     sock.bind((host, 0))
     app = build_app(name, **json.loads(app_kw))

@@ -19,19 +19,27 @@ from evalkit.errors import ConfigError, EnvError
 
 
 def import_openenv_server() -> None:
-    """Import OpenEnv's server package without its Gradio web interface, unless ENABLE_WEB_INTERFACE asks
-    for it: the package imports the interface whenever Gradio is installed (seconds of CPU at every start),
-    and treats a missing Gradio as no interface, which is what an embedded env serves anyway."""
-    if "openenv.core.env_server" in sys.modules or "gradio" in sys.modules:
+    """Import OpenEnv's server package without what costs seconds at every start and an embedded env never
+    uses, each hidden for the length of the import only:
+    - its Gradio web interface (unless ENABLE_WEB_INTERFACE asks for it), which the package imports whenever
+      Gradio is installed and treats as absent when it is not;
+    - rfc3987_syntax, for which jsonschema (under the MCP server) compiles a grammar of its `iri` format at
+      import: ~1.5 s of CPU, for a format the server never checks (it validates tool arguments without a
+      format checker). Hidden only when jsonschema is not yet imported; a later import of it works."""
+    if "openenv.core.env_server" in sys.modules:
         return
-    if os.environ.get("ENABLE_WEB_INTERFACE", "false").lower() in ("true", "1", "yes"):
-        return
-    sys.modules["gradio"] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
+    hidden = [] if "jsonschema" in sys.modules else ["rfc3987_syntax"]
+    if os.environ.get("ENABLE_WEB_INTERFACE", "false").lower() not in ("true", "1", "yes"):
+        hidden.append("gradio")
+    hidden = [name for name in hidden if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
     try:
         importlib.import_module("openenv.core.env_server")
     finally:
-        if sys.modules.get("gradio", False) is None:
-            del sys.modules["gradio"]
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def build_app(name: str, **kw: Any) -> Any:

@@ -379,18 +379,39 @@ class ChatAgent(Recorded):
         streamed = {"stream": True, "stream_options": {"include_usage": True}}
         self._sent = {**streamed, **params} if self.stream else params
         if not self.stream:
-            return self.client.chat.completions.create(**params).model_dump(mode="json")
+            reply = self._post(params, stream=False)
+            if not isinstance(reply, dict):
+                raise StreamError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
+            return reply
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
-        chunks = self.client.chat.completions.create(**streamed, **params)
+        chunks = self._post({**streamed, **params}, stream=True)
         with chunks, reading_stream(sdk("openai")):
             for chunk in chunks:
-                acc.add(chunk.model_dump(mode="json"))
+                acc.add(chunk if isinstance(chunk, dict) else {})
                 if acc.chars > cap:
                     # Leaving closes the stream before its usage chunk: the turn's usage is unknown.
                     acc.capped = True
                     break
         return acc.message()
+
+    def _post(self, params: dict, stream: bool) -> Any:
+        """POST the request through the SDK's client — its auth, headers, timeout, error types and event
+        stream — as `chat.completions.create` does, with the body as evalkit built it and the reply as the
+        server's JSON. `create` first walks the body against the SDK's parameter types, which changes nothing
+        in these plain dicts (no field of theirs is renamed or reformatted) and cost ~2.7 ms of CPU per call,
+        a fifth of the client's CPU per turn; and each chunk it parses into a model, which was dumped back."""
+        openai = sdk("openai")
+        body = dict(params)
+        body.update(body.pop("extra_body", None) or {})  # as the SDK merges `extra_body` into the JSON
+        return self.client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=object,
+            options={"security": {"bearer_auth": True}},
+            stream=stream,
+            stream_cls=openai.Stream[object],
+        )
 
     def step(self) -> Turn:
         openai = sdk("openai")

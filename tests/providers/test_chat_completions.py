@@ -293,3 +293,30 @@ def test_a_parse_error_reaches_the_model_as_one_error(fake):
     run_episode("openai-chat:gpt-6-luna", lambda: PictureEnv(), max_turns=2, options=options)
     tool = [m for m in fake.bodies()[1]["messages"] if m["role"] == "tool"][0]
     assert tool["content"].startswith("Error: tool arguments are not valid JSON")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_request_is_the_body_as_built_with_the_sdks_auth_and_headers(fake, stream):
+    """evalkit posts its body through the SDK's client without `create`'s parameter walk: the server gets the
+    SDK's auth and headers, and exactly the body the agent built (its `extra_body` merged in, as the SDK
+    does)."""
+    fake.reset(default=lambda body: Reply(reasoning="always thinking", calls=[("record", {"n": 7})]))
+    a = agent("vllm:stubborn@off", stream=stream, temperature=0.3, seed=5)
+    a.user("go", [SHOT])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a.step()
+    last = fake.requests[-1]
+    assert last["headers"]["authorization"] == "Bearer test-token"  # vllm's key (HF_TOKEN here)
+    assert "openai/python" in last["headers"]["user-agent"].lower()
+    assert last["headers"]["x-stainless-lang"] == "python"
+    sent = dict(a._sent, messages=a.messages[:-1])  # (the agent has since added its reply)
+    sent.update(sent.pop("extra_body"))
+    assert last["body"] == json.loads(json.dumps(sent))
+    assert last["body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "extra_body" not in last["body"]
+    assert (last["body"]["temperature"], last["body"]["seed"], last["body"].get("stream")) == (
+        0.3,
+        5,
+        True if stream else None,
+    )
