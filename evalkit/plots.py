@@ -4,6 +4,8 @@ a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no
 
 from __future__ import annotations
 
+import hashlib
+
 import altair as alt
 import polars as pl
 
@@ -12,7 +14,24 @@ from evalkit import analysis
 TIER_SORT = [*analysis.TIER_ORDER, "all"]
 
 
+LABEL_CAP = 60
+"""Characters of a label (a model name, a task id) a chart shows: longer ones are cut (`label`)."""
+
+
+def label(text: str) -> str:
+    """`text` cut to LABEL_CAP characters, ending in a short hash of the whole so that two long labels with
+    the same beginning stay two series. Vega measures a label's width to fit it, character by character:
+    a 100,000-character model name took the PNG renderer minutes per chart."""
+    if len(text) <= LABEL_CAP:
+        return text
+    return f"{text[: LABEL_CAP - 8]}…{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
 def _data(df: pl.DataFrame) -> alt.Data:
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    long = [c for c in text if (df[c].str.len_chars().max() or 0) > LABEL_CAP]
+    if long:
+        df = df.with_columns(pl.col(c).map_elements(label, return_dtype=pl.String) for c in long)
     return alt.Data(values=df.to_dicts())
 
 

@@ -42,3 +42,19 @@ def test_forest_and_offline_rendering(df):
     png = plots.to_png(chart)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
     assert plots.to_svg(plots.end_reasons(df)).lstrip().startswith("<svg")
+
+
+def test_long_labels_are_cut_and_stay_apart(df):
+    """A 100,000-character model name is cut to LABEL_CAP characters in a chart; two that begin alike stay
+    two series (and the chart renders: Vega fitted the whole label, minutes per chart)."""
+    import polars as pl
+
+    long = "m" * 100_000
+    names = {"baseline:tracer": long + "a", "baseline:random": long + "b"}
+    renamed = df.with_columns(pl.col("model").replace(names))
+    for chart in (plots.end_reasons(renamed), plots.reward_by_tier(renamed)):
+        values = chart.to_dict()["data"]["values"] if "data" in chart.to_dict() else []
+        shown = {v.get("model") or v.get("series") for v in values}
+        assert len(shown) == 2 and all(len(s) <= plots.LABEL_CAP for s in shown), shown
+    assert plots.label("short") == "short"
+    assert plots.to_svg(plots.end_reasons(renamed)).lstrip().startswith("<svg")
