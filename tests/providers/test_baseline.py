@@ -401,3 +401,10 @@ def test_tracer_on_a_screen_without_a_canvas_finishes_cleanly():
     on_canvas.user("go", [Image.from_pil(screen)])
     turn = on_canvas.step()  # a canvas it cannot find on the screen: it says so and stops
     assert turn.calls == [] and "cannot find" in turn.text
+
+
+def test_the_policy_names_checked_before_a_batch_are_the_policies():
+    """`validate` checks names without importing the policies (scipy, at start-up): the two lists agree."""
+    from evalkit.providers import baseline
+
+    assert set(baseline.POLICIES) == set(baseline._policies())

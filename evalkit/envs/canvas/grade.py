@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 from PIL import ImageFilter
-from scipy.optimize import linear_sum_assignment
 
 from .model import Doc, Element, hex_to_rgb
 from .render import ContentCache, element_box, render_doc
@@ -153,6 +152,8 @@ def grade_doc(target: Doc | dict, submitted: Doc | dict) -> dict:
     pairs: list[tuple[int, int]] = []
     sims: list[float] = []
     if gt and sub:
+        from scipy.optimize import linear_sum_assignment  # (on first use: a quarter second at start-up)
+
         sim = np.array([[element_similarity(g, s, diag) for s in sub] for g in gt])
         rows, cols = linear_sum_assignment(-sim)
         for r, c in zip(rows, cols, strict=True):
