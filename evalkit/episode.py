@@ -339,14 +339,19 @@ class _Episode:
         self._pending = _frame_taker().submit(take)
 
     def _settle(self) -> None:
-        """Wait for the frame `_later` is taking (what it raised is raised here); the wait is env time."""
+        """Wait for the frame `_later` is taking (what it raised is raised here)."""
         pending, self._pending = self._pending, None
-        if pending is not None:
-            t = time.monotonic()
-            try:
-                pending.result()
-            finally:
-                self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
+        self._wait(pending)
+
+    def _wait(self, pending: Future | None) -> Any:
+        """The result of env work done in the background; the wait for it is env time."""
+        if pending is None:
+            return None
+        t = time.monotonic()
+        try:
+            return pending.result()
+        finally:
+            self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
 
     def _save(self, image: Image | None) -> str | None:
         return self.store.put(image) if self.store is not None and image is not None else None
@@ -502,12 +507,14 @@ class _Episode:
             # An env that rewards every step: `reward` is the last one, the return is kept beside it.
             rec.info["return"] = round(sum(rewards), 6)
             rec.info["rewards_given"] = len(rewards)
+        # The env's final document, asked for beside the last frame: two reads, neither waits for the other.
+        doc = getattr(session, "document", None)
+        document = _frame_taker().submit(doc) if callable(doc) else None
         self._settle()
         final = self._render()
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
-        doc = getattr(session, "document", None)
-        rec.final_doc = self._timed_env(doc) if callable(doc) else None
+        rec.final_doc = self._wait(document)
         if rec.final_doc is None and rec.plans and rec.plans[-1].final:
             rec.final_doc = rec.plans[-1].plan
 
