@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import threading
@@ -330,13 +331,21 @@ class _Episode:
             self._rendered = (self.calls_made, self._picture("render", timed))
         return self._rendered[1]
 
-    def _later(self, take: Callable[[], None]) -> None:
-        """Take a frame (`take`: a picture from the env, saved, then published) in the background, while the
-        model thinks about its next turn: in series, its round trip and the env's encode lengthened every
-        turn. Nothing moves the env's state meanwhile: `_settle` waits for it before the next tool call, the
-        final render and the end of the episode."""
+    def _later(self, take: Callable[[bool], None]) -> None:
+        """Take a frame (`take(timed)`: a picture from the env, saved, then published) in the background,
+        while the model thinks about its next turn: in series, its round trip and the env's encode lengthened
+        every turn. Nothing moves the env's state meanwhile: `_settle` waits for it before the next tool call,
+        the final render and the end of the episode. A session that does not say its pictures may be read
+        from another thread (`background_reads`, as an OpenEnv session's HTTP reads may) is read in series."""
+        if not self._background:
+            take(True)
+            return
         self._settle()
-        self._pending = _frame_taker().submit(take)
+        self._pending = _frame_taker().submit(take, False)
+
+    @property
+    def _background(self) -> bool:
+        return bool(getattr(self.session, "background_reads", False))
 
     def _settle(self) -> None:
         """Wait for the frame `_later` is taking (what it raised is raised here)."""
@@ -389,8 +398,8 @@ class _Episode:
         if self.frames:
             seen = opening.observed[-1] if opening.observed else None
 
-            def first_frame() -> None:
-                rec.frame0 = self._save(shots[-1] if shots else (self._render(timed=False) or seen))
+            def first_frame(timed: bool) -> None:
+                rec.frame0 = self._save(shots[-1] if shots else (self._render(timed) or seen))
                 self._publish()
 
             self._later(first_frame)
@@ -486,7 +495,7 @@ class _Episode:
             trec.env_s = round(rec.env_seconds - env_before, 3)
             rec.turns.append(trec)
             if self.frames:
-                self._later(lambda t=trec, shot=self.shot, images=tool_images: self._frame(t, shot, images))
+                self._later(functools.partial(self._frame, trec, self.shot, tool_images))
             else:
                 self._publish()
             if done or rec.end_reason == "no_tool_call":
@@ -509,18 +518,21 @@ class _Episode:
             rec.info["rewards_given"] = len(rewards)
         # The env's final document, asked for beside the last frame: two reads, neither waits for the other.
         doc = getattr(session, "document", None)
-        document = _frame_taker().submit(doc) if callable(doc) else None
+        document = _frame_taker().submit(doc) if callable(doc) and self._background else None
         self._settle()
         final = self._render()
         if final is not None and self.store is not None:
             rec.render = self.store.put_render(f"{rec.key}__final", final)
-        rec.final_doc = self._wait(document)
+        if document is not None:
+            rec.final_doc = self._wait(document)
+        else:
+            rec.final_doc = self._timed_env(doc) if callable(doc) else None
         if rec.final_doc is None and rec.plans and rec.plans[-1].final:
             rec.final_doc = rec.plans[-1].plan
 
-    def _frame(self, trec: TurnRecord, shot: Image | None, images: list[Image]) -> None:
+    def _frame(self, trec: TurnRecord, shot: Image | None, images: list[Image], timed: bool) -> None:
         """Turn `trec`'s frame: the loop's screenshot, else the env's render, else a tool's last image."""
-        trec.frame = self._save(shot or self._render(timed=False) or (images[-1] if images else None))
+        trec.frame = self._save(shot or self._render(timed) or (images[-1] if images else None))
         self._publish()
 
     def _sent(self, agent: Agent, n: int) -> None:

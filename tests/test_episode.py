@@ -332,3 +332,44 @@ def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_serve
                       max_turns=1)  # fmt: skip
     assert rec.end_reason == "turn_limit" and rec.auto_submitted
     assert Counting.renders == 3  # the loop's submit ran after the last frame: the final render is asked for
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
+    canvas_server, tmp_path, background
+):
+    """An OpenEnv session's pictures are read from the loop's frame threads while the model thinks; a session
+    that does not say `background_reads` (a user's own, perhaps bound to its thread) is read in series from
+    the episode's thread. The record is the same either way."""
+    import threading
+
+    from evalkit.envs.openenv import OpenEnvSession
+
+    threads: set[str] = set()
+
+    class Watched(OpenEnvSession):
+        background_reads = background
+
+        def render(self):
+            threads.add(threading.current_thread().name)
+            return super().render()
+
+        def document(self):
+            threads.add(threading.current_thread().name)
+            return super().document()
+
+    turns = [Turn(calls=[call("add_element", **RECT)]), Turn(calls=[call("submit")])]
+    rec = run_episode(factory(turns), lambda: Watched(canvas_server.base_url), "canvas-test-0007",
+                      env_name="canvas", store_dir=tmp_path / str(background))  # fmt: skip
+    assert rec.end_reason == "submitted" and rec.frame0 and all(t.frame for t in rec.turns)
+    assert rec.final_doc and rec.final_doc["elements"]
+    if background:
+        assert threads and all(name.startswith("evalkit-frames") for name in threads), threads
+    else:
+        assert threads == {threading.current_thread().name}
+    shown = [
+        (tmp_path / str(background) / p).read_bytes() for p in (rec.frame0, rec.turns[-1].frame, rec.render)
+    ]
+    assert (
+        shown[0] != shown[1] == shown[2]
+    )  # the blank canvas, then the shape (the final render: the last frame)

@@ -207,6 +207,9 @@ class OpenEnvSession:
     """One episode's connection to an OpenEnv MCP server."""
 
     kind = "mcp"
+    background_reads = True
+    """Its pictures and document (HTTP reads through a thread-safe client, apart from the WebSocket) may be
+    read from another thread, beside each other: the loop takes frames while the model thinks."""
 
     def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):
         self.base_url = base_url.rstrip("/")
