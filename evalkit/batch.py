@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -374,20 +375,37 @@ def run_batch(
 
 
 PROCESS_FROM = 16
-"""From this concurrency on, a batch serves its embedded env in a child process (`evalkit.envs.process`)
+"""From this concurrency on, a batch serves its embedded env in child processes (`evalkit.envs.process`)
 rather than in a thread: see `serve_embedded`."""
+EPISODES_PER_PROCESS = 32
+"""Episodes at once that one env server process serves; more get more processes, at most one per core."""
+
+
+def env_processes(concurrency: int) -> int:
+    """How many processes serve an embedded env for `concurrency` episodes at once (0: a thread)."""
+    if concurrency < PROCESS_FROM:
+        return 0
+    return max(1, min(os.cpu_count() or 1, -(-concurrency // EPISODES_PER_PROCESS)))
 
 
 def serve_embedded(name: str, concurrency: int) -> Any:
     """The embedded env `name`, served for one batch. Its CPU per episode (reset, renders, grading, the MCP
     and WebSocket layers) is about the client's own, so beside many episodes' threads it contends with them
-    for one GIL: from `PROCESS_FROM` episodes at once it gets a process (and a core) of its own. Below that
-    the GIL is not what binds, and a thread starts without a second interpreter's imports."""
+    for one GIL: from `PROCESS_FROM` episodes at once it gets a process (and a core) of its own, and one
+    more per EPISODES_PER_PROCESS episodes up to the machine's cores, since one server process is one event
+    loop on one core (on 2 cores at concurrency 50, two processes took the efficiency from ~0.62 to ~0.68
+    in alternating runs). Below that the GIL is not what binds, and a thread starts without a second
+    interpreter's imports."""
     sessions = max(64, concurrency + 4)
-    if concurrency >= PROCESS_FROM:
+    n = env_processes(concurrency)
+    if n == 1:
         from evalkit.envs.process import ProcessServer
 
         return ProcessServer(name, max_concurrent_envs=sessions)
+    if n > 1:
+        from evalkit.envs.process import ProcessServers
+
+        return ProcessServers(name, n, max_concurrent_envs=sessions)
     from evalkit.envs.server import serve
 
     return serve(name, max_concurrent_envs=sessions)

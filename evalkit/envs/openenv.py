@@ -10,6 +10,7 @@ targets and final documents; each route is tried on its own, and a server withou
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -67,6 +68,9 @@ class Endpoint:
     name: str
     schema: dict | None = None
     """The action schema of a typed-action env; None for an MCP env."""
+    mirrors: tuple[str, ...] = ()
+    """More servers of the same env (an embedded env served by several processes): sessions are spread
+    over `base_url` and these in turn."""
 
 
 def _base_url(env: Any) -> str:
@@ -81,7 +85,8 @@ def resolve(env: Any, name: str | None = None) -> Endpoint:
     if isinstance(env, Endpoint):
         return env
     url = _base_url(env)
-    return Endpoint(url, name or env_identity(env), action_schema(url))
+    mirrors = tuple(u for u in getattr(env, "base_urls", ()) if u != url)
+    return Endpoint(url, name or env_identity(env), action_schema(url), mirrors)
 
 
 def _server_json(url: str, route: str) -> dict:
@@ -332,5 +337,12 @@ def connect(env: Any, **kw: Any) -> OpenEnvSession:
     """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer` or an
     `Endpoint`), of the kind the server is: MCP or typed-action."""
     url = _base_url(env)
+    if isinstance(env, Endpoint) and env.mirrors:
+        urls = (url, *env.mirrors)
+        url = urls[next(_turns) % len(urls)]
     schema = env.schema if isinstance(env, Endpoint) else action_schema(url)
     return TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)
+
+
+_turns = itertools.count()
+"""Whose turn it is among an Endpoint's servers (`connect`)."""

@@ -105,6 +105,54 @@ class ProcessServer:
         return f"ProcessServer({self.name!r}, {getattr(self, 'base_url', '(starting)')}, pid {self.pid})"
 
 
+class ProcessServers:
+    """`n` ProcessServers of one embedded env, started side by side: one server process is one event loop,
+    one core, and past a few dozen episodes at once that is what binds. `base_url` is the first's,
+    `base_urls` all of them (an `Endpoint` resolved from this group spreads its sessions over them: each
+    session keeps to one server, its WebSocket and its pictures alike). Stopping stops every one."""
+
+    def __init__(self, name: str, n: int, **kw: Any):
+        self.name = name
+        started: list[ProcessServer | BaseException] = [RuntimeError("not started")] * n
+
+        def start(i: int) -> None:
+            try:
+                started[i] = ProcessServer(name, **kw)
+            except BaseException as e:  # (raised below, once the others are stopped)
+                started[i] = e
+
+        threads = [threading.Thread(target=start, args=(i,), daemon=True) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.servers = [s for s in started if isinstance(s, ProcessServer)]
+        failed = next((s for s in started if not isinstance(s, ProcessServer)), None)
+        if failed is not None:
+            self.stop()
+            raise failed
+        self.base_url = self.servers[0].base_url
+        self.base_urls = tuple(s.base_url for s in self.servers)
+        self.startup_s = max(s.startup_s for s in self.servers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.pid for s in self.servers]
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+    def __enter__(self) -> ProcessServers:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ProcessServers({self.name!r}, {list(self.base_urls)})"
+
+
 def _main(name: str, host: str, app_kw: str) -> None:
     import logging
 

@@ -45,6 +45,42 @@ def test_a_batch_served_by_a_process_records_what_a_thread_served_one_does(
     assert pictures(tmp_path / "child") == pictures(tmp_path / "threads")
 
 
+def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_server, tmp_path, monkeypatch):
+    """Past EPISODES_PER_PROCESS episodes at once (and with a core for each), the env is served by several
+    processes; sessions take them in turn, each keeping to its own; the records are a thread's; all go."""
+    from evalkit.envs import openenv
+    from evalkit.envs.process import ProcessServers
+
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(batch, "EPISODES_PER_PROCESS", 4)
+    assert [batch.env_processes(c) for c in (3, batch.PROCESS_FROM, 64)] == [0, 2, 2]
+    served, urls = [], []
+    real_serve, real_session = batch.serve_embedded, openenv.OpenEnvSession.__init__
+
+    def spy(name: str, concurrency: int):
+        served.append(real_serve(name, concurrency))
+        return served[-1]
+
+    def session(self, base_url, **kw):
+        urls.append(base_url)
+        real_session(self, base_url, **kw)
+
+    monkeypatch.setattr(batch, "serve_embedded", spy)
+    monkeypatch.setattr(openenv.OpenEnvSession, "__init__", session)
+    kw = dict(tasks=4, max_turns=8, progress=False)
+    threads = batch.run_batch(MODELS, canvas_server, out=tmp_path / "threads", concurrency=3, **kw)
+    urls.clear()
+    two = batch.run_batch(MODELS, "canvas", out=tmp_path / "two", concurrency=batch.PROCESS_FROM, **kw)
+    assert (threads.ran, two.ran, two.errors) == (8, 8, 0)
+    (group,) = served
+    assert isinstance(group, ProcessServers) and len(set(group.base_urls)) == 2
+    first, second = group.base_urls
+    assert (urls.count(first), urls.count(second)) == (1 + 4, 4)  # the preflight's probe asks the first
+    assert outcome(tmp_path / "two") == outcome(tmp_path / "threads")
+    assert pictures(tmp_path / "two") == pictures(tmp_path / "threads")
+    assert not any(alive(pid) for pid in group.pids)
+
+
 def test_a_server_process_that_cannot_start_is_an_env_error_and_gone():
     from evalkit.errors import EnvError
 
