@@ -7,9 +7,11 @@ results. Replies are streamed with usage; servers that ignore `max_tokens` are h
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+from typing import Any, TypeVar
 
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.providers import images as imgs
@@ -269,6 +271,26 @@ def turn_from_completion(resp: dict) -> Turn:
     )
 
 
+@functools.cache
+def draining_stream(openai: ModuleType) -> Any:
+    """The SDK's event stream, reading the body to its end once `[DONE]` comes. The SDK's sync stream stops
+    reading there and closes the response with the end of its body unread, so the connection cannot go back
+    to the pool: every streamed call opened a new connection (a TLS handshake, on a remote API). Its async
+    stream drains the body for the same reason."""
+    T = TypeVar("T")
+
+    class DrainingStream(openai.Stream[T]):
+        def _iter_events(self) -> Iterator[Any]:
+            events = super()._iter_events()
+            for sse in events:
+                if str(getattr(sse, "data", "")).startswith("[DONE]"):
+                    for _ in events:  # the rest of the body (its end): then the connection is reusable
+                        pass
+                yield sse
+
+    return DrainingStream
+
+
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -410,7 +432,7 @@ class ChatAgent(Recorded):
             cast_to=object,
             options={"security": {"bearer_auth": True}},
             stream=stream,
-            stream_cls=openai.Stream[object],
+            stream_cls=draining_stream(openai)[object],
         )
 
     def step(self) -> Turn:

@@ -3,8 +3,10 @@ says to a model. (How requests are retried and accounted for is `evalkit.provide
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -14,6 +16,8 @@ from typing import Any, TypeVar
 from evalkit.errors import ConfigError
 from evalkit.providers.images import Ledger
 from evalkit.types import Call
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -82,6 +86,20 @@ def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) 
             extra = {"http_client": module.DefaultHttpxClient(verify=False)} if plain else {}
             client = _clients[key] = getattr(module, cls)(**kwargs, **extra)
     return client
+
+
+@atexit.register
+def close_clients() -> None:
+    """Close the shared clients and the connections their pools keep (at exit, where one left open is
+    reported as an unclosed socket)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception as e:  # closing must not fail an exit
+            log.debug("closing an SDK client: %s", e)
 
 
 def parse_args(raw: Any) -> tuple[dict, str | None]:

@@ -148,19 +148,26 @@ def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
 
 
 def final_response(events: Any) -> dict:
-    """Read a response stream to its end: the final response object, whether completed or incomplete."""
+    """Read a response stream to its end: the final response object, whether completed or incomplete. The
+    events after it are read too (the end of the body), so that the connection goes back to the pool
+    rather than being closed with the body unread (a new connection, and a TLS handshake, per call)."""
+    final = None
     for ev in events:
         kind = getattr(ev, "type", "")
+        if final is not None:
+            continue
         if kind in ("response.completed", "response.incomplete"):
-            return ev.response.model_dump(mode="json", exclude_none=True)
-        if kind == "response.failed":
+            final = ev.response.model_dump(mode="json", exclude_none=True)
+        elif kind == "response.failed":
             error = ev.response.error
             raise StreamError(
                 f"response failed: {error.code if error else ''} {error.message if error else ''}"
             )
-        if kind == "error":
+        elif kind == "error":
             raise StreamError(f"stream error {ev.code}: {ev.message}")
-    raise StreamError("the stream ended before the response completed")
+    if final is None:
+        raise StreamError("the stream ended before the response completed")
+    return final
 
 
 def rejects_effort(exc: BaseException | None, openai: Any) -> bool:

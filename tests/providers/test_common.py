@@ -133,3 +133,29 @@ def test_sdk_clients_are_shared_per_configuration(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "k2")  # the SDK reads it itself: another key, another client
     e = common.shared_client(openai, "OpenAI", "OPENAI_", max_retries=0)
     assert d is not e and e.api_key == "k2"
+
+
+@pytest.mark.parametrize(
+    "spec,stream",
+    [("openai-chat:gpt-6-luna", True), ("openai-chat:gpt-6-luna", False), ("openai:gpt-6-luna", True),
+     ("anthropic:claude-x", True)],
+)  # fmt: skip
+def test_calls_keep_one_connection(fake, spec, stream):
+    """Each reply is read to the end of its body, so its connection goes back to the SDK client's pool. The
+    OpenAI SDK's sync stream stops at `[DONE]` with the end unread, and the responses adapter stopped at the
+    final event: every such call opened a new connection (on a remote API, a TLS handshake)."""
+    from evalkit.providers import make_agent
+    from evalkit.types import AgentOptions, ToolSpec
+    from tests.providers.fakes import Reply
+
+    fake.reset(default=Reply(text="ok"))
+    tools = [ToolSpec("add_element", "Add.", {"type": "object", "properties": {}})]
+    a = make_agent(spec, system="Be brief.", tools=tools, options=AgentOptions(max_retries=1))
+    a.stream = stream
+    pool = a.client._client._transport._pool
+    seen = set()
+    for _ in range(4):
+        a.user("go")
+        a.step()
+        seen |= {id(c) for c in pool.connections}
+    assert len(seen) == 1 and len(pool.connections) == 1
