@@ -8,9 +8,10 @@ absolute times noise: read the ratios):
 
 - efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency`, for
   threads and for Ray (a local instance), each batch serving its env as `--env canvas` does (in a thread
-  below `evalkit.batch.PROCESS_FROM` episodes at once, in a child process from there on); start-up
-  (serving the env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and
-  excluded: the wall runs from the first episode's start to the last episode written. The gui surface
+  below `evalkit.batch.PROCESS_FROM` episodes at once, in child processes from there on, one per
+  `EPISODES_PER_PROCESS` up to the cores); start-up (serving the env, the preflight, starting Ray, its
+  runner actors importing evalkit) is reported apart and excluded: the wall runs from the first episode's
+  start to the last episode written. The env's processes' CPU includes their start-up. The gui surface
   (Chromium: a click, then submit) at concurrency 16 beside it.
 - client CPU per turn and per episode (fixed costs), with the env in a process of its own (`evalkit
   serve`) so that the client's CPU is the harness's alone: batches of 2-turn and 4-turn episodes, per turn
@@ -187,7 +188,7 @@ def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
         f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
         f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)\n"
         f"{'':<34} CPU per episode: this process {r['cpu'] / r['episodes'] * 1e3:.0f} ms"
-        + (f", the env's process {r['child_cpu'] / r['episodes'] * 1e3:.0f} ms" if r["child_cpu"] else "")
+        + (f", the env's processes {r['child_cpu'] / r['episodes'] * 1e3:.0f} ms" if r["child_cpu"] else "")
     )
 
 
