@@ -372,6 +372,7 @@ class _Episode:
         for name in ("split", "tier", "difficulty_score", "prompt_version", "coordinates", "skin"):
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
+        self._publish()  # started: a viewer shows the episode from its reset on, before its agent is made
         tools = self._timed_env(session.tools)
         self._screen(meta, tools)
         finish_tool = wording.finishing_tool(tools)
