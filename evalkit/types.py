@@ -228,6 +228,9 @@ class EnvSession(Protocol):
     after each turn), `target() -> Image | None` (what the task asks for, kept with the record) and
     `observation: dict` (the reset observation's own fields, which the opening message shows the model with
     the metadata's pictures); a session without `observation` has its target open the message instead.
+    One with `background_reads = True` lets the loop call `render` (and `document`, beside it) from another
+    thread while the model thinks, never beside `call`; any other is read in series from its episode's
+    thread.
     """
 
     def reset(self, **kwargs: Any) -> dict: ...
