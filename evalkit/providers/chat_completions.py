@@ -7,14 +7,13 @@ results. Replies are streamed with usage; servers that ignore `max_tokens` are h
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Iterator, Sequence
-from types import ModuleType
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.providers import images as imgs
+from evalkit.providers import openai_wire
 from evalkit.providers.attempts import (
     FALLBACK,
     StreamError,
@@ -271,26 +270,6 @@ def turn_from_completion(resp: dict) -> Turn:
     )
 
 
-@functools.cache
-def draining_stream(openai: ModuleType) -> Any:
-    """The SDK's event stream, reading the body to its end once `[DONE]` comes. The SDK's sync stream stops
-    reading there and closes the response with the end of its body unread, so the connection cannot go back
-    to the pool: every streamed call opened a new connection (a TLS handshake, on a remote API). Its async
-    stream drains the body for the same reason."""
-    T = TypeVar("T")
-
-    class DrainingStream(openai.Stream[T]):
-        def _iter_events(self) -> Iterator[Any]:
-            events = super()._iter_events()
-            for sse in events:
-                if str(getattr(sse, "data", "")).startswith("[DONE]"):
-                    for _ in events:  # the rest of the body (its end): then the connection is reusable
-                        pass
-                yield sse
-
-    return DrainingStream
-
-
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -418,22 +397,10 @@ class ChatAgent(Recorded):
         return acc.message()
 
     def _post(self, params: dict, stream: bool) -> Any:
-        """POST the request through the SDK's client — its auth, headers, timeout, error types and event
-        stream — as `chat.completions.create` does, with the body as evalkit built it and the reply as the
-        server's JSON. `create` first walks the body against the SDK's parameter types, which changes nothing
-        in these plain dicts (no field of theirs is renamed or reformatted) and cost ~2.7 ms of CPU per call,
-        a fifth of the client's CPU per turn; and each chunk it parses into a model, which was dumped back."""
-        openai = sdk("openai")
+        """POST the request as evalkit built it (`openai_wire.post`): the reply as the server's JSON."""
         body = dict(params)
         body.update(body.pop("extra_body", None) or {})  # as the SDK merges `extra_body` into the JSON
-        return self.client.post(
-            "/chat/completions",
-            body=body,
-            cast_to=object,
-            options={"security": {"bearer_auth": True}},
-            stream=stream,
-            stream_cls=draining_stream(openai)[object],
-        )
+        return openai_wire.post(self.client, "/chat/completions", body, stream)
 
     def step(self) -> Turn:
         openai = sdk("openai")

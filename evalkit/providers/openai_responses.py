@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.errors import EndpointError
 from evalkit.providers import images as imgs
+from evalkit.providers import openai_wire
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import (
     Recorded,
@@ -148,26 +149,37 @@ def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
 
 
 def final_response(events: Any) -> dict:
-    """Read a response stream to its end: the final response object, whether completed or incomplete. The
-    events after it are read too (the end of the body), so that the connection goes back to the pool
-    rather than being closed with the body unread (a new connection, and a TLS handshake, per call)."""
+    """Read a response stream (events as the server's JSON) to its end: the final response object, whether
+    completed or incomplete. The events after it are read too (the end of the body), so that the connection
+    goes back to the pool rather than being closed with the body unread (a new connection, and a TLS
+    handshake, per call)."""
     final = None
     for ev in events:
-        kind = getattr(ev, "type", "")
+        ev = ev if isinstance(ev, dict) else {}
+        kind = ev.get("type", "")
         if final is not None:
             continue
         if kind in ("response.completed", "response.incomplete"):
-            final = ev.response.model_dump(mode="json", exclude_none=True)
+            final = without_nulls(ev.get("response") or {})
         elif kind == "response.failed":
-            error = ev.response.error
-            raise StreamError(
-                f"response failed: {error.code if error else ''} {error.message if error else ''}"
-            )
+            error = (ev.get("response") or {}).get("error")
+            code, message = (error.get("code"), error.get("message")) if isinstance(error, dict) else ("", "")
+            raise StreamError(f"response failed: {code} {message}")
         elif kind == "error":
-            raise StreamError(f"stream error {ev.code}: {ev.message}")
+            raise StreamError(f"stream error {ev.get('code')}: {ev.get('message')}")
     if final is None:
         raise StreamError("the stream ended before the response completed")
     return final
+
+
+def without_nulls(value: Any) -> Any:
+    """The server's JSON without its null fields, as the SDK's model of it dumped them (`exclude_none`):
+    output items go back as input items, where a field sent as null can be refused."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
 
 
 def rejects_effort(exc: BaseException | None, openai: Any) -> bool:
@@ -253,10 +265,13 @@ class ResponsesAgent(Recorded):
         params = self.params()
         self._sent = {"stream": True, **params} if self.stream else params
         if self.stream:
-            events = self.client.responses.create(stream=True, **params)
+            events = openai_wire.post(self.client, "/responses", self._sent, stream=True)
             with events, reading_stream(sdk("openai")):
                 return final_response(events)
-        return self.client.responses.create(**params).model_dump(mode="json", exclude_none=True)
+        reply = openai_wire.post(self.client, "/responses", params, stream=False)
+        if not isinstance(reply, dict):
+            raise StreamError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
+        return without_nulls(reply)
 
     @property
     def messages(self) -> list[dict]:
