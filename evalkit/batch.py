@@ -393,7 +393,7 @@ def serve_embedded(name: str, concurrency: int) -> Any:
     and WebSocket layers) is about the client's own, so beside many episodes' threads it contends with them
     for one GIL: from `PROCESS_FROM` episodes at once it gets a process (and a core) of its own, and one
     more per EPISODES_PER_PROCESS episodes up to the machine's cores, since one server process is one event
-    loop on one core (on 2 cores at concurrency 50, two processes took the efficiency from ~0.62 to ~0.68
+    loop on one core (on 2 cores at concurrency 50, two processes took the efficiency from ~0.58 to ~0.62
     in alternating runs). Below that the GIL is not what binds, and a thread starts without a second
     interpreter's imports."""
     sessions = max(64, concurrency + 4)

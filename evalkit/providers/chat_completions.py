@@ -380,10 +380,7 @@ class ChatAgent(Recorded):
         streamed = {"stream": True, "stream_options": {"include_usage": True}}
         self._sent = {**streamed, **params} if self.stream else params
         if not self.stream:
-            reply = self._post(params, stream=False)
-            if not isinstance(reply, dict):
-                raise StreamError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
-            return reply
+            return self._post(params, stream=False)
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
         chunks = self._post({**streamed, **params}, stream=True)

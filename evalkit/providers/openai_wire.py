@@ -19,13 +19,15 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
+from evalkit.providers.attempts import StreamError
 from evalkit.providers.common import sdk
 
 
 def post(client: Any, path: str, body: dict, stream: bool) -> Any:
-    """POST `body` to `path` as `create` does; the JSON reply, or (`stream`) its events as dicts."""
+    """POST `body` to `path` as `create` does; the reply's JSON object (a StreamError when it is not one), or
+    (`stream`) its events as dicts."""
     openai = sdk("openai")
-    return client.post(
+    reply = client.post(
         path,
         body=body,
         cast_to=object,
@@ -33,6 +35,9 @@ def post(client: Any, path: str, body: dict, stream: bool) -> Any:
         stream=stream,
         stream_cls=draining_stream(openai)[object],
     )
+    if not stream and not isinstance(reply, dict):
+        raise StreamError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
+    return reply
 
 
 @functools.cache
