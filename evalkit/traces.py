@@ -200,6 +200,20 @@ def is_native(run_dir: str | Path) -> bool:
     return (Path(run_dir) / RUN_JSON).exists()
 
 
+def begun(run_dir: str | Path) -> bool:
+    """True for a run evalkit wrote (`is_native`), or began: its own run.json, and no trace yet because it
+    was stopped (killed, interrupted) before its first episode ended. Such a run is resumed, not refused."""
+    if is_native(run_dir):
+        return True
+    if (Path(run_dir) / TRACE).exists():
+        return False
+    try:
+        meta = read_run_json(run_dir)
+    except TraceError:
+        return False
+    return isinstance(meta, dict) and "evalkit_version" in meta
+
+
 def record_key(d: dict) -> str | None:
     """The key a record is counted by: its `key` when that is a non-empty string. A record without one (a
     hand-edited or foreign line) is an episode of its own: it never replaces another, nor is replaced."""

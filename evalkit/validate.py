@@ -133,7 +133,7 @@ def run_out(name: str, path: str | Path) -> Path:
 
     path = writable_dir(name, path)
     if path.is_dir() and any(path.iterdir()):
-        if traces.is_native(path):
+        if traces.begun(path):
             return path
         if (path / traces.TRACE).exists():
             raise ConfigError(f"{name} {path} holds a run another harness wrote, which evalkit never writes "

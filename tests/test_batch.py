@@ -274,3 +274,22 @@ def test_an_env_without_tools_is_refused_before_any_work():
 
     with pytest.raises(ConfigError, match="offers no tools"):
         _probe(Silent, "silent", {}, "x", sessions=1)
+
+
+def test_a_run_stopped_before_its_first_record_is_resumed(canvas_server, tmp_path):
+    """A batch killed before its first episode ended leaves its run.json (and frames, live files) but no
+    trace yet: that is a run evalkit began, resumed; a directory whose run.json is another tool's is not."""
+    from evalkit.errors import ConfigError
+
+    out = tmp_path / "r"
+    kw = dict(task_ids=["canvas-test-0001", "canvas-test-0002"], max_turns=2, progress=False)
+    run_batch(["baseline:random"], canvas_server, out=out, **kw)
+    (out / "trace.jsonl").unlink()
+    assert any(out.iterdir())
+    again = run_batch(["baseline:random"], canvas_server, out=out, **kw)
+    assert again.ran == 2 and len(list(read_records(out))) == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run.json").write_text('{"name": "somebody else\'s"}')
+    with pytest.raises(ConfigError, match="holds no evalkit run"):
+        run_batch(["baseline:random"], canvas_server, out=other, **kw)

@@ -11,8 +11,10 @@ from evalkit.envs.server import build_app
 build_app("canvas")
 print("gradio" in sys.modules, "openenv.core.env_server" in sys.modules)
 print("jsonschema" in sys.modules, "rfc3987_syntax" in sys.modules)
-import rfc3987_syntax  # hidden for the length of the import only
-print(rfc3987_syntax.__name__)
+import importlib.util
+if importlib.util.find_spec("rfc3987_syntax"):  # (JupyterLab's extras bring it; the tests' do not)
+    import rfc3987_syntax  # hidden for the length of the import only
+    print(rfc3987_syntax.__name__)
 """
 
 
@@ -26,7 +28,10 @@ def run(script: str, **env: str) -> str:
 
 def test_an_embedded_env_is_built_without_gradio():
     # Nor rfc3987_syntax, for which jsonschema compiles a grammar at import (seconds at every start).
-    assert run(SCRIPT, ENABLE_WEB_INTERFACE="false").splitlines() == ["False True", "True False", "rfc3987_syntax"]
+    import importlib.util
+
+    later = ["rfc3987_syntax"] if importlib.util.find_spec("rfc3987_syntax") else []
+    assert run(SCRIPT, ENABLE_WEB_INTERFACE="false").splitlines() == ["False True", "True False", *later]
 
 
 def test_the_cli_starts_without_openenv():
