@@ -23,9 +23,10 @@ def import_openenv_server() -> None:
     uses, each hidden for the length of the import only:
     - its Gradio web interface (unless ENABLE_WEB_INTERFACE asks for it), which the package imports whenever
       Gradio is installed and treats as absent when it is not;
-    - rfc3987_syntax, for which jsonschema (under the MCP server) compiles a grammar of its `iri` format at
-      import: ~1.5 s of CPU, for a format the server never checks (it validates tool arguments without a
-      format checker). Hidden only when jsonschema is not yet imported; a later import of it works."""
+    - rfc3987_syntax (where installed: JupyterLab's extras bring it), for which jsonschema (under the MCP
+      server) compiles a grammar of its `iri` format at import: ~1.5 s of CPU, for a format the server
+      never checks (it validates tool arguments without a format checker). Hidden only when jsonschema is
+      not yet imported; a later import of it works."""
     if "openenv.core.env_server" in sys.modules:
         return
     hidden = [] if "jsonschema" in sys.modules else ["rfc3987_syntax"]
