@@ -398,11 +398,7 @@ def serve_embedded(name: str, concurrency: int) -> Any:
     interpreter's imports."""
     sessions = max(64, concurrency + 4)
     n = env_processes(concurrency)
-    if n == 1:
-        from evalkit.envs.process import ProcessServer
-
-        return ProcessServer(name, max_concurrent_envs=sessions)
-    if n > 1:
+    if n:
         from evalkit.envs.process import ProcessServers
 
         return ProcessServers(name, n, max_concurrent_envs=sessions)

@@ -45,9 +45,7 @@ def test_a_running_episode_shows_its_turn_and_frame_then_leaves(canvas_server, t
     gate.set()
     worker.join(30)
     (ep,) = seen
-    assert (
-        ep.turn == 1 and ep.text == "adding a red box" and ep.calls == [("add_element", True)]
-    )
+    assert ep.turn == 1 and ep.text == "adding a red box" and ep.calls == [("add_element", True)]
     assert ep.task_id == "canvas-test-0003" and ep.model == "scripted" and ep.pid == os.getpid()
     assert safe_path(tmp_path, ep.frame) is not None and safe_path(tmp_path, ep.target) is not None
     (rec,) = read_records(tmp_path)

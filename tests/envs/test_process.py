@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evalkit import batch
-from evalkit.envs.process import GRACE_S, ProcessServer
+from evalkit.envs.process import GRACE_S, ProcessServer, ProcessServers
 from tests.test_executors import MODELS, outcome, pictures
 
 EVALSET = str(Path(__file__).resolve().parents[2] / "data/evalsets/canvas-test-300.json")
@@ -28,7 +28,7 @@ def alive(pid: int) -> bool:
 def test_a_batch_served_by_a_process_records_what_a_thread_served_one_does(
     canvas_server, tmp_path, monkeypatch
 ):
-    served: list[ProcessServer] = []
+    served: list[ProcessServers] = []
     real = batch.serve_embedded
 
     def spy(name: str, concurrency: int):
@@ -40,7 +40,8 @@ def test_a_batch_served_by_a_process_records_what_a_thread_served_one_does(
     threads = batch.run_batch(MODELS, canvas_server, out=tmp_path / "threads", concurrency=3, **kw)
     child = batch.run_batch(MODELS, "canvas", out=tmp_path / "child", concurrency=batch.PROCESS_FROM, **kw)
     assert (threads.ran, child.ran, child.errors) == (4, 4, 0)
-    assert [type(s) for s in served] == [ProcessServer] and not alive(served[0].pid)
+    assert [type(s) for s in served] == [ProcessServers] and len(served[0].pids) == 1
+    assert not alive(served[0].pids[0])
     assert outcome(tmp_path / "child") == outcome(tmp_path / "threads")
     assert pictures(tmp_path / "child") == pictures(tmp_path / "threads")
 
@@ -49,7 +50,6 @@ def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_serv
     """Past EPISODES_PER_PROCESS episodes at once (and with a core for each), the env is served by several
     processes; sessions take them in turn, each keeping to its own; the records are a thread's; all go."""
     from evalkit.envs import openenv
-    from evalkit.envs.process import ProcessServers
 
     monkeypatch.setattr(batch.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(batch, "EPISODES_PER_PROCESS", 4)
