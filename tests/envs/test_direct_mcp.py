@@ -1,0 +1,89 @@
+"""The embedded envs call their MCP server's handlers directly, not through OpenEnv's in-process fastmcp
+client: every observation a client receives (results, images, grades, each error text a model reads) is the
+one the client path gives, call for call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from evalkit.envs.server import import_openenv_server
+
+import_openenv_server()
+
+from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction  # noqa: E402
+
+from evalkit.envs import episodic  # noqa: E402
+from evalkit.envs.berth.env import BerthEnv  # noqa: E402
+from evalkit.envs.canvas.env import CanvasEnv  # noqa: E402
+
+RECT = {"kind": "rect", "x": 10, "y": 5, "width": 200, "height": 120, "fill": "#112233"}
+CANVAS = [
+    ListToolsAction(),
+    CallToolAction(tool_name="add_element", arguments=RECT),
+    CallToolAction(tool_name="add_element", arguments={"kind": "rect"}),  # arguments missing
+    CallToolAction(tool_name="add_element", arguments={**RECT, "kind": 3, "x": "left"}),  # wrong types
+    CallToolAction(tool_name="add_element", arguments={**RECT, "colour": "red"}),  # an unknown argument
+    CallToolAction(tool_name="update_element", arguments={"id": "e99", "x": 1}),  # no such element
+    CallToolAction(tool_name="no_such_tool", arguments={}),
+    CallToolAction(tool_name="click", arguments={"x": 1, "y": 1}),  # another surface's tool
+    CallToolAction(tool_name="view_canvas", arguments={}),  # an image
+    CallToolAction(tool_name="get_canvas", arguments={}),
+    CallToolAction(tool_name="submit", arguments={}),
+    CallToolAction(tool_name="submit", arguments={}),  # after the end
+]
+BERTH = [
+    ListToolsAction(),
+    CallToolAction(tool_name="check_plan", arguments={"plan": "not a plan"}),
+    CallToolAction(tool_name="check_plan", arguments={"plan": [{"vessel": "nobody"}]}),
+    CallToolAction(tool_name="check_plan", arguments={}),
+    CallToolAction(tool_name="submit_plan", arguments={"plan": []}),
+]
+
+
+async def step(env, action, via_client: bool):
+    parse = episodic._parse_call_tool_result
+    if via_client:
+        episodic._parse_call_tool_result = None  # the fallback: OpenEnv's path, through the fastmcp client
+    try:
+        obs = await env.step_async(action)
+    finally:
+        episodic._parse_call_tool_result = parse
+    return json.loads(obs.model_dump_json())
+
+
+@pytest.mark.parametrize(("make", "reset", "actions"), [
+    (CanvasEnv, {"index": 3, "mode": "description", "episode_id": "e"}, CANVAS),
+    (BerthEnv, {"index": 2, "episode_id": "e"}, BERTH),
+])  # fmt: skip
+def test_each_observation_is_the_one_the_mcp_client_gives(make, reset, actions):
+    async def play() -> None:
+        direct, client = make(), make()
+        used = {direct: 0, client: 0}
+        for env in (direct, client):
+            for name in ("call_tool", "list_tools"):
+                real = getattr(env.mcp_client, name)
+
+                async def counted(*a, env=env, real=real, **kw):
+                    used[env] += 1
+                    return await real(*a, **kw)
+
+                setattr(env.mcp_client, name, counted)
+            result = env.reset_async(**reset) if hasattr(env, "reset_async") else None
+            await result if result is not None else env.reset(**reset)
+        seen = []
+        for action in actions:
+            a = await step(direct, action, via_client=False)
+            b = await step(client, action, via_client=True)
+            assert a == b, action
+            seen.append(a)
+        assert used[direct] == 0, "the direct env went through its MCP client"
+        assert used[client] >= len(actions) - 1
+        return seen
+
+    seen = asyncio.run(play())
+    errors = [o["error"]["message"] for o in seen if o.get("error")]
+    assert len(errors) >= (6 if make is CanvasEnv else 2)  # the error paths ran, not only the happy ones
+    assert seen[-1]["done"] is True
