@@ -16,7 +16,7 @@ from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolObservation, ToolError, ToolErrorType
 from openenv.core.env_server.types import Observation, State
 
-try:  # how fastmcp's client reads a tool's result (`EpisodeEnv._async_call_tool` answers as that client does)
+try:  # how fastmcp's client reads a tool's result (`DirectClient` answers as that client does)
     from fastmcp.client.mixins.tools import _parse_call_tool_result
 except ImportError:  # a fastmcp that reads it elsewhere: tools are called through its in-process client
     _parse_call_tool_result = None
@@ -27,12 +27,63 @@ def tool_error(message: str) -> FastMCPToolError:
     return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
+class DirectClient:
+    """Stands in for the fastmcp client of an embedded env (`EpisodeEnv.mcp_client`, through which OpenEnv
+    lists and calls tools): asks the env's MCP server's own request handlers directly. The client's session
+    (its tasks, the streams between them, the initialize handshake of each new env, a check of every result
+    against the tool's output schema that the server has made already) cost more than the tools: ~1.3 ms of a
+    canvas tool call's ~1.9 ms. Each answer is the client's, every error text a model reads included
+    (tested call for call): the reply goes through the JSON that the client's messages carry, and is read by
+    fastmcp's own reading of a tool's result."""
+
+    def __init__(self, server: Any):
+        self._handlers = server._mcp_server.request_handlers
+        self._schemas: dict[str, Any] = {}
+        """Each listed tool's output schema (how a result is read), by name."""
+
+    def is_connected(self) -> bool:
+        return True
+
+    async def __aenter__(self) -> DirectClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        pass
+
+    async def _ask(self, request: Any, result_type: type) -> Any:
+        answer = await self._handlers[type(request)](request)
+        return result_type.model_validate(
+            answer.root.model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
+
+    async def list_tools(self) -> list[mcp.types.Tool]:
+        listed = await self._ask(mcp.types.ListToolsRequest(method="tools/list"), mcp.types.ListToolsResult)
+        self._schemas.update((t.name, t.outputSchema) for t in listed.tools)
+        return listed.tools
+
+    async def call_tool(
+        self, name: str, arguments: dict | None = None, *, raise_on_error: bool = True
+    ) -> Any:
+        """The tool's result as the client's `call_tool` gives it: a failed call raises its ToolError. A tool
+        not listed yet lists the tools first, as the client does."""
+        params = mcp.types.CallToolRequestParams(name=name, arguments=arguments or {})
+        result = await self._ask(mcp.types.CallToolRequest(method="tools/call", params=params),
+                                 mcp.types.CallToolResult)  # fmt: skip
+        return await _parse_call_tool_result(name, result, self._schemas, self.list_tools,
+                                             raise_on_error=raise_on_error)  # fmt: skip
+
+
 class EpisodeEnv(MCPEnvironment):
     NAME = ""
     """The env's name, in its answer to a non-MCP action."""
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     ep: Any = None
+
+    def __init__(self, mcp_server: Any) -> None:
+        super().__init__(mcp_server)
+        if _parse_call_tool_result is not None:
+            self.mcp_client = DirectClient(mcp_server)
 
     @staticmethod
     def task_id_of(ep: Any) -> str:
@@ -46,43 +97,6 @@ class EpisodeEnv(MCPEnvironment):
         if ep.done:
             raise tool_error("episode is over")
         return ep
-
-    async def _ask(self, request: Any, result_type: type) -> Any:
-        """`request` answered by the MCP server's own handler for it, as the result its client would read: the
-        reply goes through the JSON that the in-process client's messages carry."""
-        answer = await self.mcp_server._mcp_server.request_handlers[type(request)](request)
-        return result_type.model_validate(
-            answer.root.model_dump(by_alias=True, mode="json", exclude_none=True)
-        )
-
-    async def _async_list_tools(self) -> list:
-        """The tools, asked of the MCP server directly rather than through OpenEnv's in-process client.
-        The client (its session's tasks, the streams between them, a check of every result against the tool's
-        output schema, which the server has made already) cost twice the tool itself: ~1.3 ms of a canvas
-        tool call's ~1.9 ms. The answers, and every error text a model reads, are the client's (tested)."""
-        if _parse_call_tool_result is None:
-            return await super()._async_list_tools()
-        listed = await self._ask(mcp.types.ListToolsRequest(method="tools/list"), mcp.types.ListToolsResult)
-        self._schemas().update((t.name, t.outputSchema) for t in listed.tools)
-        return listed.tools
-
-    async def _async_call_tool(self, tool_name: str, arguments: dict) -> Any:
-        """A tool called on the MCP server directly (see `_async_list_tools`), its result read as fastmcp's
-        client reads it: a failed call raises the client's ToolError."""
-        if _parse_call_tool_result is None:
-            return await super()._async_call_tool(tool_name, arguments)
-        call = mcp.types.CallToolRequest(
-            method="tools/call", params=mcp.types.CallToolRequestParams(name=tool_name, arguments=arguments)
-        )
-        result = await self._ask(call, mcp.types.CallToolResult)
-        return await _parse_call_tool_result(
-            tool_name, result, self._schemas(), self._async_list_tools, raise_on_error=True
-        )
-
-    def _schemas(self) -> dict:
-        """Each listed tool's output schema (how the client reads a result), by name; a call to a tool not in
-        it lists the tools first, as the client does."""
-        return self.__dict__.setdefault("_output_schemas", {})
 
     def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         return Observation(

@@ -158,12 +158,13 @@ def _main(name: str, host: str, app_kw: str) -> None:
 
     import uvicorn
 
-    from evalkit.envs.server import build_app
+    from evalkit.envs.server import build_app, warm_app
 
     logging.getLogger("fastmcp").setLevel(logging.ERROR)
     sock = socket.socket()
     sock.bind((host, 0))
     app = build_app(name, **json.loads(app_kw))
+    warm_app(name)
     config = uvicorn.Config(app, log_level="warning", ws="websockets-sansio")
     server = uvicorn.Server(config)
 

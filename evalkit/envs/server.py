@@ -51,6 +51,14 @@ def build_app(name: str, **kw: Any) -> Any:
     return getattr(importlib.import_module(module), func)(**kw)
 
 
+def warm_app(name: str) -> None:
+    """Run embedded env `name`'s `warm()`, when its package has one: what its first episodes would otherwise
+    load while they run."""
+    warm = getattr(importlib.import_module(EMBEDDED[name].partition(":")[0]), "warm", None)
+    if warm is not None:
+        warm()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -123,4 +131,6 @@ def serve(name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw:
 def serve_forever(name: str, port: int = 8000, host: str = "127.0.0.1") -> None:
     import uvicorn
 
-    uvicorn.run(build_app(name), host=host, port=port, log_level="info", ws="websockets-sansio")
+    app = build_app(name)
+    warm_app(name)
+    uvicorn.run(app, host=host, port=port, log_level="info", ws="websockets-sansio")

@@ -58,12 +58,13 @@ def test_envs_share_their_tools_and_each_call_acts_on_its_own_env():
     assert [e.x for e in elements_b] == [0, 10, 20]
 
 
-def test_a_recycled_env_keeps_its_mcp_connection(canvas_server, monkeypatch):
-    """Sessions one after another get recycled envs whose in-process MCP client is still connected: no new
-    MCP session (server task, initialize handshake) per episode."""
+def test_served_sessions_never_open_an_mcp_client_session(canvas_server, monkeypatch):
+    """Sessions, one after another, list and call tools (OpenEnv's JSON-RPC `tools/list` over the WebSocket
+    and its steps) through the env's direct client: no fastmcp client session (server task, initialize
+    handshake) is ever opened."""
     from fastmcp.client.transports import memory
-    from openenv.core.env_server.mcp_types import CallToolAction
-    from openenv.core.mcp_client import MCPToolClient
+
+    from evalkit.envs.openenv import OpenEnvSession
 
     connects = []
     connect = memory.FastMCPTransport.connect_session
@@ -75,40 +76,23 @@ def test_a_recycled_env_keeps_its_mcp_connection(canvas_server, monkeypatch):
     monkeypatch.setattr(memory.FastMCPTransport, "connect_session", counted)
     grades = []
     for index in range(4):
-        with MCPToolClient(canvas_server.base_url, message_timeout_s=30).sync() as client:
-            client.reset(index=index, mode="description")
-            result = client.step(CallToolAction(tool_name="submit", arguments={}))
-            assert result.done
-            grades.append(result.observation.metadata["grade"]["n_gt"])
-    assert len(connects) <= 1
+        with OpenEnvSession(canvas_server.base_url) as session:
+            session.reset(index=index, mode="description")
+            assert {t.name for t in session.tools()} >= {"add_element", "submit"}
+            assert session.call("add_element", {"kind": "rect"}).is_error
+            grades.append(session.call("submit", {}).grade["n_gt"])
+    assert connects == []
     assert len(grades) == 4
 
 
-def test_an_env_that_is_not_kept_disconnects_its_mcp_client():
-    import threading
-    import time
-
+def test_an_env_that_is_not_kept_is_torn_down():
+    from evalkit.envs.episodic import DirectClient
     from evalkit.envs.recycle import recycling
 
+    kept = recycling(CanvasEnv)()
+    assert isinstance(kept.mcp_client, DirectClient)
+    kept.close()
+    assert kept.mcp_client is not None  # back in the pool, for the next session
     env = recycling(CanvasEnv, keep=0)()  # keeps nothing: every closed instance is torn down
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def session() -> None:
-        async with env.mcp_session():
-            pass
-
-    try:
-        asyncio.run_coroutine_threadsafe(session(), loop).result(10)
-        client = env.mcp_client
-        assert client.is_connected()  # kept open past the session, for the next one
-        env.close()  # from another thread than the loop's, as OpenEnv's worker does
-        deadline = time.monotonic() + 10
-        while client.is_connected() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not client.is_connected()
-        assert env.mcp_client is None
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
+    env.close()
+    assert env.mcp_client is None and env.mcp_server is None

@@ -1,12 +1,13 @@
-"""The embedded envs call their MCP server's handlers directly, not through OpenEnv's in-process fastmcp
-client: every observation a client receives (results, images, grades, each error text a model reads) is the
-one the client path gives, call for call."""
+"""The embedded envs call their MCP server's handlers directly (`DirectClient`), not through a fastmcp client:
+every observation (results, images, grades, each error text a model reads) and every tool listing is the one
+a fastmcp client gives, call for call."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import fastmcp
 import pytest
 
 from evalkit.envs.server import import_openenv_server
@@ -43,44 +44,33 @@ BERTH = [
 ]
 
 
-async def step(env, action, via_client: bool):
-    parse = episodic._parse_call_tool_result
-    if via_client:
-        episodic._parse_call_tool_result = None  # the fallback: OpenEnv's path, through the fastmcp client
-    try:
-        obs = await env.step_async(action)
-    finally:
-        episodic._parse_call_tool_result = parse
-    return json.loads(obs.model_dump_json())
+async def step(env, action):
+    return json.loads((await env.step_async(action)).model_dump_json())
 
 
 @pytest.mark.parametrize(("make", "reset", "actions"), [
     (CanvasEnv, {"index": 3, "mode": "description", "episode_id": "e"}, CANVAS),
     (BerthEnv, {"index": 2, "episode_id": "e"}, BERTH),
 ])  # fmt: skip
-def test_each_observation_is_the_one_the_mcp_client_gives(make, reset, actions):
-    async def play() -> None:
+def test_each_observation_is_the_one_a_fastmcp_client_gives(make, reset, actions):
+    async def play() -> list:
         direct, client = make(), make()
-        used = {direct: 0, client: 0}
+        assert isinstance(direct.mcp_client, episodic.DirectClient)
+        client.mcp_client = fastmcp.Client(client.mcp_server)  # what OpenEnv's MCPEnvironment gives an env
         for env in (direct, client):
-            for name in ("call_tool", "list_tools"):
-                real = getattr(env.mcp_client, name)
-
-                async def counted(*a, env=env, real=real, **kw):
-                    used[env] += 1
-                    return await real(*a, **kw)
-
-                setattr(env.mcp_client, name, counted)
             result = env.reset_async(**reset) if hasattr(env, "reset_async") else None
             await result if result is not None else env.reset(**reset)
         seen = []
         for action in actions:
-            a = await step(direct, action, via_client=False)
-            b = await step(client, action, via_client=True)
+            a, b = await step(direct, action), await step(client, action)
             assert a == b, action
             seen.append(a)
-        assert used[direct] == 0, "the direct env went through its MCP client"
-        assert used[client] >= len(actions) - 1
+        # OpenEnv's JSON-RPC `tools/list` and `tools/call` ask the client itself
+        async with client.mcp_client:
+            listed = [t.model_dump() for t in await client.mcp_client.list_tools()]
+            called = await client.mcp_client.call_tool("no_such_tool", {}, raise_on_error=False)
+        assert [t.model_dump() for t in await direct.mcp_client.list_tools()] == listed
+        assert await direct.mcp_client.call_tool("no_such_tool", {}, raise_on_error=False) == called
         return seen
 
     seen = asyncio.run(play())

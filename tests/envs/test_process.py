@@ -81,6 +81,13 @@ def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_serv
     assert not any(alive(pid) for pid in group.pids)
 
 
+def test_a_canvas_process_has_loaded_the_grader_before_its_first_episode():
+    """Its `warm()` ran before the port was announced: the matcher's native module is already mapped."""
+    with ProcessServer("canvas") as server:
+        maps = Path(f"/proc/{server.pid}/maps").read_text()
+        assert "scipy/optimize/_lsap" in maps
+
+
 def test_a_server_process_that_cannot_start_is_an_env_error_and_gone():
     from evalkit.errors import EnvError
 

@@ -10,6 +10,7 @@ from typing import Any
 
 _EXPORTS = {
     "build_app": ".app",
+    "warm": ".app",
     "CanvasEnv": ".env",
     "generate_task": ".tasks",
     "task_from_id": ".tasks",

@@ -28,6 +28,13 @@ def _episode(episode_id: str) -> Episode:
     return ep
 
 
+def warm() -> None:
+    """Load what the first grade would otherwise load while episodes wait: the grader's matching
+    (scipy.optimize, ~0.3 s of CPU). A server in a process of its own calls this before it takes sessions
+    (`evalkit.envs.process`); one in a thread of the harness (a small batch, `make demo`) loads it on use."""
+    import scipy.optimize  # noqa: F401
+
+
 def build_app(max_concurrent_envs: int = 64) -> FastAPI:
     """The FastAPI app serving the canvas env; run it with uvicorn or `evalkit serve canvas`."""
     app = create_app(

@@ -11,13 +11,11 @@ the client sees as the environment's failure rather than the agent's.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fastmcp import FastMCP
@@ -173,18 +171,6 @@ class CanvasEnv(EpisodeEnv):
         """Surfaces whose tools are registered on this env's server (`add_surface_tools`)."""
         super().__init__(build_server(self))
 
-    @contextlib.asynccontextmanager
-    async def mcp_session(self) -> AsyncIterator[Any]:
-        """The in-process MCP client, connected on first use and kept connected while the instance is
-        recycled from session to session: connecting (a server session task, the MCP initialize handshake)
-        was a tenth of the env's CPU per episode. The canvas tools keep no MCP session state, so nothing
-        carries over from one episode to the next."""
-        client = self._require_mcp_client()
-        if not client.is_connected():
-            self._mcp_loop = asyncio.get_running_loop()
-            await client.__aenter__()  # left open while the instance is recycled; `close` ends it
-        yield client
-
     @property
     def surface(self) -> str:
         return self.ep.surface if self.ep is not None else "tools"
@@ -337,7 +323,7 @@ class CanvasEnv(EpisodeEnv):
     def close(self) -> None:
         """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;
         then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`), or
-        else disconnect its MCP client and tear it down."""
+        else tear it down."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)
@@ -349,10 +335,6 @@ class CanvasEnv(EpisodeEnv):
                     log.debug("closing a page failed: %s", e)
         recycle = getattr(self, "recycle", None)
         if recycle is None or not recycle():
-            client, loop = self.mcp_client, getattr(self, "_mcp_loop", None)
-            if client is not None and loop is not None and not loop.is_closed():
-                # Called from a worker thread of the server's loop, whose task holds the connection.
-                asyncio.run_coroutine_threadsafe(client.__aexit__(None, None, None), loop)
             super().close()
 
 
