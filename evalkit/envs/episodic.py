@@ -8,6 +8,7 @@ An env's episode has `episode_id`, `task`, `steps`, `grade` (None until graded),
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import mcp.types
@@ -36,10 +37,13 @@ class DirectClient:
     (tested call for call): the reply goes through the JSON that the client's messages carry, and is read by
     fastmcp's own reading of a tool's result."""
 
-    def __init__(self, server: Any):
+    def __init__(self, server: Any, listing: Callable[[], Hashable] | None = None):
         self._handlers = server._mcp_server.request_handlers
         self._schemas: dict[str, Any] = {}
         """Each listed tool's output schema (how a result is read), by name."""
+        self._listing = listing
+        """What the server's tool list depends on (`EpisodeEnv.tools_listed`); None: ask every time."""
+        self._listed: dict[Hashable, list[mcp.types.Tool]] = {}
 
     def is_connected(self) -> bool:
         return True
@@ -57,9 +61,17 @@ class DirectClient:
         )
 
     async def list_tools(self) -> list[mcp.types.Tool]:
-        listed = await self._ask(mcp.types.ListToolsRequest(method="tools/list"), mcp.types.ListToolsResult)
-        self._schemas.update((t.name, t.outputSchema) for t in listed.tools)
-        return listed.tools
+        """The server's tools, asked once per state of what they depend on (listing them through fastmcp's
+        transforms and middleware cost a tenth of a served canvas episode's CPU)."""
+        key = self._listing() if self._listing is not None else None
+        if key is None or key not in self._listed:
+            request = mcp.types.ListToolsRequest(method="tools/list")
+            listed = await self._ask(request, mcp.types.ListToolsResult)
+            self._schemas.update((t.name, t.outputSchema) for t in listed.tools)
+            if key is None:
+                return listed.tools
+            self._listed[key] = listed.tools
+        return [t.model_copy(deep=True) for t in self._listed[key]]
 
     async def call_tool(
         self, name: str, arguments: dict | None = None, *, raise_on_error: bool = True
@@ -83,7 +95,13 @@ class EpisodeEnv(MCPEnvironment):
     def __init__(self, mcp_server: Any) -> None:
         super().__init__(mcp_server)
         if _parse_call_tool_result is not None:
-            self.mcp_client = DirectClient(mcp_server)
+            self.mcp_client = DirectClient(mcp_server, self.tools_listed)
+
+    def tools_listed(self) -> Hashable:
+        """What this env's tool list depends on: it is listed again only when this changes. The envs whose
+        tools are all registered at construction list one set for good; an env that shows or adds tools later
+        (the canvas, per surface) says what they depend on."""
+        return ()
 
     @staticmethod
     def task_id_of(ep: Any) -> str:

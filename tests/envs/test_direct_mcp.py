@@ -77,3 +77,42 @@ def test_each_observation_is_the_one_a_fastmcp_client_gives(make, reset, actions
     errors = [o["error"]["message"] for o in seen if o.get("error")]
     assert len(errors) >= (6 if make is CanvasEnv else 2)  # the error paths ran, not only the happy ones
     assert seen[-1]["done"] is True
+
+
+def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
+    import types
+
+    from mcp.types import ListToolsRequest
+
+    from evalkit.envs.canvas.env import add_surface_tools
+
+    env = CanvasEnv()
+    handlers = env.mcp_server._mcp_server.request_handlers
+    asked = []
+    real = handlers[ListToolsRequest]
+
+    async def counted(request):
+        asked.append(env.surface)
+        return await real(request)
+
+    handlers[ListToolsRequest] = counted
+
+    async def both(surface: str) -> list:
+        env.ep = types.SimpleNamespace(surface=surface, done=False)
+        direct = [t.model_dump() for t in await env.mcp_client.list_tools()]
+        async with fastmcp.Client(env.mcp_server) as client:  # asks the handler itself, uncached
+            assert direct == [t.model_dump() for t in await client.list_tools()]
+        return [t["name"] for t in direct]
+
+    async def play() -> None:
+        tools = await both("tools")
+        assert await both("tools") == tools
+        assert await both("gui") == ["submit"]  # its tools are not registered yet
+        add_surface_tools(env, "gui")
+        gui = await both("gui")
+        assert len(gui) > 1 and gui != tools
+        assert await both("tools") == tools
+
+    asyncio.run(play())
+    # the direct client asked once per surface and registration; the fastmcp client asked every time
+    assert asked.count("tools") == 2 + 3 and asked.count("gui") == 2 + 2

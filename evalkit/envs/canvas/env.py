@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from fastmcp import FastMCP
@@ -170,6 +170,10 @@ class CanvasEnv(EpisodeEnv):
         self.surfaces_ready = {"tools"}
         """Surfaces whose tools are registered on this env's server (`add_surface_tools`)."""
         super().__init__(build_server(self))
+
+    def tools_listed(self) -> Hashable:
+        """Each surface shows its own tools, and a browser surface's are registered on its first episode."""
+        return self.surface, frozenset(self.surfaces_ready)
 
     @property
     def surface(self) -> str:
