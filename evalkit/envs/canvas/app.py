@@ -7,7 +7,7 @@ going through the agent's tool budget, and let a person try the gui surface's ed
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Query, Response
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
@@ -45,21 +45,23 @@ def build_app(max_concurrent_envs: int = 64) -> FastAPI:
         max_concurrent_envs=max_concurrent_envs,
     )
 
-    @app.get("/api/episodes/{episode_id}")
-    def episode_document(episode_id: str) -> dict:
+    # The routes a loop reads after every step run on the event loop (`async`), as the tools do, rather
+    # than each in a worker thread of their own; the document goes out as built, unchecked by a model.
+    @app.get("/api/episodes/{episode_id}", response_class=JSONResponse)
+    async def episode_document(episode_id: str) -> JSONResponse:
         """The episode's current document in pixels, with its task id and grade once it is over."""
         ep = _episode(episode_id)
-        return {
+        return JSONResponse({
             "episode_id": ep.episode_id,
             "task_id": ep.task.task_id,
             "done": ep.done,
             "steps": ep.steps,
             "grade": ep.grade,
             **ep.snapshot().to_dict(),
-        }
+        })  # fmt: skip
 
     @app.get("/api/episodes/{episode_id}/render.png")
-    def episode_render(episode_id: str, size: int | None = SizeQuery) -> Response:
+    async def episode_render(episode_id: str, size: int | None = SizeQuery) -> Response:
         return Response(png_of(_episode(episode_id).snapshot(), size), media_type="image/png")
 
     @app.get("/api/episodes/{episode_id}/reference.jpg")
