@@ -10,6 +10,7 @@ targets and final documents; each route is tried on its own, and a server withou
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import logging
@@ -19,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.envs import observation
+from evalkit.envs import loopback, observation
 from evalkit.envs.wire import ActionRefused, Connection
 from evalkit.errors import ConfigError, EnvError, reason
 from evalkit.secrets import redact_url
@@ -219,8 +220,9 @@ class OpenEnvSession:
 
     kind = "mcp"
     background_reads = True
-    """Its pictures and document (HTTP reads through a thread-safe client, apart from the WebSocket) may be
-    read from another thread, beside each other: the loop takes frames while the model thinks."""
+    """Its pictures and document (HTTP reads apart from the WebSocket, on a connection of the reading
+    thread's) may be read from another thread, beside each other: the loop takes frames while the model
+    thinks."""
 
     def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):
         self.base_url = base_url.rstrip("/")
@@ -229,7 +231,10 @@ class OpenEnvSession:
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
-        self._http = shared_http(self.http_base, message_timeout_s, headers)
+        self._timeout, self._headers = message_timeout_s, headers
+        local = loopback.is_loopback(self.http_base)
+        self._http = None if local else shared_http(self.http_base, message_timeout_s, headers)
+        """httpx for a server elsewhere; a loopback server's pictures are read by `evalkit.envs.loopback`."""
         self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
 
     def reset(self, **kwargs: Any) -> dict:
@@ -268,24 +273,31 @@ class OpenEnvSession:
 
     # ---- pictures, each route on its own
 
-    def _get(self, route: str) -> httpx.Response | None:
+    def _get(self, route: str) -> tuple[bytes, str] | None:
+        """The body and content type of one of the episode's routes; None when there is none."""
         episode = self.metadata.get("episode_id")
         if not episode or route in self._missing:
             return None
+        url = f"{self.http_base}/api/episodes/{episode}{route}"
         try:
-            r = self._http.get(f"{self.http_base}/api/episodes/{episode}{route}")
-        except httpx.HTTPError as e:
+            if self._http is None:
+                status, ctype, body = loopback.get(url, self._timeout, self._headers)
+            else:
+                r = self._http.get(url)
+                status, ctype, body = r.status_code, r.headers.get("content-type", ""), r.content
+        except (httpx.HTTPError, http.client.HTTPException, OSError) as e:
             log.debug("%s unavailable: %s", route, e)
             return None
-        if r.status_code in (404, 405):
+        if status in (404, 405):
             self._missing.add(route)  # this server has no such route: don't ask again this episode
-        return r if r.status_code == 200 else None
+        return (body, ctype) if status == 200 else None
 
     def _picture(self, route: str) -> Image | None:
-        r = self._get(route)
-        if r is None:
+        got = self._get(route)
+        if got is None:
             return None
-        return Image(r.content, r.headers.get("content-type", "image/png").split(";")[0])
+        body, ctype = got
+        return Image(body, (ctype or "image/png").split(";")[0])
 
     def render(self) -> Image | None:
         """The environment's current state as a picture, when the server offers one."""
@@ -300,9 +312,9 @@ class OpenEnvSession:
 
     def document(self) -> Any:
         """The environment's own final state (the canvas document), when the server offers it."""
-        r = self._get("")
+        got = self._get("")
         try:
-            return r.json() if r is not None else None
+            return json.loads(got[0]) if got is not None else None
         except ValueError:
             return None
 
