@@ -79,10 +79,11 @@ class DirectClient:
         """The tool's result as the client's `call_tool` gives it: a failed call raises its ToolError. A tool
         not listed yet lists the tools first, as the client does."""
         params = mcp.types.CallToolRequestParams(name=name, arguments=arguments or {})
-        result = await self._ask(mcp.types.CallToolRequest(method="tools/call", params=params),
-                                 mcp.types.CallToolResult)  # fmt: skip
-        return await _parse_call_tool_result(name, result, self._schemas, self.list_tools,
-                                             raise_on_error=raise_on_error)  # fmt: skip
+        request = mcp.types.CallToolRequest(method="tools/call", params=params)
+        result = await self._ask(request, mcp.types.CallToolResult)
+        return await _parse_call_tool_result(
+            name, result, self._schemas, self.list_tools, raise_on_error=raise_on_error
+        )
 
 
 class EpisodeEnv(MCPEnvironment):
