@@ -50,18 +50,13 @@ _shared_lock = threading.Lock()
 
 
 def shared_http(url: str, timeout: float, headers: dict | None = None) -> httpx.Client:
-    """An HTTP client for a server, kept for the thread that asks (its sessions, one after another, and the
-    frames read for them on other threads): it spares each episode a client and a connection of its own for
-    its pictures. Not one for the whole process: fifty threads sharing one pool spent a tenth of the
-    harness's CPU per episode looking through its fifty connections, under its lock, on every request.
-    A dead thread's clients are closed when another thread makes one."""
-    key = (url, timeout, tuple(sorted((headers or {}).items())), threading.get_ident())
+    """One HTTP client (one connection pool) per server elsewhere, shared by every session of the process:
+    thread-safe, and it spares each episode a client, a TLS context and a connection of its own for its
+    pictures. (A server on this machine is read by `evalkit.envs.loopback`.)"""
+    key = (url, timeout, tuple(sorted((headers or {}).items())))
     with _shared_lock:
         client = _shared.get(key)
         if client is None or client.is_closed:
-            alive = {t.ident for t in threading.enumerate()}
-            for gone in [k for k in _shared if k[-1] not in alive]:
-                _shared.pop(gone).close()
             client = _shared[key] = http_client(url, timeout=timeout, headers=headers)
     return client
 
@@ -220,8 +215,8 @@ class OpenEnvSession:
 
     kind = "mcp"
     background_reads = True
-    """Its pictures and document (HTTP reads apart from the WebSocket, on a connection of the reading
-    thread's) may be read from another thread, beside each other: the loop takes frames while the model
+    """Its pictures and document (HTTP reads apart from the WebSocket, on connections safe to use from any
+    thread) may be read from another thread, beside each other: the loop takes frames while the model
     thinks."""
 
     def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):

@@ -31,7 +31,7 @@ CANVAS = [
     CallToolAction(tool_name="no_such_tool", arguments={}),
     CallToolAction(tool_name="click", arguments={"x": 1, "y": 1}),  # another surface's tool
     CallToolAction(tool_name="view_canvas", arguments={}),  # an image
-    CallToolAction(tool_name="get_canvas", arguments={}),
+    CallToolAction(tool_name="get_canvas", arguments={}),  # a name a model might guess
     CallToolAction(tool_name="submit", arguments={}),
     CallToolAction(tool_name="submit", arguments={}),  # after the end
 ]

@@ -254,19 +254,3 @@ def test_an_endpoint_resolved_once_opens_sessions_of_its_kind(guess_server, canv
     fake = Endpoint(guess_server.base_url, "guess", schema)
     with connect(fake) as s:
         assert s.tools()[0].parameters["properties"] == {"x": {"type": "integer"}}
-
-
-def test_each_thread_keeps_its_own_http_client_and_a_dead_threads_is_closed():
-    from evalkit.envs.openenv import _shared, shared_http
-
-    url = "http://127.0.0.1:9"
-    mine = shared_http(url, 5.0)
-    assert shared_http(url, 5.0) is mine  # the thread's next sessions reuse it
-    theirs = []
-    worker = threading.Thread(target=lambda: theirs.append(shared_http(url, 5.0)))
-    worker.start()
-    worker.join()
-    assert theirs[0] is not mine and not theirs[0].is_closed
-    assert shared_http(url, 7.0) is not mine  # another setting, another client
-    assert theirs[0].is_closed  # its thread is gone: closed when the next client was made
-    assert theirs[0] not in _shared.values() and not mine.is_closed
