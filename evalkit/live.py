@@ -6,6 +6,12 @@ after the reset and after every turn, and the batch removes it once the episode'
 A reader therefore sees each episode as running (a live file), finished (a record), or, for the instant
 between the two, both: `running` leaves out keys the caller already holds a finished record of.
 
+The files are written by one thread per process (`_Writer`), not by the episodes': a file is rewritten at
+most once every MIN_GAP_S with the newest state it was given, so the start and the first frame of an
+episode, a few milliseconds apart, are one write. Written by the episodes themselves (four files per
+two-turn episode), they cost the harness 18.0/19.4/23.4 ms of CPU per sequential episode against
+16.4/17.2/18.7 ms now (alternating runs, a 10 ms model), and each episode 8 ms of its wall.
+
 A live file (`LIVE_VERSION` 1) holds: `version`, `key`, `model`, `env`, `surface`, `mode`, `task_id`,
 `tier`, `repeat`, `started` (ISO 8601 UTC), `updated` (Unix seconds), `turn` (model turns finished: 0
 after the reset), `max_turns`, `frame` (run-relative path of the newest frame, or null), `target`
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +37,8 @@ from typing import Any
 LIVE_DIR = ".live"
 LIVE_VERSION = 1
 TEXT_CAP = 300
+MIN_GAP_S = 1.0
+"""A live file is rewritten at most this often (a viewer polls every few seconds)."""
 STALE_S = 900.0
 """A live file on another host untouched this long belongs to a batch that died (a model call that takes
 longer than this is rare, and a false 'gone' only hides a running episode until its next turn)."""
@@ -71,8 +80,8 @@ def live_path(run_dir: str | Path, key: str) -> Path:
 
 
 def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None:
-    """Write (replace) the live file of the running episode `rec` (an EpisodeRecord being filled in). Never
-    raises: progress for a viewer is not worth an episode."""
+    """Have the live file of the running episode `rec` (an EpisodeRecord being filled in) replaced with its
+    state now, within MIN_GAP_S. Never raises: progress for a viewer is not worth an episode."""
     try:
         last = rec.turns[-1] if rec.turns else None
         frame = next((t.frame for t in reversed(rec.turns) if t.frame), None) or rec.frame0
@@ -97,21 +106,94 @@ def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None
             "pid": os.getpid(),
             "host": _HOST,
         }
-        path = live_path(run_dir, rec.key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, default=str))
-        os.replace(tmp, path)
-    except Exception:  # a full disk or a vanished directory costs the progress, never the episode
+        _writer().put(live_path(run_dir, rec.key), data)
+    except Exception:  # a record that cannot be described costs the progress, never the episode
         pass
 
 
 def finish(run_dir: str | Path, key: str) -> None:
-    """Remove the live file of an episode whose record is written (or dropped)."""
+    """Remove the live file of an episode whose record is written (or dropped), now: a write still to come
+    is dropped, one under way is waited for."""
+    _writer().remove(live_path(run_dir, key))
+
+
+def _write(path: Path, data: dict) -> None:
     try:
-        live_path(run_dir, key).unlink(missing_ok=True)
-    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, default=str))
+        os.replace(tmp, path)
+    except Exception:  # a full disk or a vanished directory costs the progress, never the batch
         pass
+
+
+class _Writer:
+    """The thread that writes a process's live files: for each file, the newest state it was given, the
+    first at once, then at most once every MIN_GAP_S."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._cv = threading.Condition()
+        self._due: dict[Path, tuple[float, dict]] = {}
+        """A file to write: (not before, monotonic seconds; its newest state)."""
+        self._last: dict[Path, float] = {}
+        """When each live file was last written."""
+        self._writing: Path | None = None
+        threading.Thread(target=self._run, name="evalkit-live", daemon=True).start()
+
+    def put(self, path: Path, data: dict) -> None:
+        with self._cv:
+            due = self._due.get(path)
+            if due is None:
+                last = self._last.get(path)
+                now = time.monotonic()
+                due = (now if last is None else max(now, last + MIN_GAP_S), data)
+            self._due[path] = (due[0], data)
+            self._cv.notify()
+
+    def remove(self, path: Path) -> None:
+        with self._cv:
+            self._due.pop(path, None)
+            while self._writing == path:
+                self._cv.wait()
+            self._last.pop(path, None)
+            try:  # under the lock, so that no write of this path can come after it
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    now = time.monotonic()
+                    path = next((p for p, (when, _) in self._due.items() if when <= now), None)
+                    if path is not None:
+                        break
+                    soonest = min((when for when, _ in self._due.values()), default=None)
+                    self._cv.wait(None if soonest is None else soonest - now)
+                _, data = self._due.pop(path)
+                self._writing = path
+            try:
+                _write(path, data)
+            finally:
+                with self._cv:
+                    self._writing = None
+                    self._last[path] = time.monotonic()
+                    self._cv.notify_all()
+
+
+_the_writer: _Writer | None = None
+_writer_lock = threading.Lock()
+
+
+def _writer() -> _Writer:
+    """This process's writer (a forked child makes its own: the parent's thread is not in it)."""
+    global _the_writer
+    with _writer_lock:
+        if _the_writer is None or _the_writer.pid != os.getpid():
+            _the_writer = _Writer()
+        return _the_writer
 
 
 MAX_FILE = 1 << 20

@@ -12,7 +12,7 @@ from evalkit import live
 from evalkit.batch import run_batch
 from evalkit.episode import run_episode
 from evalkit.traces import read_records, safe_path
-from evalkit.types import Turn
+from evalkit.types import EpisodeRecord, Turn, TurnRecord
 from tests.support.scripted import call, factory
 
 RECT = dict(kind="rect", x=10, y=10, width=120, height=60, fill="#ff0000")
@@ -79,3 +79,59 @@ def test_a_batch_leaves_no_live_files(canvas_server, tmp_path):
     run_batch(["baseline:random"], canvas_server, **kw)
     assert list(folder.iterdir()) == []
     assert len(list(read_records(tmp_path))) == 2
+
+
+def test_a_live_file_is_written_at_once_then_at_most_once_a_gap_with_the_newest_state(tmp_path, monkeypatch):
+    writes: list[tuple[str, int]] = []
+    real = live._write
+
+    def counted(path, data):
+        writes.append((path.name, data["turn"]))
+        real(path, data)
+
+    monkeypatch.setattr(live, "_write", counted)
+    monkeypatch.setattr(live, "MIN_GAP_S", 0.5)
+    rec = EpisodeRecord(key="k", model="m", env="canvas", task_id="t")
+    path = live.live_path(tmp_path, "k")
+    live.publish(tmp_path, rec)
+    deadline = time.monotonic() + 5
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert json.loads(path.read_text())["turn"] == 0  # the first state: at once
+    for n in (1, 2, 3):  # three turns within the gap: one write, of the last
+        rec.turns.append(TurnRecord(turn=n, text=f"turn {n}"))
+        live.publish(tmp_path, rec)
+    time.sleep(0.25)
+    assert json.loads(path.read_text())["turn"] == 0
+    while json.loads(path.read_text())["turn"] != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writes == [("k.json", 0), ("k.json", 3)]
+    rec.turns.append(TurnRecord(turn=4, text="turn 4"))
+    live.publish(tmp_path, rec)  # due within the gap: the end of the episode drops it
+    live.finish(tmp_path, "k")
+    assert not path.exists()
+    time.sleep(0.7)
+    assert not path.exists() and len(writes) == 2
+    assert list(path.parent.iterdir()) == []  # no temporary file left either
+
+
+def test_the_end_of_an_episode_waits_for_a_write_under_way(tmp_path, monkeypatch):
+    started, release = threading.Event(), threading.Event()
+    real = live._write
+
+    def slow(path, data):
+        started.set()
+        release.wait(5)
+        real(path, data)
+
+    monkeypatch.setattr(live, "_write", slow)
+    rec = EpisodeRecord(key="slow", model="m", env="canvas", task_id="t")
+    live.publish(tmp_path, rec)
+    assert started.wait(5)
+    ended = threading.Thread(target=live.finish, args=(tmp_path, "slow"))
+    ended.start()
+    time.sleep(0.1)
+    assert ended.is_alive()  # the write under way would otherwise land after the removal
+    release.set()
+    ended.join(5)
+    assert not ended.is_alive() and not live.live_path(tmp_path, "slow").exists()
