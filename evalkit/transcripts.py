@@ -132,7 +132,7 @@ class Recorder:
             self.data["system_text"] = system
         if tools and self.texts is not None:
             wire = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
-            self.data["tools"] = self.texts.put(json.dumps(wire, ensure_ascii=False, indent=1), "json")
+            self.data["tools"] = self.texts.put(_tools_text(json.dumps(wire, ensure_ascii=False)), "json")
         self.data["opening"] = self._text({"images": [self._image(i) for i in images]}, text, True)
 
     def results(self, turn: int, pairs: list, note: str, shot: bool) -> None:
@@ -185,6 +185,14 @@ class Recorder:
         if self._raw_written:
             out["raw"] = self.raw_dir
         return out
+
+
+@lru_cache(maxsize=64)
+def _tools_text(compact: str) -> str:
+    """The tool list as stored (indented), from its compact JSON: every episode of a batch sends the same
+    list, and indenting is the pure-Python encoder: 0.39 ms for the canvas tools, 0.08 ms compact and
+    cached."""
+    return json.dumps(json.loads(compact), ensure_ascii=False, indent=1)
 
 
 # ---------------------------------------------------------------------------------------------- reading

@@ -105,3 +105,24 @@ def test_written_records_round_trip(canvas_server, tmp_path):
     (back,) = read_records(tmp_path)
     assert back.transcript == rec.transcript
     assert [m.text for m in messages(back, tmp_path)] == [m.text for m in messages(rec, tmp_path)]
+
+
+def test_the_stored_tool_list_is_the_indented_json_of_the_list_sent():
+    from evalkit.transcripts import _tools_text
+
+    wire = [
+        {
+            "name": "größe",
+            "description": "a → b",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "x": {"type": "number", "minimum": 0.1, "maximum": 1e300},
+                    "n": {"type": "integer", "default": -3},
+                },
+            },
+        }
+    ]
+    compact = json.dumps(wire, ensure_ascii=False)
+    assert _tools_text(compact) == json.dumps(wire, ensure_ascii=False, indent=1)
+    assert _tools_text(compact) is _tools_text(compact)  # made once per list
