@@ -43,3 +43,29 @@ def test_every_evalset_task_renders_at_every_size():
         doc = generate_task("test", i).doc
         for size in (160, 256, 512, None):
             render_doc(doc, size)
+
+
+def test_jpeg_encoding_is_pils_at_quality_90_whatever_the_mode():
+    """encode() saves an RGB render without converting (copying) it first: the same bytes as PIL's own save
+    of the converted image, and any other mode is still converted."""
+    img = render_doc(generate_task("test", 9).doc)
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, "JPEG", quality=90)
+    assert encode(img, "JPEG") == buf.getvalue()
+    rgba = img.convert("RGBA")
+    assert encode(rgba, "JPEG") == buf.getvalue()
+
+
+def test_measured_text_boxes_follow_the_text_and_its_size():
+    """Text boxes are cached by font size and text: each is FreeType's own measure of exactly that text."""
+    from evalkit.envs.canvas.render import font, glyph_box, text_box
+
+    for size in (9, 16, 33):
+        for text in ("Sale", "Sale!", "Q3 review", "two\nlines", " "):
+            assert glyph_box(size, text) == font(size).getbbox(text)
+    el = build_element("e1", "text", x=10, y=20, width=0, height=0, text="Hello", font_size=20)
+    before = text_box(el)
+    el.text = "Hello, world"
+    assert text_box(el)[2] > before[2]
+    el.font_size = 40
+    assert text_box(el)[3] > before[3]

@@ -26,9 +26,16 @@ def font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.load_default(size=max(1, size))
 
 
+@lru_cache(maxsize=4096)
+def glyph_box(size: int, text: str) -> tuple[int, int, int, int]:
+    """The box `text` occupies at a font size, relative to where it is drawn (cached: FreeType lays the text
+    out for each measure, and tasks, grades and renders measure the same words again and again)."""
+    return font(size).getbbox(text)
+
+
 def text_box(el: Element) -> tuple[float, float, float, float]:
     """The pixel box a text element's glyphs occupy, measured rather than taken from width/height."""
-    left, top, right, bottom = font(round(el.font_size)).getbbox(el.text or " ")
+    left, top, right, bottom = glyph_box(round(el.font_size), el.text or " ")
     return el.x + left, el.y + top, el.x + max(right, left + 1), el.y + max(bottom, top + 1)
 
 
@@ -99,7 +106,8 @@ def encode(img: Image.Image, fmt: str = "PNG", quality: int = 90) -> bytes:
     """Encode an image as PNG or JPEG bytes."""
     buf = io.BytesIO()
     if fmt.upper() in ("JPG", "JPEG"):
-        img.convert("RGB").save(buf, "JPEG", quality=quality)
+        # convert() copies even an RGB image (every render is one): a third of a target's encode
+        (img if img.mode == "RGB" else img.convert("RGB")).save(buf, "JPEG", quality=quality)
     else:
         # Run-length deflate: flat shapes compress as well as with the default strategy, a third faster.
         img.save(buf, "PNG", compress_type=zlib.Z_RLE)
