@@ -148,12 +148,12 @@ def _target_pixels(target: Doc) -> tuple[np.ndarray, float]:
     """The target's pixels and its distance from a blank canvas: the same for every episode of a task, so
     worked out once (two of the grade's three renders)."""
     tgt = _pixels(target)
-    blank = _blanks.get(Doc(target.width, target.height, target.background, []), _pixels)
+    blank = _blanks.of(Doc(target.width, target.height, target.background, []), _pixels)
     return tgt, max(_mean_distance(tgt, blank), 0.25)
 
 
 def _visual(target: Doc, submitted: Doc) -> float:
-    tgt, baseline = _targets.get(target, _target_pixels)
+    tgt, baseline = _targets.of(target, _target_pixels)
     sub = _pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
     err = _mean_distance(tgt, sub)
     return max(0.0, 1.0 - err / baseline)
