@@ -82,25 +82,31 @@ def test_wrong_colours_and_background_cost():
 
 def test_cached_blank_canvas_grades_as_a_fresh_one():
     """The blank canvas a grade compares against is cached by size and background: a second task of the same
-    size reuses it, and every grade equals the one worked out from scratch."""
+    size reuses it, an empty submission is one, and every grade equals the one worked out from scratch."""
     from evalkit.envs.canvas import grade
 
     tasks = [generate_task("test", i) for i in range(10)]
-    subs = [Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1]) for t in tasks]
-    cached = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+    pairs = [(t, Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1])) for t in tasks]
+    pairs += [
+        (t, Doc(t.doc.width, t.doc.height, bg)) for t in tasks[:3] for bg in (t.doc.background, "#123456")
+    ]
+    subs = [s for _, s in pairs]
+    cached = [grade_doc(t.doc, s) for t, s in pairs]
     for cache in (grade._targets, grade._blanks):
-        cache._items.clear()
-    blanks = {(t.doc.width, t.doc.height, t.doc.background) for t in tasks}
-    grade._blanks.size = 0  # keeps nothing: every grade draws its blank canvas again
+        cache.clear()
+    grade._blanks.size = 0  # keeps nothing: every grade draws its blank canvases again
     try:
-        fresh = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+        fresh = [grade_doc(t.doc, s) for t, s in pairs]
     finally:
         grade._blanks.size = 64
     assert fresh == cached
-    grade._targets._items.clear()
-    for t, s in zip(tasks, subs, strict=True):
+    assert cached[-1]["total"] < cached[-2]["total"]  # a blank of the wrong colour is further off
+    grade._targets.clear()
+    for t, s in pairs:
         grade_doc(t.doc, s)
-    assert len(grade._blanks._items) == len(blanks) < len(tasks)
+    blanks = {(t.doc.width, t.doc.height, t.doc.background) for t in tasks}
+    blanks |= {(s.width, s.height, s.background) for s in subs if not s.elements}
+    assert len(grade._blanks._items) == len(blanks) < len(pairs)
 
 
 def _interleaved_lab(rgb: np.ndarray) -> np.ndarray:

@@ -154,7 +154,10 @@ def _target_pixels(target: Doc) -> tuple[np.ndarray, float]:
 
 def _visual(target: Doc, submitted: Doc) -> float:
     tgt, baseline = _targets.of(target, _target_pixels)
-    sub = _pixels(Doc(target.width, target.height, submitted.background, submitted.elements))
+    canvas = Doc(target.width, target.height, submitted.background, submitted.elements)
+    # An empty submission (a model that never drew, an untouched canvas submitted when time ran out) is a
+    # blank canvas, already drawn for some target's baseline.
+    sub = _pixels(canvas) if canvas.elements else _blanks.of(canvas, _pixels)
     err = _mean_distance(tgt, sub)
     return max(0.0, 1.0 - err / baseline)
 
