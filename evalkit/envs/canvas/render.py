@@ -205,5 +205,4 @@ def png_of(doc: Doc, size: int | None = None) -> bytes:
 def jpeg_b64_of(doc: Doc) -> str:
     """The document's render as base64 JPEG, the form a reference image travels in over the reset metadata;
     cached by its content (every episode of a task sends it)."""
-    jpeg = _encoded.of(doc, lambda d: encode(render_doc(d), "JPEG"), None, "JPEG")
-    return base64.b64encode(jpeg).decode("ascii")
+    return _encoded.of(doc, lambda d: base64.b64encode(encode(render_doc(d), "JPEG")).decode("ascii"), "JPEG")
