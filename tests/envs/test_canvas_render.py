@@ -126,9 +126,11 @@ def test_renders_from_many_threads_are_the_serial_ones():
     menu = build_element("t", "text", x=3.3, y=4.6, width=0, height=0, text="Menu", font_size=18)
     for d in docs:
         d.elements.append(menu)
-    sizes = (None, 160, 97)
+    jobs = [(d, s) for d in docs for s in (None, 160, 97)]
+    render._masks.clear()
+    alone = [render_doc(d, s).tobytes() for d, s in jobs]
     render._masks.clear()
     render._encoded.clear()
     with ThreadPoolExecutor(6) as pool:
-        threaded = list(pool.map(lambda job: pixels(png_of(*job)), [(d, s) for d in docs for s in sizes] * 2))
-    assert threaded == [render_doc(d, s).tobytes() for d in docs for s in sizes] * 2
+        threaded = list(pool.map(lambda job: pixels(png_of(*job)), jobs * 2))
+    assert threaded == alone * 2
