@@ -62,7 +62,9 @@ class DirectClient:
 
     async def list_tools(self) -> list[mcp.types.Tool]:
         """The server's tools, asked once per state of what they depend on (listing them through fastmcp's
-        transforms and middleware cost a tenth of a served canvas episode's CPU)."""
+        transforms and middleware cost a tenth of a served canvas episode's CPU). Each call gets its own
+        copies of the tools, their schemas shared: whoever lists them (OpenEnv, once per episode) reads the
+        schemas and never writes them, and copying those deep was most of what a cached listing cost."""
         key = self._listing() if self._listing is not None else None
         if key is None or key not in self._listed:
             request = mcp.types.ListToolsRequest(method="tools/list")
@@ -71,7 +73,7 @@ class DirectClient:
             if key is None:
                 return listed.tools
             self._listed[key] = listed.tools
-        return [t.model_copy(deep=True) for t in self._listed[key]]
+        return [t.model_copy() for t in self._listed[key]]
 
     async def call_tool(
         self, name: str, arguments: dict | None = None, *, raise_on_error: bool = True

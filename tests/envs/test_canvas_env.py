@@ -96,3 +96,33 @@ def test_an_env_that_is_not_kept_is_torn_down():
     env = recycling(CanvasEnv, keep=0)()  # keeps nothing: every closed instance is torn down
     env.close()
     assert env.mcp_client is None and env.mcp_server is None
+
+
+def test_editing_tools_run_on_the_event_loop():
+    """The editing tools are plain functions that take microseconds: run where the call arrives, not handed to
+    a worker thread and back (which cost more than the tools)."""
+    import threading
+
+    from openenv.core.env_server.mcp_types import CallToolAction
+
+    from evalkit.envs.canvas import tools_surface
+    from evalkit.envs.canvas.env import shared_tools
+
+    assert all(t.run_in_thread is False for t in shared_tools())
+    ran_in = []
+    real = tools_surface.document_view
+
+    def watched(ep):
+        ran_in.append(threading.current_thread())
+        return real(ep)
+
+    async def play(env: CanvasEnv) -> None:
+        await env.reset_async(index=1)
+        obs = await env.step_async(CallToolAction(tool_name="get_document", arguments={}))
+        assert obs.error is None and ran_in == [threading.current_thread()]
+
+    tools_surface.document_view = watched
+    try:
+        asyncio.run(play(CanvasEnv()))
+    finally:
+        tools_surface.document_view = real

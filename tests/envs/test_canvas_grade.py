@@ -3,6 +3,7 @@
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from evalkit.envs.canvas.grade import grade_doc
@@ -81,22 +82,73 @@ def test_wrong_colours_and_background_cost():
 
 def test_cached_blank_canvas_grades_as_a_fresh_one():
     """The blank canvas a grade compares against is cached by size and background: a second task of the same
-    size reuses it, and every grade equals the one worked out from scratch."""
+    size reuses it, an empty submission is one, and every grade equals the one worked out from scratch."""
     from evalkit.envs.canvas import grade
 
     tasks = [generate_task("test", i) for i in range(10)]
-    subs = [Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1]) for t in tasks]
-    cached = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+    pairs = [(t, Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1])) for t in tasks]
+    pairs += [
+        (t, Doc(t.doc.width, t.doc.height, bg)) for t in tasks[:3] for bg in (t.doc.background, "#123456")
+    ]
+    subs = [s for _, s in pairs]
+    cached = [grade_doc(t.doc, s) for t, s in pairs]
     for cache in (grade._targets, grade._blanks):
-        cache._items.clear()
-    blanks = {(t.doc.width, t.doc.height, t.doc.background) for t in tasks}
-    grade._blanks.size = 0  # keeps nothing: every grade draws its blank canvas again
+        cache.clear()
+    grade._blanks.size = 0  # keeps nothing: every grade draws its blank canvases again
     try:
-        fresh = [grade_doc(t.doc, s) for t, s in zip(tasks, subs, strict=True)]
+        fresh = [grade_doc(t.doc, s) for t, s in pairs]
     finally:
         grade._blanks.size = 64
     assert fresh == cached
-    grade._targets._items.clear()
-    for t, s in zip(tasks, subs, strict=True):
+    assert cached[-1]["total"] < cached[-2]["total"]  # a blank of the wrong colour is further off
+    grade._targets.clear()
+    for t, s in pairs:
         grade_doc(t.doc, s)
-    assert len(grade._blanks._items) == len(blanks) < len(tasks)
+    blanks = {(t.doc.width, t.doc.height, t.doc.background) for t in tasks}
+    blanks |= {(s.width, s.height, s.background) for s in subs if not s.elements}
+    assert len(grade._blanks._items) == len(blanks) < len(pairs)
+
+
+def _interleaved_lab(rgb: np.ndarray) -> np.ndarray:
+    """CIELAB as the grader first worked it out, pixels × (L, a, b): the reference its planar form keeps."""
+    from evalkit.envs.canvas.grade import _LINEAR
+
+    c = _LINEAR[np.asarray(rgb, dtype=np.intp)]
+    m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+    xyz = c @ m.T / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.stack(
+        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], axis=-1
+    )
+
+
+def test_planar_colours_and_distances_are_the_interleaved_ones_to_the_bit():
+    """The grade's visual part works on planes (`_lab`, `_mean_distance`) for speed; every value must stay the
+    one the interleaved form gives, to the last bit, or a rerun's grades would drift from the first run's."""
+    from PIL import ImageFilter
+
+    from evalkit.envs.canvas import grade
+    from evalkit.envs.canvas.render import render_doc
+
+    def planar_as_interleaved(lab: np.ndarray, shape: tuple) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(lab.reshape(3, *shape[:2]), 0, -1))
+
+    rng = np.random.default_rng(0)
+    blur = ImageFilter.GaussianBlur(1)
+    renders = [
+        np.asarray(render_doc(generate_task("test", i).doc, grade.VISUAL_SIZE).filter(blur))
+        for i in range(0, 300, 12)
+    ]
+    noise = [rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for _ in range(4)]  # 262,144 colours
+    dark = [rng.integers(0, 24, (37, 53, 3), dtype=np.uint8)]  # CIELAB's linear segment, below its knee
+    for img in renders + noise + dark:
+        assert planar_as_interleaved(grade._lab(img), img.shape).tobytes() == _interleaved_lab(img).tobytes()
+    pairs = [(a, b) for a, b in zip(renders, renders[1:], strict=False) if a.shape == b.shape]
+    pairs.append((noise[0], noise[1]))
+    assert len(pairs) >= 5
+    for a, b in pairs:
+        reference = float(np.linalg.norm(_interleaved_lab(a) - _interleaved_lab(b), axis=-1).mean())
+        assert grade._mean_distance(grade._lab(a), grade._lab(b)) == reference
+    for a, b in [("#1f77b4", "#ff7f0e"), ("#000000", "#010101"), ("#ffffff", "#f7f3e9")]:
+        la, lb = _interleaved_lab(np.array([grade.hex_to_rgb(a), grade.hex_to_rgb(b)]))
+        assert grade.colour_similarity(a, b) == max(0.0, 1.0 - float(np.linalg.norm(la - lb)) / 100.0)

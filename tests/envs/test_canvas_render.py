@@ -43,3 +43,94 @@ def test_every_evalset_task_renders_at_every_size():
         doc = generate_task("test", i).doc
         for size in (160, 256, 512, None):
             render_doc(doc, size)
+
+
+def test_jpeg_encoding_is_pils_at_quality_90_whatever_the_mode():
+    """encode() saves an RGB render without converting (copying) it first: the same bytes as PIL's own save
+    of the converted image, and any other mode is still converted."""
+    img = render_doc(generate_task("test", 9).doc)
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, "JPEG", quality=90)
+    assert encode(img, "JPEG") == buf.getvalue()
+    rgba = img.convert("RGBA")
+    assert encode(rgba, "JPEG") == buf.getvalue()
+
+
+def test_measured_text_boxes_follow_the_text_and_its_size():
+    """Text boxes are cached by font size and text: each is FreeType's own measure of exactly that text."""
+    from evalkit.envs.canvas.render import font, glyph_box, text_box
+
+    for size in (9, 16, 33):
+        for text in ("Sale", "Sale!", "Q3 review", "two\nlines", " "):
+            assert glyph_box(size, text) == font(size).getbbox(text)
+    el = build_element("e1", "text", x=10, y=20, width=0, height=0, text="Hello", font_size=20)
+    before = text_box(el)
+    el.text = "Hello, world"
+    assert text_box(el)[2] > before[2]
+    el.font_size = 40
+    assert text_box(el)[3] > before[3]
+
+
+def test_cached_text_masks_draw_what_pillow_draws():
+    """Text masks are kept between draws (`render._Font`): every draw, first or repeated, in any colour, at
+    any fractional position, must be the pixels Pillow's own font draws there."""
+    from PIL import ImageDraw, ImageFont
+
+    from evalkit.envs.canvas.render import font
+
+    cases = [
+        (text, size, xy, fill)
+        for text in ("Sale", "Q3 review", "two\nlines", "Ünïcödé ✓")
+        for size in (3, 12, 33)
+        for xy in ((5, 7), (5.4, 7.75))
+        for fill in ("#1f77b4", "#ff7f0e")
+    ]
+    for _ in range(2):  # the second pass draws from the kept masks
+        for text, size, xy, fill in cases:
+            drawn = []
+            for f in (font(size), ImageFont.load_default(size=size)):
+                img = Image.new("RGB", (160, 90), "#ffffff")
+                ImageDraw.Draw(img).text(xy, text, fill=fill, font=f)
+                drawn.append(img.tobytes())
+            assert drawn[0] == drawn[1], (text, size, xy, fill)
+
+
+def test_caches_keep_the_most_recent_within_their_bounds():
+    from evalkit.envs.canvas.render import Cache
+
+    made = []
+
+    def make(key):
+        made.append(key)
+        return "x" * key
+
+    cache = Cache(size=3, weigh=len, budget=10)
+    for key in (1, 2, 3, 1, 4):
+        assert cache.get(key, lambda k=key: make(k)) == "x" * key
+    assert made == [1, 2, 3, 4]  # 1 again was kept
+    assert list(cache._items) == [3, 1, 4]  # 2, the least recently used, went for the fourth
+    cache.get(9, lambda: make(9))  # 9 of a budget of 10: the rest goes
+    assert list(cache._items) == [9] and cache._weight == 9
+    cache.get(20, lambda: make(20))  # over the budget on its own: returned, not kept
+    assert list(cache._items) == [] and cache._weight == 0
+
+
+def test_renders_from_many_threads_are_the_serial_ones():
+    """Sessions render and grade in threads of their own (HTTP routes) beside the event loop: the shared
+    caches (encoded pictures, text masks, text boxes) give each thread what a render alone gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalkit.envs.canvas import render
+
+    docs = [generate_task("train", i).doc for i in range(24)]
+    menu = build_element("t", "text", x=3.3, y=4.6, width=0, height=0, text="Menu", font_size=18)
+    for d in docs:
+        d.elements.append(menu)
+    jobs = [(d, s) for d in docs for s in (None, 160, 97)]
+    render._masks.clear()
+    alone = [render_doc(d, s).tobytes() for d, s in jobs]
+    render._masks.clear()
+    render._encoded.clear()
+    with ThreadPoolExecutor(6) as pool:
+        threaded = list(pool.map(lambda job: pixels(png_of(*job)), jobs * 2))
+    assert threaded == alone * 2

@@ -106,6 +106,8 @@ def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
 
     async def play() -> None:
         tools = await both("tools")
+        listed = await env.mcp_client.list_tools()
+        listed[0].description, listed[1:] = "changed by whoever listed", []  # each listing is the caller's
         assert await both("tools") == tools
         assert await both("gui") == ["submit"]  # its tools are not registered yet
         add_surface_tools(env, "gui")

@@ -103,13 +103,15 @@ def _episode() -> Episode:
 
 
 class _Collector:
-    """Stands in for a FastMCP server in a surface's `register`: keeps the tools it defines."""
+    """Stands in for a FastMCP server in a surface's `register`: keeps the tools it defines. The editing
+    tools' bodies take microseconds and no lock held for longer, so they run on the event loop: fastmcp would
+    hand each call of a plain function to a worker thread and back, which cost more than the tool."""
 
     def __init__(self) -> None:
         self.tools: list[Tool] = []
 
     def tool(self, fn: Any) -> Any:
-        self.tools.append(Tool.from_function(fn))
+        self.tools.append(Tool.from_function(fn, run_in_thread=False))
         return fn
 
 

@@ -11,7 +11,7 @@ import io
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import lru_cache
 from typing import Any
 
@@ -20,15 +20,92 @@ from PIL import Image, ImageDraw, ImageFont
 from .model import Doc, Element
 
 
+class Cache:
+    """The most recently used values by key: at most `size` of them and, given `weigh`, at most `budget` of
+    their weight in all. Thread-safe: HTTP routes and tools of many sessions share one (two that miss the same
+    key at once both make its value, an equal one)."""
+
+    def __init__(self, size: int = 512, weigh: Callable[[Any], int] | None = None, budget: int = 0):
+        self.size, self.weigh, self.budget = size, weigh, budget
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = make()
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = value
+                self._weight += self.weigh(value) if self.weigh else 0
+            while self._items and (len(self._items) > self.size or self.weigh and self._weight > self.budget):
+                _, old = self._items.popitem(last=False)
+                self._weight -= self.weigh(old) if self.weigh else 0
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._weight = 0
+
+
+class _Font(ImageFont.FreeTypeFont):
+    """The bundled font, its text masks kept (`_masks`): Pillow lays a text out (libraqm) and rasterises it
+    (FreeType) on every draw, 0.1–0.5 ms a word, and renders draw the same words at the same sizes again and
+    again (every frame of an episode redraws every text on its canvas). A mask is what `getmask2` gives for
+    exactly its arguments; the ink only colours a mask in RGBA mode (colour fonts), which is not kept."""
+
+    def getmask2(
+        self,
+        text: Any,
+        mode: str = "",
+        direction: str | None = None,
+        features: list[str] | None = None,
+        language: str | None = None,
+        stroke_width: float = 0,
+        anchor: str | None = None,
+        ink: int = 0,
+        start: tuple[float, float] | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> tuple[Any, tuple[int, int]]:
+        def make() -> tuple[Any, tuple[int, int]]:
+            return super(_Font, self).getmask2(
+                text, mode, direction, features, language, stroke_width, anchor, ink, start, *args, **kwargs
+            )
+
+        if mode != "L" or args or not isinstance(text, str):
+            return make()
+        features_key = None if features is None else tuple(features)
+        key = (self.size, text, direction, features_key, language, stroke_width, anchor, start,
+               tuple(sorted(kwargs.items())))  # fmt: skip
+        return _masks.get(key, make)
+
+
 @lru_cache(maxsize=256)
 def font(size: int) -> ImageFont.FreeTypeFont:
     """The bundled default font at an integer pixel size (cached: loading it is the slow part of text)."""
-    return ImageFont.load_default(size=max(1, size))
+    bundled = ImageFont.load_default(size=max(1, size))
+    return _Font(io.BytesIO(bundled.font_bytes), bundled.size, layout_engine=bundled.layout_engine)
+
+
+@lru_cache(maxsize=4096)
+def glyph_box(size: int, text: str) -> tuple[int, int, int, int]:
+    """The box `text` occupies at a font size, relative to where it is drawn (cached: FreeType lays the text
+    out for each measure, and tasks, grades and renders measure the same words again and again)."""
+    return font(size).getbbox(text)
+
+
+_masks = Cache(4096, weigh=lambda mask: mask[0].size[0] * mask[0].size[1], budget=32 << 20)
+"""Text masks (`_Font`), at most 32 MB of them."""
 
 
 def text_box(el: Element) -> tuple[float, float, float, float]:
     """The pixel box a text element's glyphs occupy, measured rather than taken from width/height."""
-    left, top, right, bottom = font(round(el.font_size)).getbbox(el.text or " ")
+    left, top, right, bottom = glyph_box(round(el.font_size), el.text or " ")
     return el.x + left, el.y + top, el.x + max(right, left + 1), el.y + max(bottom, top + 1)
 
 
@@ -99,34 +176,20 @@ def encode(img: Image.Image, fmt: str = "PNG", quality: int = 90) -> bytes:
     """Encode an image as PNG or JPEG bytes."""
     buf = io.BytesIO()
     if fmt.upper() in ("JPG", "JPEG"):
-        img.convert("RGB").save(buf, "JPEG", quality=quality)
+        # convert() copies even an RGB image (every render is one): a third of a target's encode
+        (img if img.mode == "RGB" else img.convert("RGB")).save(buf, "JPEG", quality=quality)
     else:
         # Run-length deflate: flat shapes compress as well as with the default strategy, a third faster.
         img.save(buf, "PNG", compress_type=zlib.Z_RLE)
     return buf.getvalue()
 
 
-class ContentCache:
+class ContentCache(Cache):
     """What was worked out from a document, kept by the document's content (its full-precision repr) for
-    the most recent `size` documents. Thread-safe: HTTP routes and tools of many sessions share one."""
+    the most recent `size` documents."""
 
-    def __init__(self, size: int = 512):
-        self.size = size
-        self._items: OrderedDict[tuple, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, doc: Doc, make: Callable[[Doc], Any], *key: Any) -> Any:
-        k = (repr(doc), *key)
-        with self._lock:
-            if k in self._items:
-                self._items.move_to_end(k)
-                return self._items[k]
-        value = make(doc)
-        with self._lock:
-            self._items[k] = value
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
+    def of(self, doc: Doc, make: Callable[[Doc], Any], *key: Any) -> Any:
+        return self.get((repr(doc), *key), lambda: make(doc))
 
 
 _encoded = ContentCache()
@@ -136,11 +199,10 @@ def png_of(doc: Doc, size: int | None = None) -> bytes:
     """The document rendered as PNG, cached by its content: an episode's frames repeat (a submit changes
     nothing, every empty canvas of a size and background looks the same), and encoding is the env's
     largest cost per frame."""
-    return _encoded.get(doc, lambda d: encode(render_doc(d, size)), size, "PNG")
+    return _encoded.of(doc, lambda d: encode(render_doc(d, size)), size, "PNG")
 
 
 def jpeg_b64_of(doc: Doc) -> str:
     """The document's render as base64 JPEG, the form a reference image travels in over the reset metadata;
     cached by its content (every episode of a task sends it)."""
-    jpeg = _encoded.get(doc, lambda d: encode(render_doc(d), "JPEG"), None, "JPEG")
-    return base64.b64encode(jpeg).decode("ascii")
+    return _encoded.of(doc, lambda d: base64.b64encode(encode(render_doc(d), "JPEG")).decode("ascii"), "JPEG")

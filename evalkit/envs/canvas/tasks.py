@@ -18,7 +18,7 @@ from pathlib import Path
 from evalkit.evalsets import evalset_hash
 
 from .model import Doc, Element
-from .render import element_box, font
+from .render import element_box, glyph_box
 
 SPLITS = ("train", "test")
 SIZES = ((800, 600), (640, 640), (960, 540))
@@ -84,7 +84,7 @@ def _element(rng: random.Random, eid: str, w: int, h: int, bg: str) -> Element:
     if kind == "text":
         size = rng.choice((12, 14, 16, 20, 24, 32, 40, 48)) if not small else rng.choice((10, 12))
         text = rng.choice(WORDS)
-        left, top, right, bottom = font(size).getbbox(text)
+        left, top, right, bottom = glyph_box(size, text)
         x, y = rng.randint(10, max(10, w - right - 10)), rng.randint(5, max(5, h - bottom - 10))
         return Element(eid, "text", x, y, right, bottom, fill=_colour(rng, bg), text=text, font_size=size)
     lo, hi = (6, SMALL_PX - 2) if small else (30, int(min(w, h) * 0.55))
