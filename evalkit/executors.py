@@ -206,11 +206,17 @@ class Runner:
         """One episode; the files it wrote (pictures, shared texts, raw bodies) come back as bytes by their
         run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished). A
         refused key comes back instead of a record (the driver's gate stops the model)."""
+        from evalkit import live
+
         with tempfile.TemporaryDirectory(prefix="evalkit-ep-") as tmp:
             try:
                 rec = self.episodes.play(job, Path(tmp), None, self.health)
             except KeyRejectedError as e:
                 return None, {}, e
+            finally:
+                # The live file is written by this process's writer thread: none of its writes may land in
+                # the directory as it goes (or make it again).
+                live.finish(tmp, job.key)
             found = [
                 p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"
             ]
