@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evalkit import live
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.types import AgentOptions, EpisodeRecord
 
@@ -206,8 +207,6 @@ class Runner:
         """One episode; the files it wrote (pictures, shared texts, raw bodies) come back as bytes by their
         run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished). A
         refused key comes back instead of a record (the driver's gate stops the model)."""
-        from evalkit import live
-
         with tempfile.TemporaryDirectory(prefix="evalkit-ep-") as tmp:
             try:
                 rec = self.episodes.play(job, Path(tmp), None, self.health)

@@ -200,50 +200,6 @@ def test_http_routes(client, base_url):
     assert get(base_url + "/health")[0] == 200
 
 
-def test_an_episodes_plain_reads_answer_as_its_routes_do(client, base_url):
-    """The document and render a loop reads after every step are answered ahead of FastAPI's routing
-    (`EpisodeReads`): byte for byte what the routes answer (which take every request that is not plain: an
-    unknown query parameter, which the routes ignore, sends one there), errors left to the routes."""
-    import http.client
-    from urllib.parse import urlsplit
-
-    from evalkit.envs.canvas.app import EpisodeReads
-
-    meta = client.reset(task_id="canvas-test-0004").observation.metadata
-    call(client, "add_element", kind="text", x=10, y=10, width=0, height=0, text="Hi", fill="teal")
-    eid = meta["episode_id"]
-    conn = http.client.HTTPConnection(urlsplit(base_url).netloc, timeout=30)
-
-    def answer(path: str) -> tuple:
-        conn.request("GET", path)
-        r = conn.getresponse()
-        headers = sorted((k.lower(), v) for k, v in r.getheaders() if k.lower() not in ("date", "server"))
-        return r.status, headers, r.read()
-
-    for path in (
-        f"/api/episodes/{eid}",
-        f"/api/episodes/{eid}/render.png",
-        f"/api/episodes/{eid}/render.png?size=300",
-    ):
-        scope = {"type": "http", "method": "GET", "path": path.split("?")[0], "root_path": "",
-                 "query_string": path.partition("?")[2].encode()}  # fmt: skip
-        assert EpisodeReads._answer(scope) is not None, path  # answered ahead of the routes
-        routed = path + ("&" if "?" in path else "?") + "via=route"
-        fast, slow = answer(path), answer(routed)
-        assert fast[0] == 200 and fast == slow, path
-    render = f"/api/episodes/{eid}/render.png"
-    for path in (
-        "/api/episodes/nope",
-        "/api/episodes/nope/render.png",
-        render + "?size=5",
-        render + "?size=9999",
-    ):
-        status, _, body = answer(path)
-        assert status in (404, 422) and json.loads(body)["detail"], path
-    assert answer(render + "?size=0300") == answer(render + "?size=300")  # the route reads it as 300
-    conn.close()
-
-
 def test_concurrent_sessions_do_not_interfere(base_url):
     def session(i: int) -> tuple[str, list[str], float]:
         with MCPToolClient(base_url, message_timeout_s=30).sync() as c:

@@ -32,6 +32,7 @@ def test_pictures_and_document_are_the_ones_httpx_reads(canvas_server, monkeypat
         monkeypatch.setattr(loopback, "is_loopback", lambda url: local)
         with OpenEnvSession(canvas_server.base_url) as s:
             assert (s._http is None) is local
+            assert s._conn._ws.keepalive_thread is None  # no ping thread per session on this machine
             s.reset(index=5, mode="description", episode_id="same")
             s.call(
                 "add_element",
