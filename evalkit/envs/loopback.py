@@ -22,10 +22,14 @@ _conns: dict[tuple, http.client.HTTPConnection] = {}
 _lock = threading.Lock()
 
 
+def on_this_machine(url: str) -> bool:
+    """A URL of any scheme whose host is this machine (by its host name, not a substring of the URL)."""
+    return urlsplit(url).hostname in LOOPBACK
+
+
 def is_loopback(url: str) -> bool:
     """A plain-http URL on this machine: read here rather than with httpx."""
-    parts = urlsplit(url)
-    return parts.scheme == "http" and parts.hostname in LOOPBACK
+    return urlsplit(url).scheme == "http" and on_this_machine(url)
 
 
 def _connection(netloc: str, timeout: float) -> http.client.HTTPConnection:

@@ -16,6 +16,7 @@ import json
 import logging
 from typing import Any
 
+from evalkit.envs import loopback
 from evalkit.errors import EnvCapacityError, EnvError, reason
 from evalkit.secrets import redact_url
 
@@ -77,7 +78,7 @@ class Connection:
             # compressing frames for them costs both ends CPU for nothing; and pinging one finds nothing a
             # closed socket would not say, at the price of a thread per session (the server's own pings
             # are still answered).
-            local = "://127.0.0.1" in self.url or "://localhost" in self.url
+            local = loopback.on_this_machine(self.url)
             self._ws = self._stack.enter_context(
                 connect(
                     self.url,

@@ -27,6 +27,18 @@ def test_only_plain_http_on_this_machine_is_read_here(url, local):
     assert loopback.is_loopback(url) is local
 
 
+@pytest.mark.parametrize(("url", "local"), [
+    ("ws://127.0.0.1:8000/ws", True),
+    ("wss://localhost:8000/ws", True),
+    ("ws://[::1]:8000/ws", True),
+    ("ws://localhost.envs.example:8000/ws", False),  # not this machine, though the URL holds 'localhost'
+    ("ws://envs.example:8000/ws?next=ws://127.0.0.1", False),
+])  # fmt: skip
+def test_a_websocket_on_this_machine_is_told_by_its_host(url, local):
+    """Where a WebSocket goes without a proxy, compression or pings (`evalkit.envs.wire`)."""
+    assert loopback.on_this_machine(url) is local
+
+
 def test_pictures_and_document_are_the_ones_httpx_reads(canvas_server, monkeypatch):
     def read(local: bool):
         monkeypatch.setattr(loopback, "is_loopback", lambda url: local)
