@@ -14,7 +14,15 @@ import contextlib
 import itertools
 import json
 import logging
+import socket
+import time
 from typing import Any
+
+from websockets.client import ClientProtocol
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from evalkit.envs import loopback
 from evalkit.errors import EnvCapacityError, EnvError, reason
@@ -63,6 +71,105 @@ def _error_text(data: dict) -> str:
     return str(data.get("message") or "unknown error")
 
 
+class LocalSocket:
+    """A WebSocket to a server on this machine, spoken in the calling thread (websockets' sans-I/O protocol
+    on a plain socket). websockets' blocking client reads every connection in a thread of its own and hands
+    each message over to the caller: with fifty episodes at once that is fifty more threads, and two GIL
+    hand-offs per message where one does. A loopback server needs none of what the client adds (a proxy,
+    TLS, compression, keep-alive pings: the server's own pings are answered here). The same `send` and
+    `recv(timeout)` as websockets' client, with its exceptions."""
+
+    def __init__(self, url: str, *, open_timeout: float, max_size: int, headers: dict | None = None):
+        uri = parse_uri(url)
+        self._proto = ClientProtocol(uri, max_size=max_size)
+        self._send_timeout = open_timeout
+        self._sock = socket.create_connection((uri.host, uri.port), timeout=open_timeout)
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            request = self._proto.connect()
+            for k, v in (headers or {}).items():
+                request.headers[k] = v
+            self._proto.send_request(request)
+            self._flush()
+            deadline = time.monotonic() + open_timeout
+            while self._proto.handshake_exc is None and self._proto.state is State.CONNECTING:
+                if not self._read(deadline):
+                    raise ConnectionError("the server closed the connection during the handshake")
+            if self._proto.handshake_exc is not None:
+                raise self._proto.handshake_exc
+        except BaseException:
+            self._sock.close()
+            raise
+        # The handshake's response, then whatever frames came with it.
+        self._pending = [e for e in self._proto.events_received() if isinstance(e, Frame)]
+
+    def _flush(self) -> None:
+        chunks = self._proto.data_to_send()
+        if chunks:
+            self._sock.settimeout(self._send_timeout)
+            for chunk in chunks:
+                self._sock.sendall(chunk)
+
+    def _read(self, deadline: float | None) -> bool:
+        """Read what the socket has (waiting until `deadline`), feed it to the protocol and send what the
+        protocol answers by itself (a pong, its half of the closing handshake). False at the end of the
+        stream."""
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        self._sock.settimeout(left)
+        try:
+            data = self._sock.recv(65536)
+        except TimeoutError:
+            raise
+        except OSError:
+            data = b""  # a reset connection ends like a closed one
+        if data:
+            self._proto.receive_data(data)
+        elif self._proto.state is not State.CLOSED:
+            self._proto.receive_eof()
+        with contextlib.suppress(OSError):
+            self._flush()
+        return bool(data)
+
+    def send(self, text: str) -> None:
+        if self._proto.state is not State.OPEN:
+            raise self._closed()
+        self._proto.send_text(text.encode())
+        try:
+            self._flush()
+        except OSError as e:
+            raise ConnectionClosed(None, None) from e
+
+    def recv(self, timeout: float | None = None) -> str:
+        """The next text (or binary) message; TimeoutError after `timeout` seconds, ConnectionClosed once the
+        connection is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        parts: list[bytes] = []
+        while True:
+            while not self._pending:
+                if self._proto.state is State.CLOSED or self._proto.close_rcvd is not None:
+                    raise self._closed()
+                self._read(deadline)
+                self._pending = self._proto.events_received()
+            frame = self._pending.pop(0)
+            if frame.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                parts.append(frame.data)
+                if frame.fin:
+                    return b"".join(parts).decode()
+
+    def _closed(self) -> ConnectionClosed:
+        p = self._proto
+        return ConnectionClosed(p.close_rcvd, p.close_sent, p.close_rcvd_then_sent)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._proto.state is State.OPEN:
+                self._proto.send_close()
+                self._flush()
+        self._sock.close()
+
+
 class Connection:
     """One WebSocket session on an OpenEnv server. Blocking; one request at a time."""
 
@@ -74,22 +181,27 @@ class Connection:
         self._ids = itertools.count(1)
         self._stack = contextlib.ExitStack()
         try:
-            # Loopback servers must not be sent through a proxy configured for the outside world;
-            # compressing frames for them costs both ends CPU for nothing; and pinging one finds nothing a
-            # closed socket would not say, at the price of a thread per session (the server's own pings
-            # are still answered).
+            # A server on this machine must not be sent through a proxy configured for the outside world;
+            # compressing frames for it costs both ends CPU for nothing; and pinging it finds nothing a
+            # closed socket would not say (its own pings are still answered). Over plain ws:// it needs
+            # nothing else websockets' client adds either (`LocalSocket`).
             local = loopback.on_this_machine(self.url)
-            self._ws = self._stack.enter_context(
-                connect(
-                    self.url,
-                    open_timeout=min(timeout, 30.0),
-                    max_size=MAX_MESSAGE,
-                    additional_headers=headers,
-                    proxy=None if local else True,
-                    compression=None if local else "deflate",
-                    ping_interval=None if local else 20,
+            if local and self.url.startswith("ws://"):
+                self._ws = LocalSocket(self.url, open_timeout=min(timeout, 30.0), max_size=MAX_MESSAGE,
+                                       headers=headers)  # fmt: skip
+                self._stack.callback(self._ws.close)
+            else:
+                self._ws = self._stack.enter_context(
+                    connect(
+                        self.url,
+                        open_timeout=min(timeout, 30.0),
+                        max_size=MAX_MESSAGE,
+                        additional_headers=headers,
+                        proxy=None if local else True,
+                        compression=None if local else "deflate",
+                        ping_interval=None if local else 20,
+                    )
                 )
-            )
         except Exception as e:
             where = redact_url(self.url)
             raise EnvError(f"cannot connect to the environment at {where}: {reason(e)}") from e
@@ -97,8 +209,6 @@ class Connection:
 
     def request(self, kind: str, data: Any = None) -> dict:
         """Send one message and return the data of its answer; error frames raise by their code."""
-        from websockets.exceptions import ConnectionClosed
-
         if not self._open:
             raise EnvError("the environment session is closed")
         message = {"type": kind} if data is None else {"type": kind, "data": data}
@@ -158,8 +268,6 @@ class Connection:
     def close(self) -> None:
         """Say goodbye and wait for the server to hang up: it frees the session before it closes the socket,
         so a one-session server is free again when this returns."""
-        from websockets.exceptions import ConnectionClosed
-
         if not self._open:
             return
         self._open = False

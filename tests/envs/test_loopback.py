@@ -13,6 +13,7 @@ import pytest
 from evalkit.envs import loopback
 from evalkit.envs.openenv import OpenEnvSession
 from evalkit.envs.server import ThreadedServer
+from evalkit.envs.wire import LocalSocket
 
 
 @pytest.mark.parametrize(("url", "local"), [
@@ -44,7 +45,7 @@ def test_pictures_and_document_are_the_ones_httpx_reads(canvas_server, monkeypat
         monkeypatch.setattr(loopback, "is_loopback", lambda url: local)
         with OpenEnvSession(canvas_server.base_url) as s:
             assert (s._http is None) is local
-            assert s._conn._ws.keepalive_thread is None  # no ping thread per session on this machine
+            assert isinstance(s._conn._ws, LocalSocket)  # no reader or ping thread per session here
             s.reset(index=5, mode="description", episode_id="same")
             s.call(
                 "add_element",
