@@ -1,25 +1,25 @@
-"""GETs from a plain-http server on this machine (an env's pictures and document, read at every step) on the
-standard library's `http.client`: one keep-alive connection per server and thread.
+"""GETs from a plain-http server on this machine (an env's pictures and document, read at every step) on a
+kept socket per server and thread, the response parsed by httptools (llhttp, the parser uvicorn serves with).
 
 httpx, which evalkit uses for every other request, carries machinery that a read from this machine never
 needs: a connection pool searched under its lock, with an event and a lock made per request; cookies; the
-auth and redirect flows. A single read costs ~0.4 ms of the client's CPU with httpx against ~0.15 ms here;
-with fifty episodes at once on two cores (four reads per episode, a 10 ms model), the harness's CPU per
-episode went from 27.3 and 24.0 ms to 24.1 and 19.2 ms (alternating runs). A server elsewhere may need a
-proxy, TLS or a redirect followed: it is read with httpx (`is_loopback` says which).
+auth and redirect flows. A single read costs ~0.4 ms of the client's CPU with httpx; the standard library's
+`http.client` took ~0.17 ms, most of it in parsing the headers with the `email` package and in a buffered
+file made per response; this reader ~0.06 ms (a canvas frame, alternating loops of 500). A server elsewhere
+may need a proxy, TLS or a redirect followed: it is read with httpx (`is_loopback` says which).
 """
 
 from __future__ import annotations
 
 import atexit
 import http.client
+import socket
 import threading
 from urllib.parse import urlsplit
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+import httptools
 
-_conns: dict[tuple, http.client.HTTPConnection] = {}
-_lock = threading.Lock()
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def on_this_machine(url: str) -> bool:
@@ -32,7 +32,83 @@ def is_loopback(url: str) -> bool:
     return urlsplit(url).scheme == "http" and on_this_machine(url)
 
 
-def _connection(netloc: str, timeout: float) -> http.client.HTTPConnection:
+class _Response:
+    """httptools' callbacks for one response: its content type and body."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.ctype = ""
+        self.body: list[bytes] = []
+        self.headers_done = self.complete = self.keep_alive = False
+        self.delimited = False
+        """The body's end is given (a length or chunks), rather than by the server closing."""
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-type":
+            self.ctype = value.decode("latin-1")
+        elif name in (b"content-length", b"transfer-encoding"):
+            self.delimited = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        self.keep_alive = self.parser.should_keep_alive()  # (asked once the message is complete, it is reset)
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class _Connection:
+    """One kept connection to a server; `get` one path at a time."""
+
+    def __init__(self, netloc: str, timeout: float):
+        parts = urlsplit(f"//{netloc}")
+        self.netloc, self.address, self.timeout = netloc, (parts.hostname, parts.port or 80), timeout
+        self.sock: socket.socket | None = None
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
+
+    def get(self, path: str, headers: dict) -> tuple[int, str, bytes]:
+        """Raises ConnectionError when the server closed the connection before answering (a kept one it
+        closed while idle), another OSError when it cannot be reached, HTTPException for nonsense."""
+        if self.sock is None:
+            self.sock = socket.create_connection(self.address, timeout=self.timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lines = [f"GET {path} HTTP/1.1", f"Host: {self.netloc}", "Accept-Encoding: identity"]
+        for name, value in headers.items():
+            if any(c in f"{name}{value}" for c in "\r\n\0"):
+                raise ValueError(f"invalid header {name!r}")
+            lines.append(f"{name}: {value}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        r = _Response()
+        while not r.complete:
+            data = self.sock.recv(65536)
+            if not data:
+                if not r.headers_done and not r.body:
+                    raise ConnectionError("the server closed the connection")
+                if r.headers_done and not r.delimited:
+                    break  # a body that ends where the server closes
+                raise http.client.IncompleteRead(b"".join(r.body))
+            try:
+                r.parser.feed_data(data)
+            except httptools.HttpParserError as e:
+                raise http.client.HTTPException(f"not an HTTP response: {e}") from None
+        if not (r.complete and r.keep_alive):
+            self.close()
+        return r.parser.get_status_code(), r.ctype, b"".join(r.body)
+
+
+_conns: dict[tuple, _Connection] = {}
+_lock = threading.Lock()
+
+
+def _connection(netloc: str, timeout: float) -> _Connection:
     """This thread's connection to `netloc`. A dead thread's connections are closed when another is made."""
     key = (netloc, timeout, threading.get_ident())
     with _lock:
@@ -41,7 +117,7 @@ def _connection(netloc: str, timeout: float) -> http.client.HTTPConnection:
             alive = {t.ident for t in threading.enumerate()}
             for gone in [k for k in _conns if k[-1] not in alive]:
                 _conns.pop(gone).close()
-            conn = _conns[key] = http.client.HTTPConnection(netloc, timeout=timeout)
+            conn = _conns[key] = _Connection(netloc, timeout)
     return conn
 
 
@@ -55,9 +131,7 @@ def get(url: str, timeout: float, headers: dict | None = None) -> tuple[int, str
     for retry in (False, True):
         kept = conn.sock is not None
         try:
-            conn.request("GET", path, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.getheader("content-type") or "", r.read()
+            return conn.get(path, headers or {})
         except ConnectionError:
             conn.close()
             if retry or not kept:

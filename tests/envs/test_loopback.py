@@ -1,9 +1,11 @@
 """Reads from a server on this machine on a kept connection per thread (`evalkit.envs.loopback`): the same
 pictures and document as httpx reads, a connection the server closed while idle opened again, a dead
-thread's connection closed, nonsense from the server an absent picture rather than an error."""
+thread's connection closed, nonsense from the server an absent picture rather than an error, and every way
+an HTTP/1.1 body may end (a length, chunks, the server closing) read whole."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -102,7 +104,10 @@ def test_nonsense_from_the_server_is_no_picture():
 
     def serve() -> None:
         for _ in range(3):
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the test is over
+                return
             conn.recv(65536)
             conn.sendall(b"this is not HTTP\r\n\r\n")
             conn.close()
@@ -123,3 +128,63 @@ def test_nonsense_from_the_server_is_no_picture():
         assert session.render() is None
     finally:
         listener.close()
+
+
+def scripted_server(replies: list[bytes]) -> tuple[socket.socket, list]:
+    """A server that answers its requests, in order, with `replies` (raw bytes), on each connection until a
+    reply says it closes (or is HTTP/1.0), or the replies run out. Records (connection number, request
+    head) per request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list = []
+
+    def serve() -> None:
+        left = list(replies)
+        n = 0
+        while left:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            n += 1
+            with conn:
+                while left:
+                    head = conn.recv(65536)
+                    if not head:
+                        break
+                    seen.append((n, head.split(b"\r\n\r\n")[0]))
+                    reply = left.pop(0)
+                    conn.sendall(reply)
+                    if b"connection: close" in reply.lower() or reply.startswith(b"HTTP/1.0"):
+                        break
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, seen
+
+
+def test_every_way_a_body_ends_is_read_whole_and_the_connection_kept_when_it_may_be():
+    ok = b"HTTP/1.1 200 OK\r\ncontent-type: image/png\r\n"
+    listener, seen = scripted_server([
+        ok + b"content-length: 5\r\n\r\nhello",
+        ok + b"transfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        ok + b"content-length: 2\r\nconnection: close\r\n\r\nhi",
+        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end",  # ends where the server closes
+        ok + b"content-length: 10\r\n\r\nhalf",  # and then the server closes
+    ])  # fmt: skip
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/api/episodes/e/render.png?x=1"
+    try:
+        assert loopback.get(url, 5.0, {"Authorization": "Bearer t"}) == (200, "image/png", b"hello")
+        assert loopback.get(url, 5.0) == (200, "image/png", b"abcde")
+        assert loopback.get(url, 5.0) == (200, "image/png", b"hi")
+        assert loopback.get(url, 5.0) == (404, "", b"")
+        assert loopback.get(url, 5.0) == (200, "text/plain", b"until the end")
+        with pytest.raises(http.client.HTTPException):
+            loopback.get(url, 5.0)
+        with pytest.raises(ValueError, match="invalid header"):
+            loopback.get(url, 5.0, {"X-A": "b\r\nX-Injected: 1"})
+    finally:
+        listener.close()
+    assert [n for n, _ in seen] == [1, 1, 1, 2, 2, 3]  # kept until the server said close, or closed
+    first = seen[0][1].split(b"\r\n")
+    assert first[0] == b"GET /api/episodes/e/render.png?x=1 HTTP/1.1"
+    assert b"Authorization: Bearer t" in first and b"Authorization: Bearer t" not in seen[1][1]
