@@ -293,3 +293,26 @@ def test_a_run_stopped_before_its_first_record_is_resumed(canvas_server, tmp_pat
     (other / "run.json").write_text('{"name": "somebody else\'s"}')
     with pytest.raises(ConfigError, match="holds no evalkit run"):
         run_batch(["baseline:random"], canvas_server, out=other, **kw)
+
+
+def test_the_heap_is_frozen_while_batches_run_and_given_back_after(canvas_server, tmp_path, monkeypatch):
+    import gc
+
+    from evalkit import batch
+
+    before, seen = gc.get_freeze_count(), []
+    real = batch._collect
+
+    def collect(rec, *a):
+        seen.append(gc.get_freeze_count())
+        return real(rec, *a)
+
+    monkeypatch.setattr(batch, "_collect", collect)
+    kw = dict(evalset=EVALSET, limit=2, max_turns=2, progress=False)
+    run_batch(["baseline:random"], canvas_server, out=tmp_path / "a", **kw)
+    assert len(seen) == 2 and min(seen) > before and gc.get_freeze_count() == before
+    # Another batch of this process still running (a notebook's other thread) keeps it frozen.
+    with batch.heap_frozen():
+        run_batch(["baseline:random"], canvas_server, out=tmp_path / "b", **kw)
+        assert gc.get_freeze_count() > before
+    assert gc.get_freeze_count() == before
