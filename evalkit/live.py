@@ -118,11 +118,10 @@ def finish(run_dir: str | Path, key: str) -> None:
 
 
 def _write(path: Path, data: dict) -> None:
+    from evalkit.traces import write_new
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, default=str))
-        os.replace(tmp, path)
+        write_new(path, json.dumps(data, ensure_ascii=False, default=str).encode(), sync=False)
     except Exception:  # a full disk or a vanished directory costs the progress, never the batch
         pass
 

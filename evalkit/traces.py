@@ -15,10 +15,10 @@ and every reader of runs (records, the analysis index, resume, the viewer's sear
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -32,28 +32,54 @@ from evalkit.types import EpisodeRecord, Image, record_problems
 T = TypeVar("T")
 
 TRACE = "trace.jsonl"
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 RUN_JSON = "run.json"
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
+def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
     """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
-    the value of a key the environment holds (`secrets.scrub_known`)."""
+    the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
+    place (fsync), not only in the page cache, which a killed process does not lose either."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    write_new(path, raw, sync)
+
+
+_tmp_names = itertools.count()
+
+
+def write_new(path: Path, raw: bytes, sync: bool) -> None:
+    """`raw` written to a temporary file beside `path`, then renamed onto it, in few system calls: each is a
+    point where a thread hands the GIL on, and fifty episodes at once write several files each. The file is
+    made with the mode a new file of the user's gets (0666 less the umask, as the kernel applies it); its
+    directory is made only when it is missing."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    made = False
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{next(_tmp_names)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileNotFoundError:
+            if made:
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made = True
+        except FileExistsError:  # left by a killed process that had this pid: the next name
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
     try:
-        # mkstemp makes the file 0600; a run or report is meant to be shared like any file the user writes.
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from evalkit.traces import (
     FrameStore,
     TraceWriter,
@@ -79,10 +81,38 @@ def test_frames_are_content_addressed(tmp_path):
 
 
 def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
-    from evalkit.traces import _UMASK, atomic_write
+    from evalkit.traces import atomic_write
 
-    atomic_write(tmp_path / "f.json", "{}")
-    assert (tmp_path / "f.json").stat().st_mode & 0o777 == 0o666 & ~_UMASK
+    old = os.umask(0o027)
+    try:
+        atomic_write(tmp_path / "f.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_write_makes_its_directory_again_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import itertools
+    import shutil
+
+    from evalkit import traces
+
+    run = tmp_path / "run"
+    traces.atomic_write(run / "frames" / "ab" / "x.png", b"one")
+    shutil.rmtree(run)  # a user removed the run directory between two batches of one notebook
+    traces.atomic_write(run / "frames" / "ab" / "x.png", b"two")
+    assert (run / "frames" / "ab" / "x.png").read_bytes() == b"two"
+    # A temporary name a killed process with this pid left behind is passed over.
+    monkeypatch.setattr(traces, "_tmp_names", itertools.count(7))
+    (run / f".y.json.{os.getpid()}-7.tmp").write_text("stale")
+    traces.atomic_write(run / "y.json", "{}")
+    assert (run / "y.json").read_text() == "{}"
+    # A rename that fails (onto a directory) raises and takes its temporary file with it.
+    (run / "d").mkdir()
+    with pytest.raises(OSError):
+        traces.atomic_write(run / "d", b"x")
+    stale = f".y.json.{os.getpid()}-7.tmp"
+    assert sorted(p.name for p in run.iterdir()) == sorted(["frames", "y.json", "d", stale])
 
 
 def test_safe_path_refuses_escapes(tmp_path):
@@ -181,3 +211,29 @@ def test_derived_files_of_a_foreign_run_go_beside_it(tmp_path, monkeypatch):
     twin.mkdir(parents=True)
     (twin.parent / ".evalkit").write_text("")
     assert derived_dir(other) == got and derived_dir(twin).parent == got.parent and derived_dir(twin) != got
+
+
+def test_a_record_converts_to_what_asdict_makes():
+    import dataclasses
+    import datetime as dt
+    from collections import OrderedDict, namedtuple
+    from pathlib import Path
+
+    from evalkit.types import CallRecord
+
+    Point = namedtuple("Point", "x y")
+    rec = next(iter(read_records(Path(__file__).resolve().parents[1] / "data" / "sample-run")))
+    rec.info = {"point": Point(1, 2), "pair": (1, [2, {"a": (3,)}]), "when": dt.date(2026, 12, 1),
+                "ordered": OrderedDict(b=1), 3: "an int key",
+                "nested": [CallRecord(id="c", name="n")]}  # fmt: skip
+    d = rec.to_dict()
+    want = dataclasses.asdict(rec)
+    del want["problems"]
+    assert d == want
+    assert rec.to_json() == json.dumps(want, ensure_ascii=False, separators=(",", ":"), default=str)
+    assert type(d["info"]["point"]) is Point and type(d["info"]["ordered"]) is OrderedDict
+    # A copy: the record keeps its own lists and dicts.
+    d["info"]["pair"][1][1]["a"] = None
+    d["turns"][0]["calls"].clear()
+    d["grade"].clear()
+    assert rec.info["pair"][1][1]["a"] == (3,) and rec.turns[0].calls and rec.grade
