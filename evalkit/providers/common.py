@@ -71,21 +71,39 @@ _clients_lock = threading.Lock()
 
 
 def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) -> Any:
-    """The SDK client `module.<cls>(**kwargs)`, made once per configuration and shared by every episode of
-    the process: a client per episode cost a TLS context (tens of milliseconds of CPU) and a new connection
-    pool each time. The configuration includes the SDK's own variables (`<env_prefix>*`: key, base URL, ...),
-    which it reads when an argument is not given, so a changed variable gets its own client. A plain-http
-    endpoint (a local server) gets an HTTP client without a CA store to load."""
+    """The SDK client `module.<cls>(**kwargs)`, made once per configuration and shared by the episodes of the
+    process: a client per episode cost a TLS context (tens of milliseconds of CPU) and a new connection pool
+    each time. The configuration includes the SDK's own variables (`<env_prefix>*`: key, base URL, ...),
+    which it reads when an argument is not given, so a changed variable gets its own client.
+
+    A plain-http endpoint (a server of the user's own, such as vLLM) gets a client per thread, with an HTTP
+    client without a CA store to load: an episode thread's requests then search a pool of one connection.
+    In one pool shared by fifty threads, each request and each reply's end walked all fifty connections
+    under the pool's lock, polling every idle one's socket, and each poll handed the GIL on. A client of a
+    thread that has ended is closed when another is made."""
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(env_prefix)))
-    key = (module.__name__, cls, tuple(sorted(kwargs.items())), env)
+    base = str(kwargs.get("base_url") or dict(env).get(f"{env_prefix}BASE_URL") or "")
+    plain = base.startswith("http://")
+    key = (module.__name__, cls, tuple(sorted(kwargs.items())), env, threading.get_ident() if plain else None)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            base = str(kwargs.get("base_url") or os.environ.get(f"{env_prefix}BASE_URL") or "")
-            plain = base.startswith("http://")
+            if plain:
+                _close_ended_threads()
             extra = {"http_client": module.DefaultHttpxClient(verify=False)} if plain else {}
             client = _clients[key] = getattr(module, cls)(**kwargs, **extra)
     return client
+
+
+def _close_ended_threads() -> None:
+    """Close the clients of threads that have ended (with `_clients_lock` held)."""
+    alive = {t.ident for t in threading.enumerate()}
+    for key in [k for k in _clients if k[-1] is not None and k[-1] not in alive]:
+        client = _clients.pop(key)
+        try:
+            client.close()
+        except Exception as e:  # a client that will not close costs its sockets, never the batch
+            log.debug("closing an SDK client: %s", e)
 
 
 @atexit.register

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -123,15 +124,27 @@ def test_sdk_clients_are_shared_per_configuration(monkeypatch):
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     a = make_agent("vllm:m", system="s", tools=[])
     b = make_agent("vllm:other", system="s", tools=[])
-    assert a.client is b.client  # one client (one connection pool, no TLS context) for every episode
+    assert a.client is b.client  # one client (one connection pool, no TLS context) for a thread's episodes
     assert a.client._client._transport._pool._ssl_context.verify_mode.name == "CERT_NONE"
+    # A plain-http server of the user's: a client per thread (a pool of its own); an ended thread's is closed.
+    theirs: list = []
+    t = threading.Thread(target=lambda: theirs.append(make_agent("vllm:m", system="s", tools=[]).client))
+    t.start()
+    t.join()
+    assert theirs[0] is not a.client and not theirs[0].is_closed()
     monkeypatch.setenv("VLLM_BASE_URL", "http://127.0.0.1:10/v1")
     c = make_agent("vllm:m", system="s", tools=[])
+    assert theirs[0].is_closed() and not a.client.is_closed()
     assert c.client is not a.client and str(c.client.base_url).startswith("http://127.0.0.1:10")
     monkeypatch.setenv("OPENAI_API_KEY", "k1")
-    d = common.shared_client(openai, "OpenAI", "OPENAI_", max_retries=0)
+    d = common.shared_client(openai, "OpenAI", "OPENAI_")
+    others: list = []
+    t = threading.Thread(target=lambda: others.append(common.shared_client(openai, "OpenAI", "OPENAI_")))
+    t.start()
+    t.join()
+    assert others == [d]  # an API over TLS: one client (one CA store) for every thread
     monkeypatch.setenv("OPENAI_API_KEY", "k2")  # the SDK reads it itself: another key, another client
-    e = common.shared_client(openai, "OpenAI", "OPENAI_", max_retries=0)
+    e = common.shared_client(openai, "OpenAI", "OPENAI_")
     assert d is not e and e.api_key == "k2"
 
 
