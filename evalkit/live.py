@@ -118,10 +118,10 @@ def finish(run_dir: str | Path, key: str) -> None:
 
 
 def _write(path: Path, data: dict) -> None:
-    from evalkit.traces import write_new
+    from evalkit.traces import atomic_write
 
     try:
-        write_new(path, json.dumps(data, ensure_ascii=False, default=str).encode(), sync=False)
+        atomic_write(path, json.dumps(data, ensure_ascii=False, default=str).encode(), sync=False)
     except Exception:  # a full disk or a vanished directory costs the progress, never the batch
         pass
 

@@ -35,23 +35,19 @@ TRACE = "trace.jsonl"
 RUN_JSON = "run.json"
 
 
-def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
-    """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
-    the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
-    place (fsync), not only in the page cache, which a killed process does not lose either."""
-    path = Path(path)
-    raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
-    write_new(path, raw, sync)
-
-
 _tmp_names = itertools.count()
 
 
-def write_new(path: Path, raw: bytes, sync: bool) -> None:
-    """`raw` written to a temporary file beside `path`, then renamed onto it, in few system calls: each is a
-    point where a thread hands the GIL on, and fifty episodes at once write several files each. The file is
-    made with the mode a new file of the user's gets (0666 less the umask, as the kernel applies it); its
-    directory is made only when it is missing."""
+def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
+    """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
+    the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
+    place (fsync), not only in the page cache, which a killed process does not lose either.
+
+    In few system calls, each a point where a thread hands the GIL on (fifty episodes at once write several
+    files each): the temporary file is made with the mode a new file of the user's gets (0666 less the
+    umask, as the kernel applies it), and its directory only when it is missing."""
+    path = Path(path)
+    raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     made = False
     for _ in range(100):
