@@ -95,10 +95,24 @@ class EpisodeEnv(MCPEnvironment):
 
     ep: Any = None
 
+    _names_checked: bool = False
+    """Whether OpenEnv has checked this class's tool names (see `_validate_tool_names`)."""
+
     def __init__(self, mcp_server: Any) -> None:
         super().__init__(mcp_server)
         if _parse_call_tool_result is not None:
             self.mcp_client = DirectClient(mcp_server, self.tools_listed)
+
+    def _validate_tool_names(self, mcp_server: Any) -> None:
+        """OpenEnv's check that no tool takes a reserved name (reset, step, …), once per class: every
+        instance of an embedded env registers the same tools as it is built. The check lists the tools with
+        `asyncio.run` in a thread of its own, and a server building envs for fifty new sessions at once spent
+        half of each construction on it."""
+        cls = type(self)
+        if cls.__dict__.get("_names_checked"):
+            return
+        super()._validate_tool_names(mcp_server)
+        cls._names_checked = True
 
     def tools_listed(self) -> Hashable:
         """What this env's tool list depends on: it is listed again only when this changes. The envs whose

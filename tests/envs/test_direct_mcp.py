@@ -118,3 +118,40 @@ def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
     asyncio.run(play())
     # the direct client asked once per surface and registration; the fastmcp client asked every time
     assert asked.count("tools") == 2 + 3 and asked.count("gui") == 2 + 2
+
+
+def test_reserved_tool_names_are_checked_once_per_class(monkeypatch):
+    """OpenEnv's check that no tool is named `reset`, `step`, … runs for a class's first instance (a server
+    builds one per new session, fifty at once at the start of a batch): a reserved name is still refused."""
+    from fastmcp import FastMCP
+    from openenv.core.env_server.mcp_environment import MCPEnvironment
+
+    checked = []
+    real = MCPEnvironment._validate_tool_names
+
+    def counted(self, server):
+        checked.append(type(self).__name__)
+        return real(self, server)
+
+    monkeypatch.setattr(MCPEnvironment, "_validate_tool_names", counted)
+
+    def env_class(tool_name: str) -> type:
+        class Env(episodic.EpisodeEnv):
+            def __init__(self) -> None:
+                mcp = FastMCP("t")
+                mcp.tool(name=tool_name)(lambda: "ok")
+                super().__init__(mcp)
+
+            def reset(self, **kw):
+                raise NotImplementedError
+
+        return Env
+
+    Fine, Bad = env_class("draw"), env_class("reset")
+    for _ in range(3):
+        Fine()
+    assert checked == ["Env"]
+    for _ in range(2):  # refused every time: a class that failed its check is never marked checked
+        with pytest.raises(ValueError, match="reserved"):
+            Bad()
+    assert len(checked) == 3
