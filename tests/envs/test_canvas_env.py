@@ -126,3 +126,42 @@ def test_editing_tools_run_on_the_event_loop():
         asyncio.run(play(CanvasEnv()))
     finally:
         tools_surface.document_view = real
+
+
+def test_the_target_is_prepared_for_the_grade_while_the_model_thinks(monkeypatch):
+    """A moment after its reset an episode works out what its grade needs of the target, on the loop; the
+    grade is the one worked out from scratch, and a submit that comes sooner grades all the same."""
+    from openenv.core.env_server.mcp_types import CallToolAction
+
+    from evalkit.envs.canvas import env as canvas_env
+    from evalkit.envs.canvas import grade
+
+    rect = {"kind": "rect", "x": 30, "y": 40, "width": 200, "height": 100, "fill": "#336699"}
+
+    async def play(index: int, think: float, after: float) -> tuple:
+        monkeypatch.setattr(canvas_env, "PREPARE_AFTER_S", after)
+        env = CanvasEnv()
+        await env.reset_async(index=index, mode="description")
+        ep = env.ep
+        async with env.mcp_session():
+            await env.step_async(CallToolAction(tool_name="add_element", arguments=rect))
+            await asyncio.sleep(think)
+            ready = ep.prepared is not None
+            await env.step_async(CallToolAction(tool_name="submit", arguments={}))
+            await asyncio.sleep(after + 0.05)  # past the moment it would have been prepared (if it was)
+        return ep, ready
+
+    async def both() -> list:
+        return [await play(811, 0.2, 0.05), await play(812, 0.0, 0.5)]
+
+    made = []
+    real = grade._target_pixels
+    monkeypatch.setattr(grade, "_target_pixels", lambda doc: made.append(doc) or real(doc))
+    grade._targets.clear()
+    (slow, ready), (fast, early) = asyncio.run(both())
+    assert ready and not early
+    assert made == [slow.task.doc, fast.task.doc]  # each target worked out once: ahead, or by the grade
+    for ep in (slow, fast):
+        assert ep.prepared is None  # dropped by the grade (and never made after it)
+        grade._targets.clear()
+        assert ep.grade == grade.grade_doc(ep.task.doc, ep.doc)

@@ -11,6 +11,7 @@ the client sees as the environment's failure rather than the agent's.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -48,6 +49,12 @@ TURNS = {"tools": 60, "html": 20, "gui": 200}
 """The turn budget a loop should give each surface unless told otherwise (reset metadata `max_turns`)."""
 STEPS = {"tools": 60, "html": 40, "gui": 1000}
 """Tool calls before the env grades the canvas as it stands; gui screenshots are free."""
+PREPARE_AFTER_S = 0.15
+"""How long after its reset an episode works out what its grade needs of the target (`Episode.prepare`), on
+the event loop: by then the burst of resets that starts a batch has been answered and the model is reading
+the task. Worked out in the grade, it was half of each submit's CPU, at the moment fifty episodes of a batch
+in step submitted together; in a thread beside the loop it held the sessions' messages up for the GIL. A
+grade that comes sooner works it out itself."""
 COMPUTER = ("screenshot", "click", "double_click", "drag", "type_text", "press_key", "scroll")
 ORDER = ("get_document", "add_element", "update_element", "delete_element", "set_background", "set_html",
          *COMPUTER, "view_canvas", "submit")  # fmt: skip
@@ -257,6 +264,7 @@ class CanvasEnv(EpisodeEnv):
             ep.page = await EditorPage.open(skin, w, h, coordinates)
         self.ep = ep
         registry.add(ep)
+        asyncio.get_running_loop().call_later(PREPARE_AFTER_S, ep.prepare)
         meta: dict[str, Any] = {
             "task_id": task.task_id,
             "episode_id": ep.episode_id,

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .grade import grade_doc
+from .grade import grade_doc, prepare
 from .model import Doc
 from .tasks import Task
 
@@ -38,6 +38,9 @@ class Episode:
     grade: dict | None = None
     auto_submitted: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    prepared: Any = field(default=None, repr=False)
+    """What the grade works out from the target alone (`grade.prepare`), once worked out ahead of the grade
+    (`prepare`); dropped by the grade."""
 
     @property
     def done(self) -> bool:
@@ -56,10 +59,16 @@ class Episode:
     def finish(self, auto: bool = False) -> dict:
         """Grade the canvas as it stands and close the episode (idempotent)."""
         if self.grade is None:
-            self.grade = grade_doc(self.task.doc, self.snapshot())
+            self.grade = grade_doc(self.task.doc, self.snapshot(), self.prepared)
+            self.prepared = None  # half a megabyte, and a finished episode stays in the registry a while
             self.auto_submitted = auto
             registry.finished(self)
         return self.grade
+
+    def prepare(self) -> None:
+        """Work out what the grade needs of the target alone, unless the episode was graded already."""
+        if self.grade is None and self.prepared is None:
+            self.prepared = prepare(self.task.doc)
 
 
 class Registry:
