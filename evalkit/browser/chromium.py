@@ -122,6 +122,16 @@ class Browser:
             fut.cancel()
             raise
 
+    def start(self, coro: Coroutine[Any, Any, Any], what: str) -> None:
+        """Run `coro` on the browser thread without waiting for it; a failure is logged (at debug) as
+        `what`."""
+
+        def done(fut: concurrent.futures.Future) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.debug("%s failed: %s", what, fut.exception())
+
+        asyncio.run_coroutine_threadsafe(coro, self._loop).add_done_callback(done)
+
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await `coro` on the browser thread from any event loop (or directly when already on it)."""
         try:

@@ -4,18 +4,25 @@ OpenEnv's server builds one env instance per session, and an `MCPEnvironment` bu
 every tool's schema — in its constructor: tens of milliseconds of CPU, per episode, on the server's event
 loop. An embedded env built by `recycling(cls)` keeps the instances its sessions closed and gives them to
 the next sessions; the env's `close` calls `recycle()` instead of tearing itself down.
+
+The factory is a class, flagged `REQUIRES_SINGLE_THREAD_EXECUTOR`, so that OpenEnv makes and closes every
+session's env on one thread it keeps. Given a plain function it starts a thread per session for the two
+calls, and the sessions a batch opens at once each waited on a new thread beside the server's loop. 25
+sessions at once from 25 threads (connect, reset on a new task, tools, close), 12 bursts alternating with
+the per-session threads: 84 ms each on average against 94, the last done after 158 ms against 195. An env's
+`close` must then not wait long (the canvas closes its browser page without waiting).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 
-def recycling(cls: type, keep: int = 256) -> Callable[[], Any]:
-    """A factory for `create_app` that returns a closed instance of `cls` when it has one, else a new one.
-    Each instance gets a `recycle()` that puts it back (at most `keep` are kept)."""
+def recycling(cls: type, keep: int = 256) -> type:
+    """A factory for `create_app`: a class whose call returns a closed instance of `cls` when it has one,
+    else a new one (never an instance of its own). Each instance gets a `recycle()` that puts it back (at
+    most `keep` are kept)."""
     free: list[Any] = []
     lock = threading.Lock()
 
@@ -38,6 +45,13 @@ def recycling(cls: type, keep: int = 256) -> Callable[[], Any]:
         env.recycle = recycle
         return env
 
-    make.__name__ = cls.__name__
-    make.__qualname__ = cls.__qualname__
-    return make
+    class Factory:
+        REQUIRES_SINGLE_THREAD_EXECUTOR = True
+        SUPPORTS_CONCURRENT_SESSIONS = getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False)
+
+        def __new__(klass) -> Any:
+            return make()
+
+    Factory.__name__ = cls.__name__
+    Factory.__qualname__ = cls.__qualname__
+    return Factory

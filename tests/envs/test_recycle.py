@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from evalkit.envs.openenv import OpenEnvSession
 from evalkit.envs.recycle import recycling
 
@@ -25,6 +28,42 @@ def test_a_closed_instance_goes_to_the_next_session_and_is_kept_once():
         env.recycle()
     assert {id(make()), id(make())} <= {id(c), id(d), id(e)}  # at most `keep` are kept
     assert make.__name__ == "Built"
+
+
+def test_the_factory_is_a_class_for_one_executor_thread():
+    """OpenEnv reads a class factory's flags: every session's env is then made and closed on one thread it
+    keeps, not on a new thread per session."""
+    import inspect
+
+    make = recycling(Built)
+    assert inspect.isclass(make) and make.REQUIRES_SINGLE_THREAD_EXECUTOR
+    assert type(make()) is Built  # never an instance of the factory itself
+
+
+def test_a_served_canvas_makes_and_closes_its_envs_on_one_thread(canvas_server, monkeypatch):
+    from evalkit.envs.canvas.env import CanvasEnv
+
+    threads, real = [], CanvasEnv.close
+
+    def close(self):
+        threads.append(threading.get_ident())
+        real(self)
+
+    monkeypatch.setattr(CanvasEnv, "close", close)
+
+    def episode(i: int) -> None:
+        with OpenEnvSession(canvas_server.base_url) as s:
+            s.reset(task_id=f"canvas-test-000{i}")
+
+    runs = [threading.Thread(target=episode, args=(i,)) for i in range(1, 5)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    deadline = time.monotonic() + 5
+    while len(threads) < 4 and time.monotonic() < deadline:  # a close may follow its hang-up
+        time.sleep(0.02)
+    assert len(threads) == 4 and len(set(threads)) == 1
 
 
 def test_a_recycled_canvas_session_starts_clean(canvas_server):

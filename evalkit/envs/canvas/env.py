@@ -335,18 +335,16 @@ class CanvasEnv(EpisodeEnv):
                                    version=PROMPT_VERSIONS["tools"])  # fmt: skip
 
     def close(self) -> None:
-        """The session ended (OpenEnv calls this from a worker thread): forget the episode, close its page;
-        then hand the instance to the next session when it came from `recycling` (`evalkit.envs.recycle`), or
-        else tear it down."""
+        """The session ended (OpenEnv calls this from the thread that makes and closes every session's env):
+        forget the episode and close its page, without waiting for it (a page that would not close must
+        not hold up the other sessions); then hand the instance to the next session when it came from
+        `recycling` (`evalkit.envs.recycle`), or else tear it down."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)
             self.ep = None
             if page is not None:
-                try:
-                    Browser.get().run(page.close(), timeout=15)
-                except Exception as e:
-                    log.debug("closing a page failed: %s", e)
+                Browser.get().start(asyncio.wait_for(page.close(), 15), "closing a page")
         recycle = getattr(self, "recycle", None)
         if recycle is None or not recycle():
             super().close()
