@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
+import zlib
 
+import pytest
 from PIL import Image
 
 from evalkit.envs.canvas.model import Doc, build_element
@@ -54,6 +57,97 @@ def test_jpeg_encoding_is_pils_at_quality_90_whatever_the_mode():
     assert encode(img, "JPEG") == buf.getvalue()
     rgba = img.convert("RGBA")
     assert encode(rgba, "JPEG") == buf.getvalue()
+
+
+def _chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """A PNG's chunks as (kind, data), each one's CRC checked."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    out, i = [], 8
+    while i < len(data):
+        (n,) = struct.unpack(">I", data[i : i + 4])
+        kind, body = data[i + 4 : i + 8], data[i + 8 : i + 8 + n]
+        assert struct.unpack(">I", data[i + 8 + n : i + 12 + n])[0] == zlib.crc32(kind + body), kind
+        out.append((kind, body))
+        i += 12 + n
+    return out
+
+
+def _unfiltered(data: bytes) -> bytes:
+    """The RGB pixels of an 8-bit RGB PNG, undone by hand from the specification's five filters, so that
+    the check does not rest on Pillow's reader alone."""
+    chunks = _chunks(data)
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (chunks[0][0], depth, colour, interlace, chunks[-1][0]) == (b"IHDR", 8, 2, 0, b"IEND")
+    raw = zlib.decompress(
+        b"".join(body for kind, body in chunks if kind == b"IDAT")
+    )  # the standard library's
+    stride, prev, out = width * 3, bytearray(width * 3), bytearray()
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - 3] if x >= 3 else 0
+            b, c = prev[x], prev[x - 3] if x >= 3 else 0
+            pred = [
+                0,
+                a,
+                b,
+                (a + b) // 2,
+                min((a, b, c), key=lambda v: (abs(a + b - c - v), (a, b, c).index(v))),
+            ]
+            line[x] = (line[x] + pred[kind]) & 0xFF
+        out += line
+        prev = line
+    return bytes(out)
+
+
+def test_pngs_hold_the_render_pixel_for_pixel_with_either_deflate(monkeypatch):
+    """Every render goes out as a PNG of its own writing (up-filtered rows, deflated with ISA-L when it is
+    installed, else with the standard library): a valid file whose pixels are the render's, read back both by
+    Pillow and by hand from the specification; another mode is Pillow's own PNG."""
+    from evalkit.envs.canvas import render
+
+    docs = [generate_task("test", i).doc for i in (0, 7, 171)]
+    docs[0].elements.append(
+        build_element("t", "text", x=3.3, y=4.6, width=0, height=0, text="Menu", font_size=18)
+    )
+    for deflate in (render.isal_zlib, None):
+        monkeypatch.setattr(render, "isal_zlib", deflate)
+        for doc in docs:
+            for size in (None, 160, 97, 16):
+                img = render_doc(doc, size)
+                data = encode(img)
+                assert pixels(data) == img.tobytes(), (deflate, size)
+                if size in (97, 16):
+                    assert _unfiltered(data) == img.tobytes()
+    rgba = render_doc(docs[1], 97).convert("RGBA")
+    assert Image.open(io.BytesIO(encode(rgba))).tobytes() == rgba.tobytes()
+
+
+@pytest.mark.browser
+def test_chromium_shows_a_png_as_rendered():
+    """The viewer and the models read these files too: Chromium decodes one to the render's pixels."""
+    from evalkit.browser import chromium_executable, new_session
+
+    if chromium_executable() is None:
+        pytest.skip("no Chromium: install Debian's chromium or set EVALKIT_CHROMIUM")
+    img = render_doc(generate_task("test", 3).doc, 97)
+    url = "data:image/png;base64," + base64.b64encode(encode(img)).decode()
+    s = new_session(width=200, height=200, allow_origins=())
+    try:
+        seen = s.sync.evaluate(
+            """async url => {
+                const im = new Image(); im.src = url; await im.decode();
+                const c = document.createElement('canvas'); c.width = im.width; c.height = im.height;
+                const g = c.getContext('2d'); g.drawImage(im, 0, 0);
+                return [im.width, im.height, Array.from(g.getImageData(0, 0, im.width, im.height).data)];
+            }""",
+            url,
+        )
+    finally:
+        s.sync.close()
+    width, height, rgba = seen
+    assert (width, height) == img.size
+    assert bytes(v for i, v in enumerate(rgba) if i % 4 != 3) == img.tobytes()
 
 
 def test_measured_text_boxes_follow_the_text_and_its_size():

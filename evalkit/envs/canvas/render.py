@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
 import threading
 import zlib
 from collections import OrderedDict
@@ -15,9 +16,15 @@ from collections.abc import Callable, Hashable
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from .model import Doc, Element
+
+try:  # ISA-L's deflate: ~15 times as fast as the standard library's on a frame
+    from isal import isal_zlib
+except ImportError:  # (it has wheels wherever evalkit runs; without it the standard library deflates)
+    isal_zlib = None
 
 
 class Cache:
@@ -174,14 +181,41 @@ def _draw(draw: ImageDraw.ImageDraw, el: Element, s: float) -> None:
 
 def encode(img: Image.Image, fmt: str = "PNG", quality: int = 90) -> bytes:
     """Encode an image as PNG or JPEG bytes."""
+    if fmt.upper() not in ("JPG", "JPEG"):
+        return png(img)
     buf = io.BytesIO()
-    if fmt.upper() in ("JPG", "JPEG"):
-        # convert() copies even an RGB image (every render is one): a third of a target's encode
-        (img if img.mode == "RGB" else img.convert("RGB")).save(buf, "JPEG", quality=quality)
-    else:
-        # Run-length deflate: flat shapes compress as well as with the default strategy, a third faster.
-        img.save(buf, "PNG", compress_type=zlib.Z_RLE)
+    # convert() copies even an RGB image (every render is one): a third of a target's encode
+    (img if img.mode == "RGB" else img.convert("RGB")).save(buf, "JPEG", quality=quality)
     return buf.getvalue()
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+
+def png(img: Image.Image) -> bytes:
+    """An image as PNG. An RGB one (every render) is written here: each row as its difference from the row
+    above (PNG's "up" filter: a design of flat shapes is zeros but for its edges), deflated with ISA-L.
+    Pillow tries all five filters on every row and deflates with zlib: ~6 ms of CPU for a 640 × 640 frame,
+    the env's largest cost in a turn that changes the canvas, against ~0.9 ms here (~3 ms with the standard
+    library's deflate), for a file about 1.7 times the size (~12 KiB against ~6). The pixels are the same."""
+    if img.mode != "RGB":
+        buf = io.BytesIO()
+        img.save(buf, "PNG")
+        return buf.getvalue()
+    width, height = img.size
+    rows = np.asarray(img).reshape(height, width * 3)
+    lines = np.empty((height, width * 3 + 1), np.uint8)
+    lines[:, 0] = 2  # each line's filter: up (the first line's is its own bytes: the line above is zeros)
+    lines[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=lines[1:, 1:])  # modulo 256, as the filter is defined
+    if isal_zlib is not None:
+        data = isal_zlib.compress(lines, isal_zlib.ISAL_DEFAULT_COMPRESSION)
+    else:
+        z = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS, 9, zlib.Z_RLE)
+        data = z.compress(lines) + z.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, RGB, deflate, filtered, whole
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
 
 
 class ContentCache(Cache):
