@@ -6,21 +6,23 @@ tool call; each episode takes two turns (a shape, then submit) on the tools surf
 env, frames on. Measured in one run, on whatever else the machine is doing (a shared machine makes
 absolute times noise: read the ratios):
 
-- efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency`, for
-  threads and for Ray (a local instance), each batch serving its env as `--env canvas` does (in a thread
-  below `evalkit.batch.PROCESS_FROM` episodes at once, in child processes from there on, one per
-  `EPISODES_PER_PROCESS` up to the cores); start-up (serving the env, the preflight, starting Ray, its
-  runner actors importing evalkit) is reported apart and excluded: the wall runs from the first episode's
-  start to the last episode written. The env's processes' CPU includes their start-up. The gui surface
-  (Chromium: a click, then submit) at concurrency 16 beside it.
+- efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency` (the
+  median of `--repeat` batches, with their range), for threads and for Ray (a local instance), each batch
+  serving its env as `--env canvas` does (in a thread below `evalkit.batch.PROCESS_FROM` episodes at once,
+  in child processes from there on, one per `EPISODES_PER_PROCESS` up to the cores); start-up (serving the
+  env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and excluded: the
+  wall runs from the first episode's start to the last episode written. The env's processes' CPU includes
+  their start-up. The gui surface (Chromium: a click, then submit) at concurrency 16 beside it.
 - client CPU per turn and per episode (fixed costs), with the env in a process of its own (`evalkit
   serve`) so that the client's CPU is the harness's alone: batches of 2-turn and 4-turn episodes, per turn
   = the slope, per episode = the rest; the env's CPU per episode and per tool call beside it.
 - start-up: `evalkit run --help`, and the first episode of `make demo` (time to its start and to its
   record).
-- memory at the largest concurrency: peak RSS of each process (this one, the model; Ray's workers).
+- memory at the largest concurrency: peak RSS of each process in the median batch (this one, the model, the
+  env's processes; Ray's workers).
 
-    PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50] [--no-ray]
+    PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50] [--repeat 3]
+        [--no-ray]
 """
 
 from __future__ import annotations
@@ -181,10 +183,26 @@ def timed_batch(
     }
 
 
+def repeated(n: int, others: dict[str, int], *args, **kw) -> dict:
+    """`n` batches alike (`timed_batch`'s arguments), one after the other, each with the peak RSS of this
+    process, of `others` and of the batch's own children: the one of median efficiency (the lower middle
+    one for an even `n`), with every batch's turns per second of wall beside it, in order."""
+    runs = []
+    for _ in range(max(n, 1)):
+        with PeakRSS(others) as rss:
+            runs.append(timed_batch(*args, **kw))
+        runs[-1]["rss"] = rss.peak
+    runs.sort(key=lambda r: r["turns"] / r["wall"])
+    return {**runs[(len(runs) - 1) // 2], "turns_per_s": [r["turns"] / r["wall"] for r in runs]}
+
+
 def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
     ideal = r["turns"] * delay / concurrency
+    effs = [rate * delay / concurrency for rate in r.get("turns_per_s") or ()]
+    spread = f" (median of {len(effs)}: {effs[0]:.2f}–{effs[-1]:.2f})" if len(effs) > 1 else ""
     return (
-        f"{label:<34} efficiency {ideal / r['wall']:.2f}  (ideal {ideal:.1f} s / wall {r['wall']:.1f} s; "
+        f"{label:<34} efficiency {ideal / r['wall']:.2f}{spread}  (ideal {ideal:.1f} s / wall "
+        f"{r['wall']:.1f} s; "
         f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
         f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)\n"
         f"{'':<34} CPU per episode: this process {r['cpu'] / r['episodes'] * 1e3:.0f} ms"
@@ -255,6 +273,12 @@ def main() -> None:
     ap.add_argument("--concurrency", default="10,50")
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="batches at each concurrency (the median is shown: a shared machine moves each one)",
+    )
     ap.add_argument("--gui-episodes", type=int, default=48, help="episodes on the gui surface (0: none)")
     ap.add_argument("--cpu-episodes", type=int, default=100, help="episodes per batch of the CPU measure")
     a = ap.parse_args()
@@ -284,10 +308,9 @@ def main() -> None:
             print(f"embedded canvas env served in a thread in {time.perf_counter() - t:.2f} s (start-up)")
             timed_batch(env, "vllm:standin", 4, 4)  # imports, connections
         rows = {}
+        others = {"stand-in model": model.pid}
         for c in levels:
-            with PeakRSS({"stand-in model": model.pid}) as rss:
-                rows[("threads", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c)
-            rows[("threads", c)]["rss"] = rss.peak
+            rows[("threads", c)] = repeated(a.repeat, others, "canvas", "vllm:standin", a.episodes, c)
         if not a.no_ray:
             from evalkit.executors import start_ray
 
@@ -295,9 +318,8 @@ def main() -> None:
             start_ray(None)
             print(f"local Ray instance started in {time.perf_counter() - t:.1f} s (start-up)")
             for c in levels:
-                with PeakRSS({"stand-in model": model.pid}) as rss:
-                    rows[("ray", c)] = timed_batch("canvas", "vllm:standin", a.episodes, c, executor="ray")
-                rows[("ray", c)]["rss"] = rss.peak
+                rows[("ray", c)] = repeated(a.repeat, others, "canvas", "vllm:standin", a.episodes, c,
+                                            executor="ray")  # fmt: skip
         if a.gui_episodes:
             rows[("threads, gui surface", 16)] = timed_batch("canvas", "vllm:standin", a.gui_episodes, 16,
                                                              surface="gui")  # fmt: skip

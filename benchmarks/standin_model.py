@@ -1,9 +1,9 @@
 """A stand-in model for throughput benchmarks: an OpenAI-compatible chat-completions server that answers every
 request after exactly `--delay` seconds (asyncio, so a hundred requests wait at once) with a canvas tool call:
-`add_element` (on a screen surface, `click`) on every turn but the last, `submit` on the last; a model named
-`…-K` (`vllm:standin-4`) takes K turns, any other two. Replies stream as a real server's do (role, a few
-text pieces, the call's name, its arguments in pieces, the finish, the usage chunk), or come whole when the
-request does not ask for a stream.
+`add_element` (a shape in a colour of the task's own; on a screen surface, `click`) on every turn but the
+last, `submit` on the last; a model named `…-K` (`vllm:standin-4`) takes K turns, any other two. Replies
+stream as a real server's do (role, a few text pieces, the call's name, its arguments in pieces, the finish,
+the usage chunk), or come whole when the request does not ask for a stream.
 
 Run in its own process, so that its CPU is not the client's:
 
@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import logging
+import zlib
 
 RECT = {"kind": "rect", "x": 40, "y": 30, "width": 200, "height": 120, "fill": "#3366cc"}
 TEXT = "Placing the main shape first, then submitting."
@@ -32,7 +33,11 @@ def reply(body: dict) -> tuple[str, dict]:
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     if "click" in tools:
         return "click", {"x": 100 + 50 * turns, "y": 100}
-    return "add_element", {**RECT, "x": RECT["x"] + 10 * turns}
+    # A real model draws something of its own for each task, so that its frames are new pictures for the
+    # env to encode: the shape's colour follows the task (its opening message), never the same twice over.
+    opening = next((m for m in body.get("messages") or [] if m.get("role") == "user"), None)
+    fill = f"#{zlib.crc32(json.dumps(opening, sort_keys=True).encode()) & 0xFFFFFF:06x}"
+    return "add_element", {**RECT, "x": RECT["x"] + 10 * turns, "fill": fill}
 
 
 def usage() -> dict:
