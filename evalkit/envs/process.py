@@ -165,7 +165,6 @@ def _main(name: str, host: str, app_kw: str) -> None:
     sock = socket.socket()
     sock.bind((host, 0))
     app = build_app(name, **json.loads(app_kw))
-    warm_app(name)
     config = uvicorn.Config(app, log_level="warning", ws="websockets-sansio")
     server = uvicorn.Server(config)
 
@@ -182,6 +181,14 @@ def _main(name: str, host: str, app_kw: str) -> None:
     # Nobody reads our stdout after the port: whatever the env prints goes to stderr instead of filling a
     # pipe until the server blocks.
     os.dup2(2, 1)
+
+    def warm() -> None:
+        # Beside the first sessions rather than before them: the batch's first episodes start while it loads
+        # (~0.35 s for the canvas), and a grade that needs it first waits for it on the import lock.
+        warm_app(name)
+        gc.freeze()  # what it loaded stays too (a session's objects of the moment with it, a few at most)
+
+    threading.Thread(target=warm, name="evalkit-warm", daemon=True).start()
     # What start-up made stays for the process's life: the cycle collector's full passes leave it out (one
     # pass over it held the server's loop for ~0.1 s, its sessions waiting).
     gc.freeze()

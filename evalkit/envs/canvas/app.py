@@ -30,8 +30,9 @@ def _episode(episode_id: str) -> Episode:
 
 def warm() -> None:
     """Load what the first grade would otherwise load while episodes wait: the grader's matching
-    (scipy.optimize, ~0.3 s of CPU). A server in a process of its own calls this before it takes sessions
-    (`evalkit.envs.process`); one in a thread of the harness (a small batch, `make demo`) loads it on use."""
+    (scipy.optimize, ~0.3 s of CPU). A server in a process of its own calls this in a thread as it starts
+    taking sessions (`evalkit.envs.process`); one in a thread of the harness (a small batch) loads it on
+    use."""
     import scipy.optimize  # noqa: F401
 
 
