@@ -74,6 +74,22 @@ class _Connection:
         if sock is not None:
             sock.close()
 
+    def hung_up(self) -> bool:
+        """The server has closed this idle connection (it stopped, or its keep-alive ran out): its end is
+        there to read. Asked only by the thread that uses it, between its requests."""
+        if self.sock is None:
+            return True
+        try:
+            self.sock.settimeout(0)
+            try:
+                return not self.sock.recv(1, socket.MSG_PEEK)
+            finally:
+                self.sock.settimeout(self.timeout)
+        except BlockingIOError:
+            return False  # nothing to read: still open
+        except OSError:
+            return True
+
     def get(self, path: str, headers: dict) -> tuple[int, str, bytes]:
         """Raises ConnectionError when the server closed the connection before answering (a kept one it
         closed while idle), another OSError when it cannot be reached, HTTPException for nonsense."""
@@ -109,14 +125,17 @@ _lock = threading.Lock()
 
 
 def _connection(netloc: str, timeout: float) -> _Connection:
-    """This thread's connection to `netloc`. A dead thread's connections are closed when another is made."""
-    key = (netloc, timeout, threading.get_ident())
+    """This thread's connection to `netloc`. When another is made, a dead thread's connections are closed,
+    and so are this thread's own to a server that has hung up: a thread that outlives batches (one taking
+    frames) would otherwise keep a socket to each batch's env server after it stopped."""
+    me = threading.get_ident()
+    key = (netloc, timeout, me)
     with _lock:
         conn = _conns.get(key)
         if conn is None:
             alive = {t.ident for t in threading.enumerate()}
-            for gone in [k for k in _conns if k[-1] not in alive]:
-                _conns.pop(gone).close()
+            for k in [k for k in _conns if k[-1] not in alive or (k[-1] == me and _conns[k].hung_up())]:
+                _conns.pop(k).close()
             conn = _conns[key] = _Connection(netloc, timeout)
     return conn
 

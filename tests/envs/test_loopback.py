@@ -96,6 +96,34 @@ def test_a_connection_is_kept_per_thread_and_opened_again_once_the_server_closed
         assert kept == {(5.0, me), (6.0, me)}  # the dead worker's went when this one was made
 
 
+def test_a_thread_that_outlives_its_servers_does_not_keep_their_sockets():
+    """A thread that takes frames for batch after batch opens a connection to each batch's env server: when
+    it opens one to a new server, its connections to servers that have stopped are closed, and those to a
+    server still up are kept."""
+    seen: list = []
+    with ThreadedServer(small_app(seen)) as up:
+        assert loopback.get(f"{up.base_url}/a", 5.0)[2] == b"ok"
+        stopped = []
+        for _ in range(3):
+            with ThreadedServer(small_app(seen)) as server:
+                assert loopback.get(f"{server.base_url}/a", 5.0)[2] == b"ok"
+                stopped.append(loopback._conns[(f"127.0.0.1:{server.port}", 5.0, threading.get_ident())])
+        # each was closed as the next server's connection was made; the last one's has not been yet
+        assert [c.sock is None for c in stopped] == [True, True, False]
+        with ThreadedServer(small_app(seen)) as new:
+            assert loopback.get(f"{new.base_url}/a", 5.0)[2] == b"ok"
+            ours = {up.port, new.port, *(int(c.netloc.rpartition(":")[2]) for c in stopped)}
+            mine = {k[0] for k in loopback._conns if k[-1] == threading.get_ident()}
+            assert {n for n in mine if int(n.rpartition(":")[2]) in ours} == {
+                f"127.0.0.1:{up.port}",
+                f"127.0.0.1:{new.port}",
+            }
+            assert all(c.sock is None for c in stopped)  # closed, not only forgotten
+            assert loopback.get(f"{up.base_url}/b", 5.0)[2] == b"ok"
+    clients = [client for client, path in seen if path in ("/a", "/b")]
+    assert clients[0] == clients[-1]  # the live server's connection was kept throughout
+
+
 def test_nonsense_from_the_server_is_no_picture():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
