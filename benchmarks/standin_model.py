@@ -34,7 +34,7 @@ def reply(body: dict) -> tuple[str, dict]:
     if "click" in tools:
         return "click", {"x": 100 + 50 * turns, "y": 100}
     # A real model draws something of its own for each task, so that its frames are new pictures for the
-    # env to encode: the shape's colour follows the task (its opening message), never the same twice over.
+    # env to encode: the shape's colour follows the task (a hash of its opening message).
     opening = next((m for m in body.get("messages") or [] if m.get("role") == "user"), None)
     fill = f"#{zlib.crc32(json.dumps(opening, sort_keys=True).encode()) & 0xFFFFFF:06x}"
     return "add_element", {**RECT, "x": RECT["x"] + 10 * turns, "fill": fill}
