@@ -159,8 +159,9 @@ def _main(name: str, host: str, app_kw: str) -> None:
 
     import uvicorn
 
-    from evalkit.envs.server import build_app, warm_app
+    from evalkit.envs.server import build_app, hold_freed_memory, warm_app
 
+    hold_freed_memory()
     logging.getLogger("fastmcp").setLevel(logging.ERROR)
     sock = socket.socket()
     sock.bind((host, 0))
