@@ -1,24 +1,28 @@
 """Progress of the episodes a batch is running, for a viewer that watches a run while it grows.
 
-A finished episode is a line of `trace.jsonl`; a running one has no record yet. While it runs, the loop keeps
-one small file per episode, `<run>/.live/<key>.json`, replaced whole (write to a temporary file, rename)
-after the reset and after every turn, and the batch removes it once the episode's record is in the trace.
-A reader therefore sees each episode as running (a live file), finished (a record), or, for the instant
-between the two, both: `running` leaves out keys the caller already holds a finished record of.
+A finished episode is a line of `trace.jsonl`; a running one has no record yet. While it runs, its state
+(after the reset and after every turn) goes into the live file of the process running it,
+`<run>/.live/<pid>@<host>.json`, one per process and run, replaced whole (write to a temporary file,
+rename) at once when the process's first episode in the run starts, then at most once every MIN_GAP_S with
+the newest state of every episode it runs there; the file goes as the process's last episode in the run
+ends. An episode whose record is in the trace leaves the file at its next write (within MIN_GAP_S): a reader
+sees each episode as running, finished, or, for that moment, both, and `running` leaves out keys the caller
+already holds a finished record of.
 
-The files are written by one thread per process (`_Writer`), not by the episodes': a file is rewritten at
-most once every MIN_GAP_S with the newest state it was given, so the start and the first frame of an
-episode, a few milliseconds apart, are one write. Written by the episodes themselves (four files per
-two-turn episode), they cost the harness 18.0/19.4/23.4 ms of CPU per sequential episode against
-16.4/17.2/18.7 ms now (alternating runs, a 10 ms model), and each episode 8 ms of its wall.
+The files are written by one thread per process (`_Writer`), not by the episodes'. One file per process,
+rather than one per episode (two writes and a removal each: at fifty episodes at once, ~3 ms of the
+harness's CPU per two-turn episode and the writer thread woken at every turn of every episode), costs a
+write a second whatever the concurrency.
 
-A live file (`LIVE_VERSION` 1) holds: `version`, `key`, `model`, `env`, `surface`, `mode`, `task_id`,
-`tier`, `repeat`, `started` (ISO 8601 UTC), `updated` (Unix seconds), `turn` (model turns finished: 0
+A live file (`LIVE_VERSION` 2) holds `version`, `pid` and `host` of the process, `updated` (Unix seconds,
+when it was written) and `episodes`, each with `key`, `model`, `env`, `surface`, `mode`, `task_id`, `tier`,
+`repeat`, `started` (ISO 8601 UTC), `updated` (when its state was given), `turn` (model turns finished: 0
 after the reset), `max_turns`, `frame` (run-relative path of the newest frame, or null), `target`
 (run-relative, or null), `text` (the newest turn's text, at most TEXT_CAP characters), `calls` (the newest
-turn's calls as `{"name", "ok"}`), `pid` and `host` of the process running it.
+turn's calls as `{"name", "ok"}`). A version 1 file (one episode's fields, with `pid` and `host`, at
+`<run>/.live/<key>.json`) is read the same way.
 
-A batch that was killed leaves its live files behind: `running` skips a file whose process is gone (same
+A batch that was killed leaves its live file behind: `running` skips a file whose process is gone (same
 host) or that has not changed for STALE_S seconds (another host), and the next batch into the run clears
 the ones of dead processes (`clear_stale`).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 LIVE_DIR = ".live"
-LIVE_VERSION = 1
+LIVE_VERSION = 2
 TEXT_CAP = 300
 MIN_GAP_S = 1.0
 """A live file is rewritten at most this often (a viewer polls every few seconds)."""
@@ -61,7 +66,7 @@ class LiveEpisode:
     started: str = ""
     """ISO 8601 UTC."""
     updated: float = 0.0
-    """When the batch last wrote the file (seconds since the epoch)."""
+    """When the batch last gave its state (seconds since the epoch)."""
     turn: int | None = None
     """Model turns finished (0 right after the reset)."""
     max_turns: int | None = None
@@ -75,18 +80,19 @@ class LiveEpisode:
     host: str = ""
 
 
-def live_path(run_dir: str | Path, key: str) -> Path:
-    return Path(run_dir) / LIVE_DIR / f"{key}.json"
+def live_path(run_dir: str | Path) -> Path:
+    """This process's live file in `run_dir`."""
+    host = re.sub(r"[^A-Za-z0-9._-]+", "_", _HOST)[:100]
+    return Path(run_dir) / LIVE_DIR / f"{os.getpid()}@{host}.json"
 
 
 def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None:
-    """Have the live file of the running episode `rec` (an EpisodeRecord being filled in) replaced with its
-    state now, within MIN_GAP_S. Never raises: progress for a viewer is not worth an episode."""
+    """Give the state now of the running episode `rec` (an EpisodeRecord being filled in) to its process's
+    live file, written within MIN_GAP_S. Never raises: progress for a viewer is not worth an episode."""
     try:
         last = rec.turns[-1] if rec.turns else None
         frame = next((t.frame for t in reversed(rec.turns) if t.frame), None) or rec.frame0
         data = {
-            "version": LIVE_VERSION,
             "key": rec.key,
             "model": rec.model,
             "env": rec.env,
@@ -103,23 +109,24 @@ def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None
             "target": rec.target,
             "text": (last.text if last else "")[:TEXT_CAP],
             "calls": [{"name": c.name, "ok": c.ok} for c in (last.calls if last else [])],
-            "pid": os.getpid(),
-            "host": _HOST,
         }
-        _writer().put(live_path(run_dir, rec.key), data)
+        _writer().put(live_path(run_dir), rec.key, data)
     except Exception:  # a record that cannot be described costs the progress, never the episode
         pass
 
 
 def finish(run_dir: str | Path, key: str) -> None:
-    """Remove the live file of an episode whose record is written (or dropped), now: a write still to come
-    is dropped, one under way is waited for."""
-    _writer().remove(live_path(run_dir, key))
+    """The episode `key` has ended (its record is written, or dropped): it leaves the live file at its next
+    write, and when it was the process's last one in the run, the file goes now (a write under way is
+    waited for)."""
+    _writer().remove(live_path(run_dir), key)
 
 
-def _write(path: Path, data: dict) -> None:
+def _write(path: Path, episodes: list[dict]) -> None:
     from evalkit.traces import atomic_write
 
+    data = {"version": LIVE_VERSION, "pid": os.getpid(), "host": _HOST, "updated": round(time.time(), 3),
+            "episodes": episodes}  # fmt: skip
     try:
         atomic_write(path, json.dumps(data, ensure_ascii=False, default=str).encode(), sync=False)
     except Exception:  # a full disk or a vanished directory costs the progress, never the batch
@@ -127,32 +134,40 @@ def _write(path: Path, data: dict) -> None:
 
 
 class _Writer:
-    """The thread that writes a process's live files: for each file, the newest state it was given, the
-    first at once, then at most once every MIN_GAP_S."""
+    """The thread that writes a process's live files: each with the newest state of its episodes, the first
+    at once, then at most once every MIN_GAP_S."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self._cv = threading.Condition()
-        self._due: dict[Path, tuple[float, dict]] = {}
-        """A file to write: (not before, monotonic seconds; its newest state)."""
+        self._episodes: dict[Path, dict[str, dict]] = {}
+        """Each live file's running episodes: key → newest state."""
+        self._stale: set[Path] = set()
+        """Files whose episodes changed since their last write."""
         self._last: dict[Path, float] = {}
-        """When each live file was last written."""
+        """When each live file was last written (monotonic seconds)."""
         self._writing: Path | None = None
         threading.Thread(target=self._run, name="evalkit-live", daemon=True).start()
 
-    def put(self, path: Path, data: dict) -> None:
+    def put(self, path: Path, key: str, data: dict) -> None:
         with self._cv:
-            due = self._due.get(path)
-            if due is None:
-                last = self._last.get(path)
-                now = time.monotonic()
-                due = (now if last is None else max(now, last + MIN_GAP_S), data)
-            self._due[path] = (due[0], data)
-            self._cv.notify()
+            self._episodes.setdefault(path, {})[key] = data
+            if path not in self._stale:  # (one already due is written with this state: no need to wake)
+                self._stale.add(path)
+                self._cv.notify()
 
-    def remove(self, path: Path) -> None:
+    def remove(self, path: Path, key: str) -> None:
         with self._cv:
-            self._due.pop(path, None)
+            episodes = self._episodes.get(path)
+            if episodes is None or episodes.pop(key, None) is None:
+                return
+            if episodes:
+                if path not in self._stale:
+                    self._stale.add(path)
+                    self._cv.notify()
+                return
+            del self._episodes[path]
+            self._stale.discard(path)
             while self._writing == path:
                 self._cv.wait()
             self._last.pop(path, None)
@@ -166,15 +181,16 @@ class _Writer:
             with self._cv:
                 while True:
                     now = time.monotonic()
-                    path = next((p for p, (when, _) in self._due.items() if when <= now), None)
+                    due = {p: self._last.get(p, now - MIN_GAP_S) + MIN_GAP_S for p in self._stale}
+                    path = next((p for p, when in due.items() if when <= now), None)
                     if path is not None:
                         break
-                    soonest = min((when for when, _ in self._due.values()), default=None)
-                    self._cv.wait(None if soonest is None else soonest - now)
-                _, data = self._due.pop(path)
+                    self._cv.wait(min(due.values()) - now if due else None)
+                self._stale.discard(path)
+                episodes = list(self._episodes[path].values())
                 self._writing = path
             try:
-                _write(path, data)
+                _write(path, episodes)
             finally:
                 with self._cv:
                     self._writing = None
@@ -195,7 +211,8 @@ def _writer() -> _Writer:
         return _the_writer
 
 
-MAX_FILE = 1 << 20
+MAX_FILE = 16 << 20
+"""A live file larger than this is not read (an episode's state is well under 2 KB)."""
 MAX_SHOWN = 64
 
 
@@ -236,6 +253,15 @@ def _calls(v: Any) -> list[tuple[str, bool]]:
     return [(_text(c, "name", 80), c.get("ok") is not False) for c in calls[:20] if isinstance(c, dict)]
 
 
+def _entries(d: Any) -> list[dict]:
+    """The episodes a live file holds: a version 2 file's list, or a version 1 file's one."""
+    if not isinstance(d, dict):
+        return []
+    if isinstance(d.get("episodes"), list):
+        return [e for e in d["episodes"] if isinstance(e, dict) and isinstance(e.get("key"), str)]
+    return [d] if isinstance(d.get("key"), str) else []
+
+
 def running(
     run_dir: str | Path, finished: set[str] | None = None, now: float | None = None
 ) -> list[LiveEpisode]:
@@ -245,41 +271,46 @@ def running(
     from evalkit.traces import safe_path
 
     now = time.time() if now is None else now
-    out = []
+    out, seen = [], set()
     for p in files(run_dir)[: MAX_SHOWN * 4]:
         try:
             st = p.stat()
             d = json.loads(p.read_bytes()) if st.st_size <= MAX_FILE else None
         except (OSError, ValueError):
-            continue  # removed as the episode ended, or not ours
-        if not isinstance(d, dict) or not isinstance(d.get("key"), str) or not _alive(d, st.st_mtime, now):
+            continue  # removed as its last episode ended, or not ours
+        entries = _entries(d)
+        if not entries or not _alive(d, st.st_mtime, now):
             continue
-        if finished and d["key"] in finished:
-            continue  # its record is in the trace already: the file is about to go
-        updated = d.get("updated")
-        frame, target = d.get("frame"), d.get("target")
-        out.append(
-            LiveEpisode(
-                key=d["key"][:200],
-                model=_text(d, "model"),
-                env=_text(d, "env"),
-                surface=_text(d, "surface"),
-                mode=_text(d, "mode"),
-                task_id=_text(d, "task_id"),
-                tier=_text(d, "tier", 40),
-                repeat=_int(d.get("repeat")),
-                started=_text(d, "started", 40),
-                updated=float(updated) if isinstance(updated, int | float) and updated > 0 else st.st_mtime,
-                turn=_int(d.get("turn")),
-                max_turns=_int(d.get("max_turns")),
-                frame=frame if safe_path(run_dir, frame) is not None else None,
-                target=target if safe_path(run_dir, target) is not None else None,
-                text=_text(d, "text", TEXT_CAP),
-                calls=_calls(d.get("calls")),
-                pid=_int(d.get("pid")),
-                host=_text(d, "host", 200),
+        wrote = d.get("updated")
+        wrote = float(wrote) if isinstance(wrote, int | float) and wrote > 0 else st.st_mtime
+        for e in entries:
+            if (finished and e["key"] in finished) or e["key"] in seen:
+                continue  # its record is in the trace already: it is about to leave the file
+            seen.add(e["key"])
+            updated = e.get("updated")
+            frame, target = e.get("frame"), e.get("target")
+            out.append(
+                LiveEpisode(
+                    key=e["key"][:200],
+                    model=_text(e, "model"),
+                    env=_text(e, "env"),
+                    surface=_text(e, "surface"),
+                    mode=_text(e, "mode"),
+                    task_id=_text(e, "task_id"),
+                    tier=_text(e, "tier", 40),
+                    repeat=_int(e.get("repeat")),
+                    started=_text(e, "started", 40),
+                    updated=float(updated) if isinstance(updated, int | float) and updated > 0 else wrote,
+                    turn=_int(e.get("turn")),
+                    max_turns=_int(e.get("max_turns")),
+                    frame=frame if safe_path(run_dir, frame) is not None else None,
+                    target=target if safe_path(run_dir, target) is not None else None,
+                    text=_text(e, "text", TEXT_CAP),
+                    calls=_calls(e.get("calls")),
+                    pid=_int(d.get("pid")),
+                    host=_text(d, "host", 200),
+                )
             )
-        )
     out.sort(key=lambda r: (r.started, r.key))
     return out[:MAX_SHOWN]
 

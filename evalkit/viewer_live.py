@@ -1,7 +1,8 @@
 """A batch that is still running, as the viewer reads it: finished episodes from the trace (appended as each
-ends), running ones from the progress files the batch keeps, one per episode, in `<run>/.live/<key>.json`
-(`evalkit.live` writes them: model, task, turn, newest frame, the newest turn's text and calls, the pid and
-host of the batch; replaced after every turn, removed once the record is in the trace).
+ends), running ones from the progress files the batch keeps, one per process, in
+`<run>/.live/<pid>@<host>.json` (`evalkit.live` writes them: for each running episode its model, task, turn,
+newest frame, the newest turn's text and calls; with the pid and host of the batch; rewritten at most once a
+second, an episode leaving it once its record is in the trace).
 
 A progress file is read as data, never trusted: a field of the wrong type reads as missing, a torn or
 foreign file is skipped, a frame path outside the run is dropped. A file whose batch is gone (its process

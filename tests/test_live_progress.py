@@ -1,5 +1,6 @@
-"""A running episode publishes its progress in `<run>/.live/<key>.json` and removes it once its record is
-written; readers skip files whose process is gone."""
+"""A running episode publishes its progress in its process's `<run>/.live/<pid>@<host>.json`, and leaves it
+once its record is written (the file goes with the process's last episode); readers skip files whose process
+is gone."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_a_running_episode_shows_its_turn_and_frame_then_leaves(canvas_server, t
     assert safe_path(tmp_path, ep.frame) is not None and safe_path(tmp_path, ep.target) is not None
     (rec,) = read_records(tmp_path)
     assert rec.key == ep.key and live.running(tmp_path) == []
-    assert not live.live_path(tmp_path, rec.key).exists()
+    assert not live.live_path(tmp_path).exists()
 
 
 def test_finished_keys_and_dead_processes_are_not_running(tmp_path):
@@ -62,10 +63,18 @@ def test_finished_keys_and_dead_processes_are_not_running(tmp_path):
     for d in (mine, dead, far):
         (folder / f"{d['key']}.json").write_text(json.dumps(d))
     (folder / "torn.json").write_text('{"key": ')
-    assert [e.key for e in live.running(tmp_path)] == ["k1"]
-    assert live.running(tmp_path, finished={"k1"}) == []
-    assert live.clear_stale(tmp_path) == 3  # the dead, the far and the torn one
-    assert sorted(p.name for p in folder.iterdir()) == ["k1.json"]
+    # A process's file of today (version 2): its episodes, the process's pid and host beside them.
+    two = [{"key": "k4", "turn": 1, "started": "b"}, {"key": "k5", "started": "a"}, {"key": 7}, "junk"]
+    ours = {"version": 2, "pid": os.getpid(), "host": live._HOST, "updated": 5.0, "episodes": two}
+    gone = {**ours, "pid": 2**22 + 12345, "episodes": [{"key": "k6"}]}
+    (folder / "1@here.json").write_text(json.dumps(ours))
+    (folder / "2@here.json").write_text(json.dumps(gone))
+    shown = live.running(tmp_path)
+    assert [e.key for e in shown] == ["k1", "k5", "k4"]  # oldest start first
+    assert shown[2].turn == 1 and shown[2].pid == os.getpid() and shown[2].updated == 5.0
+    assert [e.key for e in live.running(tmp_path, finished={"k1", "k4"})] == ["k5"]
+    assert live.clear_stale(tmp_path) == 4  # the dead, the far, the torn one and the gone process's
+    assert sorted(p.name for p in folder.iterdir()) == ["1@here.json", "k1.json"]
 
 
 def test_a_batch_leaves_no_live_files(canvas_server, tmp_path):
@@ -82,36 +91,45 @@ def test_a_batch_leaves_no_live_files(canvas_server, tmp_path):
 
 
 def test_a_live_file_is_written_at_once_then_at_most_once_a_gap_with_the_newest_state(tmp_path, monkeypatch):
-    writes: list[tuple[str, int]] = []
+    writes: list[dict[str, int]] = []
     real = live._write
 
-    def counted(path, data):
-        writes.append((path.name, data["turn"]))
-        real(path, data)
+    def counted(path, episodes):
+        writes.append({e["key"]: e["turn"] for e in episodes})
+        real(path, episodes)
+
+    def shown() -> dict[str, int]:
+        return {e["key"]: e["turn"] for e in json.loads(path.read_text())["episodes"]}
 
     monkeypatch.setattr(live, "_write", counted)
     monkeypatch.setattr(live, "MIN_GAP_S", 0.5)
-    rec = EpisodeRecord(key="k", model="m", env="canvas", task_id="t")
-    path = live.live_path(tmp_path, "k")
-    live.publish(tmp_path, rec)
+    recs = [EpisodeRecord(key=f"k{i}", model="m", env="canvas", task_id="t") for i in range(20)]
+    path = live.live_path(tmp_path)
+    live.publish(tmp_path, recs[0])
     deadline = time.monotonic() + 5
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert json.loads(path.read_text())["turn"] == 0  # the first state: at once
-    for n in (1, 2, 3):  # three turns within the gap: one write, of the last
-        rec.turns.append(TurnRecord(turn=n, text=f"turn {n}"))
-        live.publish(tmp_path, rec)
+    assert shown() == {"k0": 0}  # the first state: at once
+    for rec in recs:  # twenty episodes, three turns each, within the gap: one write, of the last states
+        for n in (1, 2, 3):
+            rec.turns.append(TurnRecord(turn=n, text=f"turn {n}"))
+            live.publish(tmp_path, rec)
     time.sleep(0.25)
-    assert json.loads(path.read_text())["turn"] == 0
-    while json.loads(path.read_text())["turn"] != 3 and time.monotonic() < deadline:
+    assert shown() == {"k0": 0}
+    while shown() != {r.key: 3 for r in recs} and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert writes == [("k.json", 0), ("k.json", 3)]
-    rec.turns.append(TurnRecord(turn=4, text="turn 4"))
-    live.publish(tmp_path, rec)  # due within the gap: the end of the episode drops it
-    live.finish(tmp_path, "k")
+    assert writes == [{"k0": 0}, {r.key: 3 for r in recs}]
+    for rec in recs[1:]:  # ended: they leave the file at its next write
+        live.finish(tmp_path, rec.key)
+    while shown() != {"k0": 3} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(writes) == 3
+    recs[0].turns.append(TurnRecord(turn=4, text="turn 4"))
+    live.publish(tmp_path, recs[0])  # due within the gap: the end of the last episode drops it
+    live.finish(tmp_path, "k0")
     assert not path.exists()
     time.sleep(0.7)
-    assert not path.exists() and len(writes) == 2
+    assert not path.exists() and len(writes) == 3
     assert list(path.parent.iterdir()) == []  # no temporary file left either
 
 
@@ -119,10 +137,10 @@ def test_the_end_of_an_episode_waits_for_a_write_under_way(tmp_path, monkeypatch
     started, release = threading.Event(), threading.Event()
     real = live._write
 
-    def slow(path, data):
+    def slow(path, episodes):
         started.set()
         release.wait(5)
-        real(path, data)
+        real(path, episodes)
 
     monkeypatch.setattr(live, "_write", slow)
     rec = EpisodeRecord(key="slow", model="m", env="canvas", task_id="t")
@@ -134,4 +152,4 @@ def test_the_end_of_an_episode_waits_for_a_write_under_way(tmp_path, monkeypatch
     assert ended.is_alive()  # the write under way would otherwise land after the removal
     release.set()
     ended.join(5)
-    assert not ended.is_alive() and not live.live_path(tmp_path, "slow").exists()
+    assert not ended.is_alive() and not live.live_path(tmp_path).exists()
