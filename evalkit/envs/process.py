@@ -184,9 +184,10 @@ def _main(name: str, host: str, app_kw: str) -> None:
     os.dup2(2, 1)
 
     def warm() -> None:
-        # Beside the first sessions rather than before them: the batch's first episodes start while it loads
-        # (~0.35 s for the canvas), and a grade that needs it first waits for it on the import lock.
-        warm_app(name)
+        # Beside the first sessions rather than before them: the batch's first episodes start while it runs
+        # (~0.1 s for the canvas); what one needs before it is done, it makes itself (an env instance) or
+        # waits for (a module, on its import lock).
+        warm_app(name, app)
         gc.freeze()  # what it loaded stays too (a session's objects of the moment with it, a few at most)
 
     threading.Thread(target=warm, name="evalkit-warm", daemon=True).start()

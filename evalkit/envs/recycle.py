@@ -30,8 +30,9 @@ def recycling(cls: type, keep: int = 256) -> type:
         with lock:
             if free:
                 return free.pop()
-        env = cls()
+        return make_recyclable(cls())
 
+    def make_recyclable(env: Any) -> Any:
         def recycle() -> bool:
             """Put the instance back; False when it was not kept (`keep` reached), so the caller tears
             it down instead."""
@@ -51,6 +52,18 @@ def recycling(cls: type, keep: int = 256) -> type:
 
         def __new__(klass) -> Any:
             return make()
+
+        @staticmethod
+        def stock(n: int) -> None:
+            """Make instances until `n` are kept, off the server's loop and its env thread (a server's
+            thread beside its first sessions): a batch's first sessions, all at once, would otherwise each
+            wait for one to be built, and the first of all for what every later one reuses."""
+            for _ in range(min(n, keep)):
+                with lock:
+                    if len(free) >= n:
+                        return
+                if not make_recyclable(cls()).recycle():  # each kept as it is made: it may be taken at once
+                    return
 
     Factory.__name__ = cls.__name__
     Factory.__qualname__ = cls.__qualname__

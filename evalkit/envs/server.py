@@ -77,12 +77,12 @@ def build_app(name: str, **kw: Any) -> Any:
     return getattr(importlib.import_module(module), func)(**kw)
 
 
-def warm_app(name: str) -> None:
-    """Run embedded env `name`'s `warm()`, when its package has one: what its first episodes would otherwise
-    load while they run."""
+def warm_app(name: str, app: Any) -> None:
+    """Run embedded env `name`'s `warm(app)` on the app `build_app` made, when its package has one: what its
+    first episodes would otherwise make while they run."""
     warm = getattr(importlib.import_module(EMBEDDED[name].partition(":")[0]), "warm", None)
     if warm is not None:
-        warm()
+        warm(app)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -159,5 +159,5 @@ def serve_forever(name: str, port: int = 8000, host: str = "127.0.0.1") -> None:
 
     hold_freed_memory()
     app = build_app(name)
-    warm_app(name)
+    warm_app(name, app)
     uvicorn.run(app, host=host, port=port, log_level="info", ws="websockets-sansio")

@@ -30,6 +30,36 @@ def test_a_closed_instance_goes_to_the_next_session_and_is_kept_once():
     assert make.__name__ == "Built"
 
 
+def test_instances_stocked_ahead_go_to_the_first_sessions():
+    make = recycling(Built, keep=4)
+    before = Built.made
+    make.stock(3)
+    make.stock(3)  # as many are kept already: none more
+    assert Built.made == before + 3
+    first = [make() for _ in range(4)]
+    assert Built.made == before + 4  # three from the stock, then one made
+    make.stock(9)  # no more than `keep`
+    assert Built.made == before + 8 and all(type(e) is Built for e in first)
+
+
+def test_a_warmed_canvas_app_has_its_first_sessions_envs_made_beforehand(monkeypatch):
+    from evalkit.envs.canvas.app import STOCK, build_app, warm
+    from evalkit.envs.canvas.env import CanvasEnv
+
+    made, real = [], CanvasEnv.__init__
+
+    def counted(self) -> None:
+        made.append(self)
+        real(self)
+
+    monkeypatch.setattr(CanvasEnv, "__init__", counted)
+    app = build_app()
+    warm(app)
+    assert len(made) == STOCK
+    sessions = [app.state.env_factory() for _ in range(STOCK)]
+    assert len(made) == STOCK and {id(e) for e in sessions} == {id(e) for e in made}
+
+
 def test_the_factory_is_a_class_for_one_executor_thread():
     """OpenEnv reads a class factory's flags: every session's env is then made and closed on one thread it
     keeps, not on a new thread per session."""

@@ -28,18 +28,32 @@ def _episode(episode_id: str) -> Episode:
     return ep
 
 
-def warm() -> None:
-    """Load what the first grade would otherwise load while episodes wait: the grader's matching
-    (scipy.optimize, ~0.3 s of CPU). A server in a process of its own calls this in a thread as it starts
-    taking sessions (`evalkit.envs.process`); one in a thread of the harness (a small batch) loads it on
-    use."""
-    import scipy.optimize  # noqa: F401
+STOCK = 32
+"""Env instances `warm` makes ahead of the first sessions: a batch's episodes per env process
+(`evalkit.batch.EPISODES_PER_PROCESS`)."""
+
+
+def warm(app: FastAPI) -> None:
+    """Make what `app`'s first episodes would otherwise make while the others wait on the server's loop:
+    env instances for the first sessions (`recycle`: the first one builds what every later one reuses, ~60
+    ms, in the first reset), the image encoders' plugins, which Pillow imports at its first save (its
+    reference JPEG), and the grader's matching (`grade.matcher`). A server in a process of its own calls
+    this in a thread as it starts taking sessions (`evalkit.envs.process`); one in a thread of the harness
+    (a small batch) makes them on use."""
+    from PIL import Image
+
+    from .grade import matcher
+
+    app.state.env_factory.stock(STOCK)
+    Image.preinit()
+    matcher()
 
 
 def build_app(max_concurrent_envs: int = 64) -> FastAPI:
     """The FastAPI app serving the canvas env; run it with uvicorn or `evalkit serve canvas`."""
+    factory = recycling(CanvasEnv)
     app = create_app(
-        recycling(CanvasEnv),
+        factory,
         CallToolAction,
         CallToolObservation,
         env_name="canvas",
@@ -88,4 +102,5 @@ def build_app(max_concurrent_envs: int = 64) -> FastAPI:
             raise HTTPException(status_code=404, detail=f"unknown skin {skin!r}: use one of {known}")
         return HTMLResponse(editor_html(skin, width, height))
 
+    app.state.env_factory = factory  # (for `warm`)
     return app

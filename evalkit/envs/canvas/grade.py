@@ -9,8 +9,13 @@ submission cannot earn most of it just because designs are mostly background.
 from __future__ import annotations
 
 import difflib
+import importlib.machinery
+import importlib.util
 import math
-from functools import lru_cache
+import sys
+from collections.abc import Callable
+from functools import cache, lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import ImageFilter
@@ -22,6 +27,34 @@ MATCH_THRESHOLD = 0.5
 VISUAL_SIZE = 160
 WEIGHTS = {"structure": 0.35, "visual": 0.25, "coverage": 0.2, "order": 0.1, "background": 0.1}
 COLOUR_SCALE = 100.0  # a CIELAB distance of 100 counts as entirely different colours
+
+
+@cache
+def matcher() -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """SciPy's `linear_sum_assignment`, loaded from its own compiled module where that is found: the
+    `scipy.optimize` package, which the grade needs nothing else of, costs ~0.3 s of CPU to import (its
+    linear programming, sparse linear algebra, FFT and special functions), in every env process, at the
+    moment its first episodes run; the module alone ~5 ms. Where SciPy lays itself out otherwise, from the
+    package."""
+    loaded = sys.modules.get("scipy.optimize")
+    if loaded is not None:
+        return loaded.linear_sum_assignment
+    spec = importlib.util.find_spec("scipy")
+    if spec is not None and spec.origin:
+        folder = Path(spec.origin).parent / "optimize"
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = folder / f"_lsap{suffix}"
+            if path.is_file():
+                try:
+                    lsap = importlib.util.spec_from_file_location("scipy.optimize._lsap", path)
+                    module = importlib.util.module_from_spec(lsap)
+                    lsap.loader.exec_module(module)
+                    return module.linear_sum_assignment
+                except (ImportError, AttributeError):
+                    break
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment
 
 
 def _linear(c: np.ndarray) -> np.ndarray:
@@ -193,10 +226,8 @@ def grade_doc(
     pairs: list[tuple[int, int]] = []
     sims: list[float] = []
     if gt and sub:
-        from scipy.optimize import linear_sum_assignment  # (on first use: a quarter second at start-up)
-
         sim = np.array([[element_similarity(g, s, diag) for s in sub] for g in gt])
-        rows, cols = linear_sum_assignment(-sim)
+        rows, cols = matcher()(-sim)
         for r, c in zip(rows, cols, strict=True):
             if sim[r, c] >= MATCH_THRESHOLD:
                 pairs.append((int(r), int(c)))
