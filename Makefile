@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
 
-.PHONY: demo test lint venv chromium sample-run clean-venv
+.PHONY: demo test lint venv chromium pyc sample-run clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# An editable install leaves evalkit's modules as source; where PYTHONDONTWRITEBYTECODE is set (as it is on
+# some CI machines) every process would compile them again as it starts (~0.1 s before the demo's first
+# episode, and again in each env process). Files already compiled are skipped.
+pyc: $(STAMP)
+	$(BIN)/python -m compileall -q evalkit viewer >/dev/null
 
 chromium:
 	@if [ -z "$(CHROMIUM)" ]; then \
@@ -28,13 +34,13 @@ $(LAB_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[lab]"
 	touch $(LAB_STAMP)
 
-demo: $(STAMP) $(LAB_STAMP)
+demo: $(STAMP) $(LAB_STAMP) pyc
 	$(BIN)/evalkit run --env canvas --models baseline:tracer,baseline:random \
 		--evalset data/evalsets/canvas-test-300.json --subset lite --concurrency 8 --out runs/demo
 	$(BIN)/evalkit summarise runs/demo
 	@echo "notebooks: $(BIN)/jupyter lab notebooks/   (or: source $(BIN)/activate)"
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium pyc
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The small committed run the viewer tests and the README point at; regenerate after a trace-format change.
