@@ -49,6 +49,7 @@ STALE_S = 900.0
 longer than this is rare, and a false 'gone' only hides a running episode until its next turn)."""
 
 _HOST = socket.gethostname()
+_HOST_IN_NAME = re.sub(r"[^A-Za-z0-9._-]+", "_", _HOST)[:100]
 
 
 @dataclass
@@ -82,8 +83,7 @@ class LiveEpisode:
 
 def live_path(run_dir: str | Path) -> Path:
     """This process's live file in `run_dir`."""
-    host = re.sub(r"[^A-Za-z0-9._-]+", "_", _HOST)[:100]
-    return Path(run_dir) / LIVE_DIR / f"{os.getpid()}@{host}.json"
+    return Path(run_dir) / LIVE_DIR / f"{os.getpid()}@{_HOST_IN_NAME}.json"
 
 
 def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None:
@@ -212,13 +212,18 @@ def _writer() -> _Writer:
 
 
 MAX_FILE = 16 << 20
-"""A live file larger than this is not read (an episode's state is well under 2 KB)."""
+"""A live file larger than this is not read (an episode's state is ~1 KB at most: its text is capped)."""
 MAX_SHOWN = 64
 
 
 def _text(d: dict, name: str, cap: int = 500) -> str:
     v = d.get(name)
     return v[:cap] if isinstance(v, str) else ""
+
+
+def _when(v: Any, default: float) -> float:
+    """A time in seconds since the epoch, as written; `default` for anything else."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else default
 
 
 def _int(v: Any) -> int | None:
@@ -237,8 +242,7 @@ def _alive(d: dict, mtime: float, now: float) -> bool:
         except PermissionError:  # another user's process: it exists
             return True
         return True
-    updated = d.get("updated")
-    return now - (updated if isinstance(updated, int | float) and updated > 0 else mtime) < STALE_S
+    return now - _when(d.get("updated"), mtime) < STALE_S
 
 
 def files(run_dir: str | Path) -> list[Path]:
@@ -271,7 +275,7 @@ def running(
     from evalkit.traces import safe_path
 
     now = time.time() if now is None else now
-    out, seen = [], set()
+    out = []
     for p in files(run_dir)[: MAX_SHOWN * 4]:
         try:
             st = p.stat()
@@ -281,13 +285,10 @@ def running(
         entries = _entries(d)
         if not entries or not _alive(d, st.st_mtime, now):
             continue
-        wrote = d.get("updated")
-        wrote = float(wrote) if isinstance(wrote, int | float) and wrote > 0 else st.st_mtime
+        wrote = _when(d.get("updated"), st.st_mtime)
         for e in entries:
-            if (finished and e["key"] in finished) or e["key"] in seen:
+            if finished and e["key"] in finished:
                 continue  # its record is in the trace already: it is about to leave the file
-            seen.add(e["key"])
-            updated = e.get("updated")
             frame, target = e.get("frame"), e.get("target")
             out.append(
                 LiveEpisode(
@@ -300,7 +301,7 @@ def running(
                     tier=_text(e, "tier", 40),
                     repeat=_int(e.get("repeat")),
                     started=_text(e, "started", 40),
-                    updated=float(updated) if isinstance(updated, int | float) and updated > 0 else wrote,
+                    updated=_when(e.get("updated"), wrote),
                     turn=_int(e.get("turn")),
                     max_turns=_int(e.get("max_turns")),
                     frame=frame if safe_path(run_dir, frame) is not None else None,
