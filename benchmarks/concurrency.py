@@ -20,6 +20,8 @@ absolute times noise: read the ratios):
   record).
 - memory at the largest concurrency: peak RSS of each process in the median batch (this one, the model, the
   env's processes; Ray's workers).
+- the host's speed before each concurrency's batches (`host_speed`: a pure-Python loop, and the CPU of a
+  round trip to another process), since the figures at 50 follow it.
 
     PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50] [--repeat 3]
         [--no-ray]
@@ -183,17 +185,59 @@ def timed_batch(
     }
 
 
+def host_speed() -> tuple[float, float]:
+    """The machine's speed at the moment: seconds a fixed pure-Python loop takes, and microseconds of CPU a
+    round trip between two processes over pipes costs (each a wake-up of a process on the other core, as
+    every message between the client, the env and the model is), the median of three each. Other work on
+    the host slows every process here alike, within minutes (on the 2-core machine of the README's figures:
+    a loop of 0.17–0.21 s and wake-ups of 14–20 µs at full speed, up to ~0.38 s and ~40 µs while slowed),
+    and an efficiency at 50, which is queueing for the two cores, follows it: compare figures taken at
+    like speeds."""
+    loops, trips = [], []
+    for _ in range(3):
+        t, total = time.perf_counter(), 0
+        for i in range(10_000_000):
+            total += i
+        loops.append(time.perf_counter() - t)
+        trips.append(_round_trip_cpu())
+    return statistics.median(loops), statistics.median(trips)
+
+
+_ECHO = "import os, sys\nr, w = map(int, sys.argv[1:])\nwhile os.read(r, 1):\n    os.write(w, b'x')"
+"""A child that sends back each byte it reads, until its pipe closes."""
+
+
+def _round_trip_cpu(n: int = 5000) -> float:
+    """CPU microseconds this process spends per round trip of a byte to a child process and back."""
+    down, up = os.pipe(), os.pipe()
+    child = subprocess.Popen([PY, "-c", _ECHO, str(down[0]), str(up[1])], pass_fds=(down[0], up[1]))
+    os.close(down[0])
+    os.close(up[1])
+    try:
+        os.write(down[1], b"x")
+        os.read(up[0], 1)  # the child is up
+        t = time.process_time()
+        for _ in range(n):
+            os.write(down[1], b"x")
+            os.read(up[0], 1)
+        return (time.process_time() - t) / n * 1e6
+    finally:
+        os.close(down[1])
+        os.close(up[0])
+        child.wait()
+
+
 def repeated(n: int, others: dict[str, int], *args, **kw) -> dict:
     """`n` batches alike (`timed_batch`'s arguments), one after the other, each with the peak RSS of this
     process, of `others` and of the batch's own children: the one of median efficiency (the lower middle
     one for an even `n`), with every batch's turns per second of wall beside it, in order."""
-    runs = []
+    runs, host = [], host_speed()
     for _ in range(max(n, 1)):
         with PeakRSS(others) as rss:
             runs.append(timed_batch(*args, **kw))
         runs[-1]["rss"] = rss.peak
     runs.sort(key=lambda r: r["turns"] / r["wall"])
-    return {**runs[(len(runs) - 1) // 2], "turns_per_s": [r["turns"] / r["wall"] for r in runs]}
+    return {**runs[(len(runs) - 1) // 2], "turns_per_s": [r["turns"] / r["wall"] for r in runs], "host": host}
 
 
 def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
@@ -204,7 +248,9 @@ def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
         f"{label:<34} efficiency {ideal / r['wall']:.2f}{spread}  (ideal {ideal:.1f} s / wall "
         f"{r['wall']:.1f} s; "
         f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
-        f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors)\n"
+        f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors"
+        + (f"; host before: loop {r['host'][0]:.2f} s, wake-up {r['host'][1]:.0f} µs" if "host" in r else "")
+        + ")\n"
         f"{'':<34} CPU per episode: this process {r['cpu'] / r['episodes'] * 1e3:.0f} ms"
         + (f", the env's processes {r['child_cpu'] / r['episodes'] * 1e3:.0f} ms" if r["child_cpu"] else "")
     )
