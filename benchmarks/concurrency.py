@@ -187,12 +187,12 @@ def timed_batch(
 
 def host_speed() -> tuple[float, float]:
     """The machine's speed at the moment: seconds a fixed pure-Python loop takes, and microseconds of CPU a
-    round trip between two processes over pipes costs (each a wake-up of a process on the other core, as
-    every message between the client, the env and the model is), the median of three each. Other work on
+    round trip between two processes over pipes costs (a wake-up of the other process each way, as every
+    message between the client, the env and the model is), the median of three each. Other work on
     the host slows every process here alike, within minutes (on the 2-core machine of the README's figures:
-    a loop of 0.17–0.21 s and wake-ups of 14–20 µs at full speed, up to ~0.38 s and ~40 µs while slowed),
-    and an efficiency at 50, which is queueing for the two cores, follows it: compare figures taken at
-    like speeds."""
+    a loop of 0.17–0.21 s and round trips of 14–20 µs at full speed, up to ~0.38 s and ~40 µs while
+    slowed), and an efficiency at 50, which is queueing for the two cores, follows it: compare figures
+    taken at like speeds."""
     loops, trips = [], []
     for _ in range(3):
         t, total = time.perf_counter(), 0
@@ -249,7 +249,7 @@ def efficiency_line(label: str, r: dict, delay: float, concurrency: int) -> str:
         f"{r['wall']:.1f} s; "
         f"start-up {r['startup']:.1f} s apart; median episode {r['median_episode']:.2f} s = model "
         f"{r['median_model']:.2f} + env {r['median_env']:.2f} + other; {r['errors']} errors"
-        + (f"; host before: loop {r['host'][0]:.2f} s, wake-up {r['host'][1]:.0f} µs" if "host" in r else "")
+        + (f"; host: loop {r['host'][0]:.2f} s, round trip {r['host'][1]:.0f} µs" if "host" in r else "")
         + ")\n"
         f"{'':<34} CPU per episode: this process {r['cpu'] / r['episodes'] * 1e3:.0f} ms"
         + (f", the env's processes {r['child_cpu'] / r['episodes'] * 1e3:.0f} ms" if r["child_cpu"] else "")
