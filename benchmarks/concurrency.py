@@ -189,10 +189,8 @@ def host_speed() -> tuple[float, float]:
     """The machine's speed at the moment: seconds a fixed pure-Python loop takes, and microseconds of CPU a
     round trip between two processes over pipes costs (a wake-up of the other process each way, as every
     message between the client, the env and the model is), the median of three each. Other work on
-    the host slows every process here alike, within minutes (on the 2-core machine of the README's figures:
-    a loop of 0.17–0.21 s and round trips of 14–20 µs at full speed, up to ~0.38 s and ~40 µs while
-    slowed), and an efficiency at 50, which is queueing for the two cores, follows it: compare figures
-    taken at like speeds."""
+    the host slows every process here alike, within minutes, and an efficiency at 50, which is queueing for
+    the two cores, follows it: compare figures taken at like speeds (the README gives both)."""
     loops, trips = [], []
     for _ in range(3):
         t, total = time.perf_counter(), 0
