@@ -44,11 +44,11 @@ test: $(STAMP) chromium pyc
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The small committed run the viewer tests and the README point at; regenerate after a trace-format change.
-# The model in it is the stand-in (evalkit/standin.py): the Anthropic wire served locally, no key needed.
+# The model in it is the stand-in (evalkit/providers/standin.py): the Anthropic wire served locally, no key needed.
 # One episode at a time, so that the stand-in's mistakes land on the same episodes every time.
 sample-run: $(STAMP)
 	rm -rf data/sample-run
-	$(BIN)/python -m evalkit.standin -- $(BIN)/evalkit run --env canvas \
+	$(BIN)/python -m evalkit.providers.standin -- $(BIN)/evalkit run --env canvas \
 		--models baseline:tracer,baseline:random,anthropic:evalkit-standin@low \
 		--evalset data/evalsets/canvas-test-300.json --subset core30 --limit 6 \
 		--modes reference,description --max-turns 12 --concurrency 1 --no-progress --out data/sample-run

@@ -32,7 +32,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evalkit import analysis, index_cache
+from evalkit import analysis
+from evalkit.records import index_cache
 from evalkit.types import episode_key
 
 MODELS = ("model-a", "model-b", "model-c")

@@ -23,14 +23,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evalkit.batch import run_batch
 from evalkit.envs.berth import exact
 from evalkit.envs.berth.grade import check
 from evalkit.envs.berth.reference import EVALSET_PATH, from_row, verify
 from evalkit.envs.berth.search import ORDERS, Tables, construct, descend, heuristic
 from evalkit.envs.berth.tasks import TIERS, seed_for, task_from_id
-from evalkit.evalsets import load_evalset
-from evalkit.traces import read_records
+from evalkit.envs.evalsets import load_evalset
+from evalkit.records.traces import read_records
+from evalkit.run.batch import run_batch
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -8,7 +8,7 @@ absolute times noise: read the ratios):
 
 - efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency` (the
   median of `--repeat` batches, with their range), for threads and for Ray (a local instance), each batch
-  serving its env as `--env canvas` does (in a thread below `evalkit.batch.PROCESS_FROM` episodes at once,
+  serving its env as `--env canvas` does (in a thread below `evalkit.run.batch.PROCESS_FROM` episodes at once,
   in child processes from there on, one per `EPISODES_PER_PROCESS` up to the cores); start-up (serving the
   env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and excluded: the
   wall runs from the first episode's start to the last episode written. The env's processes' CPU includes
@@ -60,7 +60,7 @@ def wait_up(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
 
 
 def free_port() -> int:
-    from evalkit.envs.server import free_port as fp
+    from evalkit.serving import free_port as fp
 
     return fp()
 
@@ -136,8 +136,8 @@ def timed_batch(
     env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
 ) -> dict:
     """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
-    from evalkit import batch
-    from evalkit.traces import read_records
+    from evalkit.records.traces import read_records
+    from evalkit.run import batch
 
     span: dict[str, float] = {}
     real = batch.execute
@@ -340,9 +340,9 @@ def main() -> None:
     os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
     try:
         wait_up(f"http://127.0.0.1:{port}/", model)
-        from evalkit.batch import PROCESS_FROM
         from evalkit.envs.process import ProcessServer
         from evalkit.envs.server import serve
+        from evalkit.run.batch import PROCESS_FROM
 
         with ProcessServer("canvas") as env:
             print(f"embedded canvas env served in a process in {env.startup_s:.2f} s (start-up, concurrency "
@@ -356,7 +356,7 @@ def main() -> None:
         for c in levels:
             rows[("threads", c)] = repeated(a.repeat, others, "canvas", "vllm:standin", a.episodes, c)
         if not a.no_ray:
-            from evalkit.executors import start_ray
+            from evalkit.run.executors import start_ray
 
             t = time.perf_counter()
             start_ray(None)

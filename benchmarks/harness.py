@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalkit.batch import run_batch
 from evalkit.envs.openenv import OpenEnvSession
 from evalkit.envs.server import serve
-from evalkit.traces import read_records
+from evalkit.records.traces import read_records
+from evalkit.run.batch import run_batch
 
 
 def bare_call_seconds(base_url: str, n: int = 200) -> float:

@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' stand-in server and env
 
-from evalkit.episode import run_episode  # noqa: E402
 from evalkit.providers import attempts, images  # noqa: E402
+from evalkit.run.episode import run_episode  # noqa: E402
 from evalkit.types import AgentOptions  # noqa: E402
 from tests.providers.fakes import IMAGE_TYPES, FakeModelServer, Reply, conversation, prefix_hits  # noqa: E402
 from tests.support.pictures import PictureEnv  # noqa: E402

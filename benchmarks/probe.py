@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evalkit.envs.openenv import OpenEnvSession  # noqa: E402
-from evalkit.envs.probe import probe  # noqa: E402
 from evalkit.envs.server import serve  # noqa: E402
+from evalkit.run.probe import probe  # noqa: E402
 from tests.support.foreign_envs import Served, guess_app, quiz_app, sketch_app  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

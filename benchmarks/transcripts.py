@@ -1,9 +1,9 @@
 """What keeping the model's conversation costs in trace bytes, and what reading it back costs in time.
 
 One batch on the embedded canvas env (reference and description modes) of the offline tracer and of the
-stand-in model (`evalkit.standin`: the real Anthropic SDK and provider code against a local server), once
-as evalkit writes it and once with `--save-raw`. Per model, bytes of `trace.jsonl` per turn without frames
-(pictures live in `frames/` and `renders/`, never in the trace):
+stand-in model (`evalkit.providers.standin`: the real Anthropic SDK and provider code against a local server),
+once as evalkit writes it and once with `--save-raw`. Per model, bytes of `trace.jsonl` per turn without
+frames (pictures live in `frames/` and `renders/`, never in the trace):
 
 - `before`: the records without their `transcript` (the format before transcripts were kept);
 - `after`: the records as written; `texts/`: the run's shared text store, per turn of the whole run;
@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit import traces, transcripts  # noqa: E402
-from evalkit.batch import run_batch  # noqa: E402
 from evalkit.envs.server import serve  # noqa: E402
 from evalkit.providers import prices  # noqa: E402
-from evalkit.standin import SPEC, StandIn  # noqa: E402
+from evalkit.providers.standin import SPEC, StandIn  # noqa: E402
+from evalkit.records import traces, transcripts  # noqa: E402
+from evalkit.run.batch import run_batch  # noqa: E402
 
 EVALSET = Path(__file__).resolve().parents[1] / "data" / "evalsets" / "canvas-test-300.json"
 MODELS = ["baseline:tracer", SPEC]

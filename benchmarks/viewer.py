@@ -34,10 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from PIL import Image as PILImage  # noqa: E402
 
-from evalkit import viewer_support as vs  # noqa: E402
-from evalkit.envs.server import free_port  # noqa: E402
-from evalkit.traces import FrameStore, write_run_json  # noqa: E402
+from evalkit.browser import CHROMIUM_ARGS, chromium_executable  # noqa: E402
+from evalkit.records.traces import FrameStore, write_run_json  # noqa: E402
+from evalkit.serving import free_port  # noqa: E402
 from evalkit.types import Image, episode_key  # noqa: E402
+from evalkit.view import support as vs  # noqa: E402
 
 GOAL_TABLE_S = 3.0
 GOAL_NEXT_S = 0.5
@@ -130,7 +131,7 @@ def measure(run: Path, episodes: int, turns: int, repeats: int) -> dict[str, lis
 
     out: dict[str, list[float]] = {"table_cold": [], "table_warm": [], "next": [], "key": [], "floor": []}
     with vs.running_app([run]) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=vs.chromium_executable(), args=vs.CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         label = f"{episodes:,} of {episodes:,} episodes"
         ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
         for i in range(repeats + 1):
@@ -171,7 +172,7 @@ def bundle(run: Path, episodes: int, turns: int, repeats: int, workdir: Path) ->
     """Build the static bundle of the run, then open it from file:// as a user would (network blocked)."""
     from playwright.sync_api import sync_playwright
 
-    from evalkit.bundle import build
+    from evalkit.view.bundle import build
 
     site = workdir / "bundle"
     built = build([run], site)
@@ -183,7 +184,7 @@ def bundle(run: Path, episodes: int, turns: int, repeats: int, workdir: Path) ->
     out: dict = {"built": built, "by_dir": by_dir, "paint": [], "open": [], "key": []}
     label = f"{episodes:,} of {episodes:,} episodes"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=vs.chromium_executable(), args=vs.CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
         ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
         ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
         for _ in range(repeats):
@@ -219,7 +220,7 @@ def search_times(run: Path, repeats: int) -> dict[str, float | list[float]]:
     times = []
     for q in ["turn 7", '"adding a shape" "turn 19"', "no such phrase"] * repeats:
         t0 = time.perf_counter()
-        vs.viewer_search.search(idx, q)
+        vs.text_search.search(idx, q)
         times.append(time.perf_counter() - t0)
     return {"build": build_s, "rows": idx.height, "query": times}
 
@@ -231,7 +232,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, help="where to write the run (default: a temporary directory)")
     args = ap.parse_args()
-    if vs.chromium_executable() is None:
+    if chromium_executable() is None:
         sys.exit("no Chromium: install Debian's chromium or set EVALKIT_CHROMIUM")
     tmp = None
     if args.out is None:

@@ -1,9 +1,9 @@
 """`evalkit run | probe | summarise | compare | report | export | view | bundle | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
-and makes no run directory; values are checked where they enter (`evalkit.validate`).
+and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
 
-Exit status of `evalkit run` (`evalkit.breaker`): 0 every episode was scored or ended by the model; 2 a
+Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored or ended by the model; 2 a
 configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
 ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
 stopped answering and the batch stopped (rerun to resume); 130 interrupted. A traceback (status 1) is a bug.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalkit import validate
 from evalkit.errors import ConfigError, EvalkitError
+from evalkit.run import validate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +66,7 @@ def _positive(kind: type):
 
 
 def _breaker(text: str) -> Any:
-    from evalkit.breaker import BreakerSettings
+    from evalkit.run.breaker import BreakerSettings
 
     try:
         return BreakerSettings.parse(text)
@@ -289,8 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from evalkit import secrets
-    from evalkit.batch import run_batch
     from evalkit.providers.common import load_env
+    from evalkit.run.batch import run_batch
     from evalkit.types import AgentOptions
 
     if a.env_file and not Path(a.env_file).is_file():
@@ -378,9 +378,9 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 def _probe(a: argparse.Namespace) -> int:
     from evalkit.envs import EMBEDDED
-    from evalkit.envs.probe import probe
     from evalkit.envs.sessions import default_mode, default_surface, reset_kwargs
     from evalkit.errors import EnvError
+    from evalkit.run.probe import probe
 
     if isinstance(a.reset_json, list):
         raise ConfigError("probe resets one task: give --reset-json a JSON object")
@@ -418,7 +418,8 @@ def _probe(a: argparse.Namespace) -> int:
 
 
 def cmd_summarise(a: argparse.Namespace) -> int:
-    from evalkit import analysis, grades, traces
+    from evalkit import analysis
+    from evalkit.records import grades, traces
 
     runs = validate.runs(a.runs, "summarise")
     if a.out is not None:
@@ -458,7 +459,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from evalkit.report import NOTEBOOK, build_report
+    from evalkit.analysis.report import NOTEBOOK, build_report
 
     if not Path(NOTEBOOK).exists():
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
@@ -470,7 +471,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from evalkit.export import export
+    from evalkit.analysis.export import export
 
     out = validate.writable_file("-o", a.output or Path(a.notebook).with_suffix(".html"))
     print(f"wrote {export(a.notebook, out, execute=a.execute, show_code=not a.no_code)}")
@@ -478,17 +479,17 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def cmd_view(a: argparse.Namespace) -> int:
-    from evalkit import viewer_serve, viewer_support
+    from evalkit.view import serve
 
-    app = viewer_support.APP_PATH
+    app = serve.APP_PATH
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return viewer_serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
+    return serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
-    from evalkit.bundle import build
+    from evalkit.view.bundle import build
 
     validate.writable_dir("-o", a.output)  # before the runs are read (reading may cache their index)
     out = build(validate.runs(a.runs, "bundle"), a.output)
@@ -560,7 +561,7 @@ class _Warnings(logging.Handler):
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
     """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
-    from evalkit.jsonl import forget_warnings
+    from evalkit.records.jsonl import forget_warnings
 
     forget_warnings()
     logger = logging.getLogger("evalkit")

@@ -41,7 +41,7 @@ class MissingKeyError(ConfigError):
 class KeyRejectedError(ConfigError):
     """A model endpoint answered 401 or 403 after the agent's own retries and fallbacks: the key is wrong,
     expired or not allowed this model, so no episode of that model can succeed. Found only once requests
-    are made, so a batch stops that model's episodes and runs the others (`evalkit.breaker`)."""
+    are made, so a batch stops that model's episodes and runs the others (`evalkit.run.breaker`)."""
 
     def __init__(self, model: str, status: int | None, variables: list[str]):
         keys = " or ".join(variables) or "its API key"

@@ -379,7 +379,7 @@ class EpisodeRecord:
     transcript: dict | None = None
     """What the model was sent besides what `turns` hold: the system prompt, the tools, the opening message,
     each tool result as sent (notes appended, images and when a budget pruned them), nudges and notes; shared
-    texts by reference to the run's text store. Read it with `evalkit.transcripts.messages`."""
+    texts by reference to the run's text store. Read it with `evalkit.records.transcripts.messages`."""
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
     """What was wrong with the line this record was read from ("turns is a string"): those fields read as
     their defaults. Empty for a sound record; never written (see `evalkit.wellformed`)."""

@@ -9,8 +9,8 @@ episode again. Null is never wrong: it reads as the field's default, as a missin
 
 The kind each field must hold is read off the record dataclasses' annotations (`kinds`), so a new field is
 checked as soon as it is declared. `pattern` is the same knowledge as one regular expression over a raw
-line, for the fast index reader (`evalkit._index`): every line that may be malformed matches it (it may
-match sound lines too, which then take the exact path). The record types themselves live in
+line, for the fast index reader (`evalkit.records._index`): every line that may be malformed matches it (it
+may match sound lines too, which then take the exact path). The record types themselves live in
 `evalkit.types`, which uses this module (`EpisodeRecord.from_dict`, `types.record_problems`).
 """
 

@@ -16,6 +16,13 @@ def pytest_configure(config):
     import_openenv_server()
 
 
+def pytest_collection_modifyitems(items):
+    """Tests that use the session's Playwright `browser` run after all others, in their order: once its sync
+    API has started, the main thread counts as inside a running event loop for the rest of the session, and
+    a later test's `asyncio.run` there would fail, whichever folder that test is in."""
+    items.sort(key=lambda item: "browser" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def canvas_server():
     from evalkit.envs.server import serve
@@ -102,7 +109,7 @@ def seed_runs(tmp_path_factory):
     """Runs written as the three original harnesses write them (tests/importers/seed_*.py), once per session:
     `canvas_issue`, `canvas`, `canvas_indexed`, `uitars`, `fara7b`, `molmoweb`, `opencua`, `planning_jsonl`,
     `planning_dir`. Read them only; copy one before changing it."""
-    from tests.importers import seed_canvas, seed_ownloop, seed_planning
+    from tests.records.importers import seed_canvas, seed_ownloop, seed_planning
 
     root = tmp_path_factory.mktemp("seeds")
     runs = {
@@ -129,7 +136,7 @@ def browser():
     """One headless Chromium under Playwright's sync API for the whole session (Debian's, or
     EVALKIT_CHROMIUM): the sync API cannot be started twice in one thread while it runs."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    from evalkit.viewer_support import CHROMIUM_ARGS, chromium_executable
+    from evalkit.browser import CHROMIUM_ARGS, chromium_executable
 
     exe = chromium_executable()
     if exe is None:

@@ -102,7 +102,7 @@ def test_view_serves_the_viewer_on_loopback(tmp_path):
     import time
     import urllib.request
 
-    from evalkit.envs.server import free_port
+    from evalkit.serving import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "evalkit.cli", "view", str(SAMPLE), "--port", str(port)]
@@ -125,11 +125,11 @@ def test_view_serves_the_viewer_on_loopback(tmp_path):
 
 
 def test_report_and_view_need_a_checkout(monkeypatch, capsys):
-    import evalkit.report
-    import evalkit.viewer_support
+    import evalkit.analysis.report
+    import evalkit.view.serve
 
-    monkeypatch.setattr(evalkit.report, "NOTEBOOK", ROOT / "notebooks" / "absent.ipynb")
-    monkeypatch.setattr(evalkit.viewer_support, "APP_PATH", ROOT / "viewer" / "absent.py")
+    monkeypatch.setattr(evalkit.analysis.report, "NOTEBOOK", ROOT / "notebooks" / "absent.ipynb")
+    monkeypatch.setattr(evalkit.view.serve, "APP_PATH", ROOT / "viewer" / "absent.py")
     for argv in (["report", str(SAMPLE)], ["view", str(SAMPLE)]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
@@ -137,7 +137,7 @@ def test_report_and_view_need_a_checkout(monkeypatch, capsys):
 
 
 def test_unreachable_base_url(tmp_path, capsys):
-    from evalkit.envs.server import free_port
+    from evalkit.serving import free_port
 
     out = tmp_path / "never"
     argv = ["run", "--base-url", f"http://127.0.0.1:{free_port()}", "--models", "baseline:random",
@@ -210,7 +210,7 @@ def test_probe_shows_what_evalkit_sees(guess_server, quiz_server, capsys):
 
 
 def test_probe_mistakes_are_one_line(capsys):
-    from evalkit.envs.server import free_port
+    from evalkit.serving import free_port
 
     for argv in (["probe", "nowhere"], ["probe", f"http://127.0.0.1:{free_port()}"],
                  ["probe", "canvas", "--reset-json", "[1]"]):  # fmt: skip
@@ -237,7 +237,7 @@ def test_run_a_typed_env_with_reset_json(standin, guess_server, tmp_path, capsys
 
 @pytest.mark.parametrize("name", ["canvas", "opencua", "planning_jsonl", "planning_dir"])
 def test_summarise_never_writes_into_a_foreign_run(seed_runs, capsys, name):
-    from evalkit.traces import derived_dir
+    from evalkit.records.traces import derived_dir
     from tests.support.snapshot import snapshot
 
     run = seed_runs[name]

@@ -1,5 +1,5 @@
 """The modules of evalkit import each other in one direction: no circle, not even through an import made
-inside a function."""
+inside a function; and its parts import only the parts below them, as each package's docstring says."""
 
 from __future__ import annotations
 
@@ -7,6 +7,23 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "evalkit"
+VIEWER = PACKAGE.parent / "viewer"
+
+BASE = {"types", "wellformed", "errors", "secrets", "serving"}
+"""The modules at evalkit's top that every part may use."""
+MAY_IMPORT = {
+    **{m: BASE for m in BASE},
+    "browser": BASE,
+    "envs": BASE | {"browser"},
+    "records": BASE,
+    "providers": BASE | {"records"},
+    "analysis": BASE | {"records"},
+    "view": BASE | {"records", "analysis"},
+    "viewer": BASE | {"records", "analysis", "view"},
+    "run": BASE | {"browser", "envs", "providers", "records", "analysis"},
+    "ownloop": BASE | {"browser", "envs", "records", "analysis"},
+}
+"""Each part → the parts it may import. `cli` and evalkit's face (`evalkit/__init__.py`) may import any."""
 
 
 def module_name(path: Path) -> str:
@@ -56,3 +73,73 @@ def test_no_import_circle():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
+
+
+def part(module: str) -> str:
+    """`evalkit.records.traces` → records, `evalkit.types` → types, `viewer.app` → viewer (`evalkit` itself:
+    evalkit)."""
+    names = module.split(".")
+    return names[0] if names[0] == "viewer" or len(names) == 1 else names[1]
+
+
+def test_parts_import_only_what_is_below_them():
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths) | {"evalkit"}
+    found = []
+    for m, path in [*paths.items(), *((f"viewer.{p.stem}", p) for p in VIEWER.glob("*.py"))]:
+        if part(m) in ("cli", "evalkit"):
+            continue
+        assert part(m) in MAY_IMPORT, f"{m} is in no part: add its part to MAY_IMPORT"
+        for n in imports(path, modules) if m.startswith("evalkit") else viewer_imports(path, modules):
+            if part(n) != part(m) and part(n) not in MAY_IMPORT[part(m)]:
+                found.append(f"{m} → {n}")
+    assert not found, "imports against the layout: " + ", ".join(sorted(found))
+
+
+def viewer_imports(path: Path, modules: set[str]) -> set[str]:
+    """The evalkit modules a viewer page imports (its own package aside)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("evalkit"):
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != "evalkit":
+                out.add(name)
+    return out
+
+
+def test_the_public_api_resolves_every_name_it_offers():
+    import evalkit as ek
+
+    for name in ek.__all__:
+        assert getattr(ek, name) is not None, name
+    assert ek.plots.reward_by_tier and ek.transcripts.messages
+    assert issubclass(ek.MissingKeyError, ek.ConfigError)
+    from evalkit import analysis, display, plots, report  # what the notebooks import
+
+    assert plots is ek.plots and display.record_html and report.build_report
+    assert analysis.load_runs is ek.load_runs and analysis.compare is ek.compare and analysis.write_summary
+
+
+def test_a_flat_layout_path_is_the_moved_module_itself(recwarn):
+    import importlib
+
+    from evalkit import _MOVED
+
+    for old, new in _MOVED.items():
+        module = importlib.import_module(f"evalkit.{old}")
+        assert module is importlib.import_module(f"evalkit.{new}"), old
+        assert module.__spec__.name == f"evalkit.{new}"
+    import evalkit.importers.ownloop
+
+    import evalkit.records.importers.ownloop
+
+    assert evalkit.importers.ownloop is evalkit.records.importers.ownloop
+    said = {str(w.message) for w in recwarn if w.category is DeprecationWarning}
+    assert "evalkit.stepper is now evalkit.run.stepper" in said

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from fixtures.synth import make_run
 
-from evalkit.report import execute_notebook
+from evalkit.analysis.report import execute_notebook
 
 NB = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -54,8 +54,8 @@ def test_01_quickstart(tmp_path):
     assert "reward" in text and "Run(" in text
     assert (tmp_path / "q" / "batch" / "summary.json").exists()
     # shared as HTML it needs no network: the batch's progress bar drawn from its saved widget state
-    from evalkit.export import to_html
-    from tests.test_export import EXTERNAL
+    from evalkit.analysis.export import to_html
+    from tests.analysis.test_export import EXTERNAL
 
     assert any("widget-view" in k for c in nb.cells for o in c.get("outputs", []) for k in o.get("data", {}))
     page = to_html(nb)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit import viewer_support as vs
 from evalkit.types import EpisodeRecord
+from evalkit.view import support as vs
 from viewer.common import S, fields, find, load, memo, no_reward, num, show_image, step_controls
 from viewer.episode import show_step
 from viewer.table import rows_height

@@ -5,8 +5,8 @@ episode step by step (`viewer.episode`), two episodes of a task side by side (`v
 (`viewer.summary`). The URL holds view, run, episode and step. A run still being written is polled
 (`viewer.live`).
 
-It reads runs only through `evalkit.traces` / `evalkit.analysis` (via `evalkit.viewer_support`), reads only
-files inside the offered runs, and shows trace content as text: nothing from a trace reaches Markdown
+It reads runs only through `evalkit.records.traces` / `evalkit.analysis` (via `evalkit.view.support`), reads
+only files inside the offered runs, and shows trace content as text: nothing from a trace reaches Markdown
 unescaped or HTML at all.
 """
 
@@ -22,7 +22,7 @@ if _ROOT not in sys.path:  # `streamlit run viewer/app.py` puts viewer/ on the p
 import polars as pl  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from evalkit import viewer_support as vs  # noqa: E402
+from evalkit.view import support as vs  # noqa: E402
 from viewer import live  # noqa: E402
 from viewer.ab import view_ab  # noqa: E402
 from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
@@ -135,9 +135,9 @@ def main() -> None:
     if f.search:
         index = vs.concat_tables([text_index(r) for r in chosen]) if chosen else None
         if index is not None and not index.is_empty():
-            found = vs.viewer_search.matching_steps(index, f.search)
-            hits = vs.viewer_search.search(index, f.search)
-            steps = vs.viewer_search.hit_rows(index, found, f.search)
+            found = vs.text_search.matching_steps(index, f.search)
+            hits = vs.text_search.search(index, f.search)
+            steps = vs.text_search.hit_rows(index, found, f.search)
         else:
             hits = pl.DataFrame(
                 schema={"run": pl.String, "key": pl.String, "first_hit": pl.Int32, "hits": pl.UInt32}

@@ -16,10 +16,11 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-from evalkit import analysis, traces, transcripts
-from evalkit import viewer_support as vs
-from evalkit.marks import marked
+from evalkit import analysis
+from evalkit.records import traces, transcripts
+from evalkit.records.marks import marked
 from evalkit.types import EpisodeRecord
+from evalkit.view import support as vs
 
 S = st.session_state
 
@@ -46,12 +47,12 @@ def malformed(run: str, signature: tuple[int, int]) -> str | None:
 
 
 def text_index(run: str) -> pl.DataFrame:
-    """The run's search index, kept (and grown with its trace) by `evalkit.viewer_search`."""
+    """The run's search index, kept (and grown with its trace) by `evalkit.view.search`."""
     try:
         with st.spinner("Indexing what the model said and did…", show_time=True):
             return vs.text_index(run)
     except (OSError, ValueError, vs.TraceError):
-        return pl.DataFrame(schema=vs.viewer_search.INDEX_SCHEMA)
+        return pl.DataFrame(schema=vs.text_search.INDEX_SCHEMA)
 
 
 @st.cache_resource(max_entries=48, show_spinner=False)

@@ -11,10 +11,10 @@ import math
 import polars as pl
 import streamlit as st
 
-from evalkit import plans, traces
-from evalkit import viewer_support as vs
-from evalkit.tables import usd
+from evalkit.analysis.tables import usd
+from evalkit.records import plans, traces
 from evalkit.types import CallRecord, EpisodeRecord
+from evalkit.view import support as vs
 from viewer.common import (
     S,
     conversation,

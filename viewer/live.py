@@ -1,6 +1,6 @@
 """A batch that is still running: the Episodes and Summary views poll the chosen runs and redraw when a trace
 grew (a finished episode appears within a few seconds), and show each running episode's latest frame and
-turn, read from the progress files the batch keeps (`evalkit.viewer_live`)."""
+turn, read from the progress files the batch keeps (`evalkit.view.live`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import time
 
 import streamlit as st
 
-from evalkit import traces, viewer_live
-from evalkit import viewer_support as vs
+from evalkit.records import traces
+from evalkit.view import live as running_batches
+from evalkit.view import support as vs
 from viewer.common import S, show_image
 
 POLL_S = 2.0
@@ -36,7 +37,7 @@ def _ago(seconds: float) -> str:
 
 def _running_panel(runs: list[str], labels: dict[str, str]) -> None:
     now = time.time()
-    found = [(r, x) for r in runs for x in viewer_live.running(r, now=now)]
+    found = [(r, x) for r in runs for x in running_batches.running(r, now=now)]
     if not found:
         return
     st.subheader(f"Running now: {len(found)} episode{'s' if len(found) != 1 else ''}")
@@ -70,5 +71,5 @@ def updates(runs: list[str], labels: dict[str, str]) -> None:
     native = [r for r in runs if traces.is_native(r)]
     if not native:
         return
-    every = POLL_S if any(viewer_live.active(r) for r in native) else IDLE_POLL_S
+    every = POLL_S if any(running_batches.active(r) for r in native) else IDLE_POLL_S
     st.fragment(_poll, run_every=every)(native, labels)

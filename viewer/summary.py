@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit import viewer_support as vs
+from evalkit.view import support as vs
 from viewer.common import memo
 
 N = st.column_config.NumberColumn
@@ -58,7 +58,8 @@ def _shown(title: str, make) -> object | None:
 def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
     # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
     df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
-    from evalkit import analysis, plots
+    from evalkit import analysis
+    from evalkit.analysis import plots
 
     st.subheader("Summary")
     table = _shown("Summary", lambda: analysis.summarise(df))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit import viewer_support as vs
+from evalkit.view import support as vs
 from viewer.common import S, open_episode
 
 COLUMNS = {

@@ -2,6 +2,8 @@
 
 One Chromium per process (`Browser.get()`), a context per session (`new_session`), screenshots and input.
 Nothing here knows about any environment: envs and agents import this package, never each other.
+
+May import: the modules at evalkit's top.
 """
 
 from .chromium import (

@@ -2,6 +2,10 @@
 
 `EMBEDDED` maps a name to the `module:function` that builds its FastAPI app; `evalkit serve NAME` and
 `evalkit.serve(NAME)` run it under uvicorn. Clients never import a server module except through this table.
+`evalsets` holds the frozen task sets the embedded envs' tasks are drawn from.
+
+May import: `browser` and the modules at evalkit's top. An environment never sees the model (`providers`)
+nor the loop that drives it (`run`).
 """
 
 EMBEDDED = {

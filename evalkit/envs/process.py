@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Any
 
-from evalkit.envs.server import wait_healthy
 from evalkit.errors import EnvError
+from evalkit.serving import wait_healthy
 
 _PATH_VAR = "EVALKIT_ENV_SYS_PATH"
 _BOOT = (

@@ -5,6 +5,9 @@ evalkit's Chromium; plus offline baselines (a DOM solver, random clicks) and a f
 `run_ownloop(Settings(agent=...), out)` — or `evalkit ownloop AGENT --endpoint URL --model NAME --out RUN`
 — writes, per task, `session.json` (or `session_failed.json`), `steps.jsonl` and `screens/step_NN.png`, and
 one EpisodeRecord per task in `trace.jsonl`, so analysis and the viewer read these runs like any other.
+
+A runner beside `run`: may import `envs` (the webapp's tasks, site and grader), `browser`, `records`,
+`analysis` (its summary files) and the modules at evalkit's top.
 """
 
 from .run import RUNNERS, OwnloopRun, model_label, run_ownloop

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from evalkit.envs.server import ThreadedServer
+from evalkit.serving import ThreadedServer
 
 from .coords import smart_resize, to_smart
 

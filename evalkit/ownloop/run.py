@@ -27,7 +27,7 @@ from typing import Any
 from evalkit.envs.webapp.grade import grade
 from evalkit.envs.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
-from evalkit.traces import (
+from evalkit.records.traces import (
     FrameStore,
     TraceWriter,
     atomic_write,
@@ -204,7 +204,7 @@ def run_ownloop(
             t.start()
         for t in threads:
             t.join()
-    from evalkit.analysis import write_summary
+    from evalkit.analysis.summary import write_summary
 
     write_summary(out)
     return run

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.envs.webapp.tasks import fill, instruction
-from evalkit.traces import FrameStore
+from evalkit.records.traces import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
 
 CLIPBOARD = ("clipboard-read", "clipboard-write")

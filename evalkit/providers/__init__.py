@@ -10,7 +10,11 @@ A spec is `provider:model[@thinking]`: `anthropic:claude-sonnet-5@low`, `openai:
     endpoint_url(model, provider) -> (url, variable)    # optional: where requests go, for `check_endpoints`
     validate(model) -> None                   # optional: ConfigError for a model it cannot run
 
-and is imported only when a spec names it, so a missing SDK never breaks the offline agents.
+and is imported only when a spec names it, so a missing SDK never breaks the offline agents. `standin` is
+a local server speaking the Anthropic wire with the tracer's moves, for runs through a real SDK with no key.
+
+May import: `records` (`replay:` reads a recorded episode) and the modules at evalkit's top. A model never
+sees the environment: nothing here imports `envs` or `run`.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def parse_target(model: str) -> tuple[Path, str]:
 
 def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
     """The recorded episode, or ConfigError: replaying something that is not there is a mistake in the ask."""
-    from evalkit.traces import trace_signature
+    from evalkit.records.traces import trace_signature
 
     if not run_dir.is_dir():
         raise ConfigError(f"replay: no run directory {str(run_dir)!r}")
@@ -39,7 +39,7 @@ def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
 
 @functools.lru_cache(maxsize=64)
 def _cached_record(run_dir: str, key: str, signature: tuple[int, int]) -> EpisodeRecord:
-    from evalkit.traces import find_record
+    from evalkit.records.traces import find_record
 
     if not Path(run_dir).is_dir():
         raise ConfigError(f"replay: no run directory {str(run_dir)!r}")

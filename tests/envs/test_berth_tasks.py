@@ -10,7 +10,7 @@ from evalkit.envs.berth.__main__ import main
 from evalkit.envs.berth.grade import check
 from evalkit.envs.berth.prompts import situation
 from evalkit.envs.berth.tasks import TIERS, generate_task, parse_task_id, task_from_id
-from evalkit.evalsets import load_evalset
+from evalkit.envs.evalsets import load_evalset
 
 EVALSET = "data/evalsets/berth-test-150.json"
 

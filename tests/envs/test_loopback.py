@@ -14,8 +14,8 @@ import pytest
 
 from evalkit.envs import loopback
 from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.server import ThreadedServer
 from evalkit.envs.wire import LocalSocket
+from evalkit.serving import ThreadedServer
 
 
 @pytest.mark.parametrize(("url", "local"), [

@@ -11,9 +11,9 @@ import pytest
 
 from evalkit.envs.openenv import TypedSession, connect
 from evalkit.envs.wire import Connection
-from evalkit.episode import run_episode
 from evalkit.errors import EnvError
-from evalkit.traces import safe_path
+from evalkit.records.traces import safe_path
+from evalkit.run.episode import run_episode
 from tests.providers.fakes import Reply
 from tests.support.foreign_envs import GOAL, QUESTION, QUIZ_INSTRUCTIONS
 from tests.support.standin import (

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import batch
 from evalkit.envs.process import GRACE_S, ProcessServer, ProcessServers
-from tests.test_executors import MODELS, outcome, pictures
+from evalkit.run import batch
+from tests.run.test_executors import MODELS, outcome, pictures
 
 EVALSET = str(Path(__file__).resolve().parents[2] / "data/evalsets/canvas-test-300.json")
 

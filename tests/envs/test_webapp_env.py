@@ -69,7 +69,7 @@ def test_the_step_budget_ends_and_grades(webapp):
 
 
 def test_an_episode_with_an_offline_agent(webapp, skillet_click, tmp_path):
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
     from evalkit.types import Turn
     from tests.support.scripted import call, factory
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.envs.evalsets import load_evalset
 from evalkit.envs.webapp.grade import check_answer, check_predicate, grade, matches
 from evalkit.envs.webapp.tasks import fill, instruction, load_tasks
 from evalkit.errors import ConfigError
-from evalkit.evalsets import load_evalset
 
 ORDER = {"type": "order_placed", "items": {"P20": 2}, "shipping": "standard", "name": "Alex Morgan",
          "address": "12 Quay Street, Harbourton", "total": 28.0}  # fmt: skip

@@ -18,9 +18,9 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.server import ServerConnection, serve
 
 from evalkit.envs import wire
-from evalkit.envs.server import free_port
 from evalkit.envs.wire import Connection, LocalSocket, ServerError
 from evalkit.errors import EnvError
+from evalkit.serving import free_port
 
 freed = threading.Event()
 

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from evalkit.envs.server import free_port
+from evalkit.serving import free_port
 from tests.providers.fakes import FakeModelServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,7 +182,7 @@ class EnvProcess:
         return self
 
     def ready(self) -> EnvProcess:
-        from evalkit.envs.server import wait_healthy
+        from evalkit.serving import wait_healthy
 
         wait_healthy(self.url, timeout=120)
         return self

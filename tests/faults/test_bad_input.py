@@ -175,7 +175,7 @@ def test_enough_cases():
 
 @pytest.mark.parametrize("argv, says", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input(workspace, taken, monkeypatch, capsys, argv, says):
-    from evalkit.envs.server import free_port
+    from evalkit.serving import free_port
 
     for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "VLLM_BASE_URL", "OWNLOOP_PATH"):
         monkeypatch.delenv(k, raising=False)

@@ -12,8 +12,10 @@ import pytest
 from polars.testing import assert_frame_equal
 from streamlit.testing.v1 import AppTest
 
-from evalkit import analysis, display, index_cache, jsonl, traces
+from evalkit import analysis
+from evalkit.analysis import display
 from evalkit.cli import main
+from evalkit.records import index_cache, jsonl, traces
 from tests.faults.corpus import INJECTIONS, SCRIPT, SECRET, hostile_run
 from tests.support.snapshot import snapshot
 from tests.viewer.viewer_runs import APP

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from evalkit.envs.server import free_port
+from evalkit.serving import free_port
 
 
 @dataclass

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.envs.server import free_port
-from evalkit.episode import run_episode
 from evalkit.errors import EndpointError
 from evalkit.providers import make_agent
 from evalkit.providers.prices import cost_usd
+from evalkit.run.episode import run_episode
+from evalkit.serving import free_port
 from evalkit.types import AgentOptions, ToolSpec, Usage
 from tests.providers.fakes import Reply
 from tests.support.pictures import PictureEnv

@@ -257,7 +257,7 @@ TASKS = [f"canvas-test-{i:04d}" for i in range(6)]
 
 @pytest.fixture(scope="module")
 def scores(canvas_server):
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     out: dict[str, list[float]] = {}
     for spec in ("baseline:tracer", "baseline:random"):
@@ -278,7 +278,7 @@ def test_tracer_beats_random_on_real_env(scores):
 
 @pytest.mark.slow
 def test_tracer_emits_normalised_coordinates(canvas_server):
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     rec = run_episode(
         "baseline:tracer", canvas_server, task="canvas-test-0000", coordinates="normalized", frames=False
@@ -290,7 +290,7 @@ def test_tracer_emits_normalised_coordinates(canvas_server):
 
 @pytest.mark.slow
 def test_tracer_rebuilds_the_brief_exactly(canvas_server):
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     for task, coords in (("canvas-test-0001", "pixels"), ("canvas-test-0002", "normalized")):
         rec = run_episode(
@@ -328,7 +328,7 @@ SCREEN_TASKS = ["canvas-test-0007", "canvas-test-0028", "canvas-test-0037"]  # t
 @pytest.fixture(scope="module")
 def surface_scores(canvas_server):
     from evalkit.browser import chromium_executable
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     if chromium_executable() is None:
         pytest.skip("no Chromium")
@@ -375,7 +375,7 @@ def test_the_same_target_grades_alike_on_every_surface(canvas_server):
     """Built from the written brief through structured tools, an HTML page and the editor, one design reads
     back as (nearly) the same document, so the one grader scores the surfaces alike."""
     from evalkit.browser import chromium_executable
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     if chromium_executable() is None:
         pytest.skip("no Chromium")

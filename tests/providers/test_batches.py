@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from evalkit.batch import run_batch
-from evalkit.traces import read_records
+from evalkit.records.traces import read_records
+from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from evalkit.batch import run_batch
 from evalkit.envs.berth.reference import frozen_row
-from evalkit.traces import read_records
+from evalkit.records.traces import read_records
+from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply
 

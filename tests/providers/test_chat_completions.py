@@ -285,7 +285,7 @@ def test_capped_turn_has_unknown_usage(fake):
 
 
 def test_a_parse_error_reaches_the_model_as_one_error(fake):
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
     from tests.support.pictures import PictureEnv
 
     fake.reset(Reply(calls=[("look", "{not json")]), Reply(text="sorry"))

@@ -7,11 +7,11 @@ import warnings
 
 import pytest
 
-from evalkit.batch import run_batch
 from evalkit.errors import EndpointError
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth, provider_failure
-from evalkit.traces import read_records
+from evalkit.records.traces import read_records
+from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions, Attempt, ToolSpec
 from tests.providers.fakes import Reply
 from tests.providers.test_batches import RECT, _tool_names, _turns_so_far

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evalkit.episode import run_episode
 from evalkit.providers import images
+from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply, live_images, prefix_hits
 from tests.support.pictures import TARGET, PictureEnv

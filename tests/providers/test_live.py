@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from evalkit.episode import run_episode
 from evalkit.providers import chat_completions
 from evalkit.providers.common import load_env
+from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions
 
 pytestmark = pytest.mark.live

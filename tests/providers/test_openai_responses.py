@@ -191,7 +191,7 @@ def test_stream_always_cut_is_an_endpoint_error(fake, cut):
 
 
 def test_stepper_shows_the_responses_history(fake):
-    from evalkit.stepper import EpisodeStepper
+    from evalkit.run.stepper import EpisodeStepper
     from tests.support.pictures import PictureEnv
 
     fake.reset(default=Reply(calls=[("look", {})]))

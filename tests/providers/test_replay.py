@@ -80,7 +80,7 @@ def test_missing_key_or_run_is_a_config_error(run_dir, tmp_path):
 
 def test_replay_redrives_the_real_env(canvas_server, tmp_path):
     """A recorded tracer episode replayed against the env scores exactly what it scored."""
-    from evalkit.episode import run_episode
+    from evalkit.run.episode import run_episode
 
     rec = run_episode("baseline:tracer", canvas_server, task="canvas-test-0003", out=tmp_path, frames=False)
     again = run_episode(f"replay:{tmp_path}#{rec.key}", canvas_server, task="canvas-test-0003", frames=False)

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from evalkit.episode import run_episode
-from evalkit.traces import safe_path
-from evalkit.transcripts import messages
+from evalkit.records.traces import safe_path
+from evalkit.records.transcripts import messages
+from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply, live_images
 
@@ -89,7 +89,7 @@ def test_without_save_raw_there_is_no_raw(fake, canvas_server, tmp_path):
 
 def test_the_cli_saves_raw_bodies(fake, canvas_server, tmp_path):
     from evalkit.cli import main
-    from evalkit.traces import read_records
+    from evalkit.records.traces import read_records
 
     fake.reset(default=looker)
     out = tmp_path / "run"

@@ -226,7 +226,7 @@ class Served:
     def __init__(self, app):
         import uvicorn
 
-        from evalkit.envs.server import free_port
+        from evalkit.serving import free_port
 
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -237,7 +237,7 @@ class Served:
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     def __enter__(self):
-        from evalkit.envs.server import wait_healthy
+        from evalkit.serving import wait_healthy
 
         self._thread.start()
         wait_healthy(self.base_url)

@@ -49,7 +49,7 @@ def live_run(synth_run, tmp_path_factory) -> Path:
 def served(synth_run, hostile_run, live_run, tmp_path_factory):
     """The viewer under `streamlit run` on a free port, over the synthetic run, the hostile one and one that
     grows (11 episodes)."""
-    from evalkit.viewer_support import running_app
+    from evalkit.view.support import running_app
 
     log = tmp_path_factory.mktemp("served") / "streamlit.log"
     with running_app([synth_run, hostile_run, live_run], log=log) as url:

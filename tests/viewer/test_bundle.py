@@ -12,13 +12,14 @@ import json
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from evalkit import analysis
-from evalkit.bundle import build
-from evalkit.bundle.episodes import TEXT_CAP
 from evalkit.cli import main
 from evalkit.errors import ConfigError
+from evalkit.view.bundle import build
+from evalkit.view.bundle.episodes import TEXT_CAP
 from tests.viewer.viewer_runs import HUGE, MODELS, SAMPLE_RUN, SECRET
 
 TRACER, RANDOM = MODELS
@@ -82,7 +83,7 @@ def test_the_paired_differences_are_the_analysis_ones(bundled, synth_run):
     _, _, index = load(out / "data" / "index.js")
     got = {(p["a"], p["b"], p["tier"]): p for p in index["pairs"]}
     df = analysis.load_runs([str(synth_run)])
-    want = analysis.compare(df, TRACER, RANDOM).filter(analysis.pl.col("group") == "all").row(0, named=True)
+    want = analysis.compare(df, TRACER, RANDOM).filter(pl.col("group") == "all").row(0, named=True)
     p = got[(f"{TRACER} · synth", f"{RANDOM} · synth", None)]
     assert p["diff"] == pytest.approx(want["diff"]) and (p["ci_low"], p["ci_high"]) == pytest.approx(
         (want["ci_low"], want["ci_high"])

@@ -7,14 +7,16 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evalkit import importers, viewer_search
-from evalkit import viewer_support as vs
+from evalkit.records import importers
 from evalkit.types import episode_key
+from evalkit.view import search
+from evalkit.view import support as vs
 from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS
 STANDIN = "anthropic:evalkit-standin@low"
-"""The sample's model run: the stand-in (evalkit/standin.py), on the same tasks as the two baselines."""
+"""The sample's model run: the stand-in (evalkit/providers/standin.py), on the same tasks as the two
+baselines."""
 LABEL = SAMPLE_RUN.name
 TASKS = ["canvas-test-0003", "canvas-test-0010", "canvas-test-0012", "canvas-test-0024", "canvas-test-0061"]
 TASKS += ["canvas-test-0109"]
@@ -119,9 +121,9 @@ def test_unscored_episodes_under_a_reward_range(app, synth_run):
 def test_search_uses_a_cached_index(app, monkeypatch):
     at = app()
     reads = []
-    real = viewer_search._complete_lines
+    real = search._complete_lines
     monkeypatch.setattr(
-        viewer_search, "_complete_lines", lambda path, start: reads.append(start) or real(path, start)
+        search, "_complete_lines", lambda path, start: reads.append(start) or real(path, start)
     )
     at.text_input(key="f_search").set_value("(ROUND 2)").run()
     df = table(at)
@@ -280,7 +282,7 @@ def test_summary_tab(app, sample_copy):
 
 
 def test_summary_tab_reports_a_failing_chart(app, monkeypatch):
-    from evalkit import plots
+    from evalkit.analysis import plots
 
     def broken(df):
         raise KeyError("no such column")

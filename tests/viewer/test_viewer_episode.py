@@ -4,12 +4,13 @@ at turn 2, an unscored episode)."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from evalkit import analysis
-from evalkit import viewer_support as vs
 from evalkit.types import episode_key
+from evalkit.view import support as vs
 from tests.viewer.viewer_runs import APP, MODELS
 
 TRACER, RANDOM = MODELS
@@ -132,7 +133,7 @@ def test_summary_paired_comparison(monkeypatch, synth_run):
     assert list(paired.columns) == list(vs.COMPARE_NAMES.values())
     assert list(paired["tier"]) == ["easy", "medium", "all"]  # no task of "hard" was scored on both sides
     df = analysis.load_runs([str(synth_run)])
-    want = analysis.compare(df, TRACER, RANDOM).filter(analysis.pl.col("group") == "all").row(0, named=True)
+    want = analysis.compare(df, TRACER, RANDOM).filter(pl.col("group") == "all").row(0, named=True)
     assert paired["A − B"].iloc[-1] == pytest.approx(want["diff"])
     assert paired["wins / ties / losses"].iloc[-1] == "3 / 0 / 0"
     tiers = at.dataframe[1].value  # by tier, with each CI as text

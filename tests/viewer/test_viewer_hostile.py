@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from evalkit import viewer_support as vs
+from evalkit.view import support as vs
 from tests.viewer.viewer_runs import APP, HUGE, SECRET
 
 ELEMENT_BYTES = 3 * vs.TEXT_LIMIT

@@ -13,12 +13,13 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from evalkit import viewer_live
+from evalkit.view import live
 from tests.viewer.viewer_runs import APP
 
 
 def progress(run, key: str, **fields) -> None:
-    """A progress file as `evalkit.live` writes it (this process and host unless `fields` say otherwise)."""
+    """A progress file as `evalkit.records.live` writes it (this process and host unless `fields` say
+    otherwise)."""
     data = {"version": 1, "key": key, "model": "m", "env": "canvas", "surface": "tools", "mode": "reference",
             "task_id": f"task-{key}", "started": "2026-11-30T10:00:00+00:00", "updated": time.time(),
             "turn": 2, "max_turns": 12, "frame": None, "text": "adding a rect",
@@ -37,26 +38,26 @@ def test_reading_progress_files(tmp_path, synth_run):
     progress(run, "a", frame=frame)
     progress(run, "dead", pid=dead.pid)  # this host, its process is gone: left behind by a killed batch
     progress(run, "far", host="elsewhere", pid=1)  # another host, recently written: still running
-    past = time.time() - 2 * viewer_live.STALE_S
+    past = time.time() - 2 * live.STALE_S
     progress(run, "old", host="elsewhere", pid=1, updated=past)
     os.utime(run / ".live" / "old.json", (past, past))
     progress(run, "hostile", frame="../../etc/passwd", turn="3", calls="x", model=["no"], started=7)
     (run / ".live" / "torn.json").write_text('{"key": "torn", "tur')
     (run / ".live" / "list.json").write_text("[1, 2]")
-    got = {r.key: r for r in viewer_live.running(run)}
+    got = {r.key: r for r in live.running(run)}
     assert set(got) == {"a", "far", "hostile"}
     a = got["a"]
     assert (a.model, a.task_id, a.turn, a.max_turns, a.frame) == ("m", "task-a", 2, 12, frame)
     assert a.calls == [("add_element", True), ("view_canvas", False)] and a.text == "adding a rect"
     h = got["hostile"]
     assert (h.frame, h.turn, h.calls, h.model) == (None, None, [], "")
-    assert {r.key for r in viewer_live.running(run, finished={"a"})} == {"far", "hostile"}
-    assert viewer_live.active(run)
+    assert {r.key for r in live.running(run, finished={"a"})} == {"far", "hostile"}
+    assert live.active(run)
     shutil.rmtree(run / ".live")
-    assert viewer_live.running(run) == [] and viewer_live.active(run)  # its trace changed just now
-    old = time.time() + 2 * viewer_live.ACTIVE_S
-    assert not viewer_live.active(run, now=old)
-    assert viewer_live.running(tmp_path / "no-such-run") == []
+    assert live.running(run) == [] and live.active(run)  # its trace changed just now
+    old = time.time() + 2 * live.ACTIVE_S
+    assert not live.active(run, now=old)
+    assert live.running(tmp_path / "no-such-run") == []
 
 
 def test_running_episodes_and_a_growing_trace(tmp_path, monkeypatch, synth_run):

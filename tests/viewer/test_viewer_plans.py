@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from evalkit.episode import run_episode
-from evalkit.plans import violation_rows
+from evalkit.records.plans import violation_rows
+from evalkit.run.episode import run_episode
 from tests.viewer.viewer_runs import APP
 
 TASK = "berth-test-0002"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import polars as pl
 from streamlit.testing.v1 import AppTest
 
-from evalkit import viewer_search as search
-from evalkit import viewer_support as vs
+from evalkit.view import search as search
+from evalkit.view import support as vs
 from tests.viewer.viewer_runs import APP
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import viewer_serve
-from evalkit.envs.server import free_port
+from evalkit.serving import free_port
+from evalkit.view import serve
 from tests.viewer.viewer_runs import APP, REPO, SAMPLE_RUN
 
 
@@ -46,7 +46,7 @@ def start_view(tmp_path, log_name: str) -> tuple[subprocess.Popen, int, int, Pat
     cmd = f"exec {sys.executable} -m evalkit.cli view {SAMPLE_RUN} --port {port} <&- >{log} 2>&1"
     env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=str(REPO))  # no Streamlit credentials file
     proc = subprocess.Popen(["sh", "-c", cmd], env=env, cwd=tmp_path)
-    viewer_serve.wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=90)
+    serve.wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=90)
     kids = children(proc.pid)
     assert len(kids) == 1, kids
     return proc, kids[0], port, log
@@ -59,7 +59,7 @@ def test_a_signal_stops_the_server_too(tmp_path, sig, code):
     proc.send_signal(sig)
     assert proc.wait(30) == code
     assert gone(server)
-    assert viewer_serve.port_free(port)
+    assert serve.port_free(port)
     text = log.read_text()
     assert f"evalkit viewer on http://127.0.0.1:{port}" in text
     assert "usage statistics" not in text and "Email" not in text
@@ -96,8 +96,8 @@ def test_streamlit_run_reads_the_viewers_config(tmp_path):
     cmd = f"exec {sys.executable} -m streamlit run {APP} --server.port {port} -- {SAMPLE_RUN} <&- >{log} 2>&1"
     proc = subprocess.Popen(["sh", "-c", cmd], env=dict(os.environ, HOME=str(tmp_path)), cwd=tmp_path)
     try:
-        viewer_serve.wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=90)
+        serve.wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=90)
     finally:
-        viewer_serve.stop(proc)
+        serve.stop(proc)
     text = log.read_text()
     assert "127.0.0.1" in text and "usage statistics" not in text and "Email" not in text

@@ -8,8 +8,8 @@ import shutil
 
 import polars as pl
 
-from evalkit import importers
-from evalkit import viewer_support as vs
+from evalkit.records import importers
+from evalkit.view import support as vs
 from tests.viewer.viewer_runs import MODELS, SAMPLE_RUN
 
 TRACER, RANDOM = MODELS

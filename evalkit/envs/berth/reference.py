@@ -155,7 +155,7 @@ def evalset(n: int = EVALSET_SIZE, workers: int | None = None) -> dict:
 
     from tqdm.auto import tqdm
 
-    from evalkit.evalsets import evalset_hash, tier_subsets
+    from evalkit.envs.evalsets import evalset_hash, tier_subsets
 
     with ProcessPoolExecutor(workers) as pool:
         rows = list(tqdm(pool.map(evalset_row, range(n)), total=n, desc="berth evalset", unit="task"))

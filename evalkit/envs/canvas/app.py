@@ -30,7 +30,7 @@ def _episode(episode_id: str) -> Episode:
 
 STOCK = 32
 """Env instances `warm` makes ahead of the first sessions: a batch's episodes per env process
-(`evalkit.batch.EPISODES_PER_PROCESS`)."""
+(`evalkit.run.batch.EPISODES_PER_PROCESS`)."""
 
 
 def warm(app: FastAPI) -> None:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.evalsets import evalset_hash
+from evalkit.envs.evalsets import evalset_hash
 
 from .model import Doc, Element
 from .render import element_box, glyph_box

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from evalkit.envs.server import ThreadedServer
+from evalkit.serving import ThreadedServer
 
 from .mail import routes as mail_routes
 from .shop import routes as shop_routes

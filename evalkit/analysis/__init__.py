@@ -1,0 +1,46 @@
+"""Statistics over runs and the ways they are shown: the part notebooks, the report and the viewer read.
+
+- `stats` — summaries per model, per tier with task-clustered bootstrap CIs, paired comparisons;
+- `summary` — the same as the CLI's text tables and a run's `summary.json` / `summary.md`;
+- `tables`, `plots`, `display` — HTML tables, Altair charts, the notebook display of records and runs;
+- `report`, `export` — `evalkit report` (the report notebook executed) and any notebook as offline HTML.
+
+The names notebooks use are here too, loaded on first use: `analysis.load_runs`, `.summarise`, `.by_tier`,
+`.compare`, the column lists, `.write_summary`, …
+
+May import: `records` and the modules at evalkit's top. Never `run`, `view`, `envs` or `providers`: analysis
+starts from a run directory, whoever wrote it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_NAMES = {
+    **dict.fromkeys(
+        ["COMPARE_COLUMNS", "GROUP", "N_BOOT", "PAIR_KEYS", "TIER_ORDER", "Z_80", "Z_975", "by_tier",
+         "cluster_bootstrap", "compare", "compare_many", "grade_components", "paired_bootstrap", "summarise"],
+        "evalkit.analysis.stats",
+    ),
+    **dict.fromkeys(["calls", "load_runs", "malformed", "turns"], "evalkit.records.loading"),
+    **dict.fromkeys(
+        ["CALL_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "TURN_COLUMNS"], "evalkit.records.columns"
+    ),
+    "index_path": "evalkit.records.index_cache",
+    **dict.fromkeys(
+        ["format_compare", "format_summary", "summary_dir", "write_summary"], "evalkit.analysis.summary"
+    ),
+}  # fmt: skip
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name]), name)
+    raise AttributeError(f"module 'evalkit.analysis' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *globals()})

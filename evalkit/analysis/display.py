@@ -1,0 +1,229 @@
+"""Rich notebook display of episodes and runs: outcome, grade, usage and a strip of frames as thumbnails.
+
+A record's pictures are paths relative to its run directory, and a record read back from a trace does not
+know that directory: pass it (`episode_html(run_dir, rec)`), or `attach(rec, run_dir)` once so that the
+record's notebook display can show its frames. That display is `record_html`, which `import evalkit`
+registers with IPython by the record type's name: `evalkit.types` never imports this module. Frames are
+only read through `traces.safe_path`, so a hostile trace cannot pull in files from outside its run.
+Everything the model wrote is escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evalkit.analysis.tables import usd
+from evalkit.records import traces
+from evalkit.types import EpisodeRecord
+
+_ATTR = "_evalkit_run_dir"
+STYLE = (
+    "<style>.ek{font-family:system-ui,sans-serif;font-size:13px;line-height:1.35}"
+    ".ek table{border-collapse:collapse;margin:4px 0}.ek td,.ek th{border:1px solid #ddd;padding:2px 6px;"
+    "text-align:left}.ek .strip{display:flex;gap:4px;overflow-x:auto;padding:4px 0}.ek figure{margin:0;"
+    "text-align:center;font-size:11px;color:#555}.ek img{border:1px solid #ccc;display:block}"
+    ".ek .ok{color:#17803d}.ek .bad{color:#b42318}.ek .muted{color:#777}</style>"
+)
+
+
+def attach(rec: EpisodeRecord, run_dir: str | Path) -> EpisodeRecord:
+    """Remember which run `rec` belongs to, so its notebook display can show its frames."""
+    setattr(rec, _ATTR, str(run_dir))
+    return rec
+
+
+def load(run_dir: str | Path, key: str | None = None, offset: int | None = None) -> EpisodeRecord:
+    """One episode of a run by key or by index offset, with its run attached for display."""
+    rec = traces.read_at(run_dir, offset) if offset is not None else traces.find_record(run_dir, str(key))
+    return attach(rec, run_dir)
+
+
+def thumbnail(
+    run_dir: str | Path | None,
+    rel: str | None,
+    width: int = 160,
+    turn: Any = None,
+    coordinates: str | None = None,
+) -> str | None:
+    """An <img> of the run file `rel` as inline base64, scaled to `width`; None if it is missing or unsafe.
+    With a turn, its computer-use actions are drawn where they landed."""
+    if run_dir is None or not rel:
+        return None
+    path = traces.safe_path(run_dir, rel)
+    if path is None:
+        return None
+    try:
+        from PIL import Image
+
+        from evalkit.records.marks import marked
+
+        data = path.read_bytes()
+        data = (marked(data, turn.calls, coordinates) if turn is not None else None) or data
+        with Image.open(io.BytesIO(data)) as im:
+            im = im.convert("RGB")
+            if im.width > width:
+                im = im.resize((width, max(1, round(im.height * width / im.width))))
+            buf = io.BytesIO()
+            im.save(buf, "JPEG", quality=80)
+    except Exception:  # an unreadable image is shown as missing, never breaks the display
+        return None
+    b64 = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img src="data:image/jpeg;base64,{b64}" width="{width}" alt="{html.escape(rel)}">'
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return _e(v)
+
+
+def _kv_table(d: dict) -> str:
+    cells = "".join(f"<th>{_e(k)}</th>" for k in d)
+    vals = "".join(
+        f"<td>{_fmt(v) if not isinstance(v, dict | list) else _e(json.dumps(v))[:200]}</td>"
+        for v in d.values()
+    )
+    return f"<table><tr>{cells}</tr><tr>{vals}</tr></table>"
+
+
+def _figure(
+    run_dir: Any, rel: str | None, caption: str, width: int, turn: Any = None, coords: str | None = None
+) -> str:
+    img = thumbnail(run_dir, rel, width, turn, coords)
+    why = "(no run dir)" if run_dir is None else "(missing)"
+    body = img if img else f'<div class="muted" style="width:{width}px">{why}</div>'
+    return f"<figure>{body}<figcaption>{_e(caption)}</figcaption></figure>"
+
+
+def record_html(
+    rec: EpisodeRecord | dict, run_dir: str | Path | None = None, max_frames: int = 12, width: int = 140
+) -> str:
+    """HTML for one episode: identity, outcome, grade, usage, a strip of target, frames and final render."""
+    if isinstance(rec, dict):
+        rec = EpisodeRecord.from_dict(rec)
+    run_dir = run_dir if run_dir is not None else getattr(rec, _ATTR, None)
+    if rec.scored:
+        outcome = f'<b class="ok">reward {rec.reward:.3f}</b>'
+    elif rec.error_class:
+        outcome = (
+            f'<b class="bad">unscored: {_e(rec.error_class)}</b> '
+            f'<span class="muted">{_e((rec.error or "")[:300])}</span>'
+        )
+    else:
+        outcome = '<b class="muted">no reward</b>'
+    head = (
+        f"<div><b>{_e(rec.model)}</b> · {_e(rec.env)} / {_e(rec.surface)} / {_e(rec.mode)} · task "
+        f"<code>{_e(rec.task_id)}</code> ({_e(rec.tier or '-')}) · repeat {rec.repeat} · "
+        f"key <code>{_e(rec.key)}</code></div>"
+        f"<div>{outcome} · end: {_e(rec.end_reason)}{' (auto-submitted)' if rec.auto_submitted else ''} · "
+        f"{rec.n_turns} turns, {rec.tool_calls} calls, {rec.tool_errors} tool errors, "
+        f"{rec.parse_errors} parse errors · "
+        f"{rec.seconds:.1f}s" + (f" · {usd(rec.cost_usd)}" if rec.cost_usd is not None else "") + "</div>"
+    )
+    grade = {k: v for k, v in (rec.grade or {}).items() if not isinstance(v, dict | list)}
+    parts = [head]
+    if grade:
+        parts.append("<div>grade " + _kv_table(grade) + "</div>")
+    if rec.usage:
+        parts.append("<div>usage " + _kv_table(rec.usage) + "</div>")
+    figs = []
+    if rec.target:
+        figs.append(_figure(run_dir, rec.target, "target", width))
+    frames = [t for t in rec.turns if t.frame]
+    if len(frames) > max_frames:  # first and last frames tell most; the middle is sampled evenly
+        step = (len(frames) - 1) / (max_frames - 1)
+        frames = [frames[round(i * step)] for i in range(max_frames)]
+    figs += [_figure(run_dir, t.frame, f"turn {t.turn}", width, t, rec.coordinates) for t in frames]
+    if rec.render:
+        figs.append(_figure(run_dir, rec.render, "final render", width))
+    if figs:
+        parts.append('<div class="strip">' + "".join(figs) + "</div>")
+    if rec.turns:
+        last = rec.turns[-1]
+        calls = ", ".join(f"{c.name}{'' if c.ok else ' ✗'}" for c in last.calls)
+        parts.append(
+            f'<div class="muted">last turn: {_e(last.text[:300])} '
+            f"{('· calls: ' + _e(calls)) if calls else ''}</div>"
+        )
+    return STYLE + '<div class="ek">' + "".join(parts) + "</div>"
+
+
+def episode_html(run_dir: str | Path, rec: EpisodeRecord | dict, **kw: Any) -> str:
+    """`record_html` with the record's pictures read from `run_dir`."""
+    return record_html(rec, run_dir=run_dir, **kw)
+
+
+def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) -> str:
+    """HTML for one or more runs: episode counts, the summary table and the per-tier table."""
+    from evalkit.analysis import stats
+    from evalkit.records.loading import load_runs
+
+    df = load_runs(paths)
+    if df.height == 0:
+        return STYLE + '<div class="ek muted">no episodes</div>'
+    summ = stats.summarise(df).select(
+        "model",
+        "surface",
+        "mode",
+        "n",
+        "scored",
+        "unscored",
+        "mean_reward",
+        "mean_reward_unscored_as_0",
+        "mean_turns",
+        "mean_tool_errors",
+        "mean_tokens",
+        "cost_usd",
+    )
+    tiers = stats.by_tier(df, n_boot=500).select(
+        "model", "surface", "mode", "tier", "n", "mean_reward", "ci_low", "ci_high"
+    )
+    runs = ", ".join(_e(r) for r in df["run"].unique(maintain_order=True).to_list())
+    parts = [
+        f"<div><b>{df.height}</b> episodes in {runs} · "
+        f"{int(df['error_class'].is_not_null().sum())} unscored (infrastructure errors)</div>",
+        _frame_html(summ),
+        _frame_html(tiers),
+    ]
+    if max_episodes:
+        for row in df.head(max_episodes).iter_rows(named=True):
+            if row["offset"] is not None:
+                parts.append(record_html(traces.read_at(row["run"], row["offset"]), row["run"]))
+    return STYLE + '<div class="ek">' + "".join(parts) + "</div>"
+
+
+def _frame_html(df: Any) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in r) + "</tr>" for r in df.iter_rows())
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+class RunView:
+    """A run (or several) for a notebook: `RunView("runs/demo")` displays its summary; `.df` is the episode
+    frame, `.episode(i)` the i-th episode with its frames."""
+
+    def __init__(self, paths: str | Path | Iterable[str | Path]):
+        from evalkit.records.loading import load_runs
+
+        self.paths = [paths] if isinstance(paths, str | Path) else list(paths)
+        self.df = load_runs(self.paths)
+
+    def episode(self, i: int) -> EpisodeRecord:
+        row = self.df.row(i, named=True)
+        return load(row["run"], row["key"], row["offset"])
+
+    def _repr_html_(self) -> str:
+        return run_html(self.paths)
+
+    def __len__(self) -> int:
+        return self.df.height

@@ -1,0 +1,215 @@
+"""Altair charts of analysis frames. Each function takes a DataFrame (episodes from `load_runs`, or the
+result of `by_tier` / `compare`) and returns a chart; aggregation happens in Polars first, so a chart embeds
+a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no network (vl-convert)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import altair as alt
+import polars as pl
+
+from evalkit.analysis import stats
+
+TIER_SORT = [*stats.TIER_ORDER, "all"]
+
+
+LABEL_CAP = 60
+"""Characters of a label (a model name, a task id) a chart shows: longer ones are cut (`label`)."""
+
+
+def label(text: str) -> str:
+    """`text` cut to LABEL_CAP characters, ending in a short hash of the whole so that two long labels with
+    the same beginning stay two series. Vega measures a label's width to fit it, character by character:
+    a 100,000-character model name took the PNG renderer minutes per chart."""
+    if len(text) <= LABEL_CAP:
+        return text
+    return f"{text[: LABEL_CAP - 8]}…{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
+def _data(df: pl.DataFrame) -> alt.Data:
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    long = [c for c in text if (df[c].str.len_chars().max() or 0) > LABEL_CAP]
+    if long:
+        df = df.with_columns(pl.col(c).map_elements(label, return_dtype=pl.String) for c in long)
+    return alt.Data(values=df.to_dicts())
+
+
+def _tiers(df: pl.DataFrame) -> pl.DataFrame:
+    return df if "ci_low" in df.columns else stats.by_tier(df)
+
+
+def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Chart:
+    """Mean reward per tier with 95% CI bars, one colour per model (and surface/mode when several)."""
+    t = _tiers(df)
+    y, lo, hi = ("mean_reward", "ci_low", "ci_high")
+    if unscored_as_zero:
+        y, lo, hi = ("mean_reward_unscored_as_0", "ci_low_unscored_as_0", "ci_high_unscored_as_0")
+    many = t.select("surface", "mode").unique().height > 1
+    label = pl.col("model") + (
+        pl.lit(" · ") + pl.col("surface") + pl.lit("/") + pl.col("mode") if many else pl.lit("")
+    )
+    t = t.with_columns(label.alias("series"), pl.col("tier").fill_null("(none)"))
+    t = t.select(
+        "series", "tier", "n", pl.col(y).alias("mean"), pl.col(lo).alias("lo"), pl.col(hi).alias("hi")
+    )
+    base = alt.Chart(_data(t)).encode(
+        x=alt.X("tier:N", sort=TIER_SORT, title="tier", axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("series:N"),
+        color=alt.Color("series:N", title="model"),
+    )
+    title = (
+        "Mean reward per tier (unscored as 0)"
+        if unscored_as_zero
+        else "Mean reward per tier (scored episodes)"
+    )
+    points = base.mark_point(filled=True, size=60).encode(
+        y=alt.Y("mean:Q", title="mean reward", scale=alt.Scale(domain=[0, 1])),
+        tooltip=[
+            "series:N",
+            "tier:N",
+            "n:Q",
+            alt.Tooltip("mean:Q", format=".3f"),
+            alt.Tooltip("lo:Q", format=".3f"),
+            alt.Tooltip("hi:Q", format=".3f"),
+        ],
+    )
+    bars = base.mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q")
+    return (bars + points).properties(title=title + ", 95% bootstrap CI", width=360, height=240)
+
+
+def forest(cmp: pl.DataFrame) -> alt.Chart:
+    """Paired differences (A − B) per group with their CIs, from `compare` or `compare_many`."""
+    c = cmp.filter(pl.col("diff").is_not_null()).with_columns(
+        (
+            pl.col("a") + pl.lit(" − ") + pl.col("b") + pl.lit(" · ") + pl.col("group").fill_null("(none)")
+        ).alias("row")
+    )
+    order = c["row"].to_list()
+    base = alt.Chart(_data(c.select("row", "diff", "ci_low", "ci_high", "n_tasks", "p_value"))).encode(
+        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
+    )
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888", strokeDash=[4, 3]).encode(x="x:Q")
+    rule = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("ci_low:Q", title="difference in mean reward (A − B)", axis=alt.Axis(tickCount=6)),
+        x2="ci_high:Q",
+    )
+    pt = base.mark_point(filled=True, size=70, color="black").encode(
+        x="diff:Q",
+        tooltip=[
+            "row:N",
+            alt.Tooltip("diff:Q", format=".3f"),
+            alt.Tooltip("ci_low:Q", format=".3f"),
+            alt.Tooltip("ci_high:Q", format=".3f"),
+            "n_tasks:Q",
+            alt.Tooltip("p_value:Q", format=".4f"),
+        ],
+    )
+    return (zero + rule + pt).properties(
+        title="Paired difference per task, 95% bootstrap CI", width=360, height=max(60, 24 * len(order))
+    )
+
+
+def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
+    """Mean reward against mean `x` (cost_usd, tokens, n_turns, seconds) per model and tier."""
+    col = x
+    if x == "cost_usd" and df["cost_usd"].drop_nulls().len() == 0:
+        col = "tokens"  # offline agents and imported runs often carry no price; tokens are the next best cost
+    agg = (
+        df.with_columns(pl.col("tier").fill_null("(none)"))
+        .group_by("model", "tier")
+        .agg(
+            pl.col("reward").filter(pl.col("scored")).mean().alias("mean_reward"),
+            pl.col(col).cast(pl.Float64).mean().alias("x"),
+            pl.len().alias("n"),
+        )
+        .sort("model", "tier")
+    )
+    return (
+        alt.Chart(_data(agg))
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("x:Q", title=f"mean {col}"),
+            y=alt.Y("mean_reward:Q", title="mean reward (scored)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("model:N"),
+            shape=alt.Shape("tier:N", sort=TIER_SORT),
+            tooltip=[
+                "model:N",
+                "tier:N",
+                "n:Q",
+                alt.Tooltip("x:Q", format=".3f"),
+                alt.Tooltip("mean_reward:Q", format=".3f"),
+            ],
+        )
+        .properties(title=f"Reward vs {col} (per model × tier)", width=320, height=240)
+    )
+
+
+def reward_vs_cost(df: pl.DataFrame) -> alt.Chart:
+    return reward_vs(df, "cost_usd")
+
+
+def reward_vs_turns(df: pl.DataFrame) -> alt.Chart:
+    return reward_vs(df, "n_turns")
+
+
+def end_reasons(df: pl.DataFrame) -> alt.Chart:
+    """Share of episodes per end reason (errors split by error class), one bar per model."""
+    d = (
+        df.with_columns(
+            pl.when(pl.col("error_class").is_not_null())
+            .then(pl.lit("error: ") + pl.col("error_class"))
+            .otherwise(pl.col("end_reason").fill_null("?"))
+            .alias("reason")
+        )
+        .group_by("model", "reason")
+        .len()
+        .sort("model", "reason")
+    )
+    return (
+        alt.Chart(_data(d))
+        .mark_bar()
+        .encode(
+            y=alt.Y("model:N", title=None),
+            x=alt.X("len:Q", stack="normalize", title="share of episodes"),
+            color=alt.Color("reason:N", title="end reason"),
+            tooltip=["model:N", "reason:N", alt.Tooltip("len:Q", title="episodes")],
+        )
+        # A band per model: a fixed total height with a legend and title left the bars no room, and the
+        # chart collapsed in Streamlit ("Infinite extent for field x").
+        .properties(title="How episodes ended", width=360, height=alt.Step(28))
+    )
+
+
+def grade_components(df: pl.DataFrame) -> alt.Chart:
+    """Mean of each grade component (structure, visual, coverage, order, background, ...) per model."""
+    g = (
+        stats.grade_components(df)
+        .group_by("model", "component")
+        .agg(pl.col("value").mean())
+        .sort("model", "component")
+    )
+    return (
+        alt.Chart(_data(g))
+        .mark_bar()
+        .encode(
+            x=alt.X("component:N", title=None, axis=alt.Axis(labelAngle=0)),
+            xOffset="model:N",
+            y=alt.Y("value:Q", title="mean", scale=alt.Scale(domain=[0, 1])),
+            color="model:N",
+            tooltip=["model:N", "component:N", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(title="Grade components (scored episodes)", width=360, height=220)
+    )
+
+
+def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_png(chart.to_json(), scale=scale)
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(chart.to_json())

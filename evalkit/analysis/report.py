@@ -1,0 +1,205 @@
+"""`evalkit report`: execute the report notebook on some runs and write one standalone HTML file.
+
+The notebook (`notebooks/02_report.ipynb`) takes its inputs from a cell tagged `parameters`; the values
+given here go into a cell inserted right after it (as papermill does), so the notebook also runs as it
+is in JupyterLab. Charts render to PNG inside the notebook (Altair's vl-convert renderer), and the
+exported page keeps no script that loads from the network, so a colleague can open it offline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalkit.analysis import export
+from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
+from evalkit.analysis.tables import COMPARE_TABLE, STYLE, esc, table_html
+from evalkit.errors import ConfigError
+
+__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "esc", "examples_html", "execute_notebook",
+           "headline_html", "inject_parameters", "pick_pair", "ranked_models", "settings_html",
+           "strip_network", "table_html", "to_html"]  # fmt: skip
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_report.ipynb"
+
+
+def to_html(nb: Any, show_code: bool = False, title: str | None = None) -> str:
+    """The report page: outputs only, nothing fetched from a network (`evalkit.analysis.export.to_html`)."""
+    return export.to_html(nb, show_code=show_code, title=title)
+
+
+def build_report(
+    runs: list[str],
+    out: str | Path = "report.html",
+    a: str | None = None,
+    b: str | None = None,
+    show_code: bool = False,
+    notebook: str | Path = NOTEBOOK,
+    n_boot: int = 2000,
+) -> Path:
+    """Execute the report notebook on `runs` (comparing `a` with `b` when given) and write `out`."""
+    if not runs:
+        raise ConfigError("report: give at least one run directory")
+    for r in runs:
+        if not Path(r).exists():
+            raise ConfigError(f"report: no run directory {r!r}")
+    params = {"runs": [str(Path(r).resolve()) for r in runs], "a": a, "b": b, "n_boot": n_boot}
+    out = Path(out)
+    nb = execute_notebook(notebook, params, cwd=out.resolve().parent if out.parent.exists() else None)
+    html = to_html(nb, show_code=show_code, title="evalkit report: " + ", ".join(Path(r).name for r in runs))
+    from evalkit.records.traces import atomic_write
+
+    atomic_write(out, html)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ report sections
+# The report notebook calls these: each returns an HTML fragment (names escaped, numbers formatted), so the
+# exported page reads the same in JupyterLab, in a browser and offline.
+
+
+def ranked_models(df: Any) -> list[str]:
+    """Models by mean reward over scored episodes, best first (ties by name); models with none scored last."""
+    import polars as pl
+
+    means = (
+        df.group_by("model")
+        .agg(pl.col("reward").filter(pl.col("scored")).mean().alias("m"))
+        .sort(["m", "model"], descending=[True, False], nulls_last=True)
+    )
+    return means["model"].to_list()
+
+
+def pick_pair(df: Any, a: str | None = None, b: str | None = None) -> tuple[str | None, str | None]:
+    """The default A/B of a report: the better model against the runner-up; one given is kept, and the
+    other is the best of the rest."""
+    rest = [m for m in ranked_models(df) if m not in (a, b)]
+    if a is None and rest:
+        a = rest.pop(0)
+    if b is None and rest:
+        b = rest.pop(0)
+    return a, b
+
+
+def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = 2000) -> str:
+    """Which model is better, by how much, with the paired CI, p and wins/losses, in one paragraph."""
+    from evalkit.analysis import stats
+
+    if a is None or b is None:
+        said = f"Only one model in these runs: <b>{esc(a or b)}</b>; nothing to compare."
+        return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
+    row = stats.compare(df, a, b, by=None, n_boot=n_boot).row(-1, named=True)
+    if not row["n_tasks"]:
+        said = f"<b>{esc(a)}</b> and <b>{esc(b)}</b> share no scored task: no paired comparison."
+        return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
+    d, lo, hi, p = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
+    better, worse = (a, b) if d >= 0 else (b, a)
+    clear = lo is not None and (lo > 0 or hi < 0)
+    pv = "p &lt; 0.001" if p < 0.001 else f"p = {p:.3f}"
+    what = (f"<b>{esc(better)}</b> scores higher than <b>{esc(worse)}</b>" if clear
+            else f"No clear difference between <b>{esc(a)}</b> and <b>{esc(b)}</b>")  # fmt: skip
+    unscored = row["n_unscored_a"] + row["n_unscored_b"]
+    return (
+        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward '
+        f"{esc(a)} − {esc(b)} = <b>{d:+.3f}</b> "
+        f"(95% CI [{lo:+.3f}, {hi:+.3f}], {pv}), paired on {row['n_tasks']} task(s): {esc(a)} better on "
+        f"<b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, {row['ties']} tied."
+        f'<div class="muted">Means {row["mean_a"]:.3f} vs {row["mean_b"]:.3f} over the paired tasks; '
+        f"{unscored} episode(s) without a score left out (unscored is not zero); CI and p from a bootstrap "
+        f"over tasks ({n_boot:,} resamples).</div></div></div>"
+    )
+
+
+def _thinking(model: str) -> str:
+    _, _, level = model.rpartition("@")
+    return level if "@" in model else "default"
+
+
+def settings_html(runs: list[str], df: Any) -> str:
+    """What was run: evalset and its id, models and their thinking, env, surfaces, modes, limits, dates."""
+    import polars as pl
+
+    from evalkit.records.traces import read_run_json
+
+    rows = []
+    for run in runs:
+        try:
+            meta = read_run_json(run) if Path(run).is_dir() else {}
+        except Exception:  # a foreign or unreadable run.json: the episodes still say what they are
+            meta = {}
+        sub = df.filter(pl.col("run") == run) if "run" in df.columns else df
+        models = meta.get("models") or sub["model"].unique(maintain_order=True).to_list()
+        started = [s for s in sub["started"].drop_nulls().to_list()] if "started" in sub.columns else []
+        evalset = meta.get("evalset_id") or ""
+        if meta.get("evalset"):
+            evalset = f"{Path(meta['evalset']).name} (id {meta.get('evalset_id') or '?'})"
+        if meta.get("subset"):
+            evalset += f", subset {meta['subset']}"
+        turns = meta.get("max_turns") or "the env's budget"
+        rows.append([
+            ("run", Path(run).name),
+            ("environment", meta.get("env") or ", ".join(sub["env"].unique().to_list())),
+            ("evalset", evalset or "–"),
+            ("models (thinking)", ", ".join(f"{m} ({_thinking(m)})" for m in models)),
+            ("surfaces", ", ".join(meta.get("surfaces") or sub["surface"].unique().to_list())),
+            ("modes", ", ".join(x for x in meta.get("modes") or sub["mode"].unique().to_list() if x) or "–"),
+            ("max turns", turns), ("repeats", meta.get("repeats") or 1),
+            ("episodes", sub.height),
+            ("dates", f"{min(started)[:16]} – {max(started)[:16]} UTC" if started else "–"),
+            ("evalkit", meta.get("evalkit_version") or "–"),
+        ])  # fmt: skip
+    body = "".join(
+        "<table>"
+        + "".join(f'<tr><th class="t">{esc(k)}</th><td class="t">{esc(v)}</td></tr>' for k, v in r)
+        + "</table>"
+        for r in rows
+    )
+    return f'{STYLE}<div class="ekr">{body}</div>'
+
+
+def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
+    """The best and worst paired tasks for A against B: target, A's final render, B's final render."""
+    import polars as pl
+
+    from evalkit.analysis.display import thumbnail
+
+    keys = ["env", "surface", "mode", "task_id"]
+    sides = []
+    for who in (a, b):
+        s = (
+            df.filter(pl.col("model") == who)
+            .filter(pl.col("scored"))
+            .group_by(keys)
+            .agg(
+                pl.col("reward").mean(),
+                pl.col("run").first(),
+                pl.col("render").first(),
+                pl.col("target").first(),
+            )
+        )
+        sides.append(s)
+    j = (
+        sides[0]
+        .join(sides[1], on=keys, suffix="_b")
+        .with_columns((pl.col("reward") - pl.col("reward_b")).alias("d"))
+    )
+    if j.height == 0:
+        return ""
+    j = j.sort(["d", "task_id"], descending=[True, False])
+    picks = [("best for " + a, r) for r in j.head(k).iter_rows(named=True)]
+    picks += [
+        ("worst for " + a, r) for r in j.tail(min(k, max(0, j.height - k))).reverse().iter_rows(named=True)
+    ]
+    blocks = []
+    for label, r in picks:
+        figs = []
+        shown = [("target", r["run"], r["target"]), (f"{a}: {r['reward']:.3f}", r["run"], r["render"]),
+                 (f"{b}: {r['reward_b']:.3f}", r["run_b"], r["render_b"])]  # fmt: skip
+        for cap, run, rel in shown:
+            img = (
+                thumbnail(run, rel, width) or f'<div class="muted" style="width:{width}px">(no picture)</div>'
+            )
+            figs.append(f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>")
+        head = f"{label}: {r['task_id']} · {r['surface']}/{r['mode']} · A − B = {r['d']:+.3f}"
+        blocks.append(f'<div><div><b>{esc(head)}</b></div><div class="ex">{"".join(figs)}</div></div>')
+    return f'{STYLE}<div class="ekr">{"".join(blocks)}</div>'

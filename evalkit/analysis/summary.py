@@ -1,0 +1,231 @@
+"""Summaries as text and files: the CLI's tables (`format_summary`, `format_compare`) and a run's
+`summary.json` / `summary.md` (`write_summary`), written into an evalkit run, and beside (never into) a run
+another harness wrote (`summary_dir`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evalkit.analysis.stats import by_tier, summarise
+from evalkit.analysis.tables import usd
+from evalkit.records import grades as grades_
+from evalkit.records import traces
+from evalkit.records.loading import load_runs
+
+_S = pl.Utf8
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if spec == "usd" and isinstance(v, (int, float)):
+        return usd(float(v))[1:]  # the column's heading says $
+    if isinstance(v, float):
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return format(v, spec)
+    return str(v)
+
+
+CELL = 80
+"""Characters of a cell in a text or Markdown table: a name longer than this (a trace may hold anything) is
+cut with an ellipsis rather than widening every row of its column."""
+
+
+def _cell(x: str) -> str:
+    return x if len(x) <= CELL else x[: CELL - 1] + "…"
+
+
+def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False) -> str:
+    head = [h for _, h in cols]
+    body = [[_cell(_fmt(r.get(c), _SPEC.get(c, ".3f"))) for c, _ in cols] for r in df.iter_rows(named=True)]
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+        # Only text from the trace (names) can carry Markdown; numbers and CIs we formatted stay readable.
+        raw = [isinstance(df.schema.get(c), pl.String) and c not in ("ci", "ci0") for c, _ in cols]
+        lines += ["| " + " | ".join(_md_text(x) if r else x for x, r in zip(row, raw, strict=True)) + " |"
+                  for row in body]  # fmt: skip
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)) for row in body]
+    return "\n".join(lines)
+
+
+_SPEC = {
+    "mean_turns": ".1f", "mean_tool_calls": ".1f", "mean_tool_errors": ".2f", "mean_parse_errors": ".2f",
+    "mean_tokens": ".0f", "reasoning_tokens_per_turn": ".0f", "cost_usd": "usd",
+}  # fmt: skip
+
+_SUMMARY_COLS = [
+    ("model", "model"),
+    ("env", "env"),
+    ("surface", "surface"),
+    ("mode", "mode"),
+    ("n", "n"),
+    ("scored", "scored"),
+    ("unscored", "unscored"),
+    ("no_reward", "no reward"),
+    ("mean_reward", "reward (scored)"),
+    ("mean_reward_unscored_as_0", "reward (unscored=0)"),
+    ("min_reward", "min"),
+    ("max_reward", "max"),
+    ("mean_turns", "turns"),
+    ("mean_tool_calls", "calls"),
+    ("mean_tool_errors", "tool err"),
+    ("mean_parse_errors", "parse err"),
+    ("mean_tokens", "tokens"),
+    ("reasoning_tokens_per_turn", "reason tok/turn"),
+    ("cost_usd", "cost $"),
+]
+
+
+def _with_ci(df: pl.DataFrame) -> pl.DataFrame:
+    def ci(lo: str, hi: str) -> pl.Series:
+        pairs = zip(df[lo].to_list(), df[hi].to_list(), strict=True)
+        return pl.Series([f"[{a:.3f}, {b:.3f}]" if a is not None else "-" for a, b in pairs], dtype=_S)
+
+    return df.with_columns(
+        ci("ci_low", "ci_high").alias("ci"),
+        ci("ci_low_unscored_as_0", "ci_high_unscored_as_0").alias("ci0"),
+    )
+
+
+_TIER_COLS = [
+    ("model", "model"),
+    ("surface", "surface"),
+    ("mode", "mode"),
+    ("tier", "tier"),
+    ("n", "n"),
+    ("unscored", "unscored"),
+    ("mean_reward", "reward (scored)"),
+    ("ci", "95% CI"),
+    ("mean_reward_unscored_as_0", "reward (unscored=0)"),
+    ("ci0", "95% CI (unscored=0)"),
+    ("mean_turns", "turns"),
+]
+
+
+def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False) -> str:
+    """The summary tables of an episode frame as text (the CLI's `evalkit summarise`)."""
+    if df.height == 0:
+        return "no episodes"
+    parts = ["Per model × env × surface × mode", _table(summarise(df), _SUMMARY_COLS, markdown)]
+    if tiers:
+        parts += [
+            "",
+            "Per tier (95% bootstrap CI over tasks)",
+            _table(_with_ci(by_tier(df)), _TIER_COLS, markdown),
+        ]
+    errs = df.filter(pl.col("error_class").is_not_null())
+    if errs.height:
+        counts = errs.group_by("model", "error_class").len().sort("model", "error_class")
+        parts += [
+            "",
+            "Unscored (infrastructure errors): "
+            + ", ".join(f"{r['model']} {r['error_class']} ×{r['len']}" for r in counts.iter_rows(named=True)),
+        ]
+    quiet = df.filter(~pl.col("scored") & pl.col("error_class").is_null())
+    if quiet.height:
+        counts = quiet.group_by("model").len().sort("model")
+        parts += [
+            "",
+            "No reward (no infrastructure error, and no reward given: not graded, or an env that gives "
+            "none; in neither mean): "
+            + ", ".join(f"{r['model']} ×{r['len']}" for r in counts.iter_rows(named=True)),
+        ]
+    return "\n".join(parts)
+
+
+def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
+    """A `compare` / `compare_many` frame as text."""
+    if result.height == 0:
+        return "nothing to compare"
+    r = result.with_columns(
+        pl.when(pl.col("ci_low").is_not_null())
+        .then(pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)))
+        .otherwise(pl.lit("-"))
+        .alias("ci"),
+        pl.format("{}/{}/{}", "wins", "ties", "losses").alias("wtl"),
+        pl.when(pl.col("p_value") < 0.001)
+        .then(pl.lit("<0.001"))
+        .otherwise(pl.col("p_value").round(3).cast(_S))
+        .alias("p"),
+    )
+    by = result["by"][0] or "group"
+    cols = [
+        ("a", "A"),
+        ("b", "B"),
+        ("group", by),
+        ("n_tasks", "tasks"),
+        ("n_dropped", "dropped"),
+        ("n_unpaired", "unpaired"),
+        ("mean_a", "mean A"),
+        ("mean_b", "mean B"),
+        ("diff", "A − B"),
+        ("ci", "95% CI"),
+        ("p", "p"),
+        ("wtl", "win/tie/loss"),
+        ("mde", "MDE (80%)"),
+    ]
+    note = (
+        "Paired by task and repeat; per task, the mean of the paired differences; bootstrap over tasks "
+        "(repeats travel with their task); unscored episodes left out."
+    )
+    return _table(r, cols, markdown) + "\n" + note
+
+
+def _md_text(text: str) -> str:
+    """A name as literal Markdown text: a run or model name must not become a link, an image or HTML."""
+    return "".join("\\" + c if c in "\\`*_[]()<>!|~&" else c for c in text)
+
+
+def summary_dir(run_dir: str | Path) -> Path:
+    """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
+    which evalkit never writes into, `traces.derived_dir` (beside it)."""
+    run = Path(run_dir)
+    return run if run.is_dir() and traces.is_native(run) else traces.derived_dir(run)
+
+
+def write_summary(
+    run_dir: str | Path, out: str | Path | None = None, grades: str | Path | None = None
+) -> dict:
+    """Write `summary.json` and `summary.md` of a run to `out` (default `summary_dir(run_dir)`), with the
+    grades file `grades` merged (see `evalkit.records.grades`); returns what was written to the JSON."""
+    run_dir = Path(run_dir)
+    where = Path(out) if out is not None else summary_dir(run_dir)
+    df = load_runs([run_dir])
+    merged = None
+    if grades is not None:
+        df, merged = grades_.apply(df, grades)
+    summ, tiers = summarise(df), by_tier(df)
+    data = {
+        "run": str(run_dir),
+        "n_episodes": df.height,
+        "n_scored": int(df["scored"].sum()),
+        "n_unscored": int(df["error_class"].is_not_null().sum()),
+        "n_no_reward": int((~df["scored"] & df["error_class"].is_null()).sum()),
+        "grades": merged.line() if merged else None,
+        "notes": "mean_reward is over scored episodes; mean_reward_unscored_as_0 counts unscored "
+        "(infrastructure errors) as zero; episodes with no reward and no error are in neither mean "
+        "(no_reward). CIs: 95% percentile bootstrap over tasks (repeats travel with their task), "
+        "2,000 resamples, seed 0.",
+        "summary": summ.to_dicts(),
+        "by_tier": tiers.to_dicts(),
+    }
+    traces.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
+    md = f"# Summary of {_md_text(run_dir.name)}\n\n{df.height} episodes, {data['n_unscored']} unscored"
+    md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
+    if merged:
+        md += _md_text(merged.line()) + ".\n\n"
+    md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
+    md += "## Per tier (95% bootstrap CI over tasks)\n\n" + _table(_with_ci(tiers), _TIER_COLS, True) + "\n\n"
+    md += data["notes"] + "\n"
+    traces.atomic_write(where / "summary.md", md)
+    return data

@@ -1,0 +1,14 @@
+"""The run directory and its readers: everything evalkit knows of a run is read or written here.
+
+- `traces` — the trace writer and reader (one "latest record per key" rule), the frame store, `run.json`;
+  `jsonl` its line reader, `live` the progress files of a batch still running;
+- `transcripts` — what the model was sent and answered, message by message;
+- `columns`, `_index`, `index_cache`, `loading` — runs as Polars frames: the declared columns, the fast
+  index reader, the cached index, `load_runs` / `turns` / `calls`;
+- `grades`, `plans`, `marks` — rewards given elsewhere, the plans a text env was sent, where a computer-use
+  action landed on its frame;
+- `importers/` — runs other harnesses wrote, read as they wrote them (a foreign directory is never written).
+
+May import: the modules at evalkit's top (`types`, `wellformed`, `errors`, `secrets`). A reader needs no
+model and no environment: nothing here imports `envs`, `providers`, `run`, `analysis` or `view`.
+"""

@@ -1,0 +1,362 @@
+"""Run-directory I/O: the trace writer and reader, the one "latest record per key" rule, the frame store,
+safe paths, and where derived files go.
+
+A run directory holds `run.json`, `trace.jsonl` (one EpisodeRecord per line, appended as episodes end),
+`summary.json` / `summary.md`, content-addressed `frames/` and `renders/`. A process killed mid-write leaves
+at most one torn last line: readers skip it, and the writer starts its next record on a fresh line, so
+nothing already written is ever lost or rewritten. Directories written by other harnesses are read through
+`evalkit.records.importers` and never written: what evalkit derives from them goes to `derived_dir`.
+
+A key recorded twice (an episode re-run on resume) counts once, as its latest record: that one rule,
+and every reader of runs (records, the analysis index, resume, the viewer's search) goes through it
+(`latest_records`, or `survivors` for a column of keys).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from evalkit import secrets
+from evalkit.errors import TraceError
+from evalkit.records import importers
+from evalkit.records.jsonl import iter_lines
+from evalkit.types import EpisodeRecord, Image, record_problems
+
+T = TypeVar("T")
+
+TRACE = "trace.jsonl"
+RUN_JSON = "run.json"
+
+
+_tmp_names = itertools.count()
+
+
+def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
+    """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
+    the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
+    place (fsync), not only in the page cache, which a killed process does not lose either.
+
+    In few system calls, each a point where a thread hands the GIL on (fifty episodes at once write several
+    files each): the temporary file is made with the mode a new file of the user's gets (0666 less the
+    umask, as the kernel applies it), and its directory only when it is missing."""
+    path = Path(path)
+    raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    made = False
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{next(_tmp_names)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileNotFoundError:
+            if made:
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made = True
+        except FileExistsError:  # left by a killed process that had this pid: the next name
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
+    try:
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class FrameStore:
+    """Images stored once by content under `frames/ab/<sha256>.<ext>`; returns run-relative paths."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+
+    def put(self, image: Image) -> str:
+        rel = image.frame_rel
+        path = self.run_dir / rel
+        if not path.exists():
+            atomic_write(path, image.data)
+        return rel
+
+    def put_render(self, name: str, image: Image) -> str:
+        """A named picture under `renders/` (final render of an episode, target of a task)."""
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "render"
+        rel = f"renders/{stem}.{image.ext}"
+        path = self.run_dir / rel
+        if not path.exists() or path.read_bytes() != image.data:
+            atomic_write(path, image.data)
+        return rel
+
+
+class TextStore:
+    """Texts stored once by content under `texts/ab/<sha256>.<ext>` (a system prompt a thousand episodes
+    share is one file); returns run-relative paths. Files never change once written, so readers may cache
+    them by path."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self._known: set[str] = set()
+
+    def put(self, text: str, ext: str = "txt") -> str:
+        data = text.encode("utf-8")
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"texts/{digest[:2]}/{digest}.{ext}"
+        if rel not in self._known:
+            path = self.run_dir / rel
+            if not path.exists():
+                atomic_write(path, data)
+            self._known.add(rel)
+        return rel
+
+
+def read_text(run_dir: str | Path, rel: str | None) -> str | None:
+    """A stored text (`TextStore`) of a run, or None when it is absent or outside the run."""
+    path = safe_path(run_dir, rel)
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+class TraceWriter:
+    """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / TRACE
+        self._lock = threading.Lock()
+        self._heal()
+
+    def _heal(self) -> None:
+        # A kill mid-write leaves a last line without its newline; start the next record on a line of its own
+        # so the torn fragment stays one skippable line instead of corrupting the record after it.
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb+") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+
+    def append(self, record: EpisodeRecord | dict) -> None:
+        line = record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
+        data = (secrets.scrub_known(line) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def write_run_json(run_dir: str | Path, meta: dict) -> None:
+    """`run.json`: what was asked, with every URL in it (a base URL, the command line) without credentials."""
+    text = json.dumps(secrets.redact_json(meta), indent=2, default=str)
+    atomic_write(Path(run_dir) / RUN_JSON, text + "\n")
+
+
+def read_run_json(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / RUN_JSON
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise TraceError(f"{path}: unreadable run.json ({e})") from e
+
+
+def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
+    """(byte offset, dict) of each readable line of a native trace: an index of offsets lets a reader open
+    one episode of a large run with `read_at` instead of parsing every line."""
+    path = Path(run_dir) / TRACE
+    with open(path, "rb") as f:
+        offset = 0
+        for raw in f:
+            start, offset = offset, offset + len(raw)
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield start, obj
+
+
+def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
+    """The record on the line starting at byte `offset` of the run's trace."""
+    path = Path(run_dir) / TRACE
+    with open(path, "rb") as f:
+        f.seek(int(offset))
+        raw = f.readline()
+    try:
+        d = json.loads(raw)
+    except ValueError as e:
+        raise TraceError(f"{path}: no record at offset {offset}") from e
+    if not isinstance(d, dict):
+        raise TraceError(f"{path}: no record at offset {offset}")
+    return EpisodeRecord.from_dict(d)
+
+
+def is_native(run_dir: str | Path) -> bool:
+    """True for a run directory evalkit wrote (its trace lines carry `format_version`)."""
+    path = Path(run_dir) / TRACE
+    if not path.exists():
+        return False
+    for obj in iter_lines(path):
+        return "format_version" in obj and "key" in obj
+    return (Path(run_dir) / RUN_JSON).exists()
+
+
+def begun(run_dir: str | Path) -> bool:
+    """True for a run evalkit wrote (`is_native`), or began: its own run.json, and no trace yet because it
+    was stopped (killed, interrupted) before its first episode ended. Such a run is resumed, not refused."""
+    if is_native(run_dir):
+        return True
+    if (Path(run_dir) / TRACE).exists():
+        return False
+    try:
+        meta = read_run_json(run_dir)
+    except TraceError:
+        return False
+    return isinstance(meta, dict) and "evalkit_version" in meta
+
+
+def record_key(d: dict) -> str | None:
+    """The key a record is counted by: its `key` when that is a non-empty string. A record without one (a
+    hand-edited or foreign line) is an episode of its own: it never replaces another, nor is replaced."""
+    k = d.get("key")
+    return k if isinstance(k, str) and k else None
+
+
+def survivors(keys: Iterable[str | None]) -> list[int]:
+    """Positions of the records that count, in order, given each record's key (`record_key`): the last
+    record of each key, and every record without one."""
+    keys = keys if isinstance(keys, list) else list(keys)
+    last = dict(zip(keys, range(len(keys)), strict=True))  # C-speed: a 100k-row index is deduped in ms
+    if None in last:
+        return [i for i, k in enumerate(keys) if k is None or last[k] == i]
+    return sorted(last.values())
+
+
+def latest_records(records: Iterable[T], key: Callable[[T], str | None] = record_key) -> list[T]:
+    """`records` (oldest first) with every key counted once, as its latest record, in the order of those
+    latest records (see `survivors`)."""
+    records = list(records)
+    return [records[i] for i in survivors(key(r) for r in records)]
+
+
+def iter_dicts(run_dir: str | Path, latest: bool = True) -> Iterator[dict]:
+    """Episode dicts of a run, native or imported; with `latest`, each key once (see `latest_records`)."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise TraceError(f"{run_dir}: no such run directory")
+    rows: Iterable[dict] = (
+        iter_lines(run_dir / TRACE) if is_native(run_dir) else importers.read_foreign(run_dir)
+    )
+    yield from latest_records(rows) if latest else rows
+
+
+def read_records(run_dir: str | Path, latest: bool = True) -> Iterator[EpisodeRecord]:
+    for d in iter_dicts(run_dir, latest=latest):
+        yield EpisodeRecord.from_dict(d)
+
+
+def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
+    """The latest record of `key` in a run."""
+    found = None
+    for d in iter_dicts(run_dir, latest=False):
+        if record_key(d) == key:
+            found = d
+    if found is None:
+        raise TraceError(f"{run_dir}: no episode with key {key!r}")
+    return EpisodeRecord.from_dict(found)
+
+
+def completed_keys(run_dir: str | Path) -> set[str]:
+    """Keys whose latest record ended without an infrastructure error: resume skips these. A malformed latest
+    record (`evalkit.wellformed`) is run again, as analysis cannot count it."""
+    path = Path(run_dir) / TRACE
+    if not path.exists():
+        return set()
+    return {
+        k
+        for d in latest_records(iter_lines(path))
+        if (k := record_key(d)) and not d.get("error_class") and not record_problems(d)
+    }
+
+
+def derived_dir(run_dir: str | Path) -> Path:
+    """Where evalkit keeps what it derives from a run (the cached index; for a foreign run, its summaries
+    too): `<run>/.evalkit` for a run evalkit wrote. A directory another harness wrote is never written into:
+    its derived files go beside it, to `<parent>/.evalkit/<name>`, or, when that cannot be written, to a
+    per-user cache (`$XDG_CACHE_HOME/evalkit/runs/`)."""
+    run = Path(run_dir)
+    if run.is_dir() and is_native(run):
+        return run / ".evalkit"
+    run = run.resolve()
+    beside = run.parent / ".evalkit" / run.name
+    try:
+        beside.mkdir(parents=True, exist_ok=True)
+        if os.access(beside, os.W_OK):
+            return beside
+    except OSError:
+        pass
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    digest = hashlib.sha256(str(run).encode()).hexdigest()[:12]
+    return cache / "evalkit" / "runs" / f"{run.name}-{digest}"
+
+
+def trace_signature(run_dir: str | Path) -> tuple[int, int]:
+    """A cache key that changes whenever the run changes: (size, mtime_ns) of a native run's trace; for a
+    run written by another harness (one file, or a folder of them), (total size, newest mtime_ns) of its
+    JSON files, up to two folders deep. (0, 0) when there is nothing to read."""
+    path = Path(run_dir)
+    try:
+        st = (path / TRACE).stat() if path.is_dir() and (path / TRACE).exists() else path.stat()
+    except OSError:
+        return (0, 0)
+    if not path.is_dir() or (path / TRACE).exists():
+        return (st.st_size, st.st_mtime_ns)
+    size = newest = 0
+    for pattern in ("*.json*", "*/*.json*", "*/*/*.json*"):
+        for f in path.glob(pattern):
+            try:
+                fst = f.stat()
+            except OSError:
+                continue
+            size += fst.st_size
+            newest = max(newest, fst.st_mtime_ns)
+    return (size, newest)
+
+
+def safe_path(run_dir: str | Path, rel: str | None) -> Path | None:
+    """The file `rel` names inside `run_dir`, or None when it is absent or resolves outside the run
+    (absolute paths, `..`, symlinks pointing elsewhere): a hostile trace must not read other files."""
+    if not rel or not isinstance(rel, str) or "\x00" in rel:
+        return None
+    if os.path.isabs(rel) or rel.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", rel):
+        return None
+    root = Path(run_dir).resolve()
+    try:
+        target = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if target != root and root not in target.parents:
+        return None
+    return target if target.is_file() else None

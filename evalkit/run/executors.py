@@ -1,0 +1,298 @@
+"""Where a batch's episodes run: in threads of this process (`threads`), or on a Ray cluster (`ray`).
+
+Both take the jobs the batch planned and an `Episodes` (everything an episode needs but its job, plain data
+that travels to other processes), run at most `concurrency` episodes at once, and hand each finished
+record to `arrive` — the one place a record reaches the batch, which writes it. They yield the records as
+they arrive, for the batch's progress.
+
+Threads: `arrive` runs in the worker as soon as the episode ends (written even after Ctrl-C, while the
+batch shuts down). Ray: each episode is a task on a runner actor, one per node, whose threads run the
+node's share of the episodes; a task stores its pictures in a temporary directory and returns them as
+bytes with the record, and the driver alone writes `trace.jsonl`, frames and renders (content-addressed,
+so a picture two episodes share is written once). The driver keeps at most `concurrency` tasks in flight,
+so the limit holds across the cluster. An embedded env is served by the driver for its own node and by
+each other node's runner for that node; a `--base-url` env is reached from every node as given.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError, KeyRejectedError
+from evalkit.records import live
+from evalkit.types import AgentOptions, EpisodeRecord
+
+EXECUTORS = ("threads", "ray")
+ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_", "HF_", "VLLM_")
+"""Variables a provider reads (keys, base URLs, router settings): a Ray task gets the driver's values."""
+
+
+@dataclass
+class Episodes:
+    """What every episode of a batch shares: the env, the run directory, the loop's settings."""
+
+    env: Any
+    """An `evalkit.envs.openenv.Endpoint` (or anything `run_episode` accepts, for threads)."""
+    env_name: str
+    out: Path
+    max_turns: int | None = None
+    max_steps: int | None = None
+    episode_timeout: float | None = None
+    frames: bool = True
+    options: AgentOptions | None = None
+    save_raw: bool = False
+    embedded: str | None = None
+    """The embedded env's name when the batch serves it (Ray nodes then serve their own)."""
+    environ: dict[str, str] = field(default_factory=dict)
+
+    def play(self, job: Any, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
+        from evalkit.run.episode import run_episode
+
+        return run_episode(
+            job.model,
+            self.env,
+            job.task,
+            surface=job.surface,
+            mode=job.mode,
+            out=None,
+            repeat=job.repeat,
+            evalset_task=job.evalset_task,
+            task_key=job.ident,
+            skin=job.skin,
+            coordinates=job.coordinates,
+            store_dir=store_dir,
+            env_name=self.env_name,
+            cancel=cancel,
+            max_turns=self.max_turns,
+            max_steps=self.max_steps,
+            episode_timeout=self.episode_timeout,
+            frames=self.frames,
+            options=self.options,
+            save_raw=self.save_raw,
+            health=health,
+            preflight=False,
+        )
+
+
+Arrive = Callable[[EpisodeRecord, bool], None]
+"""`arrive(record, stopping)`: a finished episode reaches the batch (`stopping`: it is shutting down)."""
+Left = Callable[[str], None]
+"""`left(kind)`: a job left for a resume, `not_run` (never started) or `abandoned` (in flight when the
+gate went down)."""
+
+
+def execute(
+    kind: str,
+    jobs: list,
+    episodes: Episodes,
+    concurrency: int,
+    arrive: Arrive,
+    health: Any,
+    gate: Any,
+    left: Left,
+    **kw: Any,
+) -> Iterator[EpisodeRecord | None]:
+    """Run `jobs`, yielding each record as it arrives (None for a job `gate` stopped as it started).
+
+    `gate` is the batch's `evalkit.run.breaker.Guard`: a job of a model it does not `allow` is not started;
+    once its `down` is set no further job starts, the executor stops waiting for the episodes in flight and
+    returns (resume runs them again)."""
+    if kind == "threads":
+        return run_threads(jobs, episodes, concurrency, arrive, health, gate, left)
+    if kind == "ray":
+        return run_ray(jobs, episodes, concurrency, arrive, gate, left, **kw)
+    raise ConfigError(f"unknown executor {kind!r}: use {' or '.join(EXECUTORS)}")
+
+
+def run_threads(
+    jobs: list, episodes: Episodes, concurrency: int, arrive: Arrive, health: Any, gate: Any, left: Left
+) -> Iterator[EpisodeRecord | None]:
+    stopping = threading.Event()
+
+    def one(job: Any) -> EpisodeRecord | None:
+        rec = gate.episode(job.model, episodes.play, job, episodes.out, stopping, health)
+        if rec is not None:
+            arrive(rec, stopping.is_set())
+        return rec
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
+    pending: set[Future] = set()
+
+    def drain(limit: int) -> Iterator[EpisodeRecord | None]:
+        nonlocal pending
+        # Woken every second, so that a gate that went down while every episode hangs on a frozen server is
+        # seen.
+        while len(pending) > limit and gate.down is None:
+            finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            yield from (f.result() for f in finished)
+
+    try:
+        for job in jobs:
+            if not gate.allow(job.model):
+                left("not_run")
+                continue
+            pending.add(pool.submit(one, job))
+            yield from drain(concurrency * 2 - 1)
+        yield from drain(0)
+    except BaseException:
+        stopping.set()
+        # Ctrl-C (or a config error inside an episode): queued jobs are dropped, running ones finish in the
+        # background and are written; nobody waits for them here. Resume picks up the rest.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    if gate.down is None:
+        pool.shutdown(wait=True)
+        return
+    stopping.set()  # what the episodes in flight record now is about the outage: not kept
+    for f in pending:
+        left("not_run" if f.cancel() else "abandoned")
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def provider_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+
+
+# ---- Ray ---------------------------------------------------------------------------------------------------
+
+
+def ray_module() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("the Ray executor needs Ray: pip install 'evalkit[ray]'") from None
+    return ray
+
+
+def start_ray(address: str | None) -> Any:
+    """Ray, connected: to `address` (a cluster's `ray://…` or `host:port`), else to the instance this
+    process already has, else to a new local one."""
+    ray = ray_module()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            where = address or "(a new local instance)"
+            raise ConfigError(f"cannot connect to Ray at {where}: {e}") from None
+    return ray
+
+
+class Runner:
+    """A node's episodes, run by the actor's threads (made a Ray actor by `run_ray`)."""
+
+    def __init__(self, episodes: Episodes, driver_node: str):
+        import ray
+
+        from evalkit.providers.health import ProviderHealth
+
+        os.environ.update(episodes.environ)
+        self.server = None
+        if episodes.embedded and ray.get_runtime_context().get_node_id() != driver_node:
+            from evalkit.envs.openenv import resolve
+            from evalkit.envs.server import serve
+
+            self.server = serve(episodes.embedded)
+            episodes = replace(episodes, env=resolve(self.server, episodes.env_name))
+        self.episodes = episodes
+        self.health = ProviderHealth()
+
+    def play(self, job: Any) -> tuple[EpisodeRecord | None, dict[str, bytes], KeyRejectedError | None]:
+        """One episode; the files it wrote (pictures, shared texts, raw bodies) come back as bytes by their
+        run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished). A
+        refused key comes back instead of a record (the driver's gate stops the model)."""
+        with tempfile.TemporaryDirectory(prefix="evalkit-ep-") as tmp:
+            try:
+                rec = self.episodes.play(job, Path(tmp), None, self.health)
+            except KeyRejectedError as e:
+                return None, {}, e
+            finally:
+                # The live file is written by this process's writer thread: none of its writes may land in
+                # the directory as it goes (or make it again).
+                live.finish(tmp, job.key)
+            found = [
+                p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"
+            ]
+            files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in found}
+        return rec, files, None
+
+
+def _store(out: Path, files: dict[str, bytes]) -> None:
+    from evalkit.records.traces import atomic_write
+
+    for rel, data in files.items():
+        path = out / rel
+        if not path.exists() or (rel.startswith("renders/") and path.read_bytes() != data):
+            atomic_write(path, data)
+
+
+def run_ray(
+    jobs: list,
+    episodes: Episodes,
+    concurrency: int,
+    arrive: Arrive,
+    gate: Any,
+    left: Left,
+    address: str | None = None,
+) -> Iterator[EpisodeRecord | None]:
+    ray = start_ray(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from evalkit.analysis.display import attach
+
+    driver = ray.get_runtime_context().get_node_id()
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [driver]
+    episodes = replace(episodes, environ={**provider_environ(), **episodes.environ})
+    actor = ray.remote(num_cpus=0, max_concurrency=concurrency)(Runner)
+    on = [NodeAffinitySchedulingStrategy(n, soft=True) for n in nodes]
+    runners = [actor.options(scheduling_strategy=s).remote(episodes, driver) for s in on]
+    queue = iter(jobs)
+    flight: dict[Any, Any] = {}
+    turn = 0
+
+    def submit() -> bool:
+        nonlocal turn
+        for job in queue:
+            if not gate.allow(job.model):
+                left("not_run")
+                continue
+            flight[runners[turn % len(runners)].play.remote(job)] = job
+            turn += 1
+            return True
+        return False
+
+    try:
+        while len(flight) < concurrency and submit():
+            pass
+        while flight and gate.down is None:
+            # Woken every second, so that the gate going down is seen while every episode hangs.
+            done, _ = ray.wait(list(flight), num_returns=1, timeout=1.0)
+            for ref in done:
+                flight.pop(ref)
+                rec, files, refused = ray.get(ref)
+                if refused is not None:
+                    gate.refused_by(refused)
+                    yield None
+                else:
+                    gate.ended(rec)
+                    _store(episodes.out, files)
+                    attach(rec, episodes.out)
+                    arrive(rec, False)
+                    yield rec
+                submit()
+        if gate.down is not None:
+            for _ in flight:
+                left("abandoned")
+            for _ in queue:
+                left("not_run")
+    finally:
+        # Ctrl-C, the gate down, or the end: episodes still in flight are dropped with their runners (resume
+        # runs them).
+        for r in runners:
+            ray.kill(r)

@@ -1,0 +1,182 @@
+"""`evalkit bundle RUN… -o DIR`: runs as a static site that opens from the file system or any static host,
+with no server and nothing fetched from elsewhere: the episode table with filters, the episode view with
+its filmstrip and transcript, and A vs B with the paired differences.
+
+What it writes:
+```
+DIR/index.html, *.js, style.css   the page (evalkit/view/bundle/assets, copied)
+DIR/data/index.js                 every episode's table row, the runs, the paired differences
+DIR/data/ep/NNNN.js               episode details (steps, calls, transcript), a few hundred KB of JSON each
+DIR/img/ab/<sha256>.<ext>         every image the episodes show, stored once by content
+```
+Data files are scripts (a page opened from `file://` may not fetch files, but it may load scripts) that
+hand the page gzip-compressed base64 JSON, which it inflates with the browser's own DecompressionStream.
+Trace text reaches the page only as data: the page puts it in the document with `textContent`, never as
+HTML, and images come only from the bundle's own content-addressed copies of files inside each run. Nothing
+is written into the runs read, beyond what `evalkit.analysis` caches for any reader.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from evalkit.errors import ConfigError
+from evalkit.view import support as vs
+from evalkit.view.bundle.episodes import Images, detail
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+CHUNK_BYTES = 400_000
+"""Uncompressed JSON per episode-details file: a few dozen episodes, fetched when one of them is opened."""
+MAX_SIDES = 12
+"""Paired differences are computed for every pair of sides when there are at most this many."""
+MARKER = ".evalkit-bundle"
+
+
+@dataclass
+class Built:
+    """What `build` wrote."""
+
+    path: Path
+    episodes: int
+    files: int
+    bytes: int
+    seconds: float
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _script(name: str, payload: Any, *args: int) -> bytes:
+    """`EK.<name>(args…, "<payload as gzip-compressed base64 JSON>")`; a str payload is JSON already."""
+    raw = (payload if isinstance(payload, str) else _json(payload)).encode()
+    packed = base64.b64encode(gzip.compress(raw, 6, mtime=0)).decode("ascii")
+    head = "".join(f"{int(a)}, " for a in args)
+    return f'EK.{name}({head}"{packed}");\n'.encode()
+
+
+def _prepare(out: Path) -> None:
+    """`out` must be new, empty, or an earlier bundle (which is replaced); anything else is refused before
+    any work, so that a typo never empties a folder of the user's."""
+    if out.exists():
+        if not out.is_dir():
+            raise ConfigError(f"{out} is a file: give a new or empty directory for the bundle")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise ConfigError(f"{out} is not empty and not an evalkit bundle: give a new or empty directory")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("written by `evalkit bundle`; the whole folder is replaced when rebuilt\n")
+
+
+def _table(runs: list[str]) -> pl.DataFrame:
+    labels = vs.run_labels(runs)
+    tables = []
+    for r in runs:
+        try:
+            tables.append(vs.episode_table(r))
+        except (OSError, ValueError, vs.TraceError) as e:
+            raise ConfigError(f"{r}: cannot be read ({type(e).__name__}: {e})") from e
+    return vs.with_labels(vs.concat_tables(tables), labels)
+
+
+def _records(run: str, rows: pl.DataFrame) -> dict[str, dict]:
+    """The record dicts of `run` the table lists, by key, read in one pass."""
+    from evalkit.records import traces
+
+    if traces.is_native(run):
+        wanted = dict(zip(rows["offset"].to_list(), rows["key"].to_list(), strict=True))
+        return {wanted[o]: d for o, d in traces.iter_offsets(run) if o in wanted}
+    return vs.imported_records(run)
+
+
+def _pairs(df: pl.DataFrame) -> list[dict]:
+    """The paired comparison of every two sides (both orders follow from one), per tier and over all."""
+    sides = vs.ranked_sides(df)
+    if len(sides) > MAX_SIDES:
+        return []
+    tiers = [None, *vs.options(df, "tier")]
+    out = []
+    for i, a in enumerate(sides):
+        for b in sides[i + 1 :]:
+            for tier in tiers:
+                r = vs.ab_difference(df, a, b, tier)
+                if r.get("n_tasks"):
+                    keep = ("n_tasks", "n_dropped", "diff", "ci_low", "ci_high", "p_value", "wins", "ties")
+                    out.append(
+                        {"a": a, "b": b, "tier": tier, "losses": r["losses"]} | {k: r[k] for k in keep}
+                    )
+    return out
+
+
+ROW = ["run_label", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
+       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds"]  # fmt: skip
+
+
+def build(runs: list[str | Path], out: str | Path) -> Built:
+    """Write the bundle of `runs` to `out` (see the module docstring); returns what was written."""
+    t0 = time.perf_counter()
+    out = Path(out)
+    runs = [str(Path(r).resolve()) for r in runs]
+    df = _table(runs)  # a run that cannot be read is refused before anything is written
+    _prepare(out)
+    for f in ASSETS.iterdir():
+        if f.is_file():
+            shutil.copyfile(f, out / f.name)
+    images = Images(out)
+    rows_out: list[list] = []
+    chunk: list[str] = []
+    size = n_chunks = 0
+
+    def flush() -> None:
+        nonlocal chunk, size, n_chunks
+        if chunk:
+            (out / "data" / "ep").mkdir(parents=True, exist_ok=True)
+            data = "[" + ",".join(chunk) + "]"
+            (out / "data" / "ep" / f"{n_chunks:04d}.js").write_bytes(_script("chunk", data, n_chunks))
+            n_chunks += 1
+        chunk, size = [], 0
+
+    for run in runs:
+        rows = df.filter(pl.col("run") == run)
+        records = _records(run, rows)
+        for row in rows.iter_rows(named=True):
+            d = records.get(row["key"])
+            if d is None:
+                continue
+            ep = detail(run, d, images)
+            ep["id"] = len(rows_out)
+            text = _json(ep)
+            chunk.append(text)
+            size += len(text)
+            cells = [vs.clip(row[c]) if isinstance(row.get(c), str) else row.get(c) for c in ROW]
+            rows_out.append([*cells, n_chunks])
+            if size >= CHUNK_BYTES:
+                flush()
+    flush()
+    index = {
+        "columns": [*ROW, "chunk"],
+        "rows": rows_out,
+        "runs": [vs.run_labels(runs)[r] for r in runs],
+        "pairs": _pairs(df),
+        "pair_keys": vs.pair_columns(df),
+        "built": time.strftime("%Y-%m-%d %H:%M", time.gmtime()) + " UTC",
+    }
+    (out / "data").mkdir(exist_ok=True)
+    (out / "data" / "index.js").write_bytes(_script("index", index))
+    files = [p for p in out.rglob("*") if p.is_file()]
+    return Built(
+        out.resolve(),
+        len(rows_out),
+        len(files),
+        sum(p.stat().st_size for p in files),
+        time.perf_counter() - t0,
+    )

@@ -1,0 +1,173 @@
+"""One episode as the bundle's page reads it: header fields, each step (frame with its actions marked, text,
+reasoning, calls), plans, and the transcript; and the bundle's store of images."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from evalkit.records import plans, transcripts
+from evalkit.records.marks import DRAGS, POINTS, marked
+from evalkit.types import EpisodeRecord
+from evalkit.view import support as vs
+
+TEXT_CAP = 100_000
+"""Characters of one text field kept in a bundle; a longer one is cut and says how long it was."""
+MARKED = (*POINTS, *DRAGS)
+"""Calls whose actions are drawn on the frame (read it only then: most steps have none)."""
+IMAGE_TYPES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".webp": "webp", ".gif": "gif"}
+
+
+class Images:
+    """The bundle's images: each file inside a run copied once, named by the sha256 of its bytes."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self._by_path: dict[str, str | None] = {}
+
+    def put(self, data: bytes, ext: str) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"img/{digest[:2]}/{digest}.{ext}"
+        path = self.out / rel
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        return rel
+
+    def add(self, run: str, rel: Any) -> str | None:
+        """The bundle path of image `rel` of `run`, or None when it is missing, outside the run, or not an
+        image type a page shows."""
+        if not isinstance(rel, str):
+            return None
+        key = f"{run}\x00{rel}"
+        if key not in self._by_path:
+            path = vs.safe_image(run, rel)
+            ext = IMAGE_TYPES.get(path.suffix.lower()) if path is not None else None
+            self._by_path[key] = self.put(path.read_bytes(), ext) if path is not None and ext else None
+        return self._by_path[key]
+
+    def marked(self, run: str, rel: Any, calls: list, coordinates: str | None) -> str | None:
+        """Like `add`, with the computer-use actions of `calls` drawn where they landed."""
+        plain = self.add(run, rel)
+        if plain is None or not any(getattr(c, "name", None) in MARKED for c in calls):
+            return plain
+        try:
+            data = marked((self.out / plain).read_bytes(), calls, coordinates)
+        except Exception:  # an image PIL cannot read is shown as it is
+            return plain
+        return self.put(data, "png") if data else plain
+
+
+def cap(text: Any) -> str:
+    if not isinstance(text, str):
+        text = "" if text is None else vs.as_json(text)
+    if len(text) <= TEXT_CAP:
+        return text
+    return text[:TEXT_CAP] + f"\n… (cut here: {len(text):,} characters in the trace)"
+
+
+def _calls(run: str, calls: list, images: Images) -> list[dict]:
+    return [
+        {
+            "name": vs.clip(c.name or "?", 200),
+            "line": vs.call_line(c.name, c.args, c.result, 160),
+            "args": cap(vs.as_json(c.args)),
+            "ok": bool(c.ok),
+            "parse_error": bool(c.parse_error),
+            "result": cap(c.result),
+            "images": [i for i in (images.add(run, p) for p in c.images or []) if i],
+        }
+        for c in calls
+    ]
+
+
+def _plans(rec: EpisodeRecord) -> list[dict]:
+    heads = plans.plan_summary(rec)
+    out = []
+    for p, head in zip(rec.plans, heads, strict=False):
+        out.append(
+            {
+                "turn": p.turn,
+                "tool": vs.clip(p.tool, 80),
+                "feasible": head.get("feasible"),
+                "objective": head.get("objective"),
+                "violations": head.get("violations"),
+                "rows": [{k: vs.clip(v) for k, v in r.items()} for r in plans.plan_rows(p)],
+                "bad": [{k: vs.clip(v) for k, v in r.items()} for r in plans.violation_rows(p)],
+            }
+        )
+    return out
+
+
+def _messages(run: str, rec: EpisodeRecord, images: Images) -> list[dict]:
+    try:
+        msgs = transcripts.messages(rec, Path(run))
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    out = []
+    for m in msgs:
+        pics = []
+        for img in m.images or []:
+            img = img if isinstance(img, dict) else {}
+            note = vs.pruned_note(img) if img.get("pruned") else None
+            pics.append({"src": images.add(run, img.get("path")), "pruned": note})
+        calls = [c if isinstance(c, dict) else {} for c in m.calls or []]
+        out.append(
+            {
+                "role": vs.clip(m.role, 20), "turn": m.turn if isinstance(m.turn, int) else 0,
+                "text": cap(m.text), "reasoning": cap(m.reasoning), "images": pics,
+                "name": vs.clip(m.name, 200) if m.name else None,
+                "call_id": vs.clip(m.call_id, 80) if m.call_id else None,
+                "calls": [vs.call_line(c.get("name"), c.get("args"), None, 300) for c in calls],
+                "stop": vs.clip(m.stop, 60) if m.stop else None,
+                "usage": {k: v for k, v in (m.usage or {}).items() if isinstance(v, (int, float))},
+                "latency_s": m.latency_s if isinstance(m.latency_s, (int, float)) else None,
+                "note": vs.clip(m.note, 120) if m.note else None,
+                "error": bool(getattr(m, "error", False)),
+            }
+        )  # fmt: skip
+    return out
+
+
+def detail(run: str, d: dict, images: Images) -> dict:
+    """The episode of record dict `d` of `run`, as the page shows it."""
+    rec = EpisodeRecord.from_dict(d)
+    steps = []
+    for s in vs.steps_of(rec):
+        t = s.turn
+        step: dict[str, Any] = {"frame": images.marked(run, s.frame, t.calls if t else [], rec.coordinates)}
+        if t is not None:
+            step |= {
+                "turn": t.turn if isinstance(t.turn, int) else s.index,
+                "text": cap(t.text),
+                "reasoning": cap(t.reasoning),
+                "stop": vs.clip(t.stop, 60),
+                "model_s": t.model_s if isinstance(t.model_s, (int, float)) else None,
+                "env_s": t.env_s if isinstance(t.env_s, (int, float)) else None,
+                "calls": _calls(run, t.calls, images),
+            }
+        steps.append(step)
+    grade, _ = vs.field_rows(rec.grade)
+    usage, _ = vs.field_rows(rec.usage)
+    text = {
+        k: vs.clip(getattr(rec, k)) for k in ("key", "model", "env", "surface", "mode", "task_id", "tier")
+    }
+    return text | {
+        "repeat": rec.repeat if isinstance(rec.repeat, int) else None,
+        "reward": rec.reward if isinstance(rec.reward, (int, float)) else None,
+        "end_reason": vs.clip(rec.end_reason, 80),
+        "error_class": vs.clip(rec.error_class, 80) if rec.error_class else None,
+        "error": cap(rec.error) if rec.error else None,
+        "cost_usd": rec.cost_usd if isinstance(rec.cost_usd, (int, float)) else None,
+        "seconds": rec.seconds if isinstance(rec.seconds, (int, float)) else None,
+        "counts": {k: getattr(rec, k) for k in ("n_turns", "tool_calls", "tool_errors", "parse_errors")},
+        "grade": grade,
+        "usage": usage,
+        "ownloop": vs.is_ownloop(rec),
+        "target": images.add(run, rec.target),
+        "render": images.add(run, rec.render),
+        "steps": steps,
+        "plans": _plans(rec),
+        "messages": _messages(run, rec, images),
+    }

@@ -1,0 +1,172 @@
+"""Serving the Streamlit viewer: `evalkit view`, and the subprocess tests and benchmarks drive.
+
+`evalkit view` runs `streamlit run viewer/app.py` as a child: headless (no browser opened, no first-run
+e-mail prompt, which would read a closed stdin), on loopback, with usage statistics off (traces hold prompts
+a user may not want to publish; `viewer/.streamlit/config.toml` says the same for a plain `streamlit run`).
+The child gets its own process group and /dev/null for stdin; SIGINT, SIGTERM and SIGHUP sent to
+`evalkit view` are passed on to it, and on Linux the child is told to stop if its parent dies, so no
+server is left behind however `evalkit view` ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from evalkit.errors import ConfigError
+
+APP_PATH = Path(__file__).resolve().parents[2] / "viewer" / "app.py"
+DEFAULT_PORT = 8501
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 10.0
+
+
+def app_command(
+    runs: Sequence[str | Path], port: int, app: Path = APP_PATH, address: str = "127.0.0.1"
+) -> list[str]:
+    """`streamlit run viewer/app.py` on `address:port`, headless, with the runs after `--`."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(app),
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", address,
+        "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none",
+        "--server.runOnSave", "false",
+        "--client.toolbarMode", "viewer",
+        "--", *map(str, runs),
+    ]  # fmt: skip
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on `port` (bound as servers bind: a closed connection's TIME_WAIT does
+    not count, a listening socket does)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(port: int | None, host: str = "127.0.0.1") -> int:
+    """`port` when it is free (ConfigError when it is not); without one, the first free port from 8501."""
+    if port is not None:
+        if not port_free(port, host):
+            raise ConfigError(f"port {port} is in use on {host}: pass another --port, or leave it out")
+        return port
+    for p in range(DEFAULT_PORT, DEFAULT_PORT + 100):
+        if port_free(p, host):
+            return p
+    raise ConfigError(f"no free port between {DEFAULT_PORT} and {DEFAULT_PORT + 99}: pass --port")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the signal forwarding below still covers every catchable way to stop
+
+
+def spawn(cmd: Sequence[str], cwd: Path | None = None, log: Path | None = None) -> subprocess.Popen:
+    """The viewer's server process: stdin from /dev/null, its own process group, tied to this process."""
+    out = open(log, "wb") if log else None  # noqa: SIM115 - the child holds it; closed with the process
+    try:
+        return subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=out if out else None,
+            stderr=subprocess.STDOUT if out else None,
+            cwd=cwd,
+            process_group=0,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+    finally:
+        if out:
+            out.close()
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = STOP_GRACE_S) -> int:
+    """Signal the server, wait up to `grace` seconds, then kill it; its exit code."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def serve(runs: Sequence[str | Path], port: int | None = None, app: Path = APP_PATH) -> int:
+    """`evalkit view`: run the viewer until it stops or this process is told to stop; the exit code."""
+    port = pick_port(port)
+    proc = spawn(app_command(runs, port, app), cwd=app.parent.parent)
+    if sys.stdout is not None:
+        print(f"evalkit viewer on http://127.0.0.1:{port}", flush=True)
+    received: list[tuple[int, float]] = []
+
+    def forward(sig: int, _frame: object) -> None:
+        received.append((sig, time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        while True:
+            try:
+                code = proc.wait(0.5)
+                break
+            except subprocess.TimeoutExpired:
+                # A server that ignores the signal it was passed is killed after a grace period.
+                if received and time.monotonic() - received[0][1] > STOP_GRACE_S:
+                    proc.kill()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        stop(proc)
+    # Stopped by a signal: the shell convention (130 for Ctrl-C), whatever the server's own code.
+    return 128 + received[0][0] if received else code
+
+
+@contextlib.contextmanager
+def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
+    """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
+    from evalkit.serving import free_port
+
+    port = free_port()
+    proc = spawn(app_command(runs, port), cwd=APP_PATH.parent.parent, log=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout)
+        yield url
+    finally:
+        stop(proc)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
+    """Until Streamlit's health endpoint at `url` answers (RuntimeError if `proc` exits first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the viewer exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the viewer did not answer on {url} within {timeout:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,243 @@
+"""The fast index reader (`evalkit.records._index`) against the reference, `json.loads` one line at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from evalkit import analysis as A
+from evalkit.records import _index, index_cache
+from evalkit.records.traces import TraceWriter
+from evalkit.types import CallRecord, EpisodeRecord, TurnRecord, episode_key
+
+
+def turn(k: int, frame: str | None = None, text: str = "ok", **call_args) -> TurnRecord:
+    return TurnRecord(
+        turn=k,
+        text=text,
+        reasoning="hmm" if k % 2 else "",
+        stop="tool_use",
+        usage={"input": 10, "output": 3},
+        frame=frame,
+        calls=[CallRecord(id=f"c{k}", name="add", args={"x": k, **call_args}, result="ok")],
+    )
+
+
+def rec(i: int, reward: float | None = 0.5, frames: int = 0, **kw) -> EpisodeRecord:
+    fields = dict(
+        key=episode_key("m", "canvas", "tools", "reference", f"t{i}", None, 0),
+        model="m",
+        env="canvas",
+        surface="tools",
+        mode="reference",
+        task_id=f"t{i}",
+        tier=("easy", "medium", "hard")[i % 3],
+        reward=reward,
+        grade=None if reward is None else {"total": reward, "structure": 1.0, "n_gt": 3},
+        end_reason="submitted" if reward is not None else "error",
+        error_class=None if reward is not None else "endpoint_error",
+        usage={"input": 100 + i, "output": 20, "cache_read": 5, "reasoning_tokens": 7},
+        cost_usd=0.01 * i,
+        n_turns=max(frames, 1),
+        tool_calls=2,
+        seconds=1.5,
+        turns=[turn(k, f"frames/ab/{i}-{k}.png" if k < frames else None) for k in range(max(frames, 1))],
+    )
+    return EpisodeRecord(**(fields | kw))
+
+
+def odd_lines() -> list[str]:
+    """Lines other writers (or accidents) may leave: each must come out as the reference reads it."""
+    base = {"format_version": 1, "model": "m", "env": "canvas", "surface": "tools", "mode": "reference"}
+
+    def d(key: str, **kw) -> str:
+        return json.dumps(base | {"key": key, "task_id": key} | kw)
+
+    return [
+        d("minimal"),  # every optional field missing
+        d("nan-reward", reward=float("nan")),  # json.dumps writes NaN: Polars refuses it, json.loads does not
+        d("int-reward", reward=1, difficulty_score=2, repeat=None, grade={"total": 1}),
+        d("text-reward", reward="0.25", n_turns=2.0, tool_calls=True),
+        d("not-text", tier=3, model=True, error={"why": "x"}, started=1.5),
+        d("empty-grade", reward=0.1, grade={}),
+        d("list-grade", reward=0.1, grade=[1, 2]),
+        d("string-grade", reward=0.1, grade="great"),
+        d("nested-grade", reward=0.2, grade={"total": 0.2, "parts": {"a": 1.0}}),
+        d("tricky-grade", reward=0.3, grade={"total": 0.3, "note": "}, {", "é": "ü"}),
+        d("grade-no-total", reward=0.3, grade={"structure": 0.5}),
+        d("grade-text-total", reward=0.3, grade={"total": "0.75"}),
+        d("nested-grade-key", turns=[{"frame": "f.png", "calls": [{"args": {"grade": {"total": 9}}}]}]),
+        d("grades-everywhere", reward=0.4, grade={"total": 0.4}, final_doc={"grade": {"total": 1.0}})[:-1]
+        + ', "turns": [{"frame": "f.png", "calls": [{"args": {"grade": {"total": 9}}}]}]}',
+        # the top-level grade after a nested one: not the first "grade" key of the line
+        json.dumps(
+            base | {"key": "grade-after-turns", "turns": [{"grade": {"total": 9}}], "grade": {"total": 0.1}}
+        ),
+        json.dumps(
+            base | {"key": "grade-after-list", "provider_switches": [{"grade": 1}], "grade": {"total": 0.2}}
+        ),
+        json.dumps(
+            base | {"key": "grade-after-nested", "usage": {"grade": {"total": 3}}, "grade": {"total": 0.3}}
+        ),
+        '{"format_version": 1, "key": "escaped-key", "x\\"grade": {"total": 5}, "grade": {"total": 0.6}}',
+        '{"format_version": 1, "key": "escaped-grade", "gr\\u0061de": {"total": 0.7}, "reward": 0.7}',
+        d("frame-in-args", turns=[{"frame": "", "calls": [{"args": {"frame": "elsewhere"}}]}, None]),
+        d("falsy-frames", turns=[{"frame": None}, {"frame": ""}, {"frame": "a"}, {}]),
+        d("odd-frames", turns=[{"frame": 0}, {"frame": "b"}]),
+        d("turns-dict", turns={"frame": "x"}),
+        d("unicode", tier="hárd", error="ошибка " * 80, grade={"total": 0.5, "note": "naïve 🙂"}, reward=0.5),
+        d("lone-surrogate-free", end_reason="✓ done 🙂"),
+        d("importer", info={"importer": "inspect", "other": [1, 2]}, provider_switches=[{"turn": 1}, {}]),
+        d("empty-importer", info={"importer": ""}, error_class="", reward=0.4),
+        d("usage-null", usage=None, auto_submitted=None),
+        d("usage-partial", usage={"output": 4}, auto_submitted=True),
+        d("", reward=0.6),  # an empty key is no key, like a missing one: counted on its own
+        json.dumps({k: v for k, v in base.items()} | {"task_id": "no-key"}),
+        "",
+        "   ",
+        "[1, 2]",
+        "3",
+        '{"format_version": 1, "key": "corrupt", bad}',  # ends in "}": Polars has to reject it
+        '{"format_version": 1, "key": "cut", "turns": [{"a": {"b": 1}',
+        '  {"format_version": 1, "key": "indented", "model": "m"}  ',
+        '{"format_version": 1, "key": "ctl", "error": "tab\there"}',  # a raw tab: json.loads refuses it
+        '{"format_version": 1, "key": 1, "reward": 0.1}',  # a key that is not a string is no key
+        '{"format_version": 1, "key": "1", "reward": 0.2}',
+        '{"format_version": 1, "key": 1.0, "reward": 0.3}',
+        '{"format_version": 1, "key": "dup-line", "reward": 0.1}',
+        '{"format_version": 1, "key": "dup-line", "reward": 0.9}',  # the later record of a key wins
+    ]
+
+
+def make(run: Path, n: int, frames: int, every: int = 1, seed_lines: bool = True) -> Path:
+    """A trace of n records (every `every`-th with `frames` frames), a re-run key, unicode, no turns, and
+    unless `seed_lines` the odd lines above and a torn last line."""
+    w = TraceWriter(run)
+    recs = [
+        rec(i, None if i % 7 == 3 else round(0.1 * (i % 10), 3), 0 if i % every else frames) for i in range(n)
+    ]
+    recs.append(rec(2, 0.99, frames))  # key of record 2 again: re-run on resume, this one counts
+    recs.append(rec(n + 1, 0.4, tier="ünï", turns=[turn(0, "f.png", text="naïve ünïcode 🙂 中文")]))
+    recs.append(rec(n + 2, None, grade=None, error="x" * 500, info={"note": "no turns"}, turns=[]))
+    for r in recs:
+        w.append(r)
+    if seed_lines:
+        with open(run / "trace.jsonl", "a", encoding="utf-8") as f:
+            for line in odd_lines():
+                f.write(line + "\n")
+            f.write(rec(n + 3, 0.7).to_json() + "\n")
+            f.write('{"format_version": 1, "key": "torn", "model": "m", "rew')  # killed mid-write
+    return run
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-run" / "trace.jsonl"
+
+
+def real_lines() -> list[str]:
+    """Lines of a real run (data/sample-run) whose final_doc carries the grade again (the episodes an
+    endpoint error ended have none)."""
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    graded = [line for line in lines if '"grade":' in line.split('"final_doc":', 1)[1]]
+    assert len(graded) >= len(lines) - 2 >= 30
+    return graded
+
+
+def fast_lines(run: Path) -> int:
+    buf = (run / "trace.jsonl").read_bytes()
+    arr = np.frombuffer(buf, np.uint8)
+    starts, ends = _index._lines(buf, arr)
+    ok, checks = _index._eligible(buf, arr, starts, ends)
+    _, gone = _index._read(buf, starts, ends, ok, checks)
+    return int((ok & ~gone).sum())
+
+
+def same_as_reference(run: Path) -> pl.DataFrame:
+    fast = index_cache.build(run)
+    ref = index_cache.build_reference(run)
+    assert_frame_equal(fast, ref, check_exact=True)
+    return fast
+
+
+# Turns are read with the other fields when most records have frames, apart for the few otherwise.
+@pytest.mark.parametrize("frames,every", [(0, 1), (2, 5), (3, 1)], ids=["no-frames", "few-frames", "frames"])
+def test_fast_index_equals_reference(tmp_path, frames, every):
+    df = same_as_reference(make(tmp_path / "r", 40, frames, every))
+    assert df.filter(pl.col("key") == "dup-line")["reward"].to_list() == [0.9]
+    assert "torn" not in df["key"].to_list() and "corrupt" not in df["key"].to_list()
+    assert df.filter(pl.col("task_id") == "t2")["reward"].to_list() == [0.99]
+    assert df.filter(pl.col("key") == "falsy-frames")["n_frames"].to_list() == [1]
+
+
+def test_blocks_rejected_by_polars_are_narrowed_to_their_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(_index, "_BLOCK", 2000)  # many blocks, several with a line Polars refuses
+    same_as_reference(make(tmp_path / "r", 60, 2, 3))
+
+
+def test_clean_trace_and_empty_traces(tmp_path):
+    df = same_as_reference(make(tmp_path / "clean", 30, 2, 2, seed_lines=False))
+    assert df.height == 30 + 2
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "trace.jsonl").write_text("")
+    (tmp_path / "empty" / "run.json").write_text("{}")
+    assert index_cache.build(tmp_path / "empty").equals(index_cache.build_reference(tmp_path / "empty"))
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "run.json").write_text("{}")
+    (junk / "trace.jsonl").write_bytes(
+        b'{"format_version": 1, "key": "a"}\n\xff\xfe{"key": "b"}\n{"x": "\xe9"}\n'
+    )
+    assert_frame_equal(index_cache.build(junk), index_cache.build_reference(junk), check_exact=True)
+
+
+def test_real_records_take_the_fast_path(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    lines = real_lines()
+    (run / "trace.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    df = same_as_reference(run)
+    assert df.height == len(lines) and df["grade_total"].null_count() == 0
+    assert fast_lines(run) == len(lines)  # every one of them, not json.loads
+
+
+def test_grade_keys_inside_final_doc_and_tool_args(tmp_path):
+    inner = {"grade": {"total": 0.01, "note": "not this one"}}
+    recs = [
+        rec(
+            i,
+            0.5,
+            2,
+            final_doc=inner | {"elements": [{"id": "e1", "grade": "x"}]},
+            turns=[turn(0, "f.png", grade=inner)],
+        )
+        for i in range(5)
+    ]
+    run = tmp_path / "r"
+    w = TraceWriter(run)
+    for r in recs:
+        w.append(r)
+    with open(run / "trace.jsonl", "a", encoding="utf-8") as f:
+        for line in real_lines():
+            f.write(line + "\n")
+        for line in odd_lines():
+            f.write(line + "\n")
+    df = same_as_reference(run)
+    assert df.filter(pl.col("task_id") == "t1")["grade_total"].to_list() == [0.5]
+    assert df.filter(pl.col("key") == "grades-everywhere")["grade_total"].to_list() == [0.4]
+    assert df.filter(pl.col("key") == "grade-after-turns")["grade_total"].to_list() == [0.1]
+    assert fast_lines(run) >= len(recs) + len(real_lines())
+
+
+def test_load_runs_uses_the_fast_index(tmp_path):
+    run = make(tmp_path / "r", 20, 1, 2)
+    df = A.load_runs(run, cache=False)
+    ref = index_cache.build_reference(run).filter(pl.col("problem").is_null()).drop("problem")
+    assert df.columns == list(A.EPISODE_COLUMNS) and df.schema == A.EPISODE_SCHEMA
+    assert_frame_equal(df.drop("run", "run_name"), ref, check_exact=True)
+    assert_frame_equal(A.load_runs(run), df, check_exact=True)  # written to the cache
+    assert_frame_equal(A.load_runs(run), df, check_exact=True)  # read back from it

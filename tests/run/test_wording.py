@@ -1,0 +1,125 @@
+"""What the loop tells the model comes from what the env offers: finishing tool, instructions, task text."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.run import wording
+from evalkit.types import Image, ToolSpec
+
+PNG = Image(b"\x89PNG\r\n\x1a\nfake", "image/png")
+TAIL = "You have {} turns; each turn may call several tools."
+NEEDS_TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+def tools(*names: str) -> list[ToolSpec]:
+    return [ToolSpec(n) for n in names]
+
+
+@pytest.mark.parametrize(
+    "names, finish",
+    [
+        (("get_document", "add_element", "submit"), "submit"),
+        (("lookup", "submit_answer"), "submit_answer"),
+        (("search", "final_answer"), "final_answer"),
+        (("check_plan", "submit_plan"), "submit_plan"),
+        (("click", "markDone"), "markDone"),
+        (("finish_task", "submit"), "submit"),  # an exact word beats a prefix
+        (("answer", "done"), "answer"),
+        (("echo_message",), None),
+        (("get_answer_format", "abandoned", "resubmit"), None),  # the word must open or close the name
+        (("step",), None),
+    ],
+)
+def test_finishing_tool_by_name(names, finish):
+    found = wording.finishing_tool(tools(*names))
+    assert (found.name if found else None) == finish
+
+
+def test_a_tool_the_env_marks_wins_over_names():
+    marked = ToolSpec("grade_me", finishes=True)
+    assert wording.finishing_tool([ToolSpec("submit"), marked]) is marked
+
+
+def test_auto_submit_only_without_required_arguments():
+    assert wording.can_auto_submit(ToolSpec("submit"))
+    assert not wording.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT))
+    assert not wording.can_auto_submit(None)
+
+
+def test_system_prompt_is_the_envs_instructions_else_names_the_tools():
+    assert wording.system_prompt({"instructions": "Be brief."}, tools("a")) == "Be brief."
+    generic = wording.system_prompt({}, tools("look", "answer"))
+    assert "look, answer" in generic and generic.endswith("When you are done, call answer.")
+    assert "final answer in text" in wording.system_prompt({}, tools("echo_message"))
+
+
+def test_nudges_and_turn_notes_name_the_finishing_tool_or_ask_for_text():
+    assert wording.nudge("submit") == (
+        "You did not call a tool. Continue the task by calling one of your tools; "
+        "when you are done, call submit."
+    )
+    assert "answer in text" in wording.nudge(None) and "submit" not in wording.nudge(None)
+    assert wording.turns_left_note(1, "answer").endswith("finish and call answer in it]")
+    assert (
+        wording.turns_left_note(1, None)
+        == "\n[1 turn left: your next turn is the last — finish the task in it]"
+    )
+    assert wording.turns_left_note(4, None) == "\n[4 turns left]" and wording.turns_left_note(0, "x") == (
+        "\n[no turns left]"
+    )
+
+
+def test_opening_from_metadata_prompt_with_its_pictures_first():
+    meta = {"prompt": "Recreate it.", "reference_jpeg_b64": PNG.b64, "instructions": "..."}
+    op = wording.opening(meta, {"screen": f"data:image/png;base64,{PNG.b64}"}, 5)
+    # the observation's picture is the message's second: the metadata's come first
+    assert op.text == f"Recreate it.\nWhat you observe:\nscreen: [image 2]\n{TAIL.format(5)}"
+    assert op.attached == [PNG] and op.observed == [PNG] and op.images == [PNG, PNG]
+
+
+def test_the_loops_screenshot_goes_between_and_is_named():
+    shot = Image(b"\x89PNG\r\n\x1a\nshot", "image/png")
+    meta = {"prompt": "Recreate it.", "reference_jpeg_b64": PNG.b64}
+    op = wording.opening(meta, {"board": f"data:image/png;base64,{PNG.b64}"}, 5, [shot])
+    assert op.images == [PNG, shot, PNG] and op.screen == [shot]
+    assert op.text == (
+        f"Recreate it.\nWhat you observe:\nboard: [image 3]\n{TAIL.format(5)}\n"
+        "Image 2 is a screenshot of the screen as it is now."
+    )
+    alone = wording.opening({"prompt": "Buy it."}, {}, 5, [shot])
+    assert alone.images == [shot] and alone.text.endswith(
+        "\nThe attached image is a screenshot of the screen as it is now."
+    )
+    assert "screenshot" not in wording.opening(meta, {}, 5).text
+
+
+@pytest.mark.parametrize("key", ["question", "task", "goal"])
+def test_opening_takes_the_task_text_from_metadata_or_fields(key):
+    assert wording.opening({key: " What now? "}, {}, 3).text.startswith("What now?\nYou have 3 turns")
+    op = wording.opening({}, {key: "Find the exit.", "position": [1, 2]}, 3)
+    assert op.text == f"Find the exit.\nWhat you observe:\nposition: [1, 2]\n{TAIL.format(3)}"
+
+
+def test_opening_without_any_task_text():
+    assert wording.opening({"instructions": "x"}, {}, 2).text.startswith("Begin the task described in your")
+    assert wording.opening({}, {}, 2).text.startswith("Begin: use your tools")
+    op = wording.opening({}, {"board": [[0, 1], [1, 0]], "legal_actions": [0, 1]}, 2)
+    assert op.text.startswith(
+        "The environment's first observation:\nboard: [[0, 1], [1, 0]]\nlegal_actions: [0, 1]"
+    )
+    assert op.images == []
+
+
+def test_a_python_session_without_an_observation_shows_its_target():
+    class Plain:  # an in-process EnvSession: its target() is how it says what the task asks for
+        pass
+
+    class Wire:  # an OpenEnv session: what its reset observation carries is what the model sees
+        observation: dict = {}
+
+    op = wording.session_opening(Plain(), {"prompt": "Match it."}, 4, PNG)
+    assert op.images == [PNG] and op.text.startswith("Match it.")
+    assert wording.session_opening(Wire(), {"prompt": "Describe it."}, 4, PNG).images == []
+    again = wording.session_opening(Plain(), {"reference_b64": PNG.b64}, 4, PNG)
+    assert again.images == [PNG]  # carried by the metadata already: not twice
