@@ -93,6 +93,17 @@ def _reset_json(text: str) -> dict | list:
     raise argparse.ArgumentTypeError("--reset-json wants a JSON object or a non-empty list of objects")
 
 
+def _step_json(text: str) -> dict:
+    """`--step-json`: the step `evalkit probe` takes, `{"tool": NAME, "args": {...}}`."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--step-json is not JSON ({e})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("args", {}), dict):
+        raise argparse.ArgumentTypeError('--step-json wants {"tool": NAME, "args": {...}}')
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evalkit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -200,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--sessions", type=_positive(int), default=8, help="count server sessions up to this many"
     )
+    pr.add_argument(
+        "--step-json", type=_step_json,
+        help='the step whose result to show, {"tool": NAME, "args": {...}} (default: one it fills in)',
+    )  # fmt: skip
+    pr.add_argument("--no-step", action="store_true", help="take no step: show the opening message only")
     pr.add_argument("--json", action="store_true", help="print the report as JSON")
 
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
@@ -407,7 +423,8 @@ def _probe(a: argparse.Namespace) -> int:
         surface = a.surface or default_surface(name)
         kw = reset_kwargs(task or None, name, surface, mode)
         try:
-            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0)
+            step = False if a.no_step else (a.step_json or True)
+            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0, step=step)
         except EnvError as e:
             raise ConfigError(f"{name}: {e}") from None
     finally:

@@ -64,7 +64,9 @@ def test_pictures_by_shape_not_by_name():
         "items: [image 3]",
         "screenshot: [image 4]",
         "screen: [image 5]",
-        "board: [[0, 1, 0], [1, -1, 0]]",
+        "board:",  # a grid of values is a table
+        "0  1 0",
+        "1 -1 0",
         f"note_b64: {fields['note_b64']}",
     ]
 
