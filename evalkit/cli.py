@@ -261,7 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument("agent", help="uitars, opencua, fara7b, molmoweb, or the baselines dom, random")
     o.add_argument("--tasks", help="task file (default: data/evalsets/webapp-v1.json)")
-    o.add_argument("--endpoint", help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1")
+    o.add_argument(
+        "--endpoint",
+        help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1; or `fake`: a scripted model "
+        "answering in the agent's own format, served for the run (no GPU)",
+    )
     o.add_argument("--model", help="the served model name")
     o.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
     o.add_argument(
@@ -528,7 +532,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def cmd_ownloop(a: argparse.Namespace) -> int:
     from evalkit.ownloop import Settings, run_ownloop
 
-    if a.endpoint is not None:
+    if a.endpoint is not None and a.endpoint != "fake":
         validate.url("--endpoint", a.endpoint, ("http", "https"))
     validate.run_out("--out", a.out)
     ports = []
