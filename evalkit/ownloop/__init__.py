@@ -11,7 +11,8 @@ A runner beside `run`: may import `envs` (the webapp's tasks, site and grader), 
 `analysis` (its summary files) and the modules at evalkit's top.
 """
 
-from .run import RUNNERS, OwnloopRun, model_label, run_ownloop
+from .run import OwnloopRun, model_label, run_ownloop
+from .runners import RUNNERS
 from .task import Settings, TaskRun
 
 __all__ = ["RUNNERS", "OwnloopRun", "Settings", "TaskRun", "model_label", "run_ownloop"]

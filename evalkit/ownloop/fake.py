@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from evalkit.errors import EvalkitError
 
-    from .run import runner_for
+    from .runners import runner_for
 
     p = argparse.ArgumentParser(
         prog="python -m evalkit.ownloop.fake",

@@ -23,7 +23,6 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +39,9 @@ from evalkit.records.traces import (
 )
 from evalkit.types import EpisodeRecord, episode_key
 
+from .runners import runner_for
 from .task import Settings, TaskRun, on_path
 
-RUNNERS = {
-    "uitars": "evalkit.ownloop.uitars:UITars",
-    "opencua": "evalkit.ownloop.opencua:OpenCUA",
-    "fara7b": "evalkit.ownloop.fara:Fara7B",
-    "molmoweb": "evalkit.ownloop.molmoweb:MolmoWeb",
-    "dom": "evalkit.ownloop.baselines:DomSolver",
-    "random": "evalkit.ownloop.baselines:RandomClicks",
-}
 ENV, SURFACE, MODE = "webapp", "gui", "ownloop"
 FAKE = "fake"
 """`--endpoint fake`: the fake endpoint, served for the run; its model is named this unless --model says."""
@@ -79,13 +71,6 @@ _OUTCOME = (
     "opencua_max_tokens",
     "fara_retries",
 )
-
-
-def runner_for(agent: str) -> Any:
-    if agent not in RUNNERS:
-        raise ConfigError(f"unknown own-loop agent {agent!r} (known: {', '.join(RUNNERS)})")
-    module, _, name = RUNNERS[agent].partition(":")
-    return getattr(import_module(module), name)()
 
 
 def model_label(agent: str, model: str | None) -> str:
