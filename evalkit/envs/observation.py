@@ -8,7 +8,7 @@ a pixel array (height × width × 1/3/4 channels), or a flat pixel list beside a
 What an env puts only in an observation's `metadata` (a maze's layout, a game's next player) is the model's
 to read too: `shown_metadata` keeps all of it but the keys the env marks as hidden (`hidden_keys`, or a
 leading underscore) and evalkit's own bookkeeping (ids, the loop's settings, rewards and grades), and
-`render` writes it like the fields, each value cut at METADATA_CAP characters with a note.
+`render_metadata` writes it like the fields, each value cut at METADATA_CAP characters with a note.
 """
 
 from __future__ import annotations

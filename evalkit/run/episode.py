@@ -6,9 +6,8 @@ call whose tool calls all go through the environment → frames → the episode 
 the turn limit, when the model stops calling tools, or — in an env with no finishing tool — when it replies
 in text, which is its answer (`answered`, unless the env's reset metadata says `answer_ends_episode:
 false`); then, if the env has a finishing tool that needs no arguments, it is called on the model's behalf
-→ an EpisodeRecord. Mistakes the model makes are data in the
-turn; an infrastructure failure ends the episode unscored (`reward` None, `error_class` set) so that resume
-runs it again.
+→ an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
+episode unscored (`reward` None, `error_class` set) so that resume runs it again.
 
 An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
 screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
