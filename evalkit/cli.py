@@ -93,6 +93,17 @@ def _reset_json(text: str) -> dict | list:
     raise argparse.ArgumentTypeError("--reset-json wants a JSON object or a non-empty list of objects")
 
 
+def _step_json(text: str) -> dict:
+    """`--step-json`: the step `evalkit probe` takes, `{"tool": NAME, "args": {...}}`."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--step-json is not JSON ({e})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("args", {}), dict):
+        raise argparse.ArgumentTypeError('--step-json wants {"tool": NAME, "args": {...}}')
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evalkit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -200,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--sessions", type=_positive(int), default=8, help="count server sessions up to this many"
     )
+    pr.add_argument(
+        "--step-json", type=_step_json,
+        help='the step whose result to show, {"tool": NAME, "args": {...}} (default: one it fills in)',
+    )  # fmt: skip
+    pr.add_argument("--no-step", action="store_true", help="take no step: show the opening message only")
     pr.add_argument("--json", action="store_true", help="print the report as JSON")
 
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
@@ -245,7 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument("agent", help="uitars, opencua, fara7b, molmoweb, or the baselines dom, random")
     o.add_argument("--tasks", help="task file (default: data/evalsets/webapp-v1.json)")
-    o.add_argument("--endpoint", help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1")
+    o.add_argument(
+        "--endpoint",
+        help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1; or `fake`: a scripted model "
+        "answering in the agent's own format, served for the run (no GPU)",
+    )
     o.add_argument("--model", help="the served model name")
     o.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
     o.add_argument(
@@ -407,7 +427,8 @@ def _probe(a: argparse.Namespace) -> int:
         surface = a.surface or default_surface(name)
         kw = reset_kwargs(task or None, name, surface, mode)
         try:
-            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0)
+            step = False if a.no_step else (a.step_json or True)
+            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0, step=step)
         except EnvError as e:
             raise ConfigError(f"{name}: {e}") from None
     finally:
@@ -511,7 +532,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def cmd_ownloop(a: argparse.Namespace) -> int:
     from evalkit.ownloop import Settings, run_ownloop
 
-    if a.endpoint is not None:
+    if a.endpoint is not None and a.endpoint != "fake":
         validate.url("--endpoint", a.endpoint, ("http", "https"))
     validate.run_out("--out", a.out)
     ports = []

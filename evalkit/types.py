@@ -22,12 +22,15 @@ from evalkit import wellformed
 
 FORMAT_VERSION = 1
 
-END_REASONS = ("submitted", "done", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error")
+END_REASONS = (
+    "submitted", "done", "answered", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error",
+)  # fmt: skip
 """`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env
-ended it on another action (a typed env's step, a game won or lost); `auto_submitted`: the env ended it on
-its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop ended it (then submitting on the
-model's behalf through a finishing tool that needs no arguments, when the env has one); `error`: the
-infrastructure broke it."""
+ended it on another action (a typed env's step, a game won or lost); `answered`: in an env with no
+finishing tool, the model replied in text without a tool call, and that reply is its answer;
+`auto_submitted`: the env ended it on its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop
+ended it (then submitting on the model's behalf through a finishing tool that needs no arguments, when the
+env has one); `error`: the infrastructure broke it."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,10 @@ class Turn:
     usage_known: bool = True
     """False when some request of this turn was billed without reporting its usage (a stream cut by the
     harness cap or by the network): the episode's cost is then unknown."""
+    route: str = ""
+    """The model id the request that answered named (behind a router, `org/model:provider`)."""
+    provider: str = ""
+    """Who answered: the provider behind a router route, else the spec's provider (`anthropic`, `vllm`)."""
 
 
 @dataclass
@@ -297,6 +304,11 @@ class TurnRecord:
     """The requests that failed (`Attempt.to_dict()`): route, status, kind, error, usage, seconds."""
     usage_known: bool = True
     """False when a request of this turn was billed without reporting its usage; `usage` is then a floor."""
+    provider: str = ""
+    """Who answered this turn: behind a router spec (`hf:org/m:a|b`) the provider (`a`), else the spec's
+    provider; empty for an offline agent."""
+    route: str = ""
+    """The model id the answering request named (`org/m:a` behind a router)."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -337,6 +349,9 @@ class EpisodeRecord:
     repeat: int = 0
     episode_id: str | None = None
     prompt_version: str | None = None
+    reset: dict | None = None
+    """The keyword arguments the env's reset was sent (the task's, and the surface, mode, skin or
+    coordinates asked of it); None in records written before it was kept."""
 
     reward: float | None = None
     """The grade total, or None when the episode is unscored (an infrastructure error): never read as zero."""

@@ -86,6 +86,14 @@ def guess_server():
 
 
 @pytest.fixture(scope="session")
+def walk_server():
+    from tests.support.foreign_envs import Served, walk_app
+
+    with Served(walk_app()) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
 def _standin_server():
     from tests.support.standin import StandIn
 

@@ -75,6 +75,8 @@ def show_header(rec: EpisodeRecord, label: str) -> None:
             f"parse errors {num(rec.parse_errors, 'd')} · auto submitted {c(rec.auto_submitted, 20)} · "
             f"prompt {c(rec.prompt_version, 80)}"
         )
+        if rec.reset:  # what made the episode: the arguments its env's reset was sent
+            show_text("Reset arguments", vs.as_json(rec.reset), f"reset_{sid}", code=True)
         if rec.traceback:
             show_text("Traceback", rec.traceback, f"tb_{sid}", code=True)
         if rec.info:
@@ -139,6 +141,7 @@ def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
         f"Turn {vs.md_escape(t.turn, 20)} · stop {vs.md_escape(t.stop or '—', 60)} · "
         f"model {num(t.model_s, '.2f')} s · env {num(t.env_s, '.2f')} s"
         + (f" · {num(t.attempts, 'd')} requests" if isinstance(t.attempts, int) and t.attempts > 1 else "")
+        + (f" · answered by {vs.md_escape(t.provider, 60)}" if t.provider else "")
     )
     if t.text:
         with st.expander("Raw model output" if ownloop else "Model text", expanded=True):

@@ -165,6 +165,7 @@ class EpisodeEnv(MCPEnvironment):
             "auto_submitted": ep.auto_submitted,
             "steps": ep.steps,
         }
+        obs.metadata["hidden_keys"] = ["steps"]
         return obs
 
     @property

@@ -131,6 +131,39 @@ def action_schema(url: str) -> dict | None:
     return None if "tool_name" in props or props <= {"metadata"} else action
 
 
+OPENENV_ROUTES = ("/health", "/schema")
+"""Routes every OpenEnv server (`create_app`) answers with JSON, besides its WebSocket at `/ws`."""
+
+
+def _answers(url: str, route: str) -> bool:
+    try:
+        with http_client(url, timeout=10.0) as client:
+            r = client.get(f"{url}{route}")
+        return r.status_code == 200 and isinstance(r.json(), dict)
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def not_openenv(url: str, err: EnvError) -> ConfigError | None:
+    """When a server answered a WebSocket at `/ws` as something else (a 404, a plain page): a ConfigError
+    naming what it lacks of an OpenEnv server. None when the failure was another (nothing listening, a
+    timeout): that is the connection's, said as it is."""
+    from websockets.exceptions import InvalidHandshake, InvalidStatus
+
+    cause = err.__cause__
+    if not isinstance(cause, InvalidHandshake):
+        return None
+    missing = [r for r in OPENENV_ROUTES if not _answers(url, r)]
+    if isinstance(cause, InvalidStatus):
+        got = f"got HTTP {cause.response.status_code}"
+    else:
+        got = "was not answered as one"
+    return ConfigError(
+        f"{redact_url(url)} is not an OpenEnv server: no {', '.join([*missing, '/ws'])} "
+        f"(a WebSocket at /ws {got}); give the base URL of a server built with OpenEnv's create_app"
+    )
+
+
 def step_tool(schema: dict) -> ToolSpec:
     """The one tool of a typed-action env: its parameters are the action's fields (OpenEnv's own `metadata`
     field is not the model's to fill)."""
@@ -156,8 +189,9 @@ def _finishes(tool: dict) -> bool:
     return bool(meta.get("finishes_episode")) or FINISH_TAG in tags
 
 
-def tool_outcome(payload: dict) -> ToolOutcome:
-    """An MCP tool call's answer (an OpenEnv `CallToolObservation` on the wire) as a ToolOutcome."""
+def tool_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:
+    """An MCP tool call's answer (an OpenEnv `CallToolObservation` on the wire) as a ToolOutcome: the
+    tool's text and pictures, then the metadata the model is shown (all but `hidden` and evalkit's own)."""
     obs = payload.get("observation") or {}
     meta = dict(payload.get("metadata") or obs.get("metadata") or {})
     texts: list[str] = []
@@ -180,14 +214,19 @@ def tool_outcome(payload: dict) -> ToolOutcome:
             texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
     elif result is not None:
         texts.append(str(result))
-    return _outcome("\n".join(t for t in texts if t), images, is_error, payload, obs, meta)
+    known, pictures = observation.render_metadata(meta, hidden, first=len(images) + 1)
+    texts.append(known)
+    return _outcome("\n".join(t for t in texts if t), images + pictures, is_error, payload, obs, meta)
 
 
-def typed_outcome(payload: dict) -> ToolOutcome:
-    """A typed env's observation after `step`: its fields as text, its pictures as images."""
+def typed_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:
+    """A typed env's observation after `step`: its fields, then the metadata the model is shown (all but
+    `hidden` and evalkit's own), as text; their pictures as images."""
     obs = payload.get("observation") or {}
     meta = dict(payload.get("metadata") or obs.get("metadata") or {})
     text, images = observation.render(obs)
+    known, pictures = observation.render_metadata(meta, hidden, skip=obs, first=len(images) + 1)
+    text, images = "\n".join(t for t in (text, known) if t), images + pictures
     reward = payload.get("reward", obs.get("reward"))
     if reward is not None:
         text = f"{text}\nreward: {reward}" if text else f"reward: {reward}"
@@ -223,6 +262,8 @@ class OpenEnvSession:
         self.base_url = base_url.rstrip("/")
         self.http_base = http_url(self.base_url)
         self.metadata: dict = {}
+        self.hidden: frozenset[str] = frozenset()
+        """Metadata keys the env hid from the model at reset (`hidden_keys`): hidden in its results too."""
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
@@ -230,7 +271,10 @@ class OpenEnvSession:
         local = loopback.is_loopback(self.http_base)
         self._http = None if local else shared_http(self.http_base, message_timeout_s, headers)
         """httpx for a server elsewhere; a loopback server's pictures are read by `evalkit.envs.loopback`."""
-        self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
+        try:
+            self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
+        except EnvError as e:
+            raise not_openenv(self.http_base, e) or e from None
 
     def reset(self, **kwargs: Any) -> dict:
         """Start an episode; returns the reset observation's metadata (instructions, task id, ...)."""
@@ -238,6 +282,7 @@ class OpenEnvSession:
         obs = payload.get("observation") or {}
         self.metadata = dict(payload.get("metadata") or obs.get("metadata") or {})
         self.observation = {k: v for k, v in obs.items() if k not in observation.SKIP}
+        self.hidden = frozenset(observation.hidden_keys(self.metadata))
         self._missing.clear()
         return self.metadata
 
@@ -264,7 +309,7 @@ class OpenEnvSession:
                 # crashed), which is the environment's failure, not the model's.
                 raise EnvError(f"the environment failed while running {name}: {e}") from None
             return ToolOutcome(f"error: {e}", is_error=True)
-        return tool_outcome(payload)
+        return tool_outcome(payload, self.hidden)
 
     # ---- pictures, each route on its own
 
@@ -343,7 +388,7 @@ class TypedSession(OpenEnvSession):
             payload = self._conn.step(args)
         except ActionRefused as e:
             return ToolOutcome(f"the environment refused the action: {e}", is_error=True)
-        return typed_outcome(payload)
+        return typed_outcome(payload, self.hidden)
 
 
 def connect(env: Any, **kw: Any) -> OpenEnvSession:

@@ -1,6 +1,7 @@
 """Own-loop GUI agents: released agent loops (UI-TARS-1.5, OpenCUA-7B, Fara-7B, MolmoWeb) run as released on
 the `webapp` tasks, only their model call swapped for an OpenAI-compatible endpoint and their browser for
-evalkit's Chromium; plus offline baselines (a DOM solver, random clicks) and a fake endpoint for tests.
+evalkit's Chromium; plus offline baselines (a DOM solver, random clicks) and a fake endpoint that answers as
+each agent would (`--endpoint fake`: no GPU).
 
 `run_ownloop(Settings(agent=...), out)` — or `evalkit ownloop AGENT --endpoint URL --model NAME --out RUN`
 — writes, per task, `session.json` (or `session_failed.json`), `steps.jsonl` and `screens/step_NN.png`, and
@@ -10,7 +11,8 @@ A runner beside `run`: may import `envs` (the webapp's tasks, site and grader), 
 `analysis` (its summary files) and the modules at evalkit's top.
 """
 
-from .run import RUNNERS, OwnloopRun, model_label, run_ownloop
+from .run import OwnloopRun, model_label, run_ownloop
+from .runners import RUNNERS
 from .task import Settings, TaskRun
 
 __all__ = ["RUNNERS", "OwnloopRun", "Settings", "TaskRun", "model_label", "run_ownloop"]

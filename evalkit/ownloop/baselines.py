@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -80,6 +81,24 @@ def plan_of(folder: str | Path) -> list[dict]:
     for line in (Path(folder) / "steps.jsonl").read_text().splitlines():
         plan += json.loads(line).get("actions") or []
     return plan
+
+
+def plan_task(task: dict, site: Any, width: int, height: int) -> list[dict]:
+    """The generic actions the DOM solver takes on `task` in a `width` × `height` page on `site`, found by
+    doing it there (its folder, screens and frames are thrown away): a plan for the fake endpoint, with no
+    run before it. Raises SolverError when the task's solution does not fit its app."""
+    from evalkit.records.traces import FrameStore
+
+    with tempfile.TemporaryDirectory(prefix="evalkit-plan-") as tmp:
+        settings = Settings(agent="dom", width=width, height=height, settle_s=0.2)
+        ctx = TaskRun(task, site, Path(tmp) / "task", settings, FrameStore(tmp))
+        try:
+            DomSolver().run(ctx)
+        finally:
+            ctx.close()
+        if ctx.result.get("status") != "finished":
+            raise SolverError(f"the DOM solver could not do {task['task_id']} ({ctx.result.get('status')})")
+        return plan_of(ctx.folder)
 
 
 class _Baseline:

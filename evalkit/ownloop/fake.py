@@ -2,11 +2,16 @@
 agent's own output format.
 
 `FakeEndpoint(policy)` serves `/v1/models` and `/v1/chat/completions` on a loopback port; `policy(request)`
-writes each reply. `PlanPolicy` replays plans — the generic actions the DOM solver took on each task, in
-page pixels (`baselines.plan_of`) — writing each action as the agent being tested would: UI-TARS's
-`click(start_box='(x,y)')` in smart-resize pixels, OpenCUA's pyautogui code, Fara's `<tool_call>` JSON,
-MolmoWeb's percentages. A run against it clicks real elements only if the runner maps coordinates back the
-way the released agent does, so the tests and benchmarks that use it can fail.
+writes each reply. `PlanPolicy` replays plans — generic actions in page pixels — writing each action as the
+agent being tested would: UI-TARS's `click(point='<point>x y</point>')` in smart-resize pixels (the form its
+released prompt asks for), OpenCUA's pyautogui code, Fara's `<tool_call>` JSON, MolmoWeb's percentages.
+`TaskPolicy` needs no plans: it solves each web-app task from its task definition the first time the task's
+prompt arrives, the DOM solver doing it on a web-app server of its own (`baselines.plan_task`). A run
+against it clicks real elements only if the runner maps coordinates back the way the released agent does,
+so the tests and benchmarks that use it can fail.
+
+`evalkit ownloop AGENT --endpoint fake` serves a `TaskPolicy` for the length of the run;
+`python -m evalkit.ownloop.fake AGENT` serves one until interrupted, for a run started elsewhere.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -83,6 +91,12 @@ class FakeEndpoint(ThreadedServer):
         super().__init__(Starlette(routes=routes), port=port, name="fake-endpoint", access_log=False)
         self.url = f"{self.base_url}/v1"
 
+    def stop(self) -> None:
+        super().stop()
+        close = getattr(self.policy, "close", None)
+        if callable(close):
+            close()
+
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"status": "healthy"})
 
@@ -114,7 +128,8 @@ class FakeEndpoint(ThreadedServer):
             )
         if self.delay_s:
             time.sleep(self.delay_s)
-        text = self.policy(body)
+        # A policy may take seconds (a task solved on first sight): off the event loop, which serves the rest.
+        text = await run_in_threadpool(self.policy, body)
         prompt_tokens = len(text_of(body)) // 4 + 765 * len(sizes)
         return JSONResponse(
             {
@@ -142,12 +157,13 @@ def _quote(text: str) -> str:
 
 
 def uitars_reply(action: dict, size: tuple[int, int]) -> str:
-    """UI-TARS-1.5's `Thought: ... Action: ...` in the smart-resize pixels of a `size` screenshot."""
+    """UI-TARS-1.5's `Thought: ... Action: ...` with `<point>x y</point>` in the smart-resize pixels of a
+    `size` screenshot, as its released prompt (`COMPUTER_USE_DOUBAO`) writes the action space."""
     w, h = size
     kind = action["type"]
     if kind == "click":
         x, y = to_smart(action["x"], action["y"], w, h)
-        act = f"click(start_box='({x},{y})')"
+        act = f"click(point='<point>{x} {y}</point>')"
     elif kind == "type":
         act = f"type(content='{_quote(action['text'])}')"
     elif kind == "press":
@@ -158,7 +174,7 @@ def uitars_reply(action: dict, size: tuple[int, int]) -> str:
         )
     elif kind == "scroll":
         x, y = to_smart(action["x"], action["y"], w, h)
-        act = f"scroll(start_box='({x},{y})', direction='{'down' if action['dy'] > 0 else 'up'}')"
+        act = f"scroll(point='<point>{x} {y}</point>', direction='{'down' if action['dy'] > 0 else 'up'}')"
     elif kind == "finish":
         act = f"finished(content='{_quote(str(action.get('answer') or ''))}')"
     else:
@@ -309,17 +325,25 @@ class PlanPolicy:
     """Replays `plans` (task prompt → generic actions) in `style`. The task is the one whose prompt (up to
     any `{BASE}`) the request contains; the step is read off the conversation as the agent keeps it."""
 
-    def __init__(self, plans: dict[str, list[dict]], style: str, garbage: str | None = None):
+    def __init__(self, plans: dict[str, list[dict] | None], style: str, garbage: str | None = None):
         if style not in RENDERERS:
             raise ValueError(f"no fake replies for {style!r} (have: {', '.join(RENDERERS)})")
-        self.plans = {prompt.split("{BASE}")[0].strip(): plan for prompt, plan in plans.items()}
+        self.plans = {_prompt_key(prompt): plan for prompt, plan in plans.items()}
         self.style, self.garbage = style, garbage
+
+    def task_key(self, text: str) -> str | None:
+        """The task whose prompt the request holds (the longest that matches, should one begin another)."""
+        found = [key for key in self.plans if key and key in text]
+        return max(found, key=len) if found else None
+
+    def plan(self, key: str) -> list[dict] | None:
+        return self.plans[key]
 
     def __call__(self, request: dict) -> str:
         if self.garbage is not None:
             return self.garbage
-        text = text_of(request)
-        plan = next((p for key, p in self.plans.items() if key and key in text), None)
+        key = self.task_key(text_of(request))
+        plan = self.plan(key) if key is not None else None
         if plan is None:
             return "I do not know this task."
         k = STEP_COUNTERS[self.style](request)
@@ -328,7 +352,88 @@ class PlanPolicy:
         return RENDERERS[self.style](plan, k, size)
 
 
+def _prompt_key(prompt: str) -> str:
+    """What of a task's prompt a request holds whatever server the task runs on: up to any `{BASE}`."""
+    return prompt.split("{BASE}")[0].strip()
+
+
+class TaskPolicy(PlanPolicy):
+    """A scripted model that solves the web-app tasks from their task definitions (`tasks`: a task file,
+    default the webapp evalset), with no prior run: the first request of a task has the DOM solver do it on
+    a web-app server of this policy's own, in a browser of the agent's viewport (`width` × `height`), and
+    the actions it took are the plan, replayed in `style`. Sessions on a server are apart, so solving a task
+    there leaves the agent's own server as it was."""
+
+    def __init__(self, style: str, width: int, height: int, tasks: str | Path | None = None):
+        from evalkit.envs.webapp.tasks import load_tasks
+
+        defined = load_tasks(tasks)
+        super().__init__({t["prompt"]: None for t in defined}, style)
+        self.tasks = {_prompt_key(t["prompt"]): t for t in defined}
+        self.size = (width, height)
+        self._site: Any = None
+        self._lock = threading.Lock()
+
+    def plan(self, key: str) -> list[dict]:
+        from .baselines import plan_task
+
+        with self._lock:  # one solve per task, however many workers ask for it at once
+            if self.plans[key] is None:
+                if self._site is None:
+                    from evalkit.envs.webapp.serve import SiteServer
+
+                    self._site = SiteServer()
+                self.plans[key] = plan_task(self.tasks[key], self._site, *self.size)
+            return self.plans[key]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._site is not None:
+                self._site.stop()
+                self._site = None
+
+
 def smart_size(width: int, height: int) -> tuple[int, int]:
     """(width, height) of the smart-resized image of a page."""
     h, w = smart_resize(height, width)
     return w, h
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a `TaskPolicy` for one agent until interrupted, for an own-loop run started elsewhere."""
+    import argparse
+    import sys
+
+    from evalkit.errors import EvalkitError
+
+    from .runners import runner_for
+
+    p = argparse.ArgumentParser(
+        prog="python -m evalkit.ownloop.fake",
+        description="A scripted model that answers as an own-loop agent would and solves the web-app tasks "
+        "from their definitions; then run: evalkit ownloop AGENT --endpoint URL --model NAME --out RUN",
+    )
+    p.add_argument("agent", choices=sorted(RENDERERS))
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default="fake", help="the model name it serves (default: fake)")
+    p.add_argument("--tasks", help="task file (default: data/evalsets/webapp-v1.json)")
+    p.add_argument("--width", type=int, help="the run's viewport (default: the agent's released one)")
+    p.add_argument("--height", type=int)
+    a = p.parse_args(argv)
+    width, height = runner_for(a.agent).viewport
+    try:
+        policy = TaskPolicy(a.agent, a.width or width, a.height or height, a.tasks)
+        with FakeEndpoint(policy, model=a.model, port=a.port) as fake:
+            print(f"a fake {a.agent} at {fake.url} (model {a.model}); run: evalkit ownloop {a.agent} "
+                  f"--endpoint {fake.url} --model {a.model} --out RUN", flush=True)  # fmt: skip
+            threading.Event().wait()
+    except EvalkitError as e:
+        print(f"evalkit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -29,7 +29,7 @@ from typing import Any
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.types import Usage
 
-from .task import Settings, TaskRun, on_path
+from .task import Settings, TaskRun, not_released, on_path
 
 VIEWPORT = (1440, 900)
 _lock = threading.Lock()
@@ -113,10 +113,7 @@ class Fara7B:
         try:
             fara_modules()
         except ImportError as e:
-            raise ConfigError(
-                f"fara7b needs the src/ dir of a microsoft/fara clone on --path, with its requirements "
-                f"({type(e).__name__}: {e})"
-            ) from None
+            raise not_released("fara7b", e) from None
 
     def run(self, ctx: TaskRun) -> None:
         """One task with webeval's error retries: an attempt that ended in an error or a parse error is moved

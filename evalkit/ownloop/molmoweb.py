@@ -18,10 +18,10 @@ import json
 import time
 from typing import Any
 
-from evalkit.errors import ConfigError, EndpointError
+from evalkit.errors import EndpointError
 
 from .endpoint import Endpoint
-from .task import Settings, TaskRun, on_path
+from .task import Settings, TaskRun, not_released, on_path
 from .uitars import png_url
 
 VIEWPORT = (1280, 720)
@@ -104,10 +104,7 @@ class MolmoWeb:
             from utils.envs.browser_env import SimpleEnv  # noqa: F401
             from utils.eval_utils.episode import Episode  # noqa: F401
         except ImportError as e:
-            raise ConfigError(
-                f"molmoweb needs a clone of allenai/molmoweb on --path, with its requirements "
-                f"({type(e).__name__}: {e})"
-            ) from None
+            raise not_released("molmoweb", e) from None
 
     def run(self, ctx: TaskRun) -> None:
         from agent.actions import SendMsgToUser

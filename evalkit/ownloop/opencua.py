@@ -17,13 +17,13 @@ import threading
 import time
 from typing import Any
 
-from evalkit.errors import ConfigError, EndpointError
+from evalkit.errors import EndpointError
 from evalkit.types import Usage
 
 from .baselines import settle
 from .endpoint import Endpoint, RequestRejected
 from .pyautogui import PyAutoGUI, run_pyautogui
-from .task import Settings, TaskRun, on_path
+from .task import Settings, TaskRun, not_released, on_path
 
 _lock = threading.Lock()
 _classes: dict[str, type] = {}
@@ -119,10 +119,7 @@ class OpenCUA:
         try:
             agent_class()
         except ImportError as e:
-            raise ConfigError(
-                f"opencua needs OSWorld's mm_agents/opencua on --path (a clone of xlang-ai/OSWorld) and its "
-                f"requirements ({type(e).__name__}: {e})"
-            ) from None
+            raise not_released("opencua", e) from None
 
     def run(self, ctx: TaskRun) -> None:
         s, res = ctx.settings, ctx.result

@@ -1,7 +1,9 @@
 """`run_ownloop`: an own-loop agent on the web-app tasks, into a run directory.
 
 Everything that can be wrong with what was asked (agent, task file, task ids, released code on the path,
-the model endpoint) raises ConfigError before anything is written. Then web-app servers start on loopback,
+the model endpoint) raises ConfigError before anything is written. The endpoint `fake` is a scripted model
+served for the run (`evalkit.ownloop.fake.TaskPolicy`), answering in the agent's own released format and
+solving each task from its definition, so a run needs no GPU. Then web-app servers start on loopback,
 workers take tasks (each worker keeps to one server), and each finished task writes its folder
 (`session.json` or `session_failed.json`, `steps.jsonl`, `screens/`) and one EpisodeRecord in `trace.jsonl`.
 A harness or model-server failure is unscored (`session_failed.json`, `error_class` set) and resume runs
@@ -10,6 +12,7 @@ it again; resume skips the tasks that finished.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -20,7 +23,6 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +39,12 @@ from evalkit.records.traces import (
 )
 from evalkit.types import EpisodeRecord, episode_key
 
+from .runners import runner_for
 from .task import Settings, TaskRun, on_path
 
-RUNNERS = {
-    "uitars": "evalkit.ownloop.uitars:UITars",
-    "opencua": "evalkit.ownloop.opencua:OpenCUA",
-    "fara7b": "evalkit.ownloop.fara:Fara7B",
-    "molmoweb": "evalkit.ownloop.molmoweb:MolmoWeb",
-    "dom": "evalkit.ownloop.baselines:DomSolver",
-    "random": "evalkit.ownloop.baselines:RandomClicks",
-}
 ENV, SURFACE, MODE = "webapp", "gui", "ownloop"
+FAKE = "fake"
+"""`--endpoint fake`: the fake endpoint, served for the run; its model is named this unless --model says."""
 FAILED = ("endpoint_error", "crash")
 """Statuses that mean the harness or the model server broke: unscored, rerun on resume."""
 END_REASONS = {
@@ -74,13 +71,6 @@ _OUTCOME = (
     "opencua_max_tokens",
     "fara_retries",
 )
-
-
-def runner_for(agent: str) -> Any:
-    if agent not in RUNNERS:
-        raise ConfigError(f"unknown own-loop agent {agent!r} (known: {', '.join(RUNNERS)})")
-    module, _, name = RUNNERS[agent].partition(":")
-    return getattr(import_module(module), name)()
 
 
 def model_label(agent: str, model: str | None) -> str:
@@ -130,9 +120,12 @@ def run_ownloop(
     settings.width = settings.width or runner.viewport[0]
     settings.height = settings.height or runner.viewport[1]
     runner.check(settings)
-    if runner.needs_endpoint:
+    fake = runner.needs_endpoint and settings.endpoint == FAKE
+    if fake:
+        settings.model = settings.model or FAKE
+    elif runner.needs_endpoint:
         if not settings.endpoint or not settings.model:
-            raise ConfigError(f"{settings.agent} needs --endpoint and --model")
+            raise ConfigError(f"{settings.agent} needs --endpoint and --model (or --endpoint fake)")
         from .endpoint import check_endpoint
 
         check_endpoint(settings.endpoint, settings.model)
@@ -172,6 +165,13 @@ def run_ownloop(
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     n_servers = len(ports) if ports else min(servers, len(todo))
     with ExitStack() as stack:
+        if fake:
+            from .fake import FakeEndpoint, TaskPolicy
+
+            policy = TaskPolicy(settings.agent, settings.width, settings.height, tasks)
+            served = stack.enter_context(FakeEndpoint(policy, model=settings.model))
+            settings = dataclasses.replace(settings, endpoint=served.url)
+            say(f"{settings.agent}: the fake endpoint at {served.url} answers as {settings.agent} would")
         sites = [stack.enter_context(SiteServer(port=p)) for p in (ports or [None] * n_servers)]
         say(
             f"{settings.agent}: {len(todo)} task(s), {workers} worker(s) on "

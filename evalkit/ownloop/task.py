@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.envs.webapp.tasks import fill, instruction
+from evalkit.errors import ConfigError
 from evalkit.records.traces import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
 
@@ -62,6 +63,39 @@ class Settings:
     fara_retries: int = 5
     opencua_max_tokens: int = 2048
     seed: int = 0
+
+
+RELEASED = {
+    "opencua": (
+        "OSWorld's mm_agents/opencua",
+        "git clone --depth 1 https://github.com/xlang-ai/OSWorld ~/ownloop/osworld && "
+        "pip install --no-deps --target ~/ownloop/pkgs backoff loguru",
+        "~/ownloop/osworld:~/ownloop/pkgs",
+    ),
+    "fara7b": (
+        "microsoft/fara's src/fara",
+        "git clone --depth 1 https://github.com/microsoft/fara ~/ownloop/fara && "
+        "pip install --no-deps --target ~/ownloop/pkgs tenacity browserbase distro",
+        "~/ownloop/fara/src:~/ownloop/pkgs",
+    ),
+    "molmoweb": (
+        "allenai/molmoweb's agent and utils",
+        "git clone --depth 1 https://github.com/allenai/molmoweb ~/ownloop/molmoweb && "
+        "pip install --no-deps --target ~/ownloop/pkgs tenacity",
+        "~/ownloop/molmoweb:~/ownloop/pkgs",
+    ),
+}
+"""Per agent whose released code is not on the package registry: what it is, the one command that fetches
+it (its requirements that evalkit does not already install beside it), and the --path that finds both."""
+
+
+def not_released(agent: str, err: BaseException) -> ConfigError:
+    """The one line that says what released code to fetch, and where, when importing it failed."""
+    what, fetch, path = RELEASED[agent]
+    return ConfigError(
+        f"{agent} runs {what}, which is not on --path ({type(err).__name__}: {err}); fetch it with "
+        f"`{fetch}` and add --path {path}"
+    )
 
 
 def on_path(paths: list[str]) -> None:

@@ -299,4 +299,4 @@ class AnthropicAgent(Recorded):
         turn, content = turn_from_message(msg)
         if content:
             self.messages.append({"role": "assistant", "content": content})
-        return settle(turn, log)
+        return settle(turn, log, self.model_id, "anthropic")

@@ -212,10 +212,12 @@ def log_usage(log: list[Attempt]) -> tuple[Usage, bool]:
     return total, known
 
 
-def settle(turn: Turn, log: list[Attempt]) -> Turn:
+def settle(turn: Turn, log: list[Attempt], route: str = "", provider: str = "") -> Turn:
     """Fold the failed requests of a call into its turn: their reported usage is added, and a request that
-    may have been billed without saying so makes the turn's usage unknown."""
+    may have been billed without saying so makes the turn's usage unknown. `route` and `provider` say who
+    answered."""
     usage, known = log_usage(log)
+    turn.route, turn.provider = route, provider
     turn.attempts = list(log)
     turn.usage = turn.usage + usage
     turn.usage_known = turn.usage_known and known

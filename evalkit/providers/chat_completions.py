@@ -356,6 +356,12 @@ class ChatAgent(Recorded):
         """The provider route in use (the first, before the first step chose one)."""
         return self.routes.current or self.routes.routes[0]
 
+    @property
+    def answered_by(self) -> str:
+        """The provider of the route in use: behind the router (`org/m:a`), `a`; else the spec's provider."""
+        route = self.route
+        return route.rpartition(":")[2] if self.provider == "hf" and ":" in route else self.provider
+
     def params(self) -> dict:
         route = self.route
         p: dict[str, Any] = {
@@ -426,7 +432,7 @@ class ChatAgent(Recorded):
             self.info["thinking_off_method"] = self.off[self.route].method
         if self.keep_raw:
             self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
-        turn = settle(turn_from_completion(resp), log)
+        turn = settle(turn_from_completion(resp), log, self.route, self.answered_by)
         turn.usage_known = turn.usage_known and bool(resp.get("usage"))
         msg = assistant_message(turn)
         if msg:

@@ -294,6 +294,6 @@ class ResponsesAgent(Recorded):
             self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
         turn, carried = turn_from_response(resp)
         self.items += carried
-        turn = settle(turn, log)
+        turn = settle(turn, log, self.model_id, "openai")
         turn.usage_known = turn.usage_known and bool(resp.get("usage"))
         return turn

@@ -87,6 +87,8 @@ _PER_TURN: dict[str, Any] = {
 """Where a turn (and each of its calls) belongs: the leading columns of the turn and call tables."""
 TURN_COLUMNS: dict[str, Any] = {
     **_PER_TURN,
+    "provider": _S,  # who answered: the provider behind a router spec (`hf:org/m:a|b`), else the spec's
+    "route": _S,  # the model id the answering request named
     "stop": _S,
     "text": _S,
     "reasoning": _S,

@@ -151,6 +151,8 @@ def turns(paths_or_df: Any) -> pl.DataFrame:
                 head
                 + (
                     integer(t.get("turn")),
+                    text(t.get("provider")) or None,
+                    text(t.get("route")) or None,
                     text(t.get("stop")),
                     t.get("text") or "",
                     t.get("reasoning") or "",

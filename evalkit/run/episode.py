@@ -3,10 +3,11 @@
 reset (waiting for a free session on a full server) → list tools → the env's instructions as the system
 prompt and its task text and pictures as the opening message (`evalkit.run.wording`) → turns, each one model
 call whose tool calls all go through the environment → frames → the episode ends when the env says done, at
-the turn limit, or when the model stops calling tools; then, if the env has a finishing tool that needs no
-arguments, it is called on the model's behalf → an EpisodeRecord. Mistakes the model makes are data in the
-turn; an infrastructure failure ends the episode unscored (`reward` None, `error_class` set) so that resume
-runs it again.
+the turn limit, when the model stops calling tools, or — in an env with no finishing tool — when it replies
+in text, which is its answer (`answered`, unless the env's reset metadata says `answer_ends_episode:
+false`); then, if the env has a finishing tool that needs no arguments, it is called on the model's behalf
+→ an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
+episode unscored (`reward` None, `error_class` set) so that resume runs it again.
 
 An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
 screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
@@ -19,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 import json
 import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -63,9 +65,7 @@ log = logging.getLogger(__name__)
 
 
 MAX_NUDGES = 3
-"""Silent turns in a row (no tool call) that end an episode whose env has a finishing tool."""
-MAX_SILENT_WITHOUT_FINISH = 2
-"""The same without a finishing tool: the nudge asks for the answer in text, so the next silent turn is it."""
+"""Silent turns in a row (no tool call) that end an episode in which a reply in text is not the answer."""
 NOTES_TAIL = 8000
 DEFAULT_MAX_TURNS = wording.DEFAULT_MAX_TURNS
 SCREEN_IMAGE_WINDOW = (12, 4)
@@ -95,16 +95,36 @@ def _agent_label(agent: str | AgentFactory) -> str:
 
 
 def task_identity(task: str | dict | None, env_name: str) -> str:
-    """The task's identity in keys and records: its id; for a dict, its `task_id`, else
-    `<env>-<split>-<index>` (as `run_batch` names drawn tasks), else a canonical string of its contents —
-    distinct tasks never share a key."""
+    """The task's identity in keys and records: its id; for a dict, its `task_id` when that is all it
+    holds, `<env>-<split>-<index>` (as `run_batch` names drawn tasks), else a canonical string of its
+    contents — distinct resets never share a key."""
     if task is None or isinstance(task, str):
         return task or ""
-    if task.get("task_id"):
+    if task.get("task_id") and set(task) == {"task_id"}:
         return str(task["task_id"])
     if set(task) == {"split", "index"} and isinstance(task["index"], int):
         return f"{env_name}-{task['split']}-{task['index']:04d}"
+    return _canonical(task)
+
+
+def _canonical(task: str | dict) -> str:
+    if isinstance(task, str):
+        return task
     return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def recorded_task_id(own: Any, task: str | dict | None, ident: str) -> str:
+    """The task id a record carries: the env's own (reset metadata `task_id`), else the task's identity.
+    A reset sent more than an id or a drawn split and index (a `--reset-json` row of seeds and levels)
+    whose env answers with an id of its own gets a short hash of its arguments after that id: an env that
+    gives one id to different resets still has them apart."""
+    if own is None or own == "":
+        return ident
+    plain = not isinstance(task, dict) or set(task) <= {"task_id"} or set(task) == {"split", "index"}
+    if plain or str(own) == ident:
+        return str(own)
+    digest = hashlib.sha256(_canonical(task).encode()).hexdigest()[:8]
+    return f"{own}-{digest}"
 
 
 def plan_tools(tools: list[ToolSpec]) -> set[str]:
@@ -203,16 +223,15 @@ def run_episode(
 
             write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
     store = FrameStore(store_dir) if store_dir is not None else None
+    reset_kw = reset_kwargs(task, env_name, surface, mode, skin=skin, coordinates=coordinates,
+                            max_steps=max_steps)  # fmt: skip
+    rec.reset = {k: v for k, v in reset_kw.items() if v is not None}
+    if isinstance(rec.reset.get("split"), str):
+        rec.split = rec.reset["split"]
     try:
         episode = _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health)
-        episode.save_raw = save_raw
-        episode.run(
-            agent,
-            env,
-            reset_kwargs(
-                task, env_name, surface, mode, skin=skin, coordinates=coordinates, max_steps=max_steps
-            ),
-        )
+        episode.save_raw, episode.task = save_raw, task
+        episode.run(agent, env, reset_kw)
         if writer is not None:
             writer.append(rec)
     finally:
@@ -252,6 +271,8 @@ class _Episode:
         self.session: EnvSession | None = None
         self.agent: Agent | None = None
         self.save_raw = False
+        self.task: str | dict | None = None
+        """The task as asked (the reset's own arguments), which the recorded task id is told apart by."""
         self.tx: transcripts.Recorder | None = None
         """What the model is sent, for the record's transcript."""
         self._dropped = 0
@@ -369,7 +390,7 @@ class _Episode:
 
     def _play(self, agent_spec: str | AgentFactory, meta: dict, t0: float) -> None:
         rec, session = self.rec, self.session
-        rec.task_id = str(meta.get("task_id") or rec.task_id)
+        rec.task_id = recorded_task_id(meta.get("task_id"), self.task, rec.task_id)
         rec.episode_id = meta.get("episode_id")
         for name in ("split", "tier", "difficulty_score", "prompt_version", "coordinates", "skin"):
             if meta.get(name) is not None:
@@ -379,6 +400,7 @@ class _Episode:
         self._screen(meta, tools)
         finish_tool = wording.finishing_tool(tools)
         finish = finish_tool.name if finish_tool else None
+        answers = wording.answer_ends(finish_tool, meta)
         planners = plan_tools(tools)
         system = wording.system_prompt(meta, tools)
         self.agent = agent = (
@@ -437,6 +459,8 @@ class _Episode:
                 attempts=1 + len(turn.attempts),
                 failed_attempts=[a.to_dict() for a in turn.attempts],
                 usage_known=turn.usage_known,
+                provider=turn.provider,
+                route=turn.route,
             )
             env_before = rec.env_seconds
             tool_images: list[Image] = []
@@ -480,18 +504,22 @@ class _Episode:
                 if not done:
                     last_call, last_outcome = pairs[-1]
                     note = wording.turns_left_note(self.max_turns - n, finish)
-                    pairs[-1] = (last_call, _with_note(last_outcome, note, fresh))
+                    pairs[-1] = (last_call, wording.with_note(last_outcome, note, fresh))
                 agent.results(pairs)
                 self.tx.results(n, pairs, "" if done else note, bool(fresh) and not done)
-            elif not done:
+            elif answers and not turn.truncated:
+                # No finishing tool: a reply in text is the model's answer, and an empty one is no answer.
+                rec.end_reason = "answered" if turn.text.strip() else "no_tool_call"
+            elif not done and not answers:
                 fresh, done = self._look(turn, [], done, trec)
                 nudges += 1
-                if not done and nudges >= (MAX_NUDGES if finish else MAX_SILENT_WITHOUT_FINISH):
+                if not done and nudges >= MAX_NUDGES:
                     rec.end_reason = "no_tool_call"
                 elif not done:  # (done: the env ended the episode on the loop's screenshot)
                     left = wording.turns_left_note(self.max_turns - n, finish)
-                    agent.user(wording.nudge(finish) + left, fresh)
-                    self.tx.user(n, wording.nudge(finish) + left, fresh, "nudge", shot=bool(fresh))
+                    said = wording.nudge(finish) + left
+                    agent.user(said, fresh)
+                    self.tx.user(n, said, fresh, "nudge", shot=bool(fresh))
             if turn.truncated and not done:
                 agent.notes(turn.reasoning[-NOTES_TAIL:])
                 self.tx.user(n, notes_text(turn.reasoning[-NOTES_TAIL:]), [], "notes from a cut turn")
@@ -501,7 +529,7 @@ class _Episode:
                 self._later(functools.partial(self._frame, trec, self.shot, tool_images))
             else:
                 self._publish()
-            if done or rec.end_reason == "no_tool_call":
+            if done or rec.end_reason in ("no_tool_call", "answered"):
                 break
 
         if not done and wording.can_auto_submit(finish_tool):
@@ -632,19 +660,6 @@ class _Episode:
         rec.auto_submitted = auto
         if ended is not None:
             rec.end_reason = "auto_submitted" if auto else ended
-
-
-def _with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
-    """`outcome` as it is sent to the model: a note on its text, and more images (a fresh screenshot)."""
-    return ToolOutcome(
-        outcome.text + note,
-        [*outcome.images, *images],
-        outcome.is_error,
-        outcome.done,
-        outcome.reward,
-        outcome.grade,
-        outcome.metadata,
-    )
 
 
 def _cost(model: str, usage: Usage) -> float | None:

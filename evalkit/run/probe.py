@@ -3,6 +3,9 @@ uses it as its preflight (the kind of env, its tools, how many sessions its serv
 
 One session is opened and reset on a task; while it is held, more sessions are opened (each asked only for
 its state) until the server refuses one or enough are open, so the count is what the server accepts now.
+With `step`, the probe also takes one step in its session — one the user gives, else one it can fill in
+(`example_step`) — and shows its result as a model would get it after its first turn: the opening message
+and that result are built as an episode builds them (`evalkit.run.wording`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalkit.envs.sessions import close_quietly, env_name, open_session
-from evalkit.errors import EnvCapacityError, EnvError
+from evalkit.errors import ConfigError, EnvCapacityError, EnvError
 from evalkit.run import wording
-from evalkit.types import ToolSpec
+from evalkit.types import ToolOutcome, ToolSpec
 
 KINDS = {
     "mcp": "MCP env: its tools are listed and called over the session",
@@ -49,6 +52,12 @@ class EnvReport:
     pictures: dict[str, bool] = field(default_factory=dict)
     modes: tuple[str, ...] | None = None
     seconds: float = 0.0
+    step: tuple[str, dict] | None = None
+    """The step the probe took: (tool, arguments); None when it took none."""
+    result: ToolOutcome | None = None
+    """That step's result as the model gets it (the turns-left note on it, a screenshot added)."""
+    no_step: str = ""
+    """Why the probe took no step, when it was asked to."""
 
     def capacity_text(self) -> str:
         if self.capacity is None:
@@ -88,8 +97,13 @@ class EnvReport:
             "system_prompt": self.system,
             "opening_message": self.opening.text,
             "opening_images": [repr(i) for i in self.opening.images],
+            "step": {"tool": self.step[0], "args": self.step[1]} if self.step else None,
+            "step_result": None if self.result is None else {
+                "text": self.result.text, "images": [repr(i) for i in self.result.images],
+                "is_error": self.result.is_error, "done": self.result.done, "reward": self.result.reward,
+            },
             "seconds": round(self.seconds, 3),
-        }
+        }  # fmt: skip
 
     def describe(self) -> str:
         """The full report, as `evalkit probe` prints it."""
@@ -132,11 +146,24 @@ class EnvReport:
             + ":"
         )
         lines += _quoted(self.system)
-        n = len(self.opening.images)
-        lines.append(f"opening message ({n} image{'s' if n != 1 else ''}):")
+        lines.append(f"opening message ({_images(self.opening.images)}):")
         lines += _quoted(self.opening.text)
+        if self.step is not None and self.result is not None:
+            tool, args = self.step
+            how = [_images(self.result.images)]
+            how += ["a tool error"] if self.result.is_error else []
+            how += ["it ended the episode"] if self.result.done else []
+            lines.append(f"step {tool} {json.dumps(args, default=str)}, its result as the model gets it "
+                         f"({', '.join(how)}):")  # fmt: skip
+            lines += _quoted(self.result.text)
+        elif self.no_step:
+            lines.append(f"step:       none taken ({self.no_step})")
         lines.append(f"probed in {self.seconds:.2f} s")
         return "\n".join(lines)
+
+
+def _images(images: list) -> str:
+    return f"{len(images)} image{'s' if len(images) != 1 else ''}"
 
 
 def _first_line(text: str) -> str:
@@ -184,10 +211,13 @@ def probe(
     max_turns: int | None = None,
     wait: float = 60.0,
     cancel: threading.Event | None = None,
+    step: bool | dict = False,
 ) -> EnvReport:
     """Open a session on `env`, reset it with `reset`, and report what a model would be given (`max_turns`
     None: the env's own budget, as an episode has). With `sessions` > 1 the server's capacity is measured up
-    to that many sessions."""
+    to that many sessions. `step` takes one step and reports its result as the model gets it: True for one
+    the probe fills in (`example_step`), or `{"tool": name, "args": {...}}` (`tool` may be left out for an
+    env with one tool)."""
     from evalkit.envs import MODES
     from evalkit.envs.openenv import http_url
 
@@ -203,6 +233,15 @@ def probe(
             raise EnvError(f"it did not list its tools: {e}") from e
         fields = dict(getattr(session, "observation", None) or {})
         finish = wording.finishing_tool(tools)
+        budget = wording.turn_budget(max_turns, meta)
+        named = meta.get("screenshot_tool")
+        shot = named if any(t.name == named for t in tools) else None
+        if not pictures:  # the batch's preflight: what the opening says is not shown to anyone
+            opening = wording.opening(meta, fields, budget)
+        else:  # as the episode builds it: with the session's target, and a screenshot of a screen
+            target = _read(session, "target")
+            screen = session.call(shot, {}).images if shot else []
+            opening = wording.session_opening(session, meta, budget, target, screen)
         report = EnvReport(
             name=name,
             url=http_url(url) if url else None,
@@ -212,7 +251,7 @@ def probe(
             meta=meta,
             observation=fields,
             system=wording.system_prompt(meta, tools),
-            opening=wording.opening(meta, fields, wording.turn_budget(max_turns, meta)),
+            opening=opening,
             reset=reset,
         )
         declared = meta.get("modes")
@@ -221,6 +260,8 @@ def probe(
         )
         if pictures:
             report.pictures = _pictures(session, meta)
+        if step is not False:
+            _take_step(report, session, step, shot, budget)
         if url and sessions > 1:
             report.capacity = 1 + count_sessions(url, sessions - 1)
             report.tried = sessions
@@ -228,6 +269,103 @@ def probe(
         close_quietly(session)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _read(session: Any, what: str) -> Any:
+    fn = getattr(session, what, None)
+    return fn() if callable(fn) else None
+
+
+def _take_step(report: EnvReport, session: Any, step: bool | dict, shot: str | None, budget: int) -> None:
+    """One step in the probe's session, its result put as the loop sends it after the first turn."""
+    if isinstance(step, dict):
+        tool = step.get("tool") or (report.tools[0].name if len(report.tools) == 1 else None)
+        if tool is None or not any(t.name == tool for t in report.tools):
+            names = ", ".join(t.name for t in report.tools)
+            raise ConfigError(f"--step-json names no tool of {report.name} (it has: {names})")
+        chosen: tuple[str, dict] | None = (tool, dict(step.get("args") or {}))
+    else:
+        chosen = example_step(report.tools, report.meta, report.observation, shot)
+    if chosen is None:
+        report.no_step = "no tool whose arguments it could fill in: give one with --step-json"
+        return
+    outcome = session.call(*chosen)
+    fresh = []
+    if shot and chosen[0] != shot and not outcome.done:
+        fresh = session.call(shot, {}).images  # the loop's own look at the screen after a turn
+    note = "" if outcome.done else wording.turns_left_note(budget - 1, report.finish)
+    report.step, report.result = chosen, wording.with_note(outcome, note, fresh)
+
+
+LEGAL = ("legal", "valid", "available", "allowed")
+"""Words in the name of an observation field or metadata key that lists the actions the env accepts now."""
+
+
+def example_step(
+    tools: list[ToolSpec], meta: dict, fields: dict, shot: str | None = None
+) -> tuple[str, dict] | None:
+    """A step the probe can take to show a result: the screenshot tool; else the first tool but the
+    finishing one whose required arguments can be filled in — from a default, an enum, the first of the
+    actions the observation lists as legal (for a tool of one argument), a number's minimum, false, or an
+    empty string and list. None when no tool can be."""
+    if shot:
+        return shot, {}
+    finish = wording.finishing_tool(tools)
+    legal = next(
+        (v for k, v in {**meta, **fields}.items()
+         if any(w in str(k).lower() for w in LEGAL) and isinstance(v, list) and v),
+        None,
+    )  # fmt: skip
+    for tool in tools:
+        if finish is not None and tool.name == finish.name:
+            continue
+        schema = tool.parameters or {}
+        props = schema.get("properties") or {}
+        required = [r for r in schema.get("required") or [] if r in props]
+        if legal is not None and len(required) == 1:
+            return tool.name, {required[0]: legal[0]}
+        args = {}
+        for name in required:
+            value = _example(props[name], schema)
+            if value is _NONE:
+                break
+            args[name] = value
+        else:
+            return tool.name, args
+    return None
+
+
+_NONE = object()
+
+
+def _example(prop: dict, root: dict, depth: int = 0) -> Any:
+    """A value that fits the JSON schema `prop`, or _NONE."""
+    if depth > 4 or not isinstance(prop, dict):
+        return _NONE
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        return _example(target or {}, root, depth + 1)
+    if "default" in prop and prop["default"] is not None:
+        return prop["default"]
+    for key in ("enum", "examples"):
+        if isinstance(prop.get(key), list) and prop[key]:
+            return prop[key][0]
+    if "const" in prop:
+        return prop["const"]
+    for key in ("anyOf", "oneOf"):
+        for option in prop.get(key) or []:
+            if isinstance(option, dict) and option.get("type") != "null":
+                value = _example(option, root, depth + 1)
+                if value is not _NONE:
+                    return value
+    kind = prop.get("type")
+    if kind in ("integer", "number"):
+        low = prop.get("minimum", prop.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in prop else 0))
+        return int(low) if kind == "integer" else low
+    return {"boolean": False, "string": "", "array": [], "object": {}}.get(kind, _NONE)
 
 
 def _pictures(session: Any, meta: dict) -> dict[str, bool]:

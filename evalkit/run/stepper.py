@@ -128,7 +128,10 @@ class EpisodeStepper:
         self.reward: float | None = None
         self.grade: dict | None = None
         self.ended = False
-        """Whether the env has ended the episode (some call came back done), with or without a reward."""
+        """Whether the episode has ended: the env ended it (some call came back done), with or without a
+        reward, or the model answered in text (`answered`)."""
+        self.answered = False
+        """The model replied in text in an env with no finishing tool: that reply was its answer."""
 
     # ------------------------------------------------------------ set-up
 
@@ -143,7 +146,7 @@ class EpisodeStepper:
             check_endpoints([self.agent_spec])
         self.close()
         self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
-        self.ended = False
+        self.ended = self.answered = False
         name = sessions.env_name(self.env)
         mode = sessions.default_mode(name) if self.mode is None else self.mode
         surface = self.surface or sessions.default_surface(name)
@@ -298,8 +301,8 @@ class EpisodeStepper:
     def execute(self) -> Step:
         """Run the pending calls on the env, hand the results to the model, take a frame. Calls after the
         one that ended the episode (or all of them, if it had ended before) are not run: the model is told."""
-        from evalkit.run.episode import NOTES_TAIL, _with_note
-        from evalkit.run.wording import nudge, turns_left_note
+        from evalkit.run.episode import NOTES_TAIL
+        from evalkit.run.wording import answer_ends, nudge, turns_left_note, with_note
 
         if self.pending is None:
             raise RuntimeError("no pending turn")
@@ -325,8 +328,10 @@ class EpisodeStepper:
         if pairs:
             last_c, last_o = pairs[-1]
             note = turns_left_note(self.turns_left, self.finish)
-            note_pairs = pairs[:-1] + [(last_c, _with_note(last_o, note, fresh))]
+            note_pairs = pairs[:-1] + [(last_c, with_note(last_o, note, fresh))]
             self._results(note_pairs if not step.done else pairs)
+        elif answer_ends(self.finish, self.meta) and not turn.truncated:
+            self.ended = self.answered = True  # no finishing tool: a reply in text is the answer
         elif not step.done:
             self._user(nudge(self.finish) + turns_left_note(self.turns_left, self.finish), fresh)
         if turn.truncated and not step.done:

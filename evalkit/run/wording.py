@@ -1,8 +1,9 @@
 """What the loop says to the model, in the environment's own language.
 
 The system prompt is the env's `instructions` (else a short generic one naming its tools); the opening
-message is the env's task text and the pictures of its reset observation; nudges and the turn-limit note
-name the env's finishing tool when it has one and ask for an answer in text when it has none. No env's own
+message is the env's task text, what its reset observation shows and the pictures of both; nudges and the
+turn-limit note name the env's finishing tool when it has one. Without one, a reply in text is the model's
+answer (`answer_ends`): the system prompt says so, and no nudge is needed. No env's own
 words live here: the canvas says "recreate the target, then call submit" through its reset metadata. On an
 env that shows a screen (`screenshot_tool`), the loop's own screenshot joins the opening's pictures, after
 the metadata's and before the observation's, and the opening says which picture it is.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evalkit.envs import observation
-from evalkit.types import Image, ToolSpec
+from evalkit.types import Image, ToolOutcome, ToolSpec
 
 DEFAULT_MAX_TURNS = 30
 FINISH_WORDS = ("submit", "finish", "answer", "done")
@@ -65,16 +66,23 @@ def can_auto_submit(tool: ToolSpec | None) -> bool:
     return tool is not None and not (tool.parameters or {}).get("required")
 
 
+def answer_ends(finish: ToolSpec | str | None, meta: dict) -> bool:
+    """Whether a reply in text, with no tool call, is the model's answer and ends the episode: in an env
+    with no finishing tool, unless its reset metadata says `answer_ends_episode: false`."""
+    return finish is None and meta.get("answer_ends_episode") is not False
+
+
 def system_prompt(meta: dict, tools: Sequence[ToolSpec]) -> str:
     if meta.get("instructions"):
         return str(meta["instructions"])
     names = ", ".join(t.name for t in tools) or "(none)"
     finish = finishing_tool(tools)
-    end = (
-        f"When you are done, call {finish.name}."
-        if finish
-        else "When you are done, give your final answer in text, without calling a tool."
-    )
+    if finish:
+        end = f"When you are done, call {finish.name}."
+    elif answer_ends(finish, meta):
+        end = "When you are done, give your final answer in text, without calling a tool."
+    else:
+        end = "Keep acting through your tools until the environment ends the task."
     return (
         f"You act in an environment through the tools you are given: {names}. "
         f"Use them to complete the task you are given. {end}"
@@ -101,13 +109,18 @@ class Opening:
 def opening(
     meta: dict, fields: dict, max_turns: int, screen: Sequence[Image] = (), shown_first: int = 0
 ) -> Opening:
-    """The env's task text, then its reset observation's own fields as readable text, with the pictures of
-    both (those of the metadata first, then `screen`, then the observation's, which the text numbers in that
-    order). `shown_first` counts pictures put before all of them (a Python session's target)."""
+    """The env's task text, then its reset observation's own fields and the metadata the model is shown
+    (`observation.shown_metadata`) as readable text, with the pictures of both (those of the metadata
+    first, then `screen`, then the observation's, which the text numbers in that order). `shown_first`
+    counts pictures put before all of them (a Python session's target)."""
     attached = observation.images_in(meta)
     before = shown_first + len(attached) + len(screen)
     head, used = observation.task_text(meta, fields)
     body, seen = observation.render(fields, skip=(used,) if used else (), first=before + 1)
+    known, _ = observation.render_metadata(
+        meta, skip={observation.meta_task_key(meta), *fields}, first=shown_first + 1, attached=True
+    )
+    body = "\n".join(t for t in (body, known) if t)
     parts = [head] if head else []
     if body:
         parts.append(("What you observe:\n" if head else "The environment's first observation:\n") + body)
@@ -153,11 +166,12 @@ def session_opening(
 
 
 def nudge(finish: str | None) -> str:
-    """What a model that called no tool is told."""
-    head = "You did not call a tool. Continue the task by calling one of your tools;"
+    """What a model that called no tool is told, where a reply in text does not end the episode: in an env
+    with a finishing tool, or one that says a text answer does not end it (`answer_ends`)."""
+    head = "You did not call a tool. Continue the task by calling one of your tools"
     if finish:
-        return f"{head} when you are done, call {finish}."
-    return f"{head} if you are done, answer in text without calling a tool."
+        return f"{head}; when you are done, call {finish}."
+    return f"{head}."
 
 
 def turns_left_note(left: int, finish: str | None) -> str:
@@ -168,3 +182,16 @@ def turns_left_note(left: int, finish: str | None) -> str:
         last = f"finish and call {finish} in it" if finish else "finish the task in it"
         return f"\n[1 turn left: your next turn is the last — {last}]"
     return f"\n[{left} turns left]"
+
+
+def with_note(outcome: ToolOutcome, note: str, images: Sequence[Image] = ()) -> ToolOutcome:
+    """`outcome` as it is sent to the model: a note on its text, and more images (a fresh screenshot)."""
+    return ToolOutcome(
+        outcome.text + note,
+        [*outcome.images, *images],
+        outcome.is_error,
+        outcome.done,
+        outcome.reward,
+        outcome.grade,
+        outcome.metadata,
+    )

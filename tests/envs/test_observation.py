@@ -64,7 +64,9 @@ def test_pictures_by_shape_not_by_name():
         "items: [image 3]",
         "screenshot: [image 4]",
         "screen: [image 5]",
-        "board: [[0, 1, 0], [1, -1, 0]]",
+        "board:",  # a grid of values is a table
+        "0  1 0",
+        "1 -1 0",
         f"note_b64: {fields['note_b64']}",
     ]
 
@@ -73,3 +75,25 @@ def test_task_text_prefers_metadata_then_fields():
     assert observation.task_text({"question": "Q?", "prompt": "P."}, {"goal": "G"}) == ("P.", None)
     assert observation.task_text({}, {"goal": "G", "task": "T"}) == ("T", "task")
     assert observation.task_text({"prompt": "  "}, {"goal": 3}) == (None, None)
+
+
+def test_metadata_the_model_reads_tables_cuts_and_what_it_never_sees():
+    meta = {
+        "task_id": "m-1", "episode_id": "e", "instructions": "x", "grade": {"total": 1},
+        "discounted_rewards": [1], "hidden_keys": ["answer"], "answer": "42", "_seed": 3, "empty": [],
+        "company": "ACME", "filings": [{"year": 2023, "revenue": 12.5}, {"year": 2024, "revenue": 3}],
+        "notes": "n" * 2500, "board": [["X", "."], [".", "O"]], "info": {"turn": 2},
+    }  # fmt: skip
+    assert list(observation.shown_metadata(meta)) == ["company", "filings", "notes", "board", "info"]
+    hidden = frozenset({"company"})  # hidden at reset: hidden in a step's result too
+    assert list(observation.shown_metadata(meta, hidden)) == ["filings", "notes", "board", "info"]
+    text, images = observation.render_metadata(meta, skip={"notes"})
+    assert images == [] and text == (
+        "company: ACME\nfilings:\nyear | revenue\n2023 |    12.5\n2024 |       3\nboard:\nX .\n. O\n"
+        'info: {"turn": 2}'
+    )
+    cut = observation.readable("n" * 2500, observation.METADATA_CAP)
+    assert cut == "n" * 2000 + "… [cut: 2,000 of 2,500 characters shown]"
+    png = "data:image/png;base64," + base64.b64encode(_png()).decode()
+    text, images = observation.render_metadata({"hidden_keys": ["ref"], "ref": png, "map": png}, first=3)
+    assert text == "map: [image 3]" and len(images) == 1  # a hidden picture is not sent either

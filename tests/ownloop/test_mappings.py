@@ -28,16 +28,18 @@ def test_smart_resize_is_the_released_one(w, h):
     assert rh % 28 == 0 and rw % 28 == 0 and 100 * 28 * 28 <= rh * rw <= 16384 * 28 * 28
 
 
+@pytest.mark.parametrize("form", ["point='<point>{} {}</point>'", "start_box='({},{})'"])
 @pytest.mark.parametrize(("w", "h"), VIEWPORTS[:5])
-def test_a_page_point_survives_the_released_parser(w, h):
-    """A point written the way UI-TARS names it comes back, through the released parser, to the same page
-    pixel within half a resized pixel."""
+def test_a_page_point_survives_the_released_parser(w, h, form):
+    """A point written the way UI-TARS names it — its released prompt's `<point>x y</point>`, or the older
+    `start_box` — comes back, through the released parser, to the same page pixel within half a resized
+    pixel."""
     from ui_tars.action_parser import parse_action_to_structure_output
 
     for x, y in [(0, 0), (w / 3, h / 7), (w - 1, h - 1), (123.4, 56.7)]:
         sx, sy = to_smart(x, y, w, h)
         parsed = parse_action_to_structure_output(
-            f"Thought: t\nAction: click(start_box='({sx},{sy})')", 1000, h, w
+            f"Thought: t\nAction: click({form.format(sx, sy)})", 1000, h, w
         )
         px, py = box_centre(parsed[0]["action_inputs"]["start_box"], w, h)
         rh, rw = smart_resize(h, w)

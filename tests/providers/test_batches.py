@@ -70,6 +70,8 @@ def test_batch_against_canvas(fake, canvas_server, tmp_path, spec, path, priced)
         assert rec.usage["output"] == 80 + probe and rec.usage["cache_read"] == 900
         assert (rec.cost_usd is not None) is priced
         assert rec.turns[0].calls[0].name == "add_element" and rec.turns[1].calls[0].name == "submit"
+        answered_by = "prov-b" if spec.startswith("hf:") else spec.split(":")[0]
+        assert [t.provider for t in rec.turns] == [answered_by] * 2 and all(t.route for t in rec.turns)
     bodies = [b for b in fake.bodies(path) if _tool_names(b) != ["record"]]
     assert all("add_element" in _tool_names(b) and "submit" in _tool_names(b) for b in bodies)
     # Reference mode: the target image travels in the opening message.
@@ -132,3 +134,25 @@ def test_batch_with_a_capped_turn_has_no_cost(fake, canvas_server, tmp_path):
     (rec,) = read_records(tmp_path / "run")
     assert rec.error_class is None and rec.turns[0].stop == "length (harness cap)", rec.error
     assert rec.info.get("usage_unknown_turns") == 1 and rec.cost_usd is None
+
+
+def test_turns_name_the_provider_and_route_that_answered_each(fake, canvas_server, tmp_path):
+    """`hf:org/m:a|b`: prov-a answers the first turn and fails the second, prov-b answers it; `turns()` says
+    so per turn, without rebuilding it from the switches and failed attempts."""
+    from evalkit.analysis import turns
+
+    def player(body: dict) -> Reply:
+        if body.get("model", "").endswith(":prov-a") and _turns_so_far(body) >= 1:
+            return Reply(status=500)
+        if _turns_so_far(body) == 0:
+            return Reply(text="Adding.", calls=[("add_element", RECT)])
+        return Reply(text="Submitting.", calls=[("submit", {})])
+
+    fake.reset(default=player)
+    run_batch(["hf:org/vlm:prov-a|prov-b"], canvas_server, out=tmp_path, tasks=1, max_turns=3, concurrency=1,
+              progress=False, options=AgentOptions(max_retries=1, request_timeout=20))  # fmt: skip
+    t = turns([tmp_path]).sort("turn")
+    assert t["provider"].to_list() == ["prov-a", "prov-b"]
+    assert t["route"].to_list() == ["org/vlm:prov-a", "org/vlm:prov-b"]
+    [rec] = read_records(tmp_path)
+    assert rec.turns[1].failed_attempts[0]["route"] == "org/vlm:prov-a" and rec.turns[1].provider == "prov-b"

@@ -305,7 +305,11 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     assert [j.key for j in jobs] == [r.key for r in recs]
     assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
     assert task_identity({"level": "b", "seed": 2}, "x") == task_identity({"seed": 2, "level": "b"}, "y")
-    assert task_identity({"task_id": "t9", "seed": 1}, "x") == "t9"
+    assert task_identity({"task_id": "t9"}, "x") == "t9"
+    # a task id with more arguments is another reset of it: distinct, never refused as the same task twice
+    assert task_identity({"task_id": "t9", "seed": 1}, "x") == '{"seed":1,"task_id":"t9"}'
+    assert [r.split for r in recs] == ["test", "test"]
+    assert recs[0].reset == {"split": "test", "index": 3, "mode": "reference", "surface": "tools"}
 
 
 def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_server, tmp_path):

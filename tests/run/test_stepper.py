@@ -119,11 +119,14 @@ def test_the_stepper_speaks_the_envs_language(quiz_server, sketch_server):
         assert st.sent[-1]["text"].endswith("when you are done, call answer.\n[3 turns left]")
         out = st.submit(text="42")  # the finishing tool, with the arguments it needs
         assert out.done and st.ended and st.reward == 1.0
-    with EpisodeStepper(factory([]), sketch_server.base_url, max_turns=4) as st:
+    answer = factory([Turn(text="A circle and a square.")])
+    with EpisodeStepper(answer, sketch_server.base_url, max_turns=4) as st:
         st.reset()
         assert st.sent[0]["text"].startswith(GOAL) and "final answer in text" in st.system
         with pytest.raises(RuntimeError, match="no finishing tool"):
             st.submit()
+        assert len(st.run()) == 1 and st.ended and st.answered  # the reply in text was the answer
+        assert not any(m["text"].startswith("You did not call a tool") for m in st.sent if "text" in m)
 
 
 def test_a_screen_env_shows_the_model_its_screen(canvas_server):

@@ -52,6 +52,14 @@ def test_system_prompt_is_the_envs_instructions_else_names_the_tools():
     generic = wording.system_prompt({}, tools("look", "answer"))
     assert "look, answer" in generic and generic.endswith("When you are done, call answer.")
     assert "final answer in text" in wording.system_prompt({}, tools("echo_message"))
+    kept = wording.system_prompt({"answer_ends_episode": False}, tools("echo_message"))
+    assert "answer in text" not in kept and kept.endswith("until the environment ends the task.")
+
+
+def test_a_text_answer_ends_only_where_no_finishing_tool_is_and_the_env_allows_it():
+    assert wording.answer_ends(None, {}) and wording.answer_ends(None, {"answer_ends_episode": True})
+    assert not wording.answer_ends(None, {"answer_ends_episode": False})
+    assert not wording.answer_ends(ToolSpec("submit"), {}) and not wording.answer_ends("submit", {})
 
 
 def test_nudges_and_turn_notes_name_the_finishing_tool_or_ask_for_text():
@@ -59,7 +67,8 @@ def test_nudges_and_turn_notes_name_the_finishing_tool_or_ask_for_text():
         "You did not call a tool. Continue the task by calling one of your tools; "
         "when you are done, call submit."
     )
-    assert "answer in text" in wording.nudge(None) and "submit" not in wording.nudge(None)
+    # without a finishing tool a nudge is given only where text is not the answer: it asks for tools
+    assert wording.nudge(None) == "You did not call a tool. Continue the task by calling one of your tools."
     assert wording.turns_left_note(1, "answer").endswith("finish and call answer in it]")
     assert (
         wording.turns_left_note(1, None)
@@ -74,7 +83,10 @@ def test_opening_from_metadata_prompt_with_its_pictures_first():
     meta = {"prompt": "Recreate it.", "reference_jpeg_b64": PNG.b64, "instructions": "..."}
     op = wording.opening(meta, {"screen": f"data:image/png;base64,{PNG.b64}"}, 5)
     # the observation's picture is the message's second: the metadata's come first
-    assert op.text == f"Recreate it.\nWhat you observe:\nscreen: [image 2]\n{TAIL.format(5)}"
+    # the metadata's picture is named among what the model observes, by its number
+    assert op.text == (
+        f"Recreate it.\nWhat you observe:\nscreen: [image 2]\nreference_jpeg_b64: [image 1]\n{TAIL.format(5)}"
+    )
     assert op.attached == [PNG] and op.observed == [PNG] and op.images == [PNG, PNG]
 
 
@@ -84,8 +96,8 @@ def test_the_loops_screenshot_goes_between_and_is_named():
     op = wording.opening(meta, {"board": f"data:image/png;base64,{PNG.b64}"}, 5, [shot])
     assert op.images == [PNG, shot, PNG] and op.screen == [shot]
     assert op.text == (
-        f"Recreate it.\nWhat you observe:\nboard: [image 3]\n{TAIL.format(5)}\n"
-        "Image 2 is a screenshot of the screen as it is now."
+        "Recreate it.\nWhat you observe:\nboard: [image 3]\nreference_jpeg_b64: [image 1]\n"
+        f"{TAIL.format(5)}\nImage 2 is a screenshot of the screen as it is now."
     )
     alone = wording.opening({"prompt": "Buy it."}, {}, 5, [shot])
     assert alone.images == [shot] and alone.text.endswith(
@@ -105,9 +117,7 @@ def test_opening_without_any_task_text():
     assert wording.opening({"instructions": "x"}, {}, 2).text.startswith("Begin the task described in your")
     assert wording.opening({}, {}, 2).text.startswith("Begin: use your tools")
     op = wording.opening({}, {"board": [[0, 1], [1, 0]], "legal_actions": [0, 1]}, 2)
-    assert op.text.startswith(
-        "The environment's first observation:\nboard: [[0, 1], [1, 0]]\nlegal_actions: [0, 1]"
-    )
+    assert op.text.startswith("The environment's first observation:\nboard:\n0 1\n1 0\nlegal_actions: [0, 1]")
     assert op.images == []
 
 

@@ -27,11 +27,10 @@ class EchoEnv(MCPEnvironment):
         self._state = State(episode_id="echo", step_count=0)
 
     def reset(self, seed=None, episode_id=None, **kwargs):
-        return Observation(
-            done=False,
-            reward=None,
-            metadata={"task_id": kwargs.get("task_id") or "echo", "instructions": "Echo things."},
-        )
+        meta = {"task_id": kwargs.get("task_id") or "echo"}
+        if kwargs.get("tools_only"):  # an env whose episodes only its tools end: a reply in text is not one
+            meta["answer_ends_episode"] = False
+        return Observation(done=False, reward=None, metadata=meta)
 
     def _step_impl(self, action, timeout_s=None, **kwargs):
         return Observation(done=False, reward=None, metadata={"error": "unsupported action"})

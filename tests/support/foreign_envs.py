@@ -6,6 +6,9 @@
   picture; `answer(text)` (tagged `finish`) ends the episode with a reward. No picture routes.
 - `guess`: a typed-action env (its own `Action` / `Observation`, no MCP) served by OpenEnv's `create_app`
   with its default capacity, one session; its observation holds a hint, a counter and a pixel board.
+- `walk`: a typed-action env whose goal is only in its observations' metadata: the layout of a small maze
+  and its exit cell (which the seed picks), beside a key it hides and ids of its own; it gives every task
+  the one id `walk`, whatever its reset was sent.
 
 Each is served by `Served` under uvicorn on a free loopback port, as a user's own server would be.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import io
 import threading
 import uuid
+from typing import Literal
 
 from fastapi import HTTPException, Response
 from fastmcp import FastMCP
@@ -215,6 +219,94 @@ class GuessEnv(Environment):
 
 def guess_app():
     return create_app(GuessEnv, GuessAction, GuessObservation, env_name="guess")
+
+
+# ---- walk: a typed-action env whose goal is only in the metadata ------------------------------------------
+
+LAYOUT = [
+    [0, 0, 0, 1, 0],
+    [1, 1, 0, 1, 0],
+    [0, 0, 0, 0, 0],
+    [0, 1, 1, 1, 0],
+]
+"""0 is floor, 1 is wall; the walk starts at the top left."""
+EXITS = [(3, 4), (3, 0)]
+"""The exit of an even seed (and of no seed), and of an odd one."""
+MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+WALK_STEPS = 12
+
+
+class WalkAction(Action):
+    """One step through the maze."""
+
+    move: Literal["up", "down", "left", "right"] = Field(..., description="Where to step.")
+
+
+class WalkObservation(Observation):
+    position: list[int] = Field(default_factory=list)
+    legal_actions: list[str] = Field(default_factory=list)
+
+
+def _legal(at: tuple[int, int]) -> list[str]:
+    out = []
+    for name, (dr, dc) in MOVES.items():
+        r, c = at[0] + dr, at[1] + dc
+        if 0 <= r < len(LAYOUT) and 0 <= c < len(LAYOUT[0]) and LAYOUT[r][c] == 0:
+            out.append(name)
+    return out
+
+
+class WalkEnv(Environment):
+    """Reach the exit within WALK_STEPS steps: reward 1 there, 0 when the steps run out."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self.at, self.exit, self.steps, self._state = (0, 0), EXITS[0], 0, State()
+
+    def _observe(self, status: str, done: bool = False, reward: float | None = None) -> WalkObservation:
+        meta = {
+            "task_id": "walk",
+            "episode_id": self._state.episode_id,
+            "layout": LAYOUT,
+            "exit_cell": list(self.exit),
+            "status": status,
+            "solution": "down down",  # what a model must never be shown
+            "_seed_used": 1,
+            "hidden_keys": ["solution"],
+            "discounted_rewards": [0.9, 1.0],
+        }
+        here = {"position": list(self.at), "legal_actions": _legal(self.at)}
+        return WalkObservation(**here, done=done, reward=reward, metadata=meta)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self.at, self.steps = (0, 0), 0
+        self.exit = EXITS[(seed or 0) % 2]
+        self._state = State(episode_id=episode_id or uuid.uuid4().hex)
+        return self._observe("walking")
+
+    def step(self, action: WalkAction, timeout_s=None, **kwargs):
+        self.steps += 1
+        dr, dc = MOVES[action.move]
+        if action.move in _legal(self.at):
+            self.at = (self.at[0] + dr, self.at[1] + dc)
+        if self.at == self.exit:
+            return self._observe("out", done=True, reward=1.0)
+        if self.steps >= WALK_STEPS:
+            return self._observe("lost", done=True, reward=0.0)
+        return self._observe("walking")
+
+    @property
+    def state(self):
+        return self._state
+
+    def get_metadata(self):
+        return EnvironmentMetadata(name="walk", description="Walk out of a small maze.")
+
+
+def walk_app():
+    return create_app(WalkEnv, WalkAction, WalkObservation, env_name="walk", max_concurrent_envs=8)
 
 
 # ---- serving ----------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ sent — and keeping every request, so a test reads exactly what the loop put on
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 from tests.providers.fakes import FakeModelServer, Reply
@@ -78,3 +79,38 @@ def bisect_guess(body: dict) -> Reply:
             hi = min(hi, args["guess"] - 1)
     guess = ("step", {"guess": (lo + hi) // 2, "note": f"between {lo} and {hi}"})
     return Reply(calls=[("step", {"guess": 500}), guess] if turns_taken(body) == 0 else [guess])
+
+
+def _last(pattern: str, texts_: list[str]) -> re.Match | None:
+    for text in reversed(texts_):
+        m = re.search(pattern, text, re.M)
+        if m:
+            return m
+    return None
+
+
+def walk_out(body: dict) -> Reply:
+    """A policy for the `walk` env that can only read its way out: the layout, its exit and where it stands
+    are taken from what it was sent (the opening, then each step's result), and the first move of a
+    shortest path goes out. Told no exit, it says so in text instead of moving."""
+    seen = [texts(m) for m in body["messages"] if m["role"] in ("user", "tool")]
+    exit_, at = _last(r"^exit_cell: \[(\d+), (\d+)\]", seen), _last(r"^position: \[(\d+), (\d+)\]", seen)
+    grid = _last(r"^layout:\n((?:[\d ]+\n?)+)", seen)
+    if not (exit_ and at and grid):
+        return Reply(text="I cannot tell where the exit is.")
+    walls = [[int(c) for c in row.split()] for row in grid.group(1).strip().splitlines()]
+    start, goal = (int(at[1]), int(at[2])), (int(exit_[1]), int(exit_[2]))
+    moves = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+    first: dict[tuple[int, int], str | None] = {start: None}
+    queue = [start]
+    while queue:
+        r, c = queue.pop(0)
+        if (r, c) == goal:
+            return Reply(calls=[("step", {"move": first[(r, c)]})])
+        for name, (dr, dc) in moves.items():
+            nxt = (r + dr, c + dc)
+            if 0 <= nxt[0] < len(walls) and 0 <= nxt[1] < len(walls[0]) and not walls[nxt[0]][nxt[1]]:
+                if nxt not in first:
+                    first[nxt] = first[(r, c)] or name
+                    queue.append(nxt)
+    return Reply(text="There is no way out.")

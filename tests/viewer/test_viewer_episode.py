@@ -85,6 +85,23 @@ def test_call_line():
     assert vs.call_line(None, None, None) == "?()"
 
 
+def test_the_reset_arguments_and_who_answered_each_turn_are_shown(monkeypatch, tmp_path):
+    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.types import EpisodeRecord, TurnRecord
+
+    run = tmp_path / "walks"
+    key = episode_key("hf:org/m:a|b", "walk", "tools", "", "walk-1a2b3c4d", None, 0)
+    turn = TurnRecord(turn=1, text="Out.", stop="stop", provider="b", route="org/m:b")
+    rec = EpisodeRecord(key=key, model="hf:org/m:a|b", env="walk", surface="tools", task_id="walk-1a2b3c4d",
+                        reset={"seed": 7, "level": "hard"}, reward=None, end_reason="answered", n_turns=1,
+                        turns=[turn])  # fmt: skip
+    write_run_json(run, {"models": [rec.model], "env": "walk"})
+    TraceWriter(run).append(rec)
+    at = open_app(monkeypatch, run, view="episode", run=run.name, episode=key, step="1")
+    assert any("answered by b" in c.value for c in at.caption)
+    assert vs.as_json({"seed": 7, "level": "hard"}) in [c.value for c in at.code]
+
+
 def test_transcript_tab(monkeypatch, synth_run):
     at = episode(monkeypatch, synth_run, step=2)
     assert at.session_state["ep_tab"] == "Step"

@@ -146,6 +146,7 @@ class BerthEnv(EpisodeEnv):
             "max_steps": max_steps,
             "unfinished_reward": 0.0,
         }
+        meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
         return Observation(done=False, reward=None, metadata=meta)
 
     async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:

@@ -290,6 +290,7 @@ class CanvasEnv(EpisodeEnv):
             meta["screen"] = {"width": SCREEN[0], "height": SCREEN[1]}
         if mode == "reference":
             meta["reference_jpeg_b64"] = jpeg_b64_of(task.doc)
+        meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
         return Observation(done=False, reward=None, metadata=meta)
 
     async def _drop(self) -> None:

@@ -212,6 +212,7 @@ class WebAppEnv(EpisodeEnv):
             "skin": skin,
             "seed": seed,
         }
+        meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
         return Observation(done=False, reward=None, metadata=meta)
 
     async def _open(self, task: dict, logged_out: bool) -> Any:
@@ -251,6 +252,7 @@ class WebAppEnv(EpisodeEnv):
     def ended(self, obs: Observation, ep: Episode) -> Observation:
         obs = super().ended(obs, ep)
         obs.metadata["answer"] = ep.answer
+        obs.metadata["hidden_keys"].append("answer")
         return obs
 
     def get_metadata(self) -> EnvironmentMetadata:
