@@ -30,7 +30,7 @@ from evalkit.records.columns import CACHED, INDEX_COLUMNS, episode_row, frame
 
 log = logging.getLogger(__name__)
 
-VERSION = 4
+VERSION = 5
 SCHEMA = pl.Schema(INDEX_COLUMNS)
 _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend`)
 _WINDOW = 4096  # bytes per window of the prefix checked before an index is extended
