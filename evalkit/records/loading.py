@@ -42,9 +42,10 @@ def load_runs(
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.records.importers`
     reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record.
     `grades`, a JSON or CSV file of task_id → reward (see `evalkit.records.grades`), fills in the episodes the
-    runs hold no reward for; a bad grades file raises ConfigError before anything is read. `cache`: True reads
-    and writes each run's cached index, "read" only reads a current one, False neither. Malformed records
-    (`evalkit.wellformed`) are left out, with one warning per run (`malformed` lists them)."""
+    runs hold no reward for; a bad grades file raises ConfigError before anything is read, and grades that
+    matched nothing are named in a warning. `cache`: True reads and writes each run's cached index, "read"
+    only reads a current one, False neither. Malformed records (`evalkit.wellformed`) are left out, with one
+    warning per run (`malformed` lists them)."""
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
@@ -66,7 +67,7 @@ def load_runs(
     )
     if table is not None:
         out, merged = grades_.merge(out, table, grades)
-        log.info("%s", merged.line())
+        log.log(logging.WARNING if merged.unused else logging.INFO, "%s", merged.line())
     return out
 
 

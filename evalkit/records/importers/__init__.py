@@ -32,6 +32,10 @@ from evalkit.records.jsonl import iter_lines, load_json
 VERSION = 4
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
 
+GRADED_ELSEWHERE = frozenset({ownloop.NAME})
+"""Importers of runs whose files hold no reward because a separate step grades them: a grades file gives
+their harness's own reward (`evalkit.records.grades`)."""
+
 _READERS = {
     canvas_rollout.NAME: canvas_rollout.read,
     ownloop.NAME: ownloop.read,
