@@ -208,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--out", help="write summary.json / summary.md here (default: the run; beside a foreign run)"
     )
+    s.add_argument(
+        "--as-harness",
+        action="store_true",
+        help="print each imported run's numbers as its own harness summarises them",
+    )
 
     c = sub.add_parser("compare", help="paired comparison of two models (or runs) on the same tasks")
     c.add_argument("runs", nargs="+")
@@ -439,7 +444,7 @@ def cmd_summarise(a: argparse.Namespace) -> int:
     if a.grades:
         df, merged = grades.apply(df, a.grades)
         print(merged.line(), file=sys.stderr)
-    print(analysis.format_summary(df))
+    print(analysis.format_harness(df) if a.as_harness else analysis.format_summary(df))
     return 0
 
 

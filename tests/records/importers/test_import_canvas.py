@@ -118,7 +118,10 @@ def test_an_endpoint_error_that_was_graded_says_what_the_seed_scored(seed_runs, 
     seed = seed_groups(run)[(S.B, "tools", "reference")]
     assert (seed["mean_reward"], seed["failed"]) == (0.6, 1)
     s = A.summarise(A.load_runs(run)).row(0, named=True)
-    assert (s["unscored"], s["mean_reward"], s["mean_reward_unscored_as_0"]) == (1, None, 0.0)
+    # nothing scored: no mean either way (not 0.0), and the seed's own number on request
+    assert (s["unscored"], s["mean_reward"], s["mean_reward_unscored_as_0"]) == (1, None, None)
+    h = A.summarise(A.load_runs(run), as_harness=True).row(0, named=True)
+    assert (h["n"], h["mean_reward"], h["failed"]) == (1, 0.6, 1)
 
 
 def test_fields_follow_the_writer(seed_runs):
