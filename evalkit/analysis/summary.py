@@ -1,6 +1,6 @@
 """Summaries as text and files: the CLI's tables (`format_summary`, `format_compare`, `format_harness`) and a
-run's `summary.json` / `summary.md` (`write_summary`), written into an evalkit run, and beside (never into) a
-run another harness wrote (`summary_dir`)."""
+run's `summary.json` / `summary.md` (`write_summary`), written into an evalkit run, and for a run another
+harness wrote to evalkit's cache, never into or beside it (`summary_dir`)."""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def _md_text(text: str) -> str:
 
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
-    which evalkit never writes into, `traces.derived_dir` (beside it)."""
+    which evalkit never writes into nor beside, `traces.derived_dir` (evalkit's per-user cache)."""
     run = Path(run_dir)
     return run if run.is_dir() and traces.is_native(run) else traces.derived_dir(run)
 

@@ -7,8 +7,8 @@ read-only run gets none. Traces are append-only, so a trace that grew since its 
 where that index stopped (`_extend`), not anew. Both keep each key's latest record by `traces.survivors`.
 
 A run another harness wrote is read through `evalkit.records.importers` and its index cached in
-`traces.derived_dir` (beside the run, never inside it), named by the run's signature and the importers'
-version.
+`traces.derived_dir` (the per-user cache: never inside the run nor beside it, which may be inside another
+harness's output root), named by the run's content signature and the importers' version.
 """
 
 from __future__ import annotations

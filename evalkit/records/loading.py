@@ -40,7 +40,8 @@ def load_runs(
     paths: str | Path | Iterable[str | Path], cache: bool | str = True, grades: str | Path | None = None
 ) -> pl.DataFrame:
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.records.importers`
-    reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record.
+    reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record. A
+    folder that is no run but holds runs (one per model, say) stands for each of them, said in one warning.
     `grades`, a JSON or CSV file of task_id → reward (see `evalkit.records.grades`), fills in the episodes the
     runs hold no reward for; a bad grades file raises ConfigError before anything is read, and grades that
     matched nothing are named in a warning. `cache`: True reads and writes each run's cached index, "read"
@@ -49,6 +50,9 @@ def load_runs(
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
+    paths, notes = traces.expand_runs(paths)
+    for note in notes:
+        jsonl.warn_once(("folder of runs", note), note)
     frames = []
     for p in paths:
         run = Path(p)
@@ -91,6 +95,7 @@ def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
     model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
+    paths = traces.expand_runs(paths)[0]
     cols = ["offset", "key", "model", "task_id", "problem"]
     frames = [
         index_cache.load(Path(p)).filter(pl.col("problem").is_not_null()).select(cols)
@@ -113,7 +118,7 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
         return
     if isinstance(paths_or_df, str | os.PathLike):
         paths_or_df = [paths_or_df]
-    for p in paths_or_df:
+    for p in traces.expand_runs(paths_or_df)[0]:
         for d in traces.iter_dicts(p):
             if not record_problems(d):  # as load_runs, malformed records are left out
                 yield os.fspath(p), d
