@@ -18,10 +18,10 @@ from tests.records.importers import seed_ownloop as SO
 
 CANVAS = ["canvas_issue", "canvas", "canvas_indexed"]
 SEED_GROUP = {  # the seed's summary.json name → the as-harness column
-    "n": "n", "mean_reward": "mean_reward", "min": "min_reward", "max": "max_reward", "mean_turns": "mean_turns",
-    "mean_tool_calls": "mean_tool_calls", "tool_errors": "tool_errors", "failed": "failed",
-    "input_tokens": "input_tokens", "output_tokens": "output_tokens", "reasoning_tokens": "reasoning_tokens",
-    "reasoning_chars": "reasoning_chars",
+    "n": "n", "mean_reward": "mean_reward", "min": "min_reward", "max": "max_reward",
+    "mean_turns": "mean_turns", "mean_tool_calls": "mean_tool_calls", "tool_errors": "tool_errors",
+    "failed": "failed", "input_tokens": "input_tokens", "output_tokens": "output_tokens",
+    "reasoning_tokens": "reasoning_tokens", "reasoning_chars": "reasoning_chars",
 }  # fmt: skip
 
 
@@ -71,7 +71,8 @@ def test_the_seeds_tier_ci_follows_the_order_its_summary_met_the_jobs(tmp_path):
 
 def test_the_issue_example_reproduces_0_55_and_says_why_it_differs(tmp_path, capsys):
     """A record with an error and a reward (the seed graded what was there after the failed call) is unscored
-    here; its 0.2 is kept, so the seed's 0.55 comes back with --as-harness, and the default summary says why."""
+    here; its 0.2 is kept, so the seed's 0.55 comes back with --as-harness, and the default summary says
+    why."""
     run = tmp_path / "rollout"
 
     def plans(job):
@@ -87,10 +88,8 @@ def test_the_issue_example_reproduces_0_55_and_says_why_it_differs(tmp_path, cap
     df = A.load_runs(run)
     s = A.summarise(df).row(0, named=True)
     assert (s["mean_reward"], s["mean_reward_unscored_as_0"]) == (0.9, 0.45)
-    assert df.filter(pl.col("error_class").is_not_null()).select("harness_reward", "harness_error").row(0) == (
-        0.2,
-        "APIConnectionError: overloaded",
-    )
+    failed = df.filter(pl.col("error_class").is_not_null())
+    assert failed.select("harness_reward", "harness_error").row(0) == (0.2, "APIConnectionError: overloaded")
     assert A.summarise(df, as_harness=True)["mean_reward"].to_list() == [0.55]
 
     assert main(["summarise", str(run)]) == 0
@@ -98,7 +97,8 @@ def test_the_issue_example_reproduces_0_55_and_says_why_it_differs(tmp_path, cap
     line = next(x for x in out.splitlines() if "the harness scored" in x)
     assert line == (
         "1 episode(s) the harness scored are not scored here: 1 unscored by an infrastructure error "
-        '(endpoint_error ×1: "APIConnectionError: overloaded"); `--as-harness` gives the harness\'s own numbers'
+        '(endpoint_error ×1: "APIConnectionError: overloaded"); `--as-harness` gives the harness\'s own '
+        "numbers"
     )
     md = (A.summary_dir(run) / "summary.md").read_text()
     assert "the harness scored are not scored here: 1 unscored" in md  # Markdown-escaped: episode\(s\)
@@ -115,7 +115,9 @@ def test_every_status_run_says_how_many_differ_and_why(seed_runs):
     unscored = df.filter(pl.col("error_class").is_not_null()).height
     quiet = df.filter(~pl.col("scored") & pl.col("error_class").is_null()).height
     assert (unscored, quiet) == (2, 1)  # B's endpoint error, B's gui job that failed twice; a submit ungraded
-    assert line.startswith(f"{unscored + quiet} episode(s) the harness scored are not scored here: 2 unscored")
+    assert line.startswith(
+        f"{unscored + quiet} episode(s) the harness scored are not scored here: 2 unscored"
+    )
     assert "endpoint_error ×1" in line and "harness_error ×1" in line
     assert line.endswith("1 without a reward, which the harness counted as 0.0; `--as-harness` gives the "
                          "harness's own numbers")  # fmt: skip
@@ -124,8 +126,9 @@ def test_every_status_run_says_how_many_differ_and_why(seed_runs):
 
 @pytest.mark.parametrize("src", ["planning_jsonl", "planning_dir"])
 def test_planning_as_harness_is_the_records_own_mean(seed_runs, src):
-    """Seed 003 writes no summary of its own: its numbers are its records' rewards as they stand (an episode an
-    error ended keeps the 0.0 it started with). Reimplemented here from the files, not from evalkit's frame."""
+    """Seed 003 writes no summary of its own: its numbers are its records' rewards as they stand (an episode
+    an error ended keeps the 0.0 it started with). Reimplemented here from the files, not from evalkit's
+    frame."""
     path = seed_runs[src]
     files = sorted(path.glob("*.json")) if path.is_dir() else None
     lines = ([json.loads(p.read_text()) for p in files] if files else
