@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from evalkit.errors import TraceError
 from evalkit.records import traces
 from evalkit.records.importers import canvas_rollout, ownloop, tool_planning
 
@@ -101,7 +102,7 @@ def _first_seen(run: str) -> dict[str, int]:
         for d in traces.iter_dicts(run, latest=False):
             if isinstance(d.get("key"), str):
                 seen.setdefault(d["key"], len(seen))
-    except OSError:
+    except (OSError, TraceError):  # gone since it was loaded: the frame's own order, and a CI that may differ
         pass
     return seen
 

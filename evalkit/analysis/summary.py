@@ -16,6 +16,7 @@ from evalkit.analysis.stats import by_tier, summarise
 from evalkit.analysis.tables import usd
 from evalkit.records import grades as grades_
 from evalkit.records import traces
+from evalkit.records.importers import GRADED_ELSEWHERE
 from evalkit.records.loading import load_runs
 
 _S = pl.Utf8
@@ -181,7 +182,7 @@ def format_harness(df: pl.DataFrame, markdown: bool = False) -> str:
                                "max_reward", "mean_turns", "mean_tool_calls"))  # fmt: skip
     parts = ["As each harness summarises its own runs (evalkit's own runs: evalkit's rule)",
              _table(shown, _HARNESS_COLS, markdown)]  # fmt: skip
-    if (table["source"] != "evalkit").any() and (table["n"] == 0).any():
+    if (table["source"].is_in(list(GRADED_ELSEWHERE)) & (table["n"] == 0)).any():
         parts += ["", "n 0: the harness grades in a separate step and no grades were given (--grades)"]
     tiers = harness.tiers(df)
     if tiers.height:

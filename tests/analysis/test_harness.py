@@ -189,3 +189,11 @@ def test_native_runs_keep_evalkits_rule_and_no_harness_columns(tmp_path):
     assert theirs["source"].unique().to_list() == ["evalkit"]
     assert theirs["n"].to_list() == plain["scored"].to_list()
     assert theirs["mean_reward"].to_list() == pytest.approx(plain["mean_reward"].to_list())
+
+
+def test_as_harness_on_an_ungraded_own_loop_run_says_why_there_are_no_numbers(seed_runs, capsys):
+    assert main(["summarise", str(seed_runs["opencua"]), "--as-harness"]) == 0
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith("opencua:"))
+    assert row.split()[4:8] == ["ownloop-gui", "0", "0", "-"]  # harness, n, failed, no mean: not 0
+    assert "no grades were given (--grades)" in out
