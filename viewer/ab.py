@@ -77,8 +77,10 @@ def _difference(df: pl.DataFrame, a: str, b: str, tier: str | None, fingerprint:
     """The paired difference A − B for one tier (or all) as one line on top of the view."""
     r = memo(("ab_diff", fingerprint, a, b, tier), lambda: vs.ab_difference(df, a, b, tier))
     st.markdown(f"**{vs.md_escape(vs.difference_line(r, tier), 600)}**")
-    if 0 < (r.get("n_tasks") or 0) < 5:
-        st.caption("Few tasks: the interval and p say little.")
+    if r.get("n_tasks") and r.get("ci_low") is None:
+        why = "even every task on one side gives p = 2/2ⁿ"
+        st.caption(f"Fewer than {vs.MIN_TASKS} tasks: no difference can be told apart from chance at the "
+                   f"5% level ({why}), so no interval is shown.")  # fmt: skip
 
 
 def _on_pair_click(ids: list[str]) -> None:

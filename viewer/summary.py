@@ -16,8 +16,9 @@ NAMES = {
     "scored": N("scored"),
     "unscored": N("unscored", help="An infrastructure error ended them: in no mean"),
     "no_reward": N("no reward", help="Ended without an error and without a reward (not graded)"),
-    "mean_reward": N("reward (scored)", format="%.3f"),
-    "mean_reward_unscored_as_0": N("reward (unscored = 0)", format="%.3f"),
+    "mean_reward": st.column_config.TextColumn("reward (scored)"),
+    "mean_reward_unscored_as_0": st.column_config.TextColumn("reward (unscored = 0)"),
+    "n_tasks": N("tasks"),
     "ci": st.column_config.TextColumn("95% CI"),
     "ci0": st.column_config.TextColumn("95% CI (unscored = 0)"),
     "min_reward": N("min", format="%.3f"),
@@ -35,16 +36,21 @@ SUMMARY = ["model", "env", "surface", "mode", "n", "scored", "unscored", "no_rew
            "mean_reward_unscored_as_0", "min_reward", "max_reward", "mean_turns", "mean_tool_calls",
            "mean_tool_errors", "mean_parse_errors", "mean_tokens", "reasoning_tokens_per_turn", "cost_usd",
            "mean_seconds"]  # fmt: skip
-TIERS = ["model", "surface", "mode", "tier", "n", "unscored", "mean_reward", "ci",
+TIERS = ["model", "surface", "mode", "tier", "n", "n_tasks", "unscored", "mean_reward", "ci",
          "mean_reward_unscored_as_0", "ci0", "mean_turns"]  # fmt: skip
 
 
-def _ci(lo: str, hi: str) -> pl.Expr:
-    return (
-        pl.when(pl.col(lo).is_not_null())
-        .then(pl.format("[{}, {}]", pl.col(lo).round(3), pl.col(hi).round(3)))
-        .otherwise(pl.lit("—"))
-    )
+def _said(table: pl.DataFrame) -> pl.DataFrame:
+    """Rewards, CIs as the CLI, the report and the bundle say them: "no grades", "too few tasks"."""
+    out = []
+    for mean in ("mean_reward", "mean_reward_unscored_as_0"):
+        rows = zip(table[mean], table["scored"], table["no_reward"], strict=True)
+        out.append(pl.Series(mean, [vs.reward_text(m, s, q) for m, s, q in rows], dtype=pl.String))
+    if "ci_low" in table.columns:
+        out.append(vs.ci_column(table, "ci_low", "ci_high", "mean_reward").alias("ci"))
+        ci0 = ("ci_low_unscored_as_0", "ci_high_unscored_as_0", "mean_reward_unscored_as_0")
+        out.append(vs.ci_column(table, *ci0).alias("ci0"))
+    return table.with_columns(out)
 
 
 def _shown(title: str, make) -> object | None:
@@ -67,17 +73,14 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         cols = vs.varying_columns(
             table, [c for c in SUMMARY if c in table.columns], ("env", "surface", "mode")
         )
-        st.dataframe(table.select(cols), hide_index=True, column_config=NAMES)
+        st.dataframe(_said(table).select(cols), hide_index=True, column_config=NAMES)
     st.subheader("By tier")
     tiers = _shown("By tier", lambda: memo(("by_tier", fingerprint), lambda: analysis.by_tier(df)))
     if tiers is not None:
-        t = tiers.with_columns(
-            _ci("ci_low", "ci_high").alias("ci"),
-            _ci("ci_low_unscored_as_0", "ci_high_unscored_as_0").alias("ci0"),
-        )
+        t = _said(tiers)
         st.dataframe(t.select([c for c in TIERS if c in t.columns]), hide_index=True, column_config=NAMES)
-        st.caption("95% percentile bootstrap over tasks (repeats travel with their task); unscored episodes "
-                   "are in no mean but the second.")  # fmt: skip
+        st.caption(f"95% percentile bootstrap over tasks (repeats travel with their task), none below "
+                   f"{vs.MIN_TASKS} tasks; unscored episodes are in no mean but the second.")  # fmt: skip
     st.subheader("Charts")
     charts = {
         # the per-tier chart draws the table above rather than bootstrapping it again

@@ -19,8 +19,9 @@ from typing import Any
 
 _NAMES = {
     **dict.fromkeys(
-        ["COMPARE_COLUMNS", "GROUP", "N_BOOT", "PAIR_KEYS", "TIER_ORDER", "Z_80", "Z_975", "by_tier",
-         "cluster_bootstrap", "compare", "compare_many", "grade_components", "paired_bootstrap", "summarise"],
+        ["COMPARE_COLUMNS", "GROUP", "MIN_TASKS", "N_BOOT", "PAIR_KEYS", "TIER_ORDER", "Z_80", "Z_975",
+         "by_tier", "cluster_bootstrap", "compare", "compare_many", "grade_components", "min_detectable",
+         "paired_bootstrap", "sign_flip_p", "summarise"],
         "evalkit.analysis.stats",
     ),
     **dict.fromkeys(["calls", "load_runs", "malformed", "turns"], "evalkit.records.loading"),

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evalkit.analysis.tables import usd
+from evalkit.analysis.tables import table_html, usd
 from evalkit.records import traces
 from evalkit.types import EpisodeRecord
 
@@ -171,41 +171,31 @@ def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) ->
     df = load_runs(paths)
     if df.height == 0:
         return STYLE + '<div class="ek muted">no episodes</div>'
-    summ = stats.summarise(df).select(
-        "model",
-        "surface",
-        "mode",
-        "n",
-        "scored",
-        "unscored",
-        "mean_reward",
-        "mean_reward_unscored_as_0",
-        "mean_turns",
-        "mean_tool_errors",
-        "mean_tokens",
-        "cost_usd",
-    )
-    tiers = stats.by_tier(df, n_boot=500).select(
-        "model", "surface", "mode", "tier", "n", "mean_reward", "ci_low", "ci_high"
-    )
+    summ = table_html(stats.summarise(df), [
+        ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
+        ("n", "episodes", "int"), ("scored", "scored", "int"), ("unscored", "unscored", "int"),
+        ("no_reward", "no reward", "int"), ("mean_reward", "reward (scored)", "reward"),
+        ("mean_reward_unscored_as_0", "reward (unscored = 0)", "reward"), ("mean_turns", "turns", ".1f"),
+        ("mean_tool_errors", "tool errors", ".2f"), ("mean_tokens", "tokens", ",.0f"),
+        ("cost_usd", "cost", "usd"),
+    ])  # fmt: skip
+    tiers = table_html(stats.by_tier(df), [
+        ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
+        ("tier", "tier", "text"), ("n", "episodes", "int"), ("n_tasks", "tasks", "int"),
+        ("mean_reward", "reward (scored)", "reward"), ("ci", "95% CI", "ci"),
+    ])  # fmt: skip
     runs = ", ".join(_e(r) for r in df["run"].unique(maintain_order=True).to_list())
     parts = [
         f"<div><b>{df.height}</b> episodes in {runs} · "
         f"{int(df['error_class'].is_not_null().sum())} unscored (infrastructure errors)</div>",
-        _frame_html(summ),
-        _frame_html(tiers),
+        summ,
+        tiers,
     ]
     if max_episodes:
         for row in df.head(max_episodes).iter_rows(named=True):
             if row["offset"] is not None:
                 parts.append(record_html(traces.read_at(row["run"], row["offset"]), row["run"]))
     return STYLE + '<div class="ek">' + "".join(parts) + "</div>"
-
-
-def _frame_html(df: Any) -> str:
-    head = "".join(f"<th>{_e(c)}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in r) + "</tr>" for r in df.iter_rows())
-    return f"<table><tr>{head}</tr>{rows}</table>"
 
 
 class RunView:

@@ -10,6 +10,8 @@ import altair as alt
 import polars as pl
 
 from evalkit.analysis import stats
+from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, p_column
+from evalkit.records.columns import eager
 
 TIER_SORT = [*stats.TIER_ORDER, "all"]
 
@@ -36,11 +38,14 @@ def _data(df: pl.DataFrame) -> alt.Data:
 
 
 def _tiers(df: pl.DataFrame) -> pl.DataFrame:
+    df = eager(df, "this chart")
     return df if "ci_low" in df.columns else stats.by_tier(df)
 
 
 def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Chart:
-    """Mean reward per tier with 95% CI bars, one colour per model (and surface/mode when several)."""
+    """Mean reward per tier with 95% CI bars, one colour per model (and surface/mode when several). A tier
+    with too few tasks for a CI has its point alone; a model none of whose episodes was graded is written
+    "no grades" at the foot of its tier, never drawn at 0."""
     t = _tiers(df)
     y, lo, hi = ("mean_reward", "ci_low", "ci_high")
     if unscored_as_zero:
@@ -50,8 +55,17 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
         pl.lit(" · ") + pl.col("surface") + pl.lit("/") + pl.col("mode") if many else pl.lit("")
     )
     t = t.with_columns(label.alias("series"), pl.col("tier").fill_null("(none)"))
+    t = t.with_columns(ci_column(t, lo, hi, y).alias("ci"))
+    ungraded = (pl.col("scored") == 0) & (pl.col("no_reward") > 0)
     t = t.select(
-        "series", "tier", "n", pl.col(y).alias("mean"), pl.col(lo).alias("lo"), pl.col(hi).alias("hi")
+        "series",
+        "tier",
+        "n",
+        pl.col(y).alias("mean"),
+        pl.col(lo).alias("lo"),
+        pl.col(hi).alias("hi"),
+        "ci",
+        pl.when(ungraded).then(pl.lit(NO_GRADES)).alias("note"),
     )
     base = alt.Chart(_data(t)).encode(
         x=alt.X("tier:N", sort=TIER_SORT, title="tier", axis=alt.Axis(labelAngle=0)),
@@ -70,48 +84,67 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
             "tier:N",
             "n:Q",
             alt.Tooltip("mean:Q", format=".3f"),
-            alt.Tooltip("lo:Q", format=".3f"),
-            alt.Tooltip("hi:Q", format=".3f"),
+            alt.Tooltip("ci:N", title="95% CI"),
         ],
     )
-    bars = base.mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q")
-    return (bars + points).properties(title=title + ", 95% bootstrap CI", width=360, height=240)
+    bars = base.transform_filter("isValid(datum.lo)").mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q")
+    notes = (
+        base.transform_filter("isValid(datum.note)")
+        .mark_text(angle=270, align="left", dy=0, fontSize=11, color="#555")
+        .encode(y=alt.datum(0.02), text="note:N")
+    )
+    chart = bars + points + notes
+    title += f", 95% bootstrap CI (none below {stats.MIN_TASKS} tasks)"
+    return chart.properties(title=title, width=360, height=240)
 
 
 def forest(cmp: pl.DataFrame) -> alt.Chart:
-    """Paired differences (A − B) per group with their CIs, from `compare` or `compare_many`."""
-    c = cmp.filter(pl.col("diff").is_not_null()).with_columns(
+    """Paired differences (A − B) per group with their CIs, from `compare` or `compare_many`; a group with
+    too few tasks for a CI has its point alone (its tooltip says so)."""
+    c = eager(cmp, "forest").filter(pl.col("diff").is_not_null())
+    c = c.with_columns(
+        ci_column(c, "ci_low", "ci_high", "diff", signed=True).alias("ci"),
+        p_column(c, "p_value").alias("p"),
+        pl.Series(
+            [mde_text(m, n) for m, n in zip(c["mde"], c["n_tasks"], strict=True)], dtype=pl.String
+        ).alias("smallest detectable"),
+    ).with_columns(
         (
             pl.col("a") + pl.lit(" − ") + pl.col("b") + pl.lit(" · ") + pl.col("group").fill_null("(none)")
         ).alias("row")
     )
     order = c["row"].to_list()
-    base = alt.Chart(_data(c.select("row", "diff", "ci_low", "ci_high", "n_tasks", "p_value"))).encode(
+    shown = c.select("row", "diff", "ci_low", "ci_high", "ci", "n_tasks", "p", "smallest detectable")
+    base = alt.Chart(_data(shown)).encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
     )
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888", strokeDash=[4, 3]).encode(x="x:Q")
-    rule = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("ci_low:Q", title="difference in mean reward (A − B)", axis=alt.Axis(tickCount=6)),
-        x2="ci_high:Q",
+    rule = (
+        base.transform_filter("isValid(datum.ci_low)")
+        .mark_rule(strokeWidth=2)
+        .encode(
+            x=alt.X("ci_low:Q", title="difference in mean reward (A − B)", axis=alt.Axis(tickCount=6)),
+            x2="ci_high:Q",
+        )
     )
     pt = base.mark_point(filled=True, size=70, color="black").encode(
         x="diff:Q",
         tooltip=[
             "row:N",
-            alt.Tooltip("diff:Q", format=".3f"),
-            alt.Tooltip("ci_low:Q", format=".3f"),
-            alt.Tooltip("ci_high:Q", format=".3f"),
-            "n_tasks:Q",
-            alt.Tooltip("p_value:Q", format=".4f"),
+            alt.Tooltip("diff:Q", format="+.3f"),
+            alt.Tooltip("ci:N", title="95% CI"),
+            alt.Tooltip("n_tasks:Q", title="tasks"),
+            "p:N",
+            "smallest detectable:N",
         ],
     )
-    return (zero + rule + pt).properties(
-        title="Paired difference per task, 95% bootstrap CI", width=360, height=max(60, 24 * len(order))
-    )
+    title = f"Paired difference per task, 95% bootstrap CI (none below {stats.MIN_TASKS} tasks)"
+    return (zero + rule + pt).properties(title=title, width=360, height=max(60, 24 * len(order)))
 
 
 def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
     """Mean reward against mean `x` (cost_usd, tokens, n_turns, seconds) per model and tier."""
+    df = eager(df, "reward_vs")
     col = x
     if x == "cost_usd" and df["cost_usd"].drop_nulls().len() == 0:
         col = "tokens"  # offline agents and imported runs often carry no price; tokens are the next best cost
@@ -156,7 +189,8 @@ def reward_vs_turns(df: pl.DataFrame) -> alt.Chart:
 def end_reasons(df: pl.DataFrame) -> alt.Chart:
     """Share of episodes per end reason (errors split by error class), one bar per model."""
     d = (
-        df.with_columns(
+        eager(df, "end_reasons")
+        .with_columns(
             pl.when(pl.col("error_class").is_not_null())
             .then(pl.lit("error: ") + pl.col("error_class"))
             .otherwise(pl.col("end_reason").fill_null("?"))

@@ -13,7 +13,8 @@ from typing import Any
 
 from evalkit.analysis import export
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
-from evalkit.analysis.tables import COMPARE_TABLE, STYLE, esc, table_html
+from evalkit.analysis.stats import N_BOOT
+from evalkit.analysis.tables import COMPARE_TABLE, STYLE, ci_text, esc, mde_text, p_phrase, table_html
 from evalkit.errors import ConfigError
 
 __all__ = ["COMPARE_TABLE", "STYLE", "build_report", "esc", "examples_html", "execute_notebook",
@@ -35,7 +36,7 @@ def build_report(
     b: str | None = None,
     show_code: bool = False,
     notebook: str | Path = NOTEBOOK,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
 ) -> Path:
     """Execute the report notebook on `runs` (comparing `a` with `b` when given) and write `out`."""
     if not runs:
@@ -81,32 +82,46 @@ def pick_pair(df: Any, a: str | None = None, b: str | None = None) -> tuple[str 
     return a, b
 
 
-def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = 2000) -> str:
-    """Which model is better, by how much, with the paired CI, p and wins/losses, in one paragraph."""
+def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -> str:
+    """Which model is better, by how much, with the paired CI, p, the smallest detectable difference and
+    wins/losses, in one paragraph; "no conclusion" when too few tasks are in common to say anything."""
     from evalkit.analysis import stats
 
     if a is None or b is None:
         said = f"Only one model in these runs: <b>{esc(a or b)}</b>; nothing to compare."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
     row = stats.compare(df, a, b, by=None, n_boot=n_boot).row(-1, named=True)
-    if not row["n_tasks"]:
+    n = row["n_tasks"]
+    if not n:
         said = f"<b>{esc(a)}</b> and <b>{esc(b)}</b> share no scored task: no paired comparison."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
-    d, lo, hi, p = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
+    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
+    p = esc(p_phrase(row["p_value"]))
+    tally = (f"{esc(a)} better on <b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, "
+             f"{row['ties']} tied.")  # fmt: skip
+    how_p = (f"p from a sign-flip permutation test over the tasks' differences "
+             f"({'exact' if n <= stats.EXACT_FLIPS else f'{n_boot:,} random sign assignments'})")  # fmt: skip
+    unscored = row["n_unscored_a"] + row["n_unscored_b"]
+    means = (f"Means {row['mean_a']:.3f} vs {row['mean_b']:.3f} over the paired tasks; {unscored} episode(s) "
+             "without a score left out (unscored is not zero)")  # fmt: skip
+    if lo is None:
+        said = (f"No conclusion: only {n} task(s) in common. Mean reward {esc(a)} − {esc(b)} = "
+                f"<b>{d:+.3f}</b> ({p}): {tally}")  # fmt: skip
+        why = (f"{means}. With fewer than {stats.MIN_TASKS} tasks no difference can be told apart from "
+               f"chance at the 5% level (even every task on one side gives p = 2/2ⁿ), so no interval is "
+               f"shown; {how_p}.")  # fmt: skip
+        return f'{STYLE}<div class="ekr"><div class="head">{said}<div class="muted">{why}</div></div></div>'
     better, worse = (a, b) if d >= 0 else (b, a)
-    clear = lo is not None and (lo > 0 or hi < 0)
-    pv = "p &lt; 0.001" if p < 0.001 else f"p = {p:.3f}"
+    clear = lo > 0 or hi < 0
     what = (f"<b>{esc(better)}</b> scores higher than <b>{esc(worse)}</b>" if clear
             else f"No clear difference between <b>{esc(a)}</b> and <b>{esc(b)}</b>")  # fmt: skip
-    unscored = row["n_unscored_a"] + row["n_unscored_b"]
     return (
-        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward '
-        f"{esc(a)} − {esc(b)} = <b>{d:+.3f}</b> "
-        f"(95% CI [{lo:+.3f}, {hi:+.3f}], {pv}), paired on {row['n_tasks']} task(s): {esc(a)} better on "
-        f"<b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, {row['ties']} tied."
-        f'<div class="muted">Means {row["mean_a"]:.3f} vs {row["mean_b"]:.3f} over the paired tasks; '
-        f"{unscored} episode(s) without a score left out (unscored is not zero); CI and p from a bootstrap "
-        f"over tasks ({n_boot:,} resamples).</div></div></div>"
+        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward {esc(a)} − {esc(b)} = '
+        f"<b>{d:+.3f}</b> "
+        f"(95% CI {ci_text(lo, hi, d, signed=True)}, {p}), paired on {n} task(s): {tally} "
+        f"The smallest difference these tasks would detect is {mde_text(row['mde'], n)}."
+        f'<div class="muted">{means}; CI from a bootstrap over tasks ({n_boot:,} resamples); {how_p}; '
+        f"smallest detectable difference at 80% power and α = 0.05.</div></div></div>"
     )
 
 
@@ -185,11 +200,13 @@ def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
     )
     if j.height == 0:
         return ""
-    j = j.sort(["d", "task_id"], descending=[True, False])
-    picks = [("best for " + a, r) for r in j.head(k).iter_rows(named=True)]
-    picks += [
-        ("worst for " + a, r) for r in j.tail(min(k, max(0, j.height - k))).reverse().iter_rows(named=True)
-    ]
+    j = j.sort(["d", *keys], descending=[True, False, False, False, False])
+    # A task (in any surface or mode) is shown once: the best its k first, the worst from the tasks left.
+    best = j.unique("task_id", keep="first", maintain_order=True).head(k)
+    rest = j.filter(~pl.col("task_id").is_in(best["task_id"].implode()))
+    worst = rest.reverse().unique("task_id", keep="first", maintain_order=True).head(k)
+    picks = [("best for " + a, r) for r in best.iter_rows(named=True)]
+    picks += [("worst for " + a, r) for r in worst.iter_rows(named=True)]
     blocks = []
     for label, r in picks:
         figs = []

@@ -4,7 +4,16 @@ An unscored episode (`reward` null, `error_class` set: the infrastructure failed
 summaries give the mean over scored episodes and, labelled, the mean with unscored counted as zero. An
 episode with no reward and no error (an env that gives no reward, or a run graded elsewhere and not merged)
 is neither: summaries count it as `no_reward` and leave it out of both means. Frames come from
-`evalkit.records.loading`; their text and files from `evalkit.analysis.summary`.
+`evalkit.records.loading`; their text and files from `evalkit.analysis.summary`; how each number is said
+from `evalkit.analysis.tables`.
+
+One rule wherever a number is shown. A mean's 95% CI is a percentile bootstrap over tasks (the clusters),
+and none is given below MIN_TASKS tasks. A paired difference's p-value is a sign-flip permutation test over
+the tasks' differences, exact up to EXACT_FLIPS tasks. Resampling is a function of the data alone: rows are
+put in task order first and every group's generator starts from the same `seed`, so a run gives the same
+interval in the CLI, a notebook, the report, the viewer and the bundle, whatever the row order, the other
+models beside it or the grouping that led to it (a tier filtered or grouped by); one resample count
+(N_BOOT) serves them all.
 """
 
 from __future__ import annotations
@@ -17,7 +26,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from evalkit.records.columns import eager
+
 N_BOOT = 2000
+MIN_TASKS = 6
+"""Fewest tasks (clusters) behind a bootstrap CI or a minimum detectable effect. Below it nothing can be
+concluded at the 5% level: even with every task on one side, the exact sign-flip test's smallest two-sided
+p-value is 2/2^n, 0.0625 at five tasks, and a percentile bootstrap over so few clusters has almost no
+distinct resamples (one task: an interval of zero width) and covers far less than 95%. Such a mean is
+shown with "too few tasks" and its comparison with its exact p-value, never a CI."""
+EXACT_FLIPS = 16
+"""Up to this many tasks the sign-flip test enumerates all 2^n sign assignments (65,536 at 16); beyond,
+N_BOOT random ones, p = (1 + as extreme) / (1 + N_BOOT)."""
 Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
 TIER_ORDER = ("easy", "medium", "hard")
@@ -69,6 +89,7 @@ def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP, as_harness: bool = Fa
 
     `as_harness`: instead, each imported run's numbers as its own harness summarised them
     (`evalkit.analysis.harness`)."""
+    df = eager(df, "summarise")
     if as_harness:
         from evalkit.analysis import harness
 
@@ -140,35 +161,94 @@ def cluster_bootstrap(
     return out if np.ndim(sums) > 1 else out[:, 0]
 
 
-def _ci(boot: np.ndarray) -> tuple[float | None, float | None]:
+def _ci(boot: np.ndarray, clusters: int) -> tuple[float | None, float | None]:
     boot = boot[np.isfinite(boot)]
-    if not len(boot):
+    if not len(boot) or clusters < MIN_TASKS:
         return None, None
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def sign_flip_p(d: np.ndarray, n_flips: int = N_BOOT, seed: int = 0) -> float | None:
+    """Two-sided p-value of a paired sign-flip permutation test: under "A and B are interchangeable", each
+    task's difference is as likely with its sign flipped, and p is the share of sign assignments whose mean
+    is at least as far from zero as the one observed. Exact (all 2^n assignments) up to EXACT_FLIPS tasks:
+    one task gives p = 1, n tasks all on one side 2/2^n. Beyond, `n_flips` random assignments from a
+    generator seeded by `seed`, counting the observed one: p = (1 + k) / (1 + n_flips)."""
+    d = np.asarray(d, float)
+    n = len(d)
+    if n == 0:
+        return None
+    observed = abs(d.sum())
+    # Sums equal to the observed one up to rounding count as "as extreme": a tie is not evidence.
+    tol = 1e-9 * max(1.0, float(np.abs(d).sum()))
+    if n <= EXACT_FLIPS:
+        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        return float((np.abs((signs * d).sum(1)) >= observed - tol).mean())
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for b in _chunks(n_flips, n):
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(b, n))
+        extreme += int((np.abs((signs * d).sum(1)) >= observed - tol).sum())
+    return (1 + extreme) / (1 + n_flips)
+
+
+def _t_quantile(z: float, df: int) -> float:
+    """Student's t quantile from the normal one `z` (Cornish–Fisher expansion in 1/df): within 1e-4 of the
+    exact value for df ≥ 5, all MIN_TASKS allows, without loading scipy.stats for two numbers."""
+    v = float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
+def min_detectable(sd: float | None, n: int) -> float | None:
+    """The smallest true mean difference that `n` paired tasks with differences of SD `sd` would detect with
+    80% power at α = 0.05 (two-sided; the paired t-test's, which the sign-flip test approaches): None below
+    MIN_TASKS tasks, where no difference can be detected at all."""
+    if sd is None or n < MIN_TASKS:
+        return None
+    return (_t_quantile(Z_975, n - 1) + _t_quantile(Z_80, n - 1)) * sd / math.sqrt(n)
+
+
+def _in_task_order(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Rows sorted by `keys` (then repeat and record key where present): sums and resamples are then a
+    function of the data, not of the order the rows came in."""
+    cols = [c for c in [*keys, "repeat", "key"] if c in df.columns]
+    return df.sort(cols, nulls_last=True, maintain_order=True)
 
 
 def by_tier(
     df: pl.DataFrame, by: Iterable[str] = GROUP, n_boot: int = N_BOOT, seed: int = 0, cluster: str = "task_id"
 ) -> pl.DataFrame:
     """`summarise` per group and tier, plus tier "all", with 95% percentile bootstrap CIs on both reward
-    means. The bootstrap resamples tasks (repeats of a task move together), vectorised over resamples."""
+    means. The bootstrap resamples tasks (repeats of a task move together), vectorised over resamples.
+    `n_tasks` counts the tasks of a row; a CI over fewer than MIN_TASKS tasks with a score is null (shown as
+    "too few tasks"), as is the unscored-as-zero one over fewer than MIN_TASKS scored or unscored tasks."""
+    df = eager(df, "by_tier")
     by = list(by)
     keys = by + ["tier"]
     both = pl.concat([df, df.with_columns(pl.lit("all", _S).alias("tier"))], how="vertical")
-    table = both.group_by(keys, maintain_order=True).agg(_aggs())
+    both = _in_task_order(both, keys + [cluster])
+    table = both.group_by(keys, maintain_order=True).agg(
+        _aggs()[:1] + [pl.col(cluster).n_unique().cast(_I).alias("n_tasks")] + _aggs()[1:]
+    )
     per_task = both.group_by(keys + [cluster], maintain_order=True).agg(
         pl.col("reward").filter(pl.col("scored")).sum().alias("s"),
         pl.col("scored").sum().cast(_F).alias("c"),
         (pl.col("scored") | pl.col("error_class").is_not_null()).sum().cast(_F).alias("nz"),
     )
     ci_rows = []
-    for n, (k, sub) in enumerate(per_task.group_by(keys, maintain_order=True)):
+    for k, sub in per_task.group_by(keys, maintain_order=True):
         s, c, nz = (sub[col].to_numpy() for col in ("s", "c", "nz"))
         # Both means share resamples; a task whose episodes are all unscored adds nothing to the scored mean.
-        boot = cluster_bootstrap(np.stack([s, s]), np.stack([c, nz]), n_boot, seed + n)
-        lo, hi = _ci(boot[:, 0])
-        zlo, zhi = _ci(boot[:, 1])
+        boot = cluster_bootstrap(np.stack([s, s]), np.stack([c, nz]), n_boot, seed)
+        lo, hi = _ci(boot[:, 0], int((c > 0).sum()))
+        zlo, zhi = _ci(boot[:, 1], int((nz > 0).sum()))
         ci_rows.append((*k, lo, hi, zlo, zhi))
     ci = pl.DataFrame(
         ci_rows,
@@ -201,10 +281,14 @@ PAIR_KEYS = ("env", "surface", "mode", "task_id", "skin")
 def _select(df: pl.DataFrame, who: str) -> pl.DataFrame:
     """Episodes of `who`: a model label, a run as given to load_runs, or a run's name."""
     for col in ("model", "run", "run_name"):
-        sub = df.filter(pl.col(col) == who)
-        if sub.height:
-            return sub
-    raise ValueError(f"{who!r} is neither a model nor a run in this frame")
+        if col in df.columns:
+            sub = df.filter(pl.col(col) == who)
+            if sub.height:
+                return sub
+    models = df["model"].unique().sort().to_list() if "model" in df.columns else []
+    shown = ", ".join(repr(m) for m in models[:12])
+    shown += f", … ({len(models)} in all)" if len(models) > 12 else ""
+    raise ValueError(f"{who!r} is neither a model nor a run in this frame; its models: {shown or 'none'}")
 
 
 def paired_bootstrap(d: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
@@ -250,8 +334,8 @@ def _per_task_differences(
     def cells(d: pl.DataFrame) -> pl.DataFrame:
         # One value per task and repeat (a model found in two runs may have both at the same repeat).
         return (
-            d.filter(pl.col("scored"))
-            .group_by(rk)
+            _in_task_order(d.filter(pl.col("scored")), rk)
+            .group_by(rk, maintain_order=True)
             .agg(pl.col("reward").mean().alias("r"), pl.len().alias("k"))
         )
 
@@ -295,10 +379,9 @@ def _compare_block(a_df: pl.DataFrame, b_df: pl.DataFrame, n_boot: int, seed: in
             | {"wins": 0, "ties": 0, "losses": 0}
         )
     d = per_task["d"].to_numpy()
-    boot = paired_bootstrap(d, n_boot, seed)
-    lo, hi = _ci(boot)
-    le, ge = int((boot <= 0).sum()), int((boot >= 0).sum())
-    p = min(1.0, (2 * min(le, ge) + 1) / (len(boot) + 1))
+    # The same seed for every group and either order: B against A resamples the same tasks, so its
+    # interval is exactly this one negated.
+    lo, hi = _ci(paired_bootstrap(d, n_boot, seed), n)
     sd = float(np.std(d, ddof=1)) if n > 1 else None
     tie = np.isclose(d, 0, atol=1e-9)
     return row | {
@@ -307,12 +390,12 @@ def _compare_block(a_df: pl.DataFrame, b_df: pl.DataFrame, n_boot: int, seed: in
         "diff": float(d.mean()),
         "ci_low": lo,
         "ci_high": hi,
-        "p_value": p,
+        "p_value": sign_flip_p(d, n_boot, seed),
         "wins": int(((d > 0) & ~tie).sum()),
         "ties": int(tie.sum()),
         "losses": int(((d < 0) & ~tie).sum()),
         "sd_diff": sd,
-        "mde": None if sd is None else (Z_975 + Z_80) * sd / math.sqrt(n),
+        "mde": min_detectable(sd, n),
     }
 
 
@@ -321,13 +404,15 @@ def compare(
 ) -> pl.DataFrame:
     """Paired comparison of `a` against `b` (models, or runs): episodes paired by task (env, surface, mode,
     task, skin) and repeat. Each task gives one difference d, the mean over its paired repeats of
-    (A − B); `diff` is the mean of d over tasks, `sd_diff` its SD. The bootstrap resamples tasks only, each
-    with its d (a task-clustered bootstrap: repeats travel with their task); `p_value` is two-sided from
-    that distribution; `mde` is the smallest true difference this many tasks would detect with 80% power
-    at α = 0.05, from `sd_diff`. Left out and counted: episodes without a score (`n_unscored_*`: an
-    infrastructure error or no reward), tasks without a repeat scored on both sides (`n_dropped`), and
-    scored episodes of the other tasks whose repeat has no scored partner on the other side
-    (`n_unpaired`). One row per value of `by` plus "all"."""
+    (A − B); `diff` is the mean of d over tasks, `sd_diff` its SD. The CI is a bootstrap that resamples
+    tasks only, each with its d (a task-clustered bootstrap: repeats travel with their task), null below
+    MIN_TASKS tasks; `p_value` is the two-sided sign-flip permutation test over the d (`sign_flip_p`: exact
+    for few tasks, 1 for one); `mde` is the smallest true difference this many tasks would detect with 80%
+    power at α = 0.05, from `sd_diff` (`min_detectable`: null below MIN_TASKS). Left out and counted:
+    episodes without a score (`n_unscored_*`: an infrastructure error or no reward), tasks without a repeat
+    scored on both sides (`n_dropped`), and scored episodes of the other tasks whose repeat has no scored
+    partner on the other side (`n_unpaired`). One row per value of `by` plus "all"."""
+    df = eager(df, "compare")
     da, db = _select(df, a), _select(df, b)
     groups: list[tuple[str, pl.DataFrame, pl.DataFrame]] = []
     if by:
@@ -339,8 +424,8 @@ def compare(
             groups.append((None if v is None else str(v), da.filter(f), db.filter(f)))
     groups.append(("all", da, db))
     rows = []
-    for n, (g, xa, xb) in enumerate(groups):
-        rows.append({"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, n_boot, seed + n))
+    for g, xa, xb in groups:
+        rows.append({"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, n_boot, seed))
     schema = {c: (_S if c in ("a", "b", "by", "group") else _F) for c in COMPARE_COLUMNS}
     for c in ("n_tasks", "n_dropped", "n_unpaired", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):
         schema[c] = _I
@@ -354,20 +439,21 @@ class Comparison(pl.DataFrame):
     def _repr_html_(self, **kw: Any) -> str:
         if not set(COMPARE_COLUMNS) <= set(self.columns) or self.height == 0:
             return pl.DataFrame(self)._repr_html_(**kw)
-        from html import escape
-
-        from evalkit.analysis.tables import COMPARE_TABLE, table_html
+        from evalkit.analysis.tables import COMPARE_TABLE, ci_text, esc, mde_text, p_phrase, table_html
 
         r = self.row(-1, named=True)
-        a, b = escape(str(r["a"])), escape(str(r["b"]))
-        if not r["n_tasks"]:
+        a, b, n = esc(r["a"]), esc(r["b"]), r["n_tasks"]
+        if not n:
             line = f"<b>{a}</b> and <b>{b}</b> share no scored task."
         else:
-            p = "p &lt; 0.001" if r["p_value"] < 0.001 else f"p = {r['p_value']:.3f}"
-            ci = f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> mean reward (95% CI {ci}, {p}) over "
-                    f"{r['n_tasks']} paired task(s): A better on <b>{r['wins']}</b>, B better on "
-                    f"<b>{r['losses']}</b>, {r['ties']} tied.")  # fmt: skip
+            ci = ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
+            ci = f"95% CI {ci}" if r["ci_low"] is not None else f"no CI: {ci}"
+            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> mean reward ({ci}, "
+                    f"{esc(p_phrase(r['p_value']))}) over {n} paired task(s): A better on <b>{r['wins']}</b>,"
+                    f" B better on <b>{r['losses']}</b>, {r['ties']} tied; smallest detectable difference "
+                    f"{mde_text(r['mde'], n)}.")  # fmt: skip
+            if r["ci_low"] is None:
+                line = f"<b>No conclusion: only {n} task(s).</b> " + line
         table = table_html(pl.DataFrame(self), COMPARE_TABLE)
         return f'<div style="font-size:14px;margin:4px 0">{line}</div>{table}'
 
@@ -376,6 +462,7 @@ def compare_many(
     df: pl.DataFrame, ref: str, by: str | None = None, n_boot: int = N_BOOT, seed: int = 0
 ) -> pl.DataFrame:
     """`compare(df, m, ref)` for every other model m: one table of each model against the reference."""
+    df = eager(df, "compare_many")
     _select(df, ref)
     others = [m for m in df["model"].unique(maintain_order=True).to_list() if m != ref]
     if not others:
@@ -386,6 +473,7 @@ def compare_many(
 def grade_components(df: pl.DataFrame) -> pl.DataFrame:
     """Long frame (model, component, value) of the numeric grade entries in [0, 1] other than `total` —
     for canvas: structure, visual, coverage, order, background — over scored episodes."""
+    df = eager(df, "grade_components")
     rows = []
     for model, g in (
         df.filter(pl.col("scored") & pl.col("grade").is_not_null()).select("model", "grade").iter_rows()

@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 
 from evalkit.analysis import harness
-from evalkit.analysis.stats import by_tier, summarise
-from evalkit.analysis.tables import usd
+from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
+from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
 from evalkit.records import grades as grades_
 from evalkit.records import traces
 from evalkit.records.importers import GRADED_ELSEWHERE
@@ -43,9 +43,19 @@ def _cell(x: str) -> str:
     return x if len(x) <= CELL else x[: CELL - 1] + "…"
 
 
+def _value(r: dict, c: str) -> str:
+    spec = _SPEC.get(c, ".3f")
+    if spec == "reward":  # a model none of whose episodes was graded: "no grades", not 0.000 or "-"
+        text = reward_text(r.get(c), r.get("scored"), r.get("no_reward"))
+        return "-" if text == "–" else text
+    if spec == "mde":
+        return mde_text(r.get(c), r.get("n_tasks")).replace("–", "-")
+    return _fmt(r.get(c), spec)
+
+
 def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False) -> str:
     head = [h for _, h in cols]
-    body = [[_cell(_fmt(r.get(c), _SPEC.get(c, ".3f"))) for c, _ in cols] for r in df.iter_rows(named=True)]
+    body = [[_cell(_value(r, c)) for c, _ in cols] for r in df.iter_rows(named=True)]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         # Only text from the trace (names) can carry Markdown; numbers and CIs we formatted stay readable.
@@ -63,6 +73,7 @@ def _table(df: pl.DataFrame, cols: list[tuple[str, str]], markdown: bool = False
 _SPEC = {
     "mean_turns": ".1f", "mean_tool_calls": ".1f", "mean_tool_errors": ".2f", "mean_parse_errors": ".2f",
     "mean_tokens": ".0f", "reasoning_tokens_per_turn": ".0f", "cost_usd": "usd",
+    "mean_reward": "reward", "mean_reward_unscored_as_0": "reward", "mde": "mde",
 }  # fmt: skip
 
 _SUMMARY_COLS = [
@@ -89,13 +100,11 @@ _SUMMARY_COLS = [
 
 
 def _with_ci(df: pl.DataFrame) -> pl.DataFrame:
-    def ci(lo: str, hi: str) -> pl.Series:
-        pairs = zip(df[lo].to_list(), df[hi].to_list(), strict=True)
-        return pl.Series([f"[{a:.3f}, {b:.3f}]" if a is not None else "-" for a, b in pairs], dtype=_S)
-
     return df.with_columns(
-        ci("ci_low", "ci_high").alias("ci"),
-        ci("ci_low_unscored_as_0", "ci_high_unscored_as_0").alias("ci0"),
+        ci_column(df, "ci_low", "ci_high", "mean_reward").str.replace("–", "-").alias("ci"),
+        ci_column(df, "ci_low_unscored_as_0", "ci_high_unscored_as_0", "mean_reward_unscored_as_0")
+        .str.replace("–", "-")
+        .alias("ci0"),
     )
 
 
@@ -105,6 +114,7 @@ _TIER_COLS = [
     ("mode", "mode"),
     ("tier", "tier"),
     ("n", "n"),
+    ("n_tasks", "tasks"),
     ("unscored", "unscored"),
     ("mean_reward", "reward (scored)"),
     ("ci", "95% CI"),
@@ -122,7 +132,7 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
     if tiers:
         parts += [
             "",
-            "Per tier (95% bootstrap CI over tasks)",
+            f"Per tier (95% bootstrap CI over tasks; none below {MIN_TASKS} tasks)",
             _table(_with_ci(by_tier(df)), _TIER_COLS, markdown),
         ]
     errs = df.filter(pl.col("error_class").is_not_null())
@@ -156,11 +166,11 @@ _HARNESS_COLS = [
     ("source", "harness"),
     ("n", "n"),
     ("failed", "failed"),
-    ("mean_reward", "mean reward"),
-    ("min_reward", "min"),
-    ("max_reward", "max"),
-    ("mean_turns", "turns"),
-    ("mean_tool_calls", "tool calls"),
+    ("mean_reward_exact", "mean reward"),
+    ("min_reward_exact", "min"),
+    ("max_reward_exact", "max"),
+    ("mean_turns_exact", "turns"),
+    ("mean_tool_calls_exact", "tool calls"),
     ("tool_errors", "tool errors"),
     ("input_tokens", "input tokens"),
     ("output_tokens", "output tokens"),
@@ -178,18 +188,21 @@ def format_harness(df: pl.DataFrame, markdown: bool = False) -> str:
     if df.height == 0:
         return "no episodes"
     table = harness.summarise(df)
-    shown = table.with_columns(pl.col(c).map_elements(_exact, _S) for c in ("mean_reward", "min_reward",
-                               "max_reward", "mean_turns", "mean_tool_calls"))  # fmt: skip
+    # As text under names of their own: the table's formats (3 places, "no grades") are evalkit's wording.
+    shown = table.with_columns(pl.col(c).map_elements(_exact, _S).alias(f"{c}_exact") for c in ("mean_reward",
+                               "min_reward", "max_reward", "mean_turns", "mean_tool_calls"))  # fmt: skip
     parts = ["As each harness summarises its own runs (evalkit's own runs: evalkit's rule)",
              _table(shown, _HARNESS_COLS, markdown)]  # fmt: skip
     if (table["source"].is_in(list(GRADED_ELSEWHERE)) & (table["n"] == 0)).any():
         parts += ["", "n 0: the harness grades in a separate step and no grades were given (--grades)"]
     tiers = harness.tiers(df)
     if tiers.height:
-        tiers = tiers.with_columns(pl.format("[{}, {}]", "ci_low", "ci_high").alias("ci"),
-                                   pl.col("mean_reward").map_elements(_exact, _S))  # fmt: skip
+        tiers = tiers.with_columns(
+            pl.format("[{}, {}]", "ci_low", "ci_high").alias("ci"),
+            pl.col("mean_reward").map_elements(_exact, _S).alias("mean_exact"),
+        )
         cols = [("model", "model"), ("surface", "surface"), ("mode", "mode"), ("tier", "tier"), ("n", "n"),
-                ("mean_reward", "mean reward"), ("ci", "95% CI (the seed's bootstrap)")]  # fmt: skip
+                ("mean_exact", "mean reward"), ("ci", "95% CI (the seed's bootstrap)")]  # fmt: skip
         parts += ["", "Per tier, as the design-canvas harness gives it", _table(tiers, cols, markdown)]
     return "\n".join(parts)
 
@@ -199,15 +212,9 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
     if result.height == 0:
         return "nothing to compare"
     r = result.with_columns(
-        pl.when(pl.col("ci_low").is_not_null())
-        .then(pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)))
-        .otherwise(pl.lit("-"))
-        .alias("ci"),
+        ci_column(result, "ci_low", "ci_high", "diff").str.replace("–", "-").alias("ci"),
         pl.format("{}/{}/{}", "wins", "ties", "losses").alias("wtl"),
-        pl.when(pl.col("p_value") < 0.001)
-        .then(pl.lit("<0.001"))
-        .otherwise(pl.col("p_value").round(3).cast(_S))
-        .alias("p"),
+        p_column(result, "p_value").str.replace("–", "-").str.replace(" ", "").alias("p"),
     )
     by = result["by"][0] or "group"
     cols = [
@@ -226,8 +233,10 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         ("mde", "MDE (80%)"),
     ]
     note = (
-        "Paired by task and repeat; per task, the mean of the paired differences; bootstrap over tasks "
-        "(repeats travel with their task); unscored episodes left out."
+        "Paired by task and repeat; per task, the mean of the paired differences; CI from a bootstrap over "
+        f"tasks (repeats travel with their task), none below {MIN_TASKS} tasks; p from a sign-flip "
+        "permutation test over the tasks' differences; MDE: the smallest difference these tasks would "
+        "detect (80% power, α = 0.05); unscored episodes left out."
     )
     return _table(r, cols, markdown) + "\n" + note
 

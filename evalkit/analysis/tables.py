@@ -1,5 +1,12 @@
-"""HTML tables of Polars frames for notebooks and reports: readable headings, formatted numbers, escaped text,
-a style that fits a 1280 px page. No evalkit import: statistics and reports both show their frames here."""
+"""How a number is shown, wherever it is shown: one rule for a confidence interval, a p-value, a minimum
+detectable effect and a reward no one gave (as text, and as Polars expressions for text tables), and HTML
+tables of Polars frames for notebooks and reports (readable headings, escaped text, a style that fits a
+1280 px page). No evalkit import: statistics, summaries, reports, the viewer and the bundle all say their
+numbers here, so a run reads the same in each.
+
+The rule: a CI that `evalkit.analysis.stats` left out beside a mean it gave is "too few tasks" (its
+MIN_TASKS), never an interval of zero width; a p-value is "< 0.001" only when it is; an MDE left out is
+"too few tasks"; a model with no scored episode and some never graded reads "no grades", not 0."""
 
 from __future__ import annotations
 
@@ -50,9 +57,15 @@ def _num(v: Any, spec: str = ".3f") -> str:
     return esc(v)
 
 
+_MEAN_OF = {"ci": ("diff", "mean_reward"), "ci0": ("mean_reward_unscored_as_0",)}
+"""The mean a CI column is the interval of: a CI left out beside a mean is "too few tasks"."""
+
+
 def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
     """A real HTML table of a Polars frame: (column, heading, format) per column, format one of `text`, a
-    float spec (`.3f`), `int`, `usd`, `signed`, `ci` (the pair ci_low/ci_high). Text is escaped."""
+    float spec (`.3f`), `int`, `usd`, `signed`, `ci` (the pair ci_low/ci_high, or `<col>_low/_high`), `p`,
+    `mde` (beside `n_tasks`), `reward` (a mean beside `scored` and `no_reward`: "no grades"). Text is
+    escaped."""
     head = "".join(
         f'<th class="t">{esc(h)}</th>' if f == "text" else f"<th>{esc(h)}</th>" for _, h, f in columns
     )
@@ -67,10 +80,14 @@ def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
                     r.get("ci_low" if col == "ci" else col + "_low"),
                     r.get("ci_high" if col == "ci" else col + "_high"),
                 )
-                cells.append(f"<td>[{_num(lo)}, {_num(hi)}]</td>" if lo is not None else "<td>–</td>")
+                mean = next((r[m] for m in _MEAN_OF.get(col, ()) if m in r), 0.0)
+                cells.append(f"<td>{esc(ci_text(lo, hi, mean, signed='diff' in r))}</td>")
             elif fmt == "p":
-                p = r.get(col)
-                cells.append(f"<td>{'&lt;0.001' if p is not None and p < 0.001 else _num(p)}</td>")
+                cells.append(f"<td>{esc(p_text(r.get(col)))}</td>")
+            elif fmt == "mde":
+                cells.append(f"<td>{esc(mde_text(r.get(col), r.get('n_tasks')))}</td>")
+            elif fmt == "reward":
+                cells.append(f"<td>{esc(reward_text(r.get(col), r.get('scored'), r.get('no_reward')))}</td>")
             else:
                 cells.append(f"<td>{_num(r.get(col), fmt if fmt != 'int' else '')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -82,6 +99,62 @@ COMPARE_TABLE = [
     ("n_dropped", "dropped", "int"), ("n_unpaired", "unpaired", "int"), ("mean_a", "mean A", ".3f"),
     ("mean_b", "mean B", ".3f"), ("diff", "A − B", "signed"), ("ci", "95% CI", "ci"), ("p_value", "p", "p"),
     ("wins", "A better", "int"), ("ties", "ties", "int"), ("losses", "B better", "int"),
-    ("mde", "MDE (80%)", ".3f"),
+    ("mde", "MDE (80%)", "mde"),
 ]  # fmt: skip
 """The columns of a `compare` frame as a report shows them."""
+
+
+TOO_FEW = "too few tasks"
+NO_GRADES = "no grades"
+
+
+def ci_text(lo: float | None, hi: float | None, mean: float | None = 0.0, signed: bool = False) -> str:
+    """`[0.412, 0.588]`; "too few tasks" where the statistics gave a mean but no interval; "–" where there is
+    no mean either."""
+    if lo is None or hi is None:
+        return TOO_FEW if mean is not None else "–"
+    f = "+.3f" if signed else ".3f"
+    return f"[{lo:{f}}, {hi:{f}}]"
+
+
+def p_text(p: float | None) -> str:
+    """`0.031`, or "< 0.001" only when p is below it; "–" for none. Exact small-sample p-values (1, 0.5,
+    0.0625, …) are shown as they are: with three decimals they are never rounded to zero."""
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_phrase(p: float | None) -> str:
+    """`p_text` in a sentence: "p = 0.031", "p < 0.001"."""
+    t = p_text(p)
+    return f"p {t}" if t.startswith("<") else f"p = {t}"
+
+
+def mde_text(mde: float | None, n_tasks: int | None = None) -> str:
+    """The smallest difference this many tasks would detect (80% power, α = 0.05), or "too few tasks"."""
+    if mde is None:
+        return TOO_FEW if n_tasks else "–"
+    return f"{mde:.3f}"
+
+
+def reward_text(mean: float | None, scored: int | None = None, no_reward: int | None = None) -> str:
+    """A mean reward, or "no grades" for a model none of whose episodes was graded (rather than 0.000)."""
+    if mean is None:
+        return NO_GRADES if not scored and no_reward else "–"
+    return f"{mean:.3f}"
+
+
+def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any:
+    """`ci_text` of every row of a Polars frame, as a string Series (for text tables)."""
+    import polars as pl
+
+    rows = zip(df[lo].to_list(), df[hi].to_list(), df[mean].to_list(), strict=True)
+    return pl.Series([ci_text(a, b, m, signed) for a, b, m in rows], dtype=pl.String)
+
+
+def p_column(df: Any, col: str) -> Any:
+    """`p_text` of every row of a Polars frame, as a string Series."""
+    import polars as pl
+
+    return pl.Series([p_text(p) for p in df[col].to_list()], dtype=pl.String)

@@ -217,3 +217,15 @@ def _row(d: dict, offset: int | None) -> tuple:
 
 def frame(rows: list[tuple], columns: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=pl.Schema(columns), orient="row")
+
+
+def eager(df: Any, what: str = "this") -> pl.DataFrame:
+    """A Polars frame to work on: a LazyFrame is collected; a pandas frame (or anything else) is refused in
+    one line that says how to convert it, rather than failing later on a missing Polars method."""
+    if isinstance(df, pl.DataFrame):
+        return df
+    if isinstance(df, pl.LazyFrame):
+        return df.collect()
+    kind = f"{type(df).__module__.split('.')[0]}.{type(df).__name__}"
+    hint = " (convert it with pl.from_pandas(df))" if kind.startswith("pandas.") else ""
+    raise TypeError(f"{what} takes a Polars DataFrame or LazyFrame (from load_runs), not a {kind}{hint}")

@@ -26,6 +26,7 @@ from evalkit.records.columns import (
     EPISODE_COLUMNS,
     EPISODE_SCHEMA,
     TURN_COLUMNS,
+    eager,
     frame,
     integer,
     number,
@@ -46,7 +47,11 @@ def load_runs(
     runs hold no reward for; a bad grades file raises ConfigError before anything is read, and grades that
     matched nothing are named in a warning. `cache`: True reads and writes each run's cached index, "read"
     only reads a current one, False neither. Malformed records (`evalkit.wellformed`) are left out, with one
-    warning per run (`malformed` lists them)."""
+    warning per run (`malformed` lists them). A frame from an earlier `load_runs`, eager or lazy, comes back
+    as it is (collected)."""
+    if not isinstance(paths, str | os.PathLike | list | tuple):
+        if isinstance(paths, pl.DataFrame | pl.LazyFrame) or "pandas" in type(paths).__module__:
+            return eager(paths, "load_runs")
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
@@ -109,6 +114,8 @@ def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
 
 def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
     """(run, episode dict) for runs, or for exactly the episodes of a frame from `load_runs`."""
+    if isinstance(paths_or_df, pl.LazyFrame) or "pandas" in type(paths_or_df).__module__:
+        paths_or_df = eager(paths_or_df, "turns and calls")
     if isinstance(paths_or_df, pl.DataFrame):
         for (run,), sub in paths_or_df.group_by("run", maintain_order=True):
             keys = set(sub["key"].drop_nulls().to_list())

@@ -10,6 +10,7 @@ import polars as pl
 
 from evalkit import analysis
 from evalkit.analysis.stats import PAIR_KEYS
+from evalkit.analysis.tables import ci_column, ci_text, mde_text, p_column, p_phrase
 from evalkit.view.text import CELL_LIMIT, NONE_LABEL, clip, clip_columns
 
 
@@ -169,23 +170,37 @@ def ab_difference(df: pl.DataFrame, a: str, b: str, tier: str | None = None) -> 
 
 
 def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
-    """A paired comparison row (`analysis.compare`) as one line: difference, CI, p, wins / ties / losses."""
+    """A paired comparison row (`analysis.compare`) as one line: difference, CI, p, the smallest detectable
+    difference, wins / ties / losses; "no conclusion" first when there are too few tasks for a CI."""
     where = "all tiers" if tier is None else f"tier {clip(tier, 60)}"
     n = r.get("n_tasks") or 0
     if not n:
         return f"No task with a scored episode on both sides in {where}: no paired difference."
-    ci = "no CI" if r.get("ci_low") is None else f"95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-    p = r.get("p_value")
-    p = "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
-    return (
-        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · p {p} · wins / ties / losses "
-        f"{r['wins']} / {r['ties']} / {r['losses']} over {n} task{'s' if n != 1 else ''}"
+    tasks = f"{n} task{'s' if n != 1 else ''}"
+    few = r.get("ci_low") is None
+    ci = "no CI" if few else "95% CI " + ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
+    line = (
+        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · {p_phrase(r.get('p_value'))} · smallest detectable "
+        f"{mde_text(r.get('mde'), n)} · wins / ties / losses {r['wins']} / {r['ties']} / {r['losses']} "
+        f"over {tasks}"
     )
+    return f"No conclusion: only {tasks}. {line}" if few else line
+
+
+def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A paired comparison row of A against B as the row of B against A (the same tasks, resamples and p)."""
+    out = dict(r)
+    for x, y in (("a", "b"), ("mean_a", "mean_b"), ("wins", "losses"), ("n_unscored_a", "n_unscored_b")):
+        if x in r or y in r:
+            out[x], out[y] = r.get(y), r.get(x)
+    neg = {k: None if r.get(k) is None else -r[k] for k in ("diff", "ci_low", "ci_high")}
+    return out | neg | {"ci_low": neg["ci_high"], "ci_high": neg["ci_low"]}
 
 
 COMPARE_NAMES = {
     "a": "A", "b": "B", "group": "tier", "n_tasks": "tasks", "mean_a": "mean A", "mean_b": "mean B",
-    "diff": "A − B", "ci": "95% CI", "p": "p", "wtl": "wins / ties / losses", "n_dropped": "tasks left out",
+    "diff": "A − B", "ci": "95% CI", "p": "p", "mde": "smallest detectable", "wtl": "wins / ties / losses",
+    "n_dropped": "tasks left out",
 }  # fmt: skip
 
 
@@ -199,15 +214,10 @@ def paired_table(df: pl.DataFrame, ref: str, by: str = "tier") -> pl.DataFrame:
     rows = pl.concat([analysis.compare(d, o, ref, by=by) for o in others], how="vertical")
     rows = rows.filter((pl.col("n_tasks") > 0) | (pl.col("group") == "all"))
     shown = rows.with_columns(
-        pl.when(pl.col("ci_low").is_not_null())
-        .then(pl.format("[{}, {}]", pl.col("ci_low").round(3), pl.col("ci_high").round(3)))
-        .otherwise(pl.lit("—"))
-        .alias("ci"),
+        ci_column(rows, "ci_low", "ci_high", "diff", signed=True).alias("ci"),
         pl.format("{} / {} / {}", "wins", "ties", "losses").alias("wtl"),
-        pl.when(pl.col("p_value") < 0.001)
-        .then(pl.lit("< 0.001"))
-        .otherwise(pl.col("p_value").round(3).cast(pl.String))
-        .alias("p"),
+        p_column(rows, "p_value").alias("p"),
+        pl.Series([mde_text(m, n) for m, n in zip(rows["mde"], rows["n_tasks"], strict=True)]).alias("mde"),
     )
     return shown.select(list(COMPARE_NAMES)).rename(COMPARE_NAMES)
 

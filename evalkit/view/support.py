@@ -21,7 +21,8 @@ from typing import Any
 import polars as pl
 
 from evalkit import analysis
-from evalkit.analysis.stats import PAIR_KEYS
+from evalkit.analysis.stats import MIN_TASKS, PAIR_KEYS
+from evalkit.analysis.tables import ci_column, reward_text
 from evalkit.errors import TraceError
 from evalkit.records import traces
 from evalkit.types import EpisodeRecord, TurnRecord
@@ -35,6 +36,7 @@ from evalkit.view.pairs import (
     ab_tasks,
     best_opponent,
     difference_line,
+    flipped,
     matching_episode,
     pair_columns,
     pair_id,
@@ -372,15 +374,15 @@ def safe_image(run: str | Path, rel: Any) -> Path | None:
 
 
 __all__ = [
-    "APP_PATH", "CELL_LIMIT", "COMPARE_NAMES", "DISPLAY_COLUMNS", "DeepLink",
-    "FILTER_COLUMNS", "Filters", "LABEL_COLUMNS", "NONE_LABEL", "PAIR_KEYS", "PAIR_SEP", "Step",
-    "TABLE_COLUMNS", "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table",
-    "ab_tasks", "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent",
-    "call_line", "clip", "clip_columns", "concat_tables", "difference_line",
-    "discover_runs", "episode_table", "field_rows", "filmstrip", "fingerprint", "imported_records",
-    "is_ownloop", "make_link", "matching_episode", "md_escape", "open_record", "options", "page_of",
-    "pair_columns", "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link", "pruned_note",
-    "ranked_sides", "resolve_run", "run_labels", "running_app", "safe_image", "search", "short_id",
-    "side_label", "side_rows", "sides", "sort_table", "steps_of", "text_index", "thumbnail",
-    "text_search", "varying_columns", "with_labels",
+    "APP_PATH", "CELL_LIMIT", "COMPARE_NAMES", "DISPLAY_COLUMNS", "DeepLink", "FILTER_COLUMNS", "Filters",
+    "LABEL_COLUMNS", "MIN_TASKS", "NONE_LABEL", "PAIR_KEYS", "PAIR_SEP", "Step", "TABLE_COLUMNS",
+    "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table", "ab_tasks",
+    "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent", "call_line",
+    "ci_column", "clip", "clip_columns", "concat_tables", "difference_line", "discover_runs",
+    "episode_table", "field_rows", "filmstrip", "fingerprint", "flipped", "imported_records", "is_ownloop",
+    "make_link", "matching_episode", "md_escape", "open_record", "options", "page_of", "pair_columns",
+    "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link", "pruned_note", "ranked_sides",
+    "resolve_run", "reward_text", "run_labels", "running_app", "safe_image", "search", "short_id",
+    "side_label", "side_rows", "sides", "sort_table", "steps_of", "text_index", "text_search", "thumbnail",
+    "varying_columns", "with_labels",
 ]  # fmt: skip

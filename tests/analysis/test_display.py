@@ -72,7 +72,7 @@ def test_run_view(run):
     view = display.RunView(run)
     assert len(view) == 6
     html = view._repr_html_()
-    assert "mean_reward" in html and "baseline:tracer" in html
+    assert "reward (scored)" in html and "baseline:tracer" in html and "too few tasks" in html
     assert "data:image" in display.record_html(view.episode(0))
     assert display.run_html(run, max_episodes=2).count('class="strip"') == 2
     assert A.load_runs(run).height == 6

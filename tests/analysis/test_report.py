@@ -115,10 +115,19 @@ def test_the_default_pair_is_the_best_model_against_the_runner_up(tmp_path):
 
 
 def test_compare_shows_itself_in_a_notebook(tmp_path):
-    run = make_run(tmp_path / "run", models={"m-good": 0.8, "<i>m-bad</i>": 0.2}, n_tasks=6, frames=False)
+    run = make_run(tmp_path / "run", models={"m-good": 0.8, "<i>m-bad</i>": 0.2}, n_tasks=9, frames=False)
     cmp = A.compare(A.load_runs([run]), "m-good", "<i>m-bad</i>", n_boot=200)
     page = cmp._repr_html_()
     assert page.startswith("<div") and "<b>m-good</b> − <b>&lt;i&gt;m-bad&lt;/i&gt;</b> = <b>+0." in page
-    assert "95% CI [+0." in page and "A better on <b>5</b>" in page and "<th>A − B</th>" in page
+    assert "95% CI [+0." in page and "A better on <b>8</b>" in page and "<th>A − B</th>" in page
+    assert "p = 0.008" in page and "smallest detectable difference 0." in page  # exact: 2/2^8
+    line, table = page.split("<table")
+    assert "No conclusion" not in line and "too few tasks" in table  # 3 tasks a tier; 8 in all
+    # One episode unscored leaves 5 paired tasks: the exact p can be no lower than 2/2^5, and no CI is shown.
+    few = make_run(tmp_path / "few", n_tasks=6, frames=False)
+    few = A.compare(A.load_runs([few]), "baseline:tracer", "baseline:random", n_boot=200)
+    page = few._repr_html_()
+    assert "<b>No conclusion: only 5 task(s).</b>" in page and "p = 0.062" in page
+    assert "95% CI" not in page.split("<table")[0] and page.count("too few tasks") >= 2  # CI and MDE cells
     assert A.format_compare(cmp).startswith("A ")  # still a frame for everything else
     assert "shape:" in cmp.select("a", "diff")._repr_html_() or "<table" in cmp.select("a")._repr_html_()

@@ -85,10 +85,13 @@ def test_the_paired_differences_are_the_analysis_ones(bundled, synth_run):
     df = analysis.load_runs([str(synth_run)])
     want = analysis.compare(df, TRACER, RANDOM).filter(pl.col("group") == "all").row(0, named=True)
     p = got[(f"{TRACER} · synth", f"{RANDOM} · synth", None)]
-    assert p["diff"] == pytest.approx(want["diff"]) and (p["ci_low"], p["ci_high"]) == pytest.approx(
-        (want["ci_low"], want["ci_high"])
-    )
+    assert p["diff"] == pytest.approx(want["diff"]) and (p["ci_low"], p["ci_high"]) == (None, None)
+    assert (p["p_value"], p["mde"]) == (want["p_value"], None) == (0.25, None)
     assert (p["wins"], p["ties"], p["losses"], p["n_tasks"]) == (3, 0, 0, 3)
+    assert (
+        p["line"].startswith("No conclusion: only 3 tasks. A − B = +0.583")
+        and "A − B = -0.583" in p["line_ba"]
+    )
 
 
 def test_nothing_refers_outside_the_folder(bundled):
@@ -175,7 +178,8 @@ def test_the_bundle_from_file_with_the_network_blocked(browser, bundled):
     assert page.locator(".msg.now").count() >= 1
     page.get_by_text("Compare with another model on this task").click()
     page.locator("#difference").wait_for(timeout=15_000)
-    assert page.locator("#difference").inner_text().startswith("A − B = +0.583 (all tiers) · 95% CI [")
+    said = page.locator("#difference").inner_text()  # the viewer's own line (3 tasks: no CI)
+    assert said.startswith("No conclusion: only 3 tasks. A − B = +0.583 (all tiers) · no CI · p = 0.250")
     page.get_by_text("Step 0 of 3").wait_for()
     assert all(u.startswith("file://") for u in requests) and len(requests) > 5
     assert errors == []

@@ -110,10 +110,11 @@ def _pairs(df: pl.DataFrame) -> list[dict]:
             for tier in tiers:
                 r = vs.ab_difference(df, a, b, tier)
                 if r.get("n_tasks"):
-                    keep = ("n_tasks", "n_dropped", "diff", "ci_low", "ci_high", "p_value", "wins", "ties")
-                    out.append(
-                        {"a": a, "b": b, "tier": tier, "losses": r["losses"]} | {k: r[k] for k in keep}
-                    )
+                    # The lines are the viewer's, so both say the same; JavaScript only picks one.
+                    line, line_ba = vs.difference_line(r, tier), vs.difference_line(vs.flipped(r), tier)
+                    keep = ("n_tasks", "n_dropped", "diff", "ci_low", "ci_high", "p_value", "mde", "wins")
+                    row = {"a": a, "b": b, "tier": tier, "ties": r["ties"], "losses": r["losses"]}
+                    out.append(row | {k: r[k] for k in keep} | {"line": line, "line_ba": line_ba})
     return out
 
 

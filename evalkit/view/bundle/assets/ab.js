@@ -57,13 +57,8 @@
     let r = (state.index.pairs || []).find((p) => p.a === a && p.b === b && p.tier === t);
     const flip = !r && (r = (state.index.pairs || []).find((p) => p.a === b && p.b === a && p.tier === t));
     if (!r) return el("p", { class: "headline" }, "No paired difference: no task with a scored episode on both sides" + (t ? " in this tier." : "."));
-    const s = flip ? -1 : 1;
-    const lo = flip ? -r.ci_high : r.ci_low, hi = flip ? -r.ci_low : r.ci_high;
-    const p = r.p_value === null ? "—" : r.p_value < 0.001 ? "< 0.001" : r.p_value.toFixed(3);
-    const [w, l] = flip ? [r.losses, r.wins] : [r.wins, r.losses];
-    return el("p", { class: "headline", id: "difference" }, "A − B = " + signed(s * r.diff, 3) + " (" + (t ? "tier " + t : ALL) +
-      ") · " + (lo === null ? "no CI" : "95% CI [" + signed(lo, 3) + ", " + signed(hi, 3) + "]") + " · p " + p +
-      " · wins / ties / losses " + w + " / " + r.ties + " / " + l + " over " + r.n_tasks + " task" + (r.n_tasks === 1 ? "" : "s"));
+    // The line is the viewer's own, written by Python for each direction: one wording, one set of numbers.
+    return el("p", { class: "headline", id: "difference" }, flip ? r.line_ba : r.line);
   }
 
   function select(label, options, value, onchange) {
