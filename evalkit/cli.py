@@ -222,7 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("runs", nargs="+")
     s.add_argument("--grades", help="JSON or CSV of task_id → reward, merged into episodes without a reward")
     s.add_argument(
-        "--out", help="write summary.json / summary.md here (default: the run; beside a foreign run)"
+        "--out",
+        help="write summary.json / summary.md here (default: the run; for a run another harness wrote, "
+        "evalkit's cache, $XDG_CACHE_HOME/evalkit)",
+    )
+    s.add_argument(
+        "--as-harness",
+        action="store_true",
+        help="print each imported run's numbers as its own harness summarises them",
     )
 
     c = sub.add_parser("compare", help="paired comparison of two models (or runs) on the same tasks")
@@ -448,19 +455,22 @@ def cmd_summarise(a: argparse.Namespace) -> int:
     if a.grades:
         grades.read(a.grades)  # a bad grades file is one line, before anything is read or written
     for run in runs:
+        native = Path(run).is_dir() and traces.is_native(run)
         if a.out is None:
             where = analysis.summary_dir(run)
+            if not native:
+                validate.writable_dir("evalkit's cache (where a foreign run's summary goes; or give --out)",
+                                      where)  # fmt: skip
         else:
             where = Path(a.out) / Path(run).name if len(runs) > 1 else Path(a.out)
         analysis.write_summary(run, where, a.grades)
-        native = Path(run).is_dir() and traces.is_native(run)
         note = "" if native else " (a run another harness wrote is only read)"
         print(f"{run}: summary.json and summary.md written to {where}{note}", file=sys.stderr)
     df = analysis.load_runs(runs)
     if a.grades:
         df, merged = grades.apply(df, a.grades)
         print(merged.line(), file=sys.stderr)
-    print(analysis.format_summary(df))
+    print(analysis.format_harness(df) if a.as_harness else analysis.format_summary(df))
     return 0
 
 

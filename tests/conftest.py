@@ -5,15 +5,29 @@ wire, and runs written as the original harnesses write them."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 
 def pytest_configure(config):
+    # evalkit's per-user cache (where what it derives from foreign runs goes) is a folder of this session's
+    # own, set before any test or child process starts: tests never write into the real user cache.
+    config._evalkit_cache = tempfile.mkdtemp(prefix="evalkit-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = config._evalkit_cache
     # Tests import the embedded envs' modules directly too: OpenEnv's server package is imported once here
     # the way `evalkit.envs.server` imports it, without the Gradio interface no test uses (seconds of CPU).
     from evalkit.envs.server import import_openenv_server
 
     import_openenv_server()
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "_evalkit_cache", None)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):

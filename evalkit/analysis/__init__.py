@@ -30,7 +30,8 @@ _NAMES = {
     ),
     "index_path": "evalkit.records.index_cache",
     **dict.fromkeys(
-        ["format_compare", "format_summary", "summary_dir", "write_summary"], "evalkit.analysis.summary"
+        ["format_compare", "format_harness", "format_summary", "summary_dir", "write_summary"],
+        "evalkit.analysis.summary",
     ),
 }  # fmt: skip
 

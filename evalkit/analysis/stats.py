@@ -57,7 +57,10 @@ def _aggs() -> list[pl.Expr]:
         failed.sum().cast(_I).alias("unscored"),
         (~scored & ~failed).sum().cast(_I).alias("no_reward"),
         r.filter(scored).mean().alias("mean_reward"),
-        pl.when(scored).then(r).when(failed).then(0.0).mean().alias("mean_reward_unscored_as_0"),
+        # No scored episode, no grades: "unscored as zero" would read as a model that scored 0.
+        pl.when(scored.any())
+        .then(pl.when(scored).then(r).when(failed).then(0.0).mean())
+        .alias("mean_reward_unscored_as_0"),
         r.filter(scored).min().alias("min_reward"),
         r.filter(scored).max().alias("max_reward"),
         pl.col("n_turns").mean().alias("mean_turns"),
@@ -74,15 +77,23 @@ def _aggs() -> list[pl.Expr]:
     ]
 
 
-def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP) -> pl.DataFrame:
+def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP, as_harness: bool = False) -> pl.DataFrame:
     """Per model × env × surface × mode: counts, reward (scored mean, and with unscored counted as zero),
     turns, tool calls and errors, tokens, reasoning per turn, cost.
 
     `n` = `scored` + `unscored` + `no_reward`: `unscored` are infrastructure errors (`error_class` set, no
     reward); `no_reward` are episodes that ended without error and without a reward (an env that gives
     none). `mean_reward` is over scored episodes; `mean_reward_unscored_as_0` also counts the unscored as
-    zero. No-reward episodes are in neither mean: there is no score to take, and no failure to charge."""
+    zero. No-reward episodes are in neither mean: there is no score to take, and no failure to charge. A
+    group with no scored episode (an ungraded run) has both means null: no grades, not a zero.
+
+    `as_harness`: instead, each imported run's numbers as its own harness summarised them
+    (`evalkit.analysis.harness`)."""
     df = eager(df, "summarise")
+    if as_harness:
+        from evalkit.analysis import harness
+
+        return harness.summarise(df, by)
     by = list(by)
     return df.group_by(by, maintain_order=True).agg(_aggs()).sort(by, nulls_last=True)
 
@@ -246,6 +257,9 @@ def by_tier(
         orient="row",
     )
     out = table.join(ci, on=keys, how="left", nulls_equal=True)
+    # A group with no scored episode has no mean to bound (its resamples are all 0 / n): no CI, not [0, 0].
+    none = pl.col("scored") == 0
+    out = out.with_columns(pl.when(~none).then(pl.col(c)).alias(c) for c in ci.columns[len(keys) :])
     cols = list(table.columns)
     i = cols.index("mean_reward") + 1
     cols[i:i] = ["ci_low", "ci_high"]

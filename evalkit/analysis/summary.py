@@ -1,6 +1,6 @@
-"""Summaries as text and files: the CLI's tables (`format_summary`, `format_compare`) and a run's
-`summary.json` / `summary.md` (`write_summary`), written into an evalkit run, and beside (never into) a run
-another harness wrote (`summary_dir`)."""
+"""Summaries as text and files: the CLI's tables (`format_summary`, `format_compare`, `format_harness`) and a
+run's `summary.json` / `summary.md` (`write_summary`), written into an evalkit run, and for a run another
+harness wrote to evalkit's cache, never into or beside it (`summary_dir`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from typing import Any
 
 import polars as pl
 
+from evalkit.analysis import harness
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
 from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
 from evalkit.records import grades as grades_
 from evalkit.records import traces
+from evalkit.records.importers import GRADED_ELSEWHERE
 from evalkit.records.loading import load_runs
 
 _S = pl.Utf8
@@ -150,6 +152,58 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
             "none; in neither mean): "
             + ", ".join(f"{r['model']} ×{r['len']}" for r in counts.iter_rows(named=True)),
         ]
+    differ = harness.differences(df)
+    if differ:
+        parts += ["", differ]
+    return "\n".join(parts)
+
+
+_HARNESS_COLS = [
+    ("model", "model"),
+    ("env", "env"),
+    ("surface", "surface"),
+    ("mode", "mode"),
+    ("source", "harness"),
+    ("n", "n"),
+    ("failed", "failed"),
+    ("mean_reward_exact", "mean reward"),
+    ("min_reward_exact", "min"),
+    ("max_reward_exact", "max"),
+    ("mean_turns_exact", "turns"),
+    ("mean_tool_calls_exact", "tool calls"),
+    ("tool_errors", "tool errors"),
+    ("input_tokens", "input tokens"),
+    ("output_tokens", "output tokens"),
+]
+
+
+def _exact(v: object) -> str:
+    """A harness's number as it gave it: every digit (repr), no rounding of ours on top of its own."""
+    return "-" if v is None else repr(v)
+
+
+def format_harness(df: pl.DataFrame, markdown: bool = False) -> str:
+    """`evalkit summarise --as-harness`: each imported run's numbers as its own harness summarised them
+    (`evalkit.analysis.harness`), every digit shown; the design-canvas seed's tier table after them."""
+    if df.height == 0:
+        return "no episodes"
+    table = harness.summarise(df)
+    # As text under names of their own: the table's formats (3 places, "no grades") are evalkit's wording.
+    shown = table.with_columns(pl.col(c).map_elements(_exact, _S).alias(f"{c}_exact") for c in ("mean_reward",
+                               "min_reward", "max_reward", "mean_turns", "mean_tool_calls"))  # fmt: skip
+    parts = ["As each harness summarises its own runs (evalkit's own runs: evalkit's rule)",
+             _table(shown, _HARNESS_COLS, markdown)]  # fmt: skip
+    if (table["source"].is_in(list(GRADED_ELSEWHERE)) & (table["n"] == 0)).any():
+        parts += ["", "n 0: the harness grades in a separate step and no grades were given (--grades)"]
+    tiers = harness.tiers(df)
+    if tiers.height:
+        tiers = tiers.with_columns(
+            pl.format("[{}, {}]", "ci_low", "ci_high").alias("ci"),
+            pl.col("mean_reward").map_elements(_exact, _S).alias("mean_exact"),
+        )
+        cols = [("model", "model"), ("surface", "surface"), ("mode", "mode"), ("tier", "tier"), ("n", "n"),
+                ("mean_exact", "mean reward"), ("ci", "95% CI (the seed's bootstrap)")]  # fmt: skip
+        parts += ["", "Per tier, as the design-canvas harness gives it", _table(tiers, cols, markdown)]
     return "\n".join(parts)
 
 
@@ -194,7 +248,7 @@ def _md_text(text: str) -> str:
 
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
-    which evalkit never writes into, `traces.derived_dir` (beside it)."""
+    which evalkit never writes into nor beside, `traces.derived_dir` (evalkit's per-user cache)."""
     run = Path(run_dir)
     return run if run.is_dir() and traces.is_native(run) else traces.derived_dir(run)
 
@@ -218,6 +272,7 @@ def write_summary(
         "n_unscored": int(df["error_class"].is_not_null().sum()),
         "n_no_reward": int((~df["scored"] & df["error_class"].is_null()).sum()),
         "grades": merged.line() if merged else None,
+        "harness_differences": harness.differences(df),
         "notes": "mean_reward is over scored episodes; mean_reward_unscored_as_0 counts unscored "
         "(infrastructure errors) as zero; episodes with no reward and no error are in neither mean "
         "(no_reward). CIs: 95% percentile bootstrap over tasks (repeats travel with their task), "
@@ -230,6 +285,8 @@ def write_summary(
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     if merged:
         md += _md_text(merged.line()) + ".\n\n"
+    if data["harness_differences"]:
+        md += _md_text(data["harness_differences"]) + ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
     md += "## Per tier (95% bootstrap CI over tasks)\n\n" + _table(_with_ci(tiers), _TIER_COLS, True) + "\n\n"
     md += data["notes"] + "\n"

@@ -11,6 +11,10 @@ string where a number belongs): a block it rejects is halved until the offending
 go the reference way too. Torn and corrupt lines therefore cost a few extra parses of a small block, never
 the load.
 
+A line that names a harness's own reward or error (`info.harness_reward`, `info.harness_error`, which only
+an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
+those two columns null.
+
 Not reproduced: objects with a key written twice (`json.loads` keeps the last, Polars the first) or keys
 spelled with escapes; `json.dumps` writes neither.
 """
@@ -62,6 +66,7 @@ _STR = r'"(?:[^"\\]|\\.)*"'
 # writes grade after scalars alone; a line that puts it after a nested value takes the reference path.
 _GRADE = r'^\{(?:[^{}\[\]"]|' + _STR + r')*?"grade"\s*:\s*(\{(?:[^{}\[\]"]|' + _STR + r")*\}|null)"
 _FRAME = r'"frame"\s*:\s*"[^"]'  # a "frame" key, at any depth, with a non-empty string
+_HARNESS = r'"harness_(?:reward|error)"'
 _SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 _PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _BLOCK = 8 << 20  # bytes per Polars call: a rejected block is re-parsed in halves, so keep it small
@@ -134,6 +139,7 @@ def _eligible(
             line.is_not_null().alias("utf8"),
             line.str.contains(_NOT_TEXT).fill_null(True).alias("not_text"),
             line.str.contains(line_pattern()).fill_null(True).alias("suspect"),
+            line.str.contains(_HARNESS).fill_null(True).alias("harness"),
             line.str.extract(_GRADE, 1).alias("grade"),
             line.str.contains(_FRAME).fill_null(False).alias("has_frame"),
             line.str.count_matches(_SURROGATE).fill_null(0).alias("sur"),
@@ -142,6 +148,7 @@ def _eligible(
         .collect()
     )
     ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy() & ~checks["suspect"].to_numpy()
+    ok &= ~checks["harness"].to_numpy()
     ok &= checks["sur"].to_numpy() == 2 * checks["pairs"].to_numpy()
     return ok, checks.select("grade", "has_frame")
 
@@ -272,6 +279,8 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
         pl.lit(g_text).alias("grade"),
         err_cls.alias("error_class"),
         pl.col("error").str.slice(0, 300),
+        pl.lit(None, _F).alias("harness_reward"),
+        pl.lit(None, _S).alias("harness_error"),
         pl.col("auto_submitted").fill_null(False),
         *[
             t.alias(f"{k}_tokens" if k in ("input", "output") else k)

@@ -46,6 +46,8 @@ EPISODE_COLUMNS: dict[str, Any] = {
     "end_reason": _S,
     "error_class": _S,
     "error": _S,  # first 300 characters
+    "harness_reward": _F,  # a foreign run's own reward for the episode, as its harness recorded it
+    "harness_error": _S,  # that harness's own error for it (first 300 characters); both null when native
     "auto_submitted": _B,
     "input_tokens": _I,
     "output_tokens": _I,
@@ -187,6 +189,8 @@ def _row(d: dict, offset: int | None) -> tuple:
         text(d.get("end_reason")),
         text(err_cls),
         None if err is None else wellformed.text(str(err)[:300]),
+        number(info.get("harness_reward")),
+        None if info.get("harness_error") is None else wellformed.text(str(info["harness_error"])[:300]),
         bool(d.get("auto_submitted")),
         inp,
         out,

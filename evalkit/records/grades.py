@@ -12,6 +12,10 @@ join the reward in the episode's `grade`. A grade goes to the ungraded episodes 
 infrastructure error): it never replaces a reward a run holds, nor scores an episode evalkit leaves unscored.
 It is matched by task id, and by `model` and `repeat` when the file has those columns; a grade that could
 belong to several episodes is refused before anything is merged.
+
+A run whose harness grades in a separate step (`importers.GRADED_ELSEWHERE`: own-loop GUI runs) also gets
+each grade as the `harness_reward` of the one episode it fits, unscored or not: that grader graded what the
+harness kept, so its own mean can be rebuilt (`summarise(..., as_harness=True)`).
 """
 
 from __future__ import annotations
@@ -19,16 +23,19 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from evalkit.errors import ConfigError
+from evalkit.records.importers import GRADED_ELSEWHERE
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
 _IDS = ("task_id", "model", "repeat")
+NAMED = 5
+"""Grade ids a line names before it says "and N more"."""
 
 
 @dataclass
@@ -42,12 +49,21 @@ class Merged:
     """Ungraded episodes the file has no grade for."""
     unused: int
     """Grades that matched no ungraded episode (a task not in the runs, or one already scored or unscored)."""
+    unmatched: list[str] = field(default_factory=list)
+    """The ids of those grades (task id, with model and repeat when the file has them), in file order; one
+    kept as the `harness_reward` of an episode evalkit leaves unscored says so."""
+    harness_only: int = 0
+    """Of those, grades kept only as the `harness_reward` of an episode evalkit leaves unscored."""
 
     def line(self) -> str:
-        return (
+        text = (
             f"grades from {self.path}: {self.graded} episode(s) graded, {self.left} left without a reward, "
             f"{self.unused} grade(s) matched no ungraded episode"
         )
+        if self.unmatched:
+            more = len(self.unmatched) - NAMED
+            text += ": " + ", ".join(self.unmatched[:NAMED]) + (f" and {more} more" if more > 0 else "")
+        return text
 
 
 def _reward(v: Any, where: str) -> float | None:
@@ -135,9 +151,24 @@ def read(path: str | Path) -> pl.DataFrame:
     return df.select(ids + ["reward", "grade"])
 
 
+def _id(row: dict) -> str:
+    extra = [f"model {row['model']}" if row.get("model") is not None else "",
+             f"repeat {row['repeat']}" if row.get("repeat") is not None else ""]  # fmt: skip
+    extra = [e for e in extra if e]
+    return str(row["task_id"]) + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _harness(rows: pl.DataFrame, grades: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+    """(_row, _h): the grade of each episode of a run graded elsewhere that holds no harness reward yet, for
+    the grades that fit exactly one such episode (one that fits several says nothing of which it is)."""
+    open_ = pl.col("source").is_in(list(GRADED_ELSEWHERE)) & pl.col("harness_reward").is_null()
+    hit = rows.filter(open_).select("_row", *on).join(grades.select(*on, "reward"), on=on, how="inner")
+    return hit.filter(pl.len().over(on) == 1).select("_row", pl.col("reward").alias("_h"))
+
+
 def merge(df: pl.DataFrame, grades: pl.DataFrame, path: str | Path = "grades") -> tuple[pl.DataFrame, Merged]:
     """`df` (episodes, as `load_runs` gives them) with `grades` (from `read`) merged into its ungraded
-    episodes, and what was merged."""
+    episodes, and into the harness rewards of runs graded elsewhere; and what was merged."""
     on = [c for c in _IDS if c in grades.columns]
     open_ = pl.col("reward").is_null() & pl.col("error_class").is_null()
     rows = df.with_row_index("_row")
@@ -152,16 +183,25 @@ def merge(df: pl.DataFrame, grades: pl.DataFrame, path: str | Path = "grades") -
             f"episodes ({', '.join(map(str, c['_models']))}); add a {need} column"
         )
     hit = ungraded.select("_row", *on).join(grades, on=on, how="inner")
+    own = _harness(rows, grades, on)
     new = rows.join(hit.select("_row", pl.col("reward").alias("_r"), pl.col("grade").alias("_g")),
                     on="_row", how="left", maintain_order="left")  # fmt: skip
+    new = new.join(own, on="_row", how="left", maintain_order="left")
     got = pl.col("_r").is_not_null()
     merged = new.with_columns(
         pl.when(got).then(pl.col("_r")).otherwise(pl.col("reward")).alias("reward"),
         pl.when(got).then(pl.col("_r")).otherwise(pl.col("grade_total")).alias("grade_total"),
         pl.when(got).then(pl.col("_g")).otherwise(pl.col("grade")).alias("grade"),
         (pl.col("scored") | got).alias("scored"),
+        pl.coalesce("harness_reward", "_h").alias("harness_reward"),
     ).select(df.columns)
-    report = Merged(str(path), hit.height, ungraded.height - hit.height, grades.height - hit.height)
+    unused = grades.join(hit.select(on).unique(), on=on, how="anti", nulls_equal=True)
+    kept = rows.join(own, on="_row").select(on).unique().with_columns(pl.lit(True).alias("_kept"))
+    unused = unused.join(kept, on=on, how="left", nulls_equal=True, maintain_order="left")
+    names = [_id(r) + (" (unscored here: kept as its harness_reward)" if r["_kept"] else "")
+             for r in unused.iter_rows(named=True)]  # fmt: skip
+    report = Merged(str(path), hit.height, ungraded.height - hit.height, unused.height, names,
+                    int(unused["_kept"].sum()))  # fmt: skip
     return merged, report
 
 

@@ -7,8 +7,8 @@ read-only run gets none. Traces are append-only, so a trace that grew since its 
 where that index stopped (`_extend`), not anew. Both keep each key's latest record by `traces.survivors`.
 
 A run another harness wrote is read through `evalkit.records.importers` and its index cached in
-`traces.derived_dir` (beside the run, never inside it), named by the run's signature and the importers'
-version.
+`traces.derived_dir` (the per-user cache: never inside the run nor beside it, which may be inside another
+harness's output root), named by the run's content signature and the importers' version.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from evalkit.records.columns import CACHED, INDEX_COLUMNS, episode_row, frame
 
 log = logging.getLogger(__name__)
 
-VERSION = 4
+VERSION = 5
 SCHEMA = pl.Schema(INDEX_COLUMNS)
 _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend`)
 _WINDOW = 4096  # bytes per window of the prefix checked before an index is extended

@@ -41,18 +41,23 @@ def load_runs(
     paths: str | Path | Iterable[str | Path], cache: bool | str = True, grades: str | Path | None = None
 ) -> pl.DataFrame:
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.records.importers`
-    reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record.
+    reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record. A
+    folder that is no run but holds runs (one per model, say) stands for each of them, said in one warning.
     `grades`, a JSON or CSV file of task_id → reward (see `evalkit.records.grades`), fills in the episodes the
-    runs hold no reward for; a bad grades file raises ConfigError before anything is read. `cache`: True reads
-    and writes each run's cached index, "read" only reads a current one, False neither. Malformed records
-    (`evalkit.wellformed`) are left out, with one warning per run (`malformed` lists them). A frame from
-    an earlier `load_runs`, eager or lazy, comes back as it is (collected)."""
+    runs hold no reward for; a bad grades file raises ConfigError before anything is read, and grades that
+    matched nothing are named in a warning. `cache`: True reads and writes each run's cached index, "read"
+    only reads a current one, False neither. Malformed records (`evalkit.wellformed`) are left out, with one
+    warning per run (`malformed` lists them). A frame from an earlier `load_runs`, eager or lazy, comes back
+    as it is (collected)."""
     if not isinstance(paths, str | os.PathLike | list | tuple):
         if isinstance(paths, pl.DataFrame | pl.LazyFrame) or "pandas" in type(paths).__module__:
             return eager(paths, "load_runs")
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
+    paths, notes = traces.expand_runs(paths)
+    for note in notes:
+        jsonl.warn_once(("folder of runs", note), note)
     frames = []
     for p in paths:
         run = Path(p)
@@ -71,7 +76,7 @@ def load_runs(
     )
     if table is not None:
         out, merged = grades_.merge(out, table, grades)
-        log.info("%s", merged.line())
+        log.log(logging.WARNING if merged.unused else logging.INFO, "%s", merged.line())
     return out
 
 
@@ -95,6 +100,7 @@ def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
     model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
+    paths = traces.expand_runs(paths)[0]
     cols = ["offset", "key", "model", "task_id", "problem"]
     frames = [
         index_cache.load(Path(p)).filter(pl.col("problem").is_not_null()).select(cols)
@@ -119,7 +125,7 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
         return
     if isinstance(paths_or_df, str | os.PathLike):
         paths_or_df = [paths_or_df]
-    for p in paths_or_df:
+    for p in traces.expand_runs(paths_or_df)[0]:
         for d in traces.iter_dicts(p):
             if not record_problems(d):  # as load_runs, malformed records are left out
                 yield os.fspath(p), d

@@ -301,25 +301,68 @@ def completed_keys(run_dir: str | Path) -> set[str]:
     }
 
 
+def cache_home() -> Path:
+    """evalkit's per-user cache: `$XDG_CACHE_HOME/evalkit` (an absolute path, as the XDG spec wants it), else
+    `~/.cache/evalkit`."""
+    xdg = os.environ.get("XDG_CACHE_HOME") or ""
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "evalkit"
+
+
 def derived_dir(run_dir: str | Path) -> Path:
     """Where evalkit keeps what it derives from a run (the cached index; for a foreign run, its summaries
-    too): `<run>/.evalkit` for a run evalkit wrote. A directory another harness wrote is never written into:
-    its derived files go beside it, to `<parent>/.evalkit/<name>`, or, when that cannot be written, to a
-    per-user cache (`$XDG_CACHE_HOME/evalkit/runs/`)."""
+    too): `<run>/.evalkit` for a run evalkit wrote. A run another harness wrote is never written into, nor is
+    anything around it (it may be one subfolder of that harness's output root): its derived files go to the
+    per-user cache (`cache_home()/runs/<name>-<hash of its resolved path>`), where the index is named by the
+    run's content signature (`trace_signature`), so a changed run is indexed afresh."""
     run = Path(run_dir)
     if run.is_dir() and is_native(run):
         return run / ".evalkit"
     run = run.resolve()
-    beside = run.parent / ".evalkit" / run.name
-    try:
-        beside.mkdir(parents=True, exist_ok=True)
-        if os.access(beside, os.W_OK):
-            return beside
-    except OSError:
-        pass
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     digest = hashlib.sha256(str(run).encode()).hexdigest()[:12]
-    return cache / "evalkit" / "runs" / f"{run.name}-{digest}"
+    return cache_home() / "runs" / f"{run.name}-{digest}"
+
+
+def is_run(path: str | Path) -> bool:
+    """True for a run evalkit wrote or a run (folder or file) one of `importers` reads."""
+    path = Path(path)
+    try:
+        if path.is_dir() and is_native(path):
+            return True
+        importers.detect(path)
+    except (TraceError, OSError):
+        return False
+    return True
+
+
+def runs_in(folder: str | Path) -> list[Path]:
+    """The runs directly inside a folder that is not a run itself (an output root holding one run per model,
+    e.g. `s001/uitars15-7b`, `s001/fara-7b`), in name order; [] for a run, a file, or a folder of none."""
+    folder = Path(folder)
+    if not folder.is_dir() or is_run(folder):
+        return []
+    try:
+        inside = sorted(folder.iterdir(), key=lambda p: p.name)
+    except OSError:
+        return []
+    return [p for p in inside if not p.name.startswith(".") and is_run(p)]
+
+
+def expand_runs(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[str]]:
+    """`paths` with each folder of runs (`runs_in`) replaced by the runs inside it, and one line per such
+    folder saying which runs it stands for. Paths keep the form they were given in (relative stays relative),
+    so that the `run` column names them as the user did."""
+    out: list[str | Path] = []
+    notes = []
+    for p in paths:
+        found = runs_in(p)
+        if not found:
+            out.append(p)
+            continue
+        out += [os.path.join(os.fspath(p), f.name) for f in found]
+        names = [f.name for f in found]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        notes.append(f"{p}: a folder of {len(found)} run(s), read as each of them: {shown}")
+    return out, notes
 
 
 def trace_signature(run_dir: str | Path) -> tuple[int, int]:

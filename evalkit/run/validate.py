@@ -143,24 +143,33 @@ def run_out(name: str, path: str | Path) -> Path:
 
 
 def runs(paths: list[str], command: str, episodes: bool = False) -> list[str]:
-    """Paths a command reads as runs: each must exist and be a run evalkit wrote or one it imports. With
-    `episodes`, each must also hold at least one readable episode (a report of nothing is no report)."""
+    """Paths a command reads as runs: each must exist and be a run evalkit wrote or one it imports, or a
+    folder of such runs, which stands for each of them (said in one line on stderr). With `episodes`, each
+    run must also hold at least one readable episode (a report of nothing is no report)."""
+    import sys
+
     from evalkit.errors import TraceError
     from evalkit.records import importers, traces
 
     for p in paths:
-        path = Path(p)
-        if not path.exists():
+        if not Path(p).exists():
             raise ConfigError(f"{command}: no such run directory: {p}")
+    found, notes = traces.expand_runs(paths)
+    paths = [str(p) for p in found]
+    for p in paths:
+        path = Path(p)
         if not (path.is_dir() and traces.is_native(path)):
             try:
                 importers.detect(path)
             except TraceError:
                 raise ConfigError(
-                    f"{command}: {p} is not a run (no evalkit trace.jsonl, nor a run evalkit can import)"
+                    f"{command}: {p} is not a run (no evalkit trace.jsonl, nor a run evalkit can import, nor "
+                    "a folder of such runs)"
                 ) from None
             except OSError as e:
                 raise ConfigError(f"{command}: cannot read {p}: {_why(e)}") from None
+    for note in notes:
+        print(f"evalkit: {note}", file=sys.stderr, flush=True)
     if episodes:
         from evalkit.records import index_cache
 

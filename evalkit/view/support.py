@@ -125,14 +125,15 @@ def discover_runs(
 ) -> list[Path]:
     """Run directories to offer: script arguments, else `EVALKIT_RUNS` (os.pathsep-separated), else the
     subfolders of `./runs/` that hold a trace. Explicit paths are kept even without a `trace.jsonl`, since
-    runs of other harnesses have their own layout."""
+    runs of other harnesses have their own layout; a folder that holds runs stands for each of them."""
     environ = os.environ if environ is None else environ
     named = [a for a in argv if a and not a.startswith("-")]
     if not named and environ.get("EVALKIT_RUNS"):
         named = [p for p in environ["EVALKIT_RUNS"].split(os.pathsep) if p.strip()]
     if named:
         out = [Path(cwd, p).resolve() for p in named]
-        return list(dict.fromkeys(p for p in out if p.exists()))
+        found = traces.expand_runs([p for p in out if p.exists()])[0]  # a folder of runs: each run in it
+        return list(dict.fromkeys(Path(p) for p in found))
     root = Path(cwd, "runs")
     if not root.is_dir():
         return []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import polars as pl
 import pytest
@@ -123,3 +124,39 @@ def test_an_empty_reward_leaves_the_episode_ungraded(run, tmp_path):
     assert (
         df["reward"].to_list()[:2] == [None, 0.5] and df.filter(pl.col("task_id") == "t1")["grade"][0] is None
     )
+
+
+def test_grades_that_matched_nothing_are_named(run, tmp_path, caplog):
+    """The CLI line and the warning of `load_runs(grades=...)` name the grades they could not use: a few, then
+    how many more."""
+    path = tmp_path / "g.csv"
+    path.write_text("task_id,reward\nt1,1\nt3,1\nt4,1\n" + "".join(f"gone-{k},0\n" for k in range(6)))
+    with caplog.at_level(logging.INFO, logger="evalkit"):
+        A.load_runs(run, grades=path)
+    (said,) = [r for r in caplog.records if "grades from" in r.getMessage()]
+    assert said.levelno == logging.WARNING
+    assert said.getMessage().endswith(
+        "1 episode(s) graded, 1 left without a reward, 8 grade(s) matched no ungraded episode: "
+        "t3, t4, gone-0, gone-1, gone-2 and 3 more"
+    )
+    path.write_text("task_id,model,repeat,reward\nt1,m,0,1\nt1,m,1,1\n")
+    _, merged = grades.apply(A.load_runs(run), path)
+    assert merged.line().endswith("1 grade(s) matched no ungraded episode: t1 (model m, repeat 1)")
+    path.write_text("task_id,reward\nt1,1\n")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="evalkit"):
+        A.load_runs(run, grades=path)
+    assert [r.levelno for r in caplog.records if "grades from" in r.getMessage()] == [logging.INFO]
+
+
+def test_a_run_graded_elsewhere_keeps_the_graders_reward_for_its_harness(seed_runs, tmp_path):
+    """An own-loop episode evalkit leaves unscored (the harness raised mid-episode) is still graded by the
+    seed's grader: its grade becomes the episode's harness_reward, never its reward."""
+    path = tmp_path / "g.csv"
+    path.write_text("task_id,reward\nu-finish,1\nu-harness,0.5\nu-crash,1\n")
+    df = A.load_runs(seed_runs["uitars"], grades=path)
+    got = {r["task_id"]: (r["reward"], r["harness_reward"]) for r in df.iter_rows(named=True)}
+    assert got["u-finish"] == (1.0, 1.0)
+    assert got["u-harness"] == (None, 0.5)  # unscored here; the grader's 0.5 kept for its own mean
+    assert got["u-crash"] == (None, 1.0)  # a grade the file gives is kept, whichever file the session is in
+    assert sum(v is not None for _, v in got.values()) == 3

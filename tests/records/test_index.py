@@ -94,6 +94,10 @@ def odd_lines() -> list[str]:
         d("lone-surrogate-free", end_reason="✓ done 🙂"),
         d("importer", info={"importer": "inspect", "other": [1, 2]}, provider_switches=[{"turn": 1}, {}]),
         d("empty-importer", info={"importer": ""}, error_class="", reward=0.4),
+        # a harness's own reward and error, which only imported records carry: the reference reads them
+        d("harness", info={"importer": "x", "harness_reward": 0.2, "harness_error": "APIError: overloaded"}),
+        d("harness-odd", info={"harness_reward": "0.5", "harness_error": 3}, reward=None, error_class="e"),
+        d("harness-elsewhere", final_doc={"harness_reward": 1}, reward=0.3),
         d("usage-null", usage=None, auto_submitted=None),
         d("usage-partial", usage={"output": 4}, auto_submitted=True),
         d("", reward=0.6),  # an empty key is no key, like a missing one: counted on its own
@@ -171,6 +175,10 @@ def test_fast_index_equals_reference(tmp_path, frames, every):
     assert "torn" not in df["key"].to_list() and "corrupt" not in df["key"].to_list()
     assert df.filter(pl.col("task_id") == "t2")["reward"].to_list() == [0.99]
     assert df.filter(pl.col("key") == "falsy-frames")["n_frames"].to_list() == [1]
+    own = df.filter(pl.col("key").str.starts_with("harness")).sort("key")
+    assert own.select("harness_reward", "harness_error").rows() == [
+        (0.2, "APIError: overloaded"), (None, None), (0.5, "3")
+    ]
 
 
 def test_blocks_rejected_by_polars_are_narrowed_to_their_lines(tmp_path, monkeypatch):

@@ -191,26 +191,24 @@ def test_the_viewer_search_and_resume_follow_the_same_rule(tmp_path):
     assert completed_keys(tmp_path) == {"a"}
 
 
-def test_derived_files_of_a_foreign_run_go_beside_it(tmp_path, monkeypatch):
-    from evalkit.records.traces import derived_dir
+def test_derived_files_of_a_foreign_run_go_to_the_user_cache(tmp_path, monkeypatch):
+    from evalkit.records.traces import cache_home, derived_dir
 
     TraceWriter(tmp_path / "native").append(_rec("a"))
     assert derived_dir(tmp_path / "native") == tmp_path / "native" / ".evalkit"
     foreign = tmp_path / "theirs" / "run1"
     foreign.mkdir(parents=True)
-    assert derived_dir(foreign) == tmp_path / "theirs" / ".evalkit" / "run1"
-    assert list(foreign.iterdir()) == []
-    # where that cannot be written (here: a file where the folder would go), a per-user cache
-    other = tmp_path / "blocked" / "run2"
-    other.mkdir(parents=True)
-    (tmp_path / "blocked" / ".evalkit").write_text("not a folder")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    got = derived_dir(other)
-    assert got.parent == tmp_path / "cache" / "evalkit" / "runs" and got.name.startswith("run2-")
-    twin = tmp_path / "blocked" / "more" / "run2"  # the same name elsewhere: its own cache folder
+    got = derived_dir(foreign)
+    assert got.parent == tmp_path / "cache" / "evalkit" / "runs" and got.name.startswith("run1-")
+    assert list((tmp_path / "theirs").iterdir()) == [foreign] and list(foreign.iterdir()) == []
+    twin = tmp_path / "more" / "run1"  # the same name elsewhere: its own cache folder
     twin.mkdir(parents=True)
-    (twin.parent / ".evalkit").write_text("")
-    assert derived_dir(other) == got and derived_dir(twin).parent == got.parent and derived_dir(twin) != got
+    assert derived_dir(twin).parent == got.parent and derived_dir(twin) != got
+    assert derived_dir(tmp_path / "theirs" / "." / "run1") == got  # keyed by the resolved path
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_home() == tmp_path / "home" / ".cache" / "evalkit"
 
 
 def test_a_record_converts_to_what_asdict_makes():

@@ -14,9 +14,10 @@ Shared rules. Every record gets a key built from the job as its harness tells jo
 collide and a record a resume appended later has the key of the one it replaces: `evalkit.records.traces`
 keeps the latest record per key, as the harnesses' own summaries do. An episode the infrastructure broke is
 unscored (reward null, `error_class` set) even where the harness scored it; a finished episode the files hold
-no reward for is "no reward" (reward null, no `error_class`), never 0. Where evalkit's number differs from the
-seed's, `info.seed_reward` holds the seed's and `info.unscored_because` says why. `info.importer` names the
-importer. Nothing is written into the directory read.
+no reward for is "no reward" (reward null, no `error_class`), never 0. Every record keeps the harness's own
+reward and error (`info.harness_reward`, `info.harness_error`: the `harness_reward` and `harness_error`
+columns of `load_runs`), and where evalkit leaves unscored what the harness scored, `info.unscored_because`
+says why. `info.importer` names the importer. Nothing is written into the directory read.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ from evalkit.errors import TraceError
 from evalkit.records.importers import canvas_rollout, ownloop, tool_planning
 from evalkit.records.jsonl import iter_lines, load_json
 
-VERSION = 3
+VERSION = 4
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
+
+GRADED_ELSEWHERE = frozenset({ownloop.NAME})
+"""Importers of runs whose files hold no reward because a separate step grades them: a grades file gives
+their harness's own reward (`evalkit.records.grades`)."""
 
 _READERS = {
     canvas_rollout.NAME: canvas_rollout.read,

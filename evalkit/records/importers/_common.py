@@ -1,5 +1,5 @@
-"""What the importers share: the record skeleton, argument and text handling, and the note an episode
-carries when evalkit's rule and the seed's scoring part ways."""
+"""What the importers share: the record skeleton, argument and text handling, the harness's own reward and
+error kept beside evalkit's verdict, and the note an episode carries when the two part ways."""
 
 from __future__ import annotations
 
@@ -75,9 +75,17 @@ def skeleton(
     }
 
 
-def unscored(rec: dict, seed_reward: float | None, why: str) -> None:
-    """Mark `rec` unscored by evalkit's rule where the seed scored it, saying so in `info`: a comparison with
-    the seed's own numbers then explains itself."""
+def harness(rec: dict, reward: float | None, error: Any) -> None:
+    """Keep what the harness itself recorded for the episode, whatever evalkit makes of it: its own reward
+    (`info.harness_reward`, null where it wrote none) and its own error (`info.harness_error`). The
+    `harness_reward` and `harness_error` columns of `load_runs` come from these, and `summarise(...,
+    as_harness=True)` rebuilds the harness's own summary from them."""
+    rec["info"]["harness_reward"] = reward
+    rec["info"]["harness_error"] = str(error) if error else None
+
+
+def unscored(rec: dict, why: str) -> None:
+    """Mark `rec` unscored by evalkit's rule where the harness scored it, saying why in `info`: a comparison
+    with the harness's own numbers (`info.harness_reward`) then explains itself."""
     rec["reward"] = None
     rec["info"]["unscored_because"] = why
-    rec["info"]["seed_reward"] = seed_reward

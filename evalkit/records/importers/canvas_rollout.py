@@ -41,14 +41,16 @@ Outcomes (the seed submits on the model's behalf after every loop exit but a too
     record                                         end_reason      error_class     reward
     failed job (traceback, no task_id)             error           harness_error   null
     error "episode exceeded Ns" (its deadline)     deadline        —               grade total
-    any other error (the model call raised)        error           endpoint_error  null (info.seed_reward)
+    any other error (the model call raised)        error           endpoint_error  null *
     auto_submitted, ≥ 3 turns without a call       no_tool_call    —               grade total
     auto_submitted otherwise                       turn_limit      —               grade total
     not auto-submitted, last call `submit`         submitted       —               grade total
     not auto-submitted, another tool ended it      auto_submitted  —               grade total
 
-A submit that returned no grade leaves reward null without an error: "no reward" to evalkit, which the
-seed's summary counts as 0.0 (`info.seed_reward`).
+(*) the seed's summary takes the grade of the submission it made after the failure. Every record keeps the
+seed's own reward and error (`info.harness_reward`, `info.harness_error`). A submit that returned no grade
+leaves reward null without an error: "no reward" to evalkit, which the seed's summary counts as 0.0, as it
+counts a failed job (`evalkit.analysis.harness` holds those rules).
 """
 
 from __future__ import annotations
@@ -58,7 +60,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evalkit.records.importers._common import count, number, parse_args, rel, result, skeleton, text, unscored
+from evalkit.records.importers._common import (
+    count,
+    harness,
+    number,
+    parse_args,
+    rel,
+    result,
+    skeleton,
+    text,
+    unscored,
+)
 from evalkit.records.jsonl import iter_lines, load_json
 
 NAME = "design-canvas"
@@ -186,13 +198,12 @@ def episode(root: Path, d: dict, evalset_id: str | None) -> dict:
     )
     if d.get("evalset_task"):
         rec["info"]["evalset_task"] = d["evalset_task"]
+    harness(rec, reward, d.get("error"))
     if error_class == "endpoint_error":
-        unscored(rec, reward or 0.0, "the model call failed (an infrastructure error); the seed scored the "
-                 "grade of the submission it made after the failure")  # fmt: skip
+        unscored(rec, "the model call failed (an infrastructure error); the seed scored the grade of the "
+                 "submission it made after the failure")  # fmt: skip
     elif error_class:
-        unscored(rec, 0.0, "the job failed before the episode ran; the seed counts it as 0.0")
-    elif reward is None:
-        rec["info"]["seed_reward"] = 0.0
+        unscored(rec, "the job failed before the episode ran; the seed counts it as 0.0")
     return rec
 
 

@@ -53,6 +53,9 @@ Statuses (the agent ended the episode itself, ran out, or the harness broke):
       not read)                                    as the status   env_error       unscored *
 
 (*) the seed keeps these as session.json and grades them; `info.unscored_because` says why evalkit does not.
+Every record keeps the session's own error as `info.harness_error`; `info.harness_reward` is null (the
+files hold no reward) until a grades file gives the grader's reward (`evalkit.records.grades`), which then
+also reaches the episodes evalkit leaves unscored, so that the grader's own mean can be rebuilt.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evalkit.records.importers._common import count, number, rel, result, skeleton, text
+from evalkit.records.importers._common import count, harness, number, rel, result, skeleton, text
 from evalkit.records.jsonl import iter_lines, load_json
 
 NAME = "ownloop-gui"
@@ -262,6 +265,7 @@ def _episode(root: Path, where: Path, session: dict, rows: list[dict] | None, mo
         turns=turns,
         info=info,
     )
+    harness(rec, reward, session.get("error"))
     return rec
 
 

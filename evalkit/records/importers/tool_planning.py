@@ -39,8 +39,8 @@ Field by field (seed → EpisodeRecord):
                                                             (harness_error when the recorded exception is
                                                             not one of the provider SDKs' API errors)
 
-(*) the seed scores such an episode as it stands (0.0); evalkit's rule is unscored, and `info.seed_reward`
-and `info.unscored_because` say so.
+(*) the seed scores such an episode as it stands (0.0); evalkit's rule is unscored, and `info.harness_reward`
+(the seed's own reward, kept on every record with `info.harness_error`) and `info.unscored_because` say so.
 """
 
 from __future__ import annotations
@@ -51,7 +51,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evalkit.records.importers._common import count, number, parse_args, result, skeleton, text, unscored
+from evalkit.records.importers._common import (
+    count,
+    harness,
+    number,
+    parse_args,
+    result,
+    skeleton,
+    text,
+    unscored,
+)
 from evalkit.records.jsonl import iter_lines, load_json
 
 NAME = "tool-planning"
@@ -180,10 +189,10 @@ def episode(d: dict, repeat: int) -> dict:
             "end_reason": raw_end,
         },  # fmt: skip
     )
+    harness(rec, reward, "; ".join(map(str, errors)))
     if errors:
         rec.update(end_reason="error", error_class=_error_class(errors))
-        unscored(rec, reward, "a provider or transport failure ended the episode; the seed scores it as "
-                 "it stands")  # fmt: skip
+        unscored(rec, "a provider or transport failure ended the episode; the seed scores it as it stands")
     return rec
 
 

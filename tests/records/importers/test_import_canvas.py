@@ -43,7 +43,7 @@ def test_the_issue_example_counts_three_episodes_not_four(seed_runs):
 def test_counts_and_means_agree_with_the_seed_summary(seed_runs, name):
     """Per model × surface × mode: the same episodes; the seed's `failed` are evalkit's unscored plus the
     deadline episodes evalkit scores; the seed's mean is evalkit's rewards with, where evalkit has none,
-    the `info.seed_reward` each record says the seed used."""
+    the seed's own reward each record keeps (`info.harness_reward`), a missing one counted 0.0."""
     run = seed_runs[name]
     df = A.load_runs(run)
     ours = {(r["model"], r["surface"], r["mode"]): r for r in A.summarise(df).iter_rows(named=True)}
@@ -54,7 +54,7 @@ def test_counts_and_means_agree_with_the_seed_summary(seed_runs, name):
         assert ours[g]["n"] == seed["n"] == len(mine)
         deadline = sum(r.end_reason == "deadline" for r in mine)
         assert ours[g]["unscored"] + deadline == seed["failed"]
-        explained = [r.reward if r.reward is not None else r.info["seed_reward"] for r in mine]
+        explained = [r.reward if r.reward is not None else r.info["harness_reward"] or 0.0 for r in mine]
         assert round(statistics.mean(explained), 4) == seed["mean_reward"]
         assert ours[g]["mean_tool_calls"] == pytest.approx(statistics.mean(r.tool_calls for r in mine))
         assert sum(r.usage.get("input", 0) for r in mine) == seed["input_tokens"]
@@ -82,12 +82,13 @@ def test_every_outcome_maps_as_documented(seed_runs):
     assert got(S.A, "tools", t[3]) == ("no_tool_call", None, 0.3, True)
     err = jobs[(S.B, "tools", t[0], skins[t[0]])]
     assert got(S.B, "tools", t[0]) == ("error", "endpoint_error", None, True)
-    assert err.error == "ConnectionError: Connection reset by peer" and err.info["seed_reward"] == 0.0
+    assert err.error == err.info["harness_error"] == "ConnectionError: Connection reset by peer"
+    assert err.info["harness_reward"] is None  # no grade after the failure: the seed counts it 0.0
     assert "the seed scored" in err.info["unscored_because"]
     assert got(S.B, "tools", t[1]) == ("deadline", None, 0.35, True)
     assert got(S.B, "tools", t[2]) == ("auto_submitted", None, 0.7, False)  # the env's own step limit
     assert got(S.B, "tools", t[3]) == ("submitted", None, None, False)  # no grade, no error: no reward
-    assert jobs[(S.B, "tools", t[3], skins[t[3]])].info["seed_reward"] == 0.0
+    assert jobs[(S.B, "tools", t[3], skins[t[3]])].info["harness_reward"] is None
     failed = jobs[(S.B, "gui", t[2], "canva")]  # failed twice: its skin is the one it was forced to
     assert (failed.end_reason, failed.error_class, failed.reward) == ("error", "harness_error", None)
     assert (
@@ -113,11 +114,14 @@ def test_an_endpoint_error_that_was_graded_says_what_the_seed_scored(seed_runs, 
     )
     (rec,) = records(run)
     assert rec.error == "APIConnectionError: overloaded" and rec.error_class == "endpoint_error"
-    assert rec.reward is None and rec.info["seed_reward"] == 0.6 and rec.grade["total"] == 0.6
+    assert rec.reward is None and rec.info["harness_reward"] == 0.6 and rec.grade["total"] == 0.6
     seed = seed_groups(run)[(S.B, "tools", "reference")]
     assert (seed["mean_reward"], seed["failed"]) == (0.6, 1)
     s = A.summarise(A.load_runs(run)).row(0, named=True)
-    assert (s["unscored"], s["mean_reward"], s["mean_reward_unscored_as_0"]) == (1, None, 0.0)
+    # nothing scored: no mean either way (not 0.0), and the seed's own number on request
+    assert (s["unscored"], s["mean_reward"], s["mean_reward_unscored_as_0"]) == (1, None, None)
+    h = A.summarise(A.load_runs(run), as_harness=True).row(0, named=True)
+    assert (h["n"], h["mean_reward"], h["failed"]) == (1, 0.6, 1)
 
 
 def test_fields_follow_the_writer(seed_runs):

@@ -47,7 +47,8 @@ def test_the_seed_mean_is_evalkits_mean_with_unscored_as_zero(seed_runs):
         assert row["unscored"] == sum(bool(d["errors"]) for d in mine)
         assert row["mean_reward_unscored_as_0"] == pytest.approx(statistics.mean(d["reward"] for d in mine))
     err = next(r for r in traces.read_records(path) if r.error_class == "endpoint_error")
-    assert err.info["seed_reward"] == 0.0 and "scores it as it stands" in err.info["unscored_because"]
+    assert err.info["harness_reward"] == 0.0 and "scores it as it stands" in err.info["unscored_because"]
+    assert err.info["harness_error"] == err.error
     assert err.error == "APIStatusError: Error code: 502 - bad gateway" and len(err.provider_switches) == 1
 
 
