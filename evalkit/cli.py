@@ -450,12 +450,19 @@ def cmd_compare(a: argparse.Namespace) -> int:
     df = analysis.load_runs(validate.runs(a.runs, "compare"), cache="read")
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
-    for flag, who in (("--a", a.a), ("--b", a.b)):
-        if not any((df[c] == who).any() for c in ("model", "run", "run_name")):
-            known = ", ".join(df["model"].unique().sort().to_list()[:10])
-            raise ConfigError(f"compare: {flag} {who!r} is neither a model nor a run here (models: {known})")
+    _check_sides(df, "compare", a.a, a.b)
     print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by)))
     return 0
+
+
+def _check_sides(df: Any, command: str, a: str | None, b: str | None) -> None:
+    """`--a` and `--b`, where given, name a model or a run of the episodes `df`."""
+    for flag, who in (("--a", a), ("--b", b)):
+        if who is not None and not any((df[c] == who).any() for c in ("model", "run", "run_name")):
+            known = ", ".join(df["model"].unique().sort().to_list()[:10])
+            raise ConfigError(
+                f"{command}: {flag} {who!r} is neither a model nor a run here (models: {known})"
+            )
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -465,7 +472,13 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
     validate.writable_file("-o", a.output)
-    path = build_report(validate.runs(a.runs, "report", episodes=True), a.output, a=a.a, b=a.b)
+    runs = validate.runs(a.runs, "report")
+    if a.a is not None or a.b is not None:
+        # Before the notebook runs: a name it cannot find would fail a cell, with the kernel's traceback.
+        from evalkit import analysis
+
+        _check_sides(analysis.load_runs(runs, cache="read"), "report", a.a, a.b)
+    path = build_report(runs, a.output, a=a.a, b=a.b)
     print(f"wrote {path}")
     return 0
 
@@ -485,7 +498,7 @@ def cmd_view(a: argparse.Namespace) -> int:
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
+    return serve.serve(validate.runs(a.runs, "view", episodes=False), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
