@@ -540,12 +540,16 @@ def cmd_ownloop(a: argparse.Namespace) -> int:
         fara_retries=a.fara7b_error_retries, opencua_max_tokens=a.opencua_max_tokens, seed=a.seed,
     )  # fmt: skip
     run = run_ownloop(settings, a.out, a.tasks, task_ids=a.task_ids, limit=a.limit, workers=a.workers,
-                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else None,
+                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else _say,
                       argv=sys.argv[1:])  # fmt: skip
     print(f"{run.path}: ran {run.ran} task(s), skipped {run.skipped} already done, "
           f"{run.unscored} unscored by harness or endpoint failures")  # fmt: skip
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 COMMANDS = {
@@ -563,36 +567,42 @@ COMMANDS = {
 }
 
 
-class _Warnings(logging.Handler):
-    """evalkit's warnings on stderr as `evalkit: warning: …`, one line each."""
+class _Lines(logging.Handler):
+    """evalkit's log records on stderr, one line each: `evalkit: …` for information (a batch's notices),
+    `evalkit: warning: …`, `evalkit: error: …`."""
 
     def emit(self, record: logging.LogRecord) -> None:
         text = " ".join(self.format(record).split())
-        print(f"evalkit: warning: {text}", file=sys.stderr, flush=True)
+        level = record.levelno
+        kind = "error: " if level >= logging.ERROR else "warning: " if level >= logging.WARNING else ""
+        print(f"evalkit: {kind}{text}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
-def _warnings_on_stderr() -> Iterator[None]:
+def _log_on_stderr() -> Iterator[None]:
     """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
     from evalkit.records.jsonl import forget_warnings
 
     forget_warnings()
     logger = logging.getLogger("evalkit")
-    handler = _Warnings(logging.WARNING)
+    handler = _Lines(logging.INFO)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     propagate, logger.propagate = logger.propagate, False
+    level = logger.level
+    logger.setLevel(logging.INFO)
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+        logger.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _warnings_on_stderr():
+        with _log_on_stderr():
             return COMMANDS[args.cmd](args)
     except EvalkitError as e:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes

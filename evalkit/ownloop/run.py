@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import shutil
-import sys
 import threading
 import traceback
 import uuid
@@ -24,6 +24,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from evalkit.analysis.display import notice
 from evalkit.envs.webapp.grade import grade
 from evalkit.envs.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
@@ -38,6 +39,8 @@ from evalkit.records.traces import (
 from evalkit.types import EpisodeRecord, episode_key
 
 from .task import Settings, TaskRun, on_path
+
+logger = logging.getLogger(__name__)
 
 RUNNERS = {
     "uitars": "evalkit.ownloop.uitars:UITars",
@@ -169,7 +172,7 @@ def run_ownloop(
     from evalkit.envs.webapp.serve import SiteServer
 
     lock, queue = threading.Lock(), list(todo)
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = log or (lambda line: notice(logger, line))
     n_servers = len(ports) if ports else min(servers, len(todo))
     with ExitStack() as stack:
         sites = [stack.enter_context(SiteServer(port=p)) for p in (ports or [None] * n_servers)]
