@@ -341,6 +341,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         ray_address=a.ray_address,
         env_breaker=a.env_breaker,
     )
+    if not run.ran and set(run.refused) >= set(run.meta["models"]):
+        return run.exit_status  # every model's key was refused, each in its line: nothing ran, no summary
     print(
         f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
         f"{run.errors} unscored by infrastructure errors"
