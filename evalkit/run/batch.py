@@ -566,7 +566,7 @@ def _execute(
         # Every finished episode reaches the run here, the moment it ends, and is counted as it is written:
         # what the batch says it ran is what the trace holds. One that broke because the batch itself was
         # shutting down (interrupted, or the env breaker opened) is not data about the env: dropped; and
-        # once the batch has stopped waiting, nothing more is written (resume runs what was left).
+        # once the batch has returned, nothing more is written (resume runs what it left).
         with lock:
             if not closed and not (stopping and rec.error_class):
                 writer.append(rec)
@@ -584,11 +584,11 @@ def _execute(
                 executor, todo, episodes, concurrency, arrive, health, guard, left, address=ray_address
             ):
                 _collect(rec, run, rewards, bar, verbose)
-    finally:
-        with lock:
+        with lock:  # (interrupted, the episodes still running are written as they end, as before)
             closed = True
             # The rest were in flight when the breaker opened (or broke as it did): resume runs them.
             run.abandoned = len(todo) - run.ran - run.not_run
+    finally:
         guard.stop()
         bar.close()
     run.stopped = guard.down
