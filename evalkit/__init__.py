@@ -122,6 +122,13 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # The import system returns what sys.modules holds under the name once this returns: the module.
         sys.modules[module.__name__] = importlib.import_module(new)
 
+    def get_code(self, fullname: str) -> Any:
+        """What `python -m` runs for an old path (`python -m evalkit.standin`): the module's new code."""
+        new = self.target(fullname)
+        warnings.warn(f"{fullname} is now {new}", DeprecationWarning, stacklevel=2)
+        spec = importlib.util.find_spec(new)
+        return spec.loader.get_code(new) if spec is not None and spec.loader is not None else None
+
 
 if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
     sys.meta_path.insert(0, _MovedModules())

@@ -368,6 +368,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         ray_address=a.ray_address,
         env_breaker=a.env_breaker,
     )
+    if not run.ran and set(run.refused) >= set(run.meta["models"]):
+        return run.exit_status  # every model's key was refused, each in its line: nothing ran, no summary
     print(
         f"{run.path}: ran {run.ran} episode(s), skipped {run.skipped} already done, "
         f"{run.errors} unscored by infrastructure errors"
@@ -481,12 +483,19 @@ def cmd_compare(a: argparse.Namespace) -> int:
     df = analysis.load_runs(validate.runs(a.runs, "compare"), cache="read")
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
-    for flag, who in (("--a", a.a), ("--b", a.b)):
-        if not any((df[c] == who).any() for c in ("model", "run", "run_name")):
-            known = ", ".join(df["model"].unique().sort().to_list()[:10])
-            raise ConfigError(f"compare: {flag} {who!r} is neither a model nor a run here (models: {known})")
+    _check_sides(df, "compare", a.a, a.b)
     print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by)))
     return 0
+
+
+def _check_sides(df: Any, command: str, a: str | None, b: str | None) -> None:
+    """`--a` and `--b`, where given, name a model or a run of the episodes `df`."""
+    for flag, who in (("--a", a), ("--b", b)):
+        if who is not None and not any((df[c] == who).any() for c in ("model", "run", "run_name")):
+            known = ", ".join(df["model"].unique().sort().to_list()[:10])
+            raise ConfigError(
+                f"{command}: {flag} {who!r} is neither a model nor a run here (models: {known})"
+            )
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -496,7 +505,13 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
     validate.writable_file("-o", a.output)
-    path = build_report(validate.runs(a.runs, "report", episodes=True), a.output, a=a.a, b=a.b)
+    runs = validate.runs(a.runs, "report")
+    if a.a is not None or a.b is not None:
+        # Before the notebook runs: a name it cannot find would fail a cell, with the kernel's traceback.
+        from evalkit import analysis
+
+        _check_sides(analysis.load_runs(runs, cache="read"), "report", a.a, a.b)
+    path = build_report(runs, a.output, a=a.a, b=a.b)
     print(f"wrote {path}")
     return 0
 
@@ -516,7 +531,7 @@ def cmd_view(a: argparse.Namespace) -> int:
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
+    return serve.serve(validate.runs(a.runs, "view", episodes=False), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
@@ -558,12 +573,16 @@ def cmd_ownloop(a: argparse.Namespace) -> int:
         fara_retries=a.fara7b_error_retries, opencua_max_tokens=a.opencua_max_tokens, seed=a.seed,
     )  # fmt: skip
     run = run_ownloop(settings, a.out, a.tasks, task_ids=a.task_ids, limit=a.limit, workers=a.workers,
-                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else None,
+                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else _say,
                       argv=sys.argv[1:])  # fmt: skip
     print(f"{run.path}: ran {run.ran} task(s), skipped {run.skipped} already done, "
           f"{run.unscored} unscored by harness or endpoint failures")  # fmt: skip
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 COMMANDS = {
@@ -581,36 +600,42 @@ COMMANDS = {
 }
 
 
-class _Warnings(logging.Handler):
-    """evalkit's warnings on stderr as `evalkit: warning: …`, one line each."""
+class _Lines(logging.Handler):
+    """evalkit's log records on stderr, one line each: `evalkit: …` for information (a batch's notices),
+    `evalkit: warning: …`, `evalkit: error: …`."""
 
     def emit(self, record: logging.LogRecord) -> None:
         text = " ".join(self.format(record).split())
-        print(f"evalkit: warning: {text}", file=sys.stderr, flush=True)
+        level = record.levelno
+        kind = "error: " if level >= logging.ERROR else "warning: " if level >= logging.WARNING else ""
+        print(f"evalkit: {kind}{text}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
-def _warnings_on_stderr() -> Iterator[None]:
+def _log_on_stderr() -> Iterator[None]:
     """For the length of a command (main may run in-process, under tests or a notebook: then undone)."""
     from evalkit.records.jsonl import forget_warnings
 
     forget_warnings()
     logger = logging.getLogger("evalkit")
-    handler = _Warnings(logging.WARNING)
+    handler = _Lines(logging.INFO)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     propagate, logger.propagate = logger.propagate, False
+    level = logger.level
+    logger.setLevel(logging.INFO)
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+        logger.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _warnings_on_stderr():
+        with _log_on_stderr():
             return COMMANDS[args.cmd](args)
     except EvalkitError as e:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes

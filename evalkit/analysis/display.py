@@ -14,6 +14,8 @@ import base64
 import html
 import io
 import json
+import logging
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,34 @@ STYLE = (
     "text-align:center;font-size:11px;color:#555}.ek img{border:1px solid #ccc;display:block}"
     ".ek .ok{color:#17803d}.ek .bad{color:#b42318}.ek .muted{color:#777}</style>"
 )
+
+
+def notice(log: logging.Logger, text: str, level: int = logging.INFO) -> None:
+    """A line for whoever runs evalkit, as a record of `log` when logging would show it (`evalkit`'s CLI
+    shows its records on stderr). Else, in a notebook, information is plain output in the cell: on stderr,
+    which Python's last-resort handler writes to, Jupyter draws it as an error. Warnings and errors are
+    left to that handler."""
+    if level < logging.WARNING and not _shown(log, level):
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+        if getattr(shell, "kernel", None) is not None:
+            from IPython.display import display
+
+            display({"text/plain": f"evalkit: {text}"}, raw=True)
+            return
+    log.log(level, text)
+
+
+def _shown(log: logging.Logger, level: int) -> bool:
+    """Whether a record of `level` from `log` reaches a handler that takes it (not the last resort)."""
+    if not log.isEnabledFor(level):
+        return False
+    logger: logging.Logger | None = log
+    while logger is not None:
+        if any(level >= h.level for h in logger.handlers):
+            return True
+        logger = logger.parent if logger.propagate else None
+    return False
 
 
 def attach(rec: EpisodeRecord, run_dir: str | Path) -> EpisodeRecord:

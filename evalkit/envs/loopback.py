@@ -125,19 +125,29 @@ _lock = threading.Lock()
 
 
 def _connection(netloc: str, timeout: float) -> _Connection:
-    """This thread's connection to `netloc`. When another is made, a dead thread's connections are closed,
-    and so are this thread's own to a server that has hung up: a thread that outlives batches (one taking
-    frames) would otherwise keep a socket to each batch's env server after it stopped."""
+    """This thread's connection to `netloc`. When another is made, what `release` closes is closed."""
     me = threading.get_ident()
     key = (netloc, timeout, me)
     with _lock:
         conn = _conns.get(key)
         if conn is None:
-            alive = {t.ident for t in threading.enumerate()}
-            for k in [k for k in _conns if k[-1] not in alive or (k[-1] == me and _conns[k].hung_up())]:
-                _conns.pop(k).close()
+            _release(me)
             conn = _conns[key] = _Connection(netloc, timeout)
     return conn
+
+
+def release() -> None:
+    """Close the connections of threads that have ended, and the calling thread's own to servers that have
+    hung up: what a batch's threads kept to its env server, once they and the server are gone (a socket
+    kept after its server stopped stays in CLOSE_WAIT, a file held, for the life of the process)."""
+    with _lock:
+        _release(threading.get_ident())
+
+
+def _release(me: int) -> None:
+    alive = {t.ident for t in threading.enumerate()}
+    for k in [k for k in _conns if k[-1] not in alive or (k[-1] == me and _conns[k].hung_up())]:
+        _conns.pop(k).close()
 
 
 def get(url: str, timeout: float, headers: dict | None = None) -> tuple[int, str, bytes]:

@@ -5,13 +5,19 @@ and WebSocket machinery) runs beside the client's threads instead of contending 
 without re-running the caller's main module) that imports the env's server only; the child
 binds a free loopback port, writes it on its stdout, and serves until its stdin reaches end-of-file. The
 parent holds the only write end of that pipe, so the child goes when the parent stops it, returns, raises
-or is killed (even by SIGKILL): nothing outlives the batch. The child runs in a session of its own, so a
-Ctrl-C at the terminal reaches the parent alone, which stops it once its episodes are dealt with.
+or is killed (even by SIGKILL): nothing outlives the batch. A parent that stops it says `stop` first, and
+the child closes its sessions; end-of-file without it means the parent died, and the child exits at once.
+The child runs in a session of its own, so a Ctrl-C at the terminal reaches the parent alone, which stops it
+once its episodes are dealt with; killing the batch's process group therefore misses it, which is why it
+watches its stdin. What the child writes on stderr reaches the parent's through a pipe the parent reads: the
+sessions a dead batch cut off fail in the child as it goes, and none of what it says then reaches the
+user's terminal or notebook, whose batch is gone.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -33,6 +39,8 @@ _BOOT = (
 )
 """The child's first line: evalkit, and whatever the env imports, found where the parent finds them."""
 
+_STOP = b"stop\n"
+"""What a parent that stops its child writes before it closes the child's stdin."""
 GRACE_S = 5.0
 """How long a stopping child may take to close its sessions before it is killed."""
 
@@ -47,8 +55,11 @@ class ProcessServer:
         env = {**os.environ, _PATH_VAR: json.dumps(sys.path)}
         cmd = [sys.executable, "-c", _BOOT, name, host, json.dumps(app_kw)]
         t = time.perf_counter()
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                      start_new_session=True)  # fmt: skip
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, env=env, start_new_session=True)  # fmt: skip
+        self._relay = threading.Thread(target=_relay, args=(self._proc.stderr,), name="evalkit-env-stderr",
+                                       daemon=True)  # fmt: skip
+        self._relay.start()
         try:
             self.port = self._read_port(timeout)
             self.base_url = f"http://{host}:{self.port}"
@@ -81,20 +92,24 @@ class ProcessServer:
         return int(line)
 
     def stop(self) -> None:
-        """Close the child's stdin (it shuts down), wait for it, and kill it if it lingers."""
+        """Tell the child to stop and close its stdin (it shuts down), wait for it, and kill it if it
+        lingers."""
         proc = self._proc
         if proc.stdin is not None and not proc.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):  # it has exited already
+                proc.stdin.write(_STOP)
+            with contextlib.suppress(OSError):
                 proc.stdin.close()
-            except OSError:
-                pass
         try:
             proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
+        # What it said on its way out, before this returns (a process it started may hold the pipe open).
+        self._relay.join(timeout=1.0)
+        for f in (proc.stdout, proc.stderr):
+            if f is not None and not f.closed and not (f is proc.stderr and self._relay.is_alive()):
+                f.close()
 
     def __enter__(self) -> ProcessServer:
         return self
@@ -104,6 +119,18 @@ class ProcessServer:
 
     def __repr__(self) -> str:
         return f"ProcessServer({self.name!r}, {getattr(self, 'base_url', '(starting)')}, pid {self.pid})"
+
+
+def _relay(pipe: Any) -> None:
+    """The child's stderr onto this process's, as it comes."""
+    try:
+        while chunk := pipe.read1(65536):
+            try:
+                os.write(2, chunk)
+            except OSError:
+                pass
+    except (OSError, ValueError):  # closed under us
+        pass
 
 
 class ProcessServers:
@@ -170,9 +197,13 @@ def _main(name: str, host: str, app_kw: str) -> None:
     server = uvicorn.Server(config)
 
     def watch_parent() -> None:
-        # End-of-file on stdin: the parent stopped us, or died (its end of the pipe closed with it).
-        while sys.stdin.buffer.read(65536):
-            pass
+        # End-of-file on stdin: the parent stopped us (it said so first), or died (its end of the pipe closed
+        # with it): then nobody is left to serve, and the sessions it cut off are not worth closing.
+        tail = b""
+        while chunk := sys.stdin.buffer.read(65536):
+            tail = (tail + chunk)[-len(_STOP) :]
+        if tail != _STOP:
+            os._exit(0)
         server.should_exit = True
         time.sleep(GRACE_S)
         os._exit(0)  # sessions that would not close must not keep an orphan alive

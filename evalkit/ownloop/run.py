@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 import shutil
-import sys
 import threading
 import traceback
 import uuid
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.analysis.display import notice
 from evalkit.envs.webapp.grade import grade
 from evalkit.envs.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
@@ -42,6 +43,7 @@ from evalkit.types import EpisodeRecord, episode_key
 from .runners import runner_for
 from .task import Settings, TaskRun, on_path
 
+logger = logging.getLogger(__name__)
 ENV, SURFACE, MODE = "webapp", "gui", "ownloop"
 FAKE = "fake"
 """`--endpoint fake`: the fake endpoint, served for the run; its model is named this unless --model says."""
@@ -162,7 +164,7 @@ def run_ownloop(
     from evalkit.envs.webapp.serve import SiteServer
 
     lock, queue = threading.Lock(), list(todo)
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = log or (lambda line: notice(logger, line))
     n_servers = len(ports) if ports else min(servers, len(todo))
     with ExitStack() as stack:
         if fake:

@@ -95,6 +95,13 @@ def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) 
     return client
 
 
+def release_clients() -> None:
+    """Close the clients (and the connections they keep) of threads that have ended: a batch's, once its
+    episode threads are gone."""
+    with _clients_lock:
+        _close_ended_threads()
+
+
 def _close_ended_threads() -> None:
     """Close the clients of threads that have ended (with `_clients_lock` held)."""
     alive = {t.ident for t in threading.enumerate()}

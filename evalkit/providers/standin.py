@@ -24,6 +24,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -260,16 +261,30 @@ class StandIn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m evalkit.providers.standin -- COMMAND…`: run COMMAND with the stand-in serving."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if not argv:
-        print("usage: python -m evalkit.providers.standin -- COMMAND [ARGS…]", file=sys.stderr)
+    """`python -m evalkit.providers.standin -- COMMAND…`: run COMMAND with the stand-in serving; its exit
+    status is COMMAND's. A command that cannot be started is one line and exit status 2."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m evalkit.providers.standin",
+        usage="%(prog)s [-h] -- COMMAND [ARGS…]",
+        description=f"Run COMMAND with the stand-in model ({SPEC}) served on a local port; its environment "
+        "gets ANTHROPIC_BASE_URL and a key for it.",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="e.g. evalkit run --env canvas --models "
+                        f"{SPEC} --out runs/s")  # fmt: skip
+    command = parser.parse_args(sys.argv[1:] if argv is None else argv).command
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        parser.print_usage(sys.stderr)
+        return 2
+    if shutil.which(command[0]) is None:
+        print(f"evalkit: error: no command {command[0]!r} to run", file=sys.stderr)
         return 2
     with StandIn() as s:
         print(f"evalkit stand-in model ({SPEC}) on {s.url}", file=sys.stderr, flush=True)
-        return subprocess.call(argv, env={**os.environ, **s.environ()})
+        return subprocess.call(command, env={**os.environ, **s.environ()})
 
 
 if __name__ == "__main__":

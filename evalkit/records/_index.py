@@ -306,6 +306,8 @@ def records(
     newline, holds none)."""
     cols = list(schema)
     empty = schema.to_frame()
+    if counts is not None:  # an empty trace (a kill between its creation and its first line) counts nothing
+        counts.update(unreadable=0, torn=0)
     arr = np.frombuffer(buf, np.uint8)
     if not len(buf):
         return empty

@@ -135,7 +135,8 @@ def _write(path: Path, episodes: list[dict]) -> None:
 
 class _Writer:
     """The thread that writes a process's live files: each with the newest state of its episodes, the first
-    at once, then at most once every MIN_GAP_S."""
+    at once, then at most once every MIN_GAP_S. It runs while some episode does: started by the first
+    episode's state, gone when the last one's file is (a notebook between batches holds no thread)."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -147,11 +148,14 @@ class _Writer:
         self._last: dict[Path, float] = {}
         """When each live file was last written (monotonic seconds)."""
         self._writing: Path | None = None
-        threading.Thread(target=self._run, name="evalkit-live", daemon=True).start()
+        self._thread: threading.Thread | None = None
 
     def put(self, path: Path, key: str, data: dict) -> None:
         with self._cv:
             self._episodes.setdefault(path, {})[key] = data
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="evalkit-live", daemon=True)
+                self._thread.start()
             if path not in self._stale:  # (one already due is written with this state: no need to wake)
                 self._stale.add(path)
                 self._cv.notify()
@@ -175,11 +179,16 @@ class _Writer:
                 path.unlink(missing_ok=True)
             except OSError:
                 pass
+            if not self._episodes:
+                self._cv.notify_all()  # the thread goes
 
     def _run(self) -> None:
         while True:
             with self._cv:
                 while True:
+                    if not self._episodes:
+                        self._thread = None
+                        return
                     now = time.monotonic()
                     due = {p: self._last.get(p, now - MIN_GAP_S) + MIN_GAP_S for p in self._stale}
                     path = next((p for p, when in due.items() if when <= now), None)

@@ -136,13 +136,16 @@ def read_text(run_dir: str | Path, rel: str | None) -> str | None:
 
 
 class TraceWriter:
-    """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe."""
+    """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe. The trace is
+    made at once, empty: a run that has begun is a run with no episode yet to every reader, whatever
+    happens before its first episode ends (every model's key refused, a kill)."""
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / TRACE
         self._lock = threading.Lock()
+        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
         self._heal()
 
     def _heal(self) -> None:

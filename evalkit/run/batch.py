@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import gc
 import json
+import logging
 import os
 import sys
 import threading
@@ -22,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES
+from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES, loopback
 from evalkit.envs.evalsets import load_evalset
 from evalkit.envs.openenv import env_identity, resolve
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError
 from evalkit.providers import check_endpoints, check_keys, parse_spec
+from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import check_budget
 from evalkit.records import live
@@ -40,9 +42,11 @@ from evalkit.records.traces import (
     write_run_json,
 )
 from evalkit.run import breaker, validate
-from evalkit.run.episode import task_identity
+from evalkit.run.episode import frame_takers, task_identity
 from evalkit.run.executors import EXECUTORS, Episodes, execute, ray_module
 from evalkit.types import AgentOptions, EpisodeRecord, episode_key
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -278,7 +282,7 @@ def run_batch(
         check_budget(options.keep_images, options.image_window)
     check_endpoints(models)
     validate.batch(concurrency=concurrency, max_turns=max_turns, max_steps=max_steps, repeats=repeats,
-                   episode_timeout=episode_timeout, options=options)  # fmt: skip
+                   episode_timeout=episode_timeout, options=options, executor=executor)  # fmt: skip
     out = validate.run_out("--out", out)
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}: use {' or '.join(EXECUTORS)}")
@@ -377,13 +381,16 @@ def run_batch(
         episodes = Episodes(target, name, out, max_turns, max_steps, episode_timeout, frames, options,
                             save_raw=save_raw, embedded=name if served is not None else None)  # fmt: skip
         health = health if health is not None else ProviderHealth()
-        guard = breaker.Guard(env, env_breaker, _notice)
+        guard = breaker.Guard(env, env_breaker, _error, models)
         return _execute(
             jobs, episodes, meta, health, concurrency, progress, verbose, executor, ray_address, guard
         )
     finally:
         if served is not None:
             served.stop()
+        # What the batch's threads kept open (they are gone): connections to its env server and its models.
+        loopback.release()
+        release_clients()
 
 
 PROCESS_FROM = 8
@@ -420,8 +427,14 @@ def serve_embedded(name: str, concurrency: int) -> Any:
     return serve(name, max_concurrent_envs=sessions)
 
 
-def _notice(text: str) -> None:
-    print(f"evalkit: {text}", file=sys.stderr, flush=True)
+def _notice(text: str, level: int = logging.INFO) -> None:
+    from evalkit.analysis.display import notice
+
+    notice(log, text, level)
+
+
+def _error(text: str) -> None:
+    _notice(text, logging.ERROR)
 
 
 def _check_names(name: str, what: str, asked: list[str], known: tuple[str, ...] | None) -> None:
@@ -545,38 +558,72 @@ def _execute(
     live.clear_stale(out)
     run = Run(out, skipped=len(jobs) - len(todo), meta=meta)
     rewards: dict[str, list[float]] = defaultdict(list)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(todo), desc=out.name, unit="ep", disable=not progress or not todo, file=sys.stderr)
+    bar = _bar(len(todo), out.name, progress and bool(todo))
+    lock = threading.Lock()
+    closed = False
 
     def arrive(rec: EpisodeRecord, stopping: bool) -> None:
-        # Every finished episode reaches the run here, the moment it ends. One that broke because the batch
-        # itself was shutting down (interrupted, or the env breaker opened) is not data about the env:
-        # dropped.
-        if not (stopping and rec.error_class):
-            writer.append(rec)
+        # Every finished episode reaches the run here, the moment it ends, and is counted as it is written:
+        # what the batch says it ran is what the trace holds. One that broke because the batch itself was
+        # shutting down (interrupted, or the env breaker opened) is not data about the env: dropped; and
+        # once the batch has returned, nothing more is written (resume runs what it left).
+        with lock:
+            if not closed and not (stopping and rec.error_class):
+                writer.append(rec)
+                _count(run, rec)
         live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
 
     def left(kind: str) -> None:
-        """A job left for a resume: `not_run` (never started) or `abandoned` (in flight when the breaker
-        opened)."""
-        setattr(run, kind, getattr(run, kind) + 1)
+        """A job that was never started (`not_run`), left for a resume."""
+        run.not_run += 1
 
     guard.start()
     try:
-        with heap_frozen():
+        with heap_frozen(), frame_takers():
             for rec in execute(
                 executor, todo, episodes, concurrency, arrive, health, guard, left, address=ray_address
             ):
                 _collect(rec, run, rewards, bar, verbose)
+        with lock:  # (interrupted, the episodes still running are written as they end, as before)
+            closed = True
+            # The rest were in flight when the breaker opened (or broke as it did): resume runs them.
+            run.abandoned = len(todo) - run.ran - run.not_run
     finally:
         guard.stop()
         bar.close()
     run.stopped = guard.down
     run.refused = {m: str(e) for m, e in guard.refused.items()}
-    _summarise(out)
+    if (out / TRACE).stat().st_size:  # a run with no episode yet has nothing to summarise
+        _summarise(out)
     return run
+
+
+class _NoBar:
+    """A batch's progress when none is shown: tqdm's disabled bar still starts its monitor thread, which
+    outlives the batch."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, s: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def write(s: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(s, file=sys.stderr)
+
+
+def _bar(total: int, name: str, shown: bool) -> Any:
+    if not shown:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=name, unit="ep", file=sys.stderr)
 
 
 _frozen = 0
@@ -603,16 +650,19 @@ def heap_frozen() -> Iterator[None]:
                 gc.unfreeze()
 
 
+def _count(run: Run, rec: EpisodeRecord) -> None:
+    run.ran += 1
+    if rec.error_class:
+        run.errors += 1
+        run.unscored[rec.error_class] = run.unscored.get(rec.error_class, 0) + 1
+
+
 def _collect(rec: EpisodeRecord | None, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
     bar.update(1)
     if rec is None:  # not started: the breaker opened, or its model's key was refused
         run.not_run += 1
         return
-    run.ran += 1
-    if rec.error_class:
-        run.errors += 1
-        run.unscored[rec.error_class] = run.unscored.get(rec.error_class, 0) + 1
-    elif rec.reward is not None:
+    if not rec.error_class and rec.reward is not None:
         rewards[rec.model].append(rec.reward)
     bar.set_postfix_str(
         " ".join(f"{m.split(':', 1)[-1][:14]}={sum(v) / len(v):.2f}" for m, v in rewards.items())

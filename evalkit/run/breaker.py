@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import EndpointError, KeyRejectedError
+
+log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_CONFIG = 2
@@ -77,9 +80,17 @@ class Guard:
     `ended` with each record, `refused` with each refused key; `down` is the line that opened the breaker.
     Thread-safe; `start` begins watching the server's `/health` (when the env has a URL)."""
 
-    def __init__(self, env: Any, settings: BreakerSettings | None = None, say: Callable[[str], None] = print):
+    def __init__(
+        self,
+        env: Any,
+        settings: BreakerSettings | None = None,
+        say: Callable[[str], None] | None = None,
+        models: list[str] | tuple[str, ...] = (),
+    ):
         self.settings = settings or BreakerSettings()
-        self.say = say
+        self.say = say or log.error
+        self.models = tuple(models)
+        """The batch's models: once each has been refused, a refusal says nothing else goes on."""
         url = env if isinstance(env, str) else getattr(env, "base_url", None)
         self.url = url if isinstance(url, str) and "://" in url else None
         self.down: str | None = None
@@ -123,7 +134,11 @@ class Guard:
             if exc.model in self.refused:
                 return
             self.refused[exc.model] = exc
-        self.say(f"error: {exc}; no further episode of {exc.model} is started (the other models go on)")
+            others = not self.models or any(m not in self.refused for m in self.models)
+        if others:
+            self.say(f"{exc}; no further episode of {exc.model} is started (the other models go on)")
+        else:
+            self.say(f"{exc}; no further episode is started")
 
     def _open(self, why: str) -> None:
         if self.down is None:
@@ -131,7 +146,7 @@ class Guard:
 
             where = f" at {redact_url(self.url)}" if self.url else ""
             self.down = f"the environment{where} is down: {why}"
-            self.say(f"error: {self.down}; no further episode is started (rerun the same command to resume)")
+            self.say(f"{self.down}; no further episode is started (rerun the same command to resume)")
 
     # ---- watching /health
 
@@ -143,6 +158,8 @@ class Guard:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None:  # gone with the batch: it wakes at once, or ends its last request
+            self._thread.join(timeout=max(self.settings.every, 2.0) + 1)
 
     def _watch(self) -> None:
         import httpx

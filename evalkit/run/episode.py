@@ -17,6 +17,7 @@ The turn budget defaults to the env's own (`max_turns` in the reset metadata).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -26,12 +27,13 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from evalkit import secrets
+from evalkit.envs import loopback
 from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
 from evalkit.envs.sessions import env_name as name_of
 from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
@@ -74,6 +76,7 @@ SCREEN_IMAGE_WINDOW = (12, 4)
 AgentFactory = Callable[..., Agent]
 
 _frames_pool: ThreadPoolExecutor | None = None
+_frames_users = 0
 _frames_lock = threading.Lock()
 
 
@@ -84,6 +87,27 @@ def _frame_taker() -> ThreadPoolExecutor:
         if _frames_pool is None:
             _frames_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="evalkit-frames")
         return _frames_pool
+
+
+@contextlib.contextmanager
+def frame_takers() -> Iterator[None]:
+    """Held by every running episode (and by a batch, across its episodes): when the last lets go, the frame
+    takers stop and their kept connections to env servers close, so that a notebook that runs batch after
+    batch holds no thread or socket between them."""
+    global _frames_pool, _frames_users
+    with _frames_lock:
+        _frames_users += 1
+    try:
+        yield
+    finally:
+        with _frames_lock:
+            _frames_users -= 1
+            pool = _frames_pool if not _frames_users else None
+            if pool is not None:
+                _frames_pool = None
+        if pool is not None:
+            pool.shutdown(wait=True)  # idle: each episode waited for its own frames before it ended
+            loopback.release()
 
 
 def _agent_label(agent: str | AgentFactory) -> str:
@@ -231,7 +255,8 @@ def run_episode(
     try:
         episode = _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health)
         episode.save_raw, episode.task = save_raw, task
-        episode.run(agent, env, reset_kw)
+        with frame_takers():
+            episode.run(agent, env, reset_kw)
         if writer is not None:
             writer.append(rec)
     finally:

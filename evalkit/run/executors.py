@@ -84,8 +84,8 @@ class Episodes:
 Arrive = Callable[[EpisodeRecord, bool], None]
 """`arrive(record, stopping)`: a finished episode reaches the batch (`stopping`: it is shutting down)."""
 Left = Callable[[str], None]
-"""`left(kind)`: a job left for a resume, `not_run` (never started) or `abandoned` (in flight when the
-gate went down)."""
+"""`left("not_run")`: a job never started, left for a resume (the batch counts what was in flight when the
+gate went down as what neither arrived nor was left)."""
 
 
 def execute(
@@ -117,9 +117,14 @@ def run_threads(
     stopping = threading.Event()
 
     def one(job: Any) -> EpisodeRecord | None:
-        rec = gate.episode(job.model, episodes.play, job, episodes.out, stopping, health)
+        rec = None
+        try:
+            rec = gate.episode(job.model, episodes.play, job, episodes.out, stopping, health)
+        finally:
+            if rec is None:  # refused (or raised): no record takes it out of the live file
+                live.finish(episodes.out, job.key)
         if rec is not None:
-            arrive(rec, stopping.is_set())
+            arrive(rec, stopping.is_set())  # which takes it out of the live file once it is written
         return rec
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evalkit-ep")
@@ -152,7 +157,8 @@ def run_threads(
         return
     stopping.set()  # what the episodes in flight record now is about the outage: not kept
     for f in pending:
-        left("not_run" if f.cancel() else "abandoned")
+        if f.cancel():
+            left("not_run")
     pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -287,8 +293,6 @@ def run_ray(
                     yield rec
                 submit()
         if gate.down is not None:
-            for _ in flight:
-                left("abandoned")
             for _ in queue:
                 left("not_run")
     finally:

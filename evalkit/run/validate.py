@@ -142,14 +142,16 @@ def run_out(name: str, path: str | Path) -> Path:
     return path
 
 
-def runs(paths: list[str], command: str, episodes: bool = False) -> list[str]:
-    """Paths a command reads as runs: each must exist and be a run evalkit wrote or one it imports, or a
-    folder of such runs, which stands for each of them (said in one line on stderr). With `episodes`, each
-    run must also hold at least one readable episode (a report of nothing is no report)."""
+def runs(paths: list[str], command: str, episodes: bool = True) -> list[str]:
+    """Paths a command reads as runs: each must exist, be a run evalkit wrote or one it imports (or a folder of
+    such runs, which stands for each of them, said in one line), and hold a readable episode — a run whose
+    every line is unreadable or malformed is refused alike by every command.
+    A run with no episode yet (its batch has not finished one) is refused too, unless `episodes` is False
+    (the viewer, which watches runs grow)."""
     import sys
 
     from evalkit.errors import TraceError
-    from evalkit.records import importers, traces
+    from evalkit.records import importers, index_cache, traces
 
     for p in paths:
         if not Path(p).exists():
@@ -159,6 +161,8 @@ def runs(paths: list[str], command: str, episodes: bool = False) -> list[str]:
     for p in paths:
         path = Path(p)
         if not (path.is_dir() and traces.is_native(path)):
+            if path.is_dir() and traces.begun(path):  # killed before its trace was made
+                raise ConfigError(f"{command}: {p} has no episodes yet")
             try:
                 importers.detect(path)
             except TraceError:
@@ -170,21 +174,59 @@ def runs(paths: list[str], command: str, episodes: bool = False) -> list[str]:
                 raise ConfigError(f"{command}: cannot read {p}: {_why(e)}") from None
     for note in notes:
         print(f"evalkit: {note}", file=sys.stderr, flush=True)
-    if episodes:
-        from evalkit.records import index_cache
-
-        for p in paths:
-            try:  # read, not cached: a command refused here must leave the run as it was
-                df, unreadable = index_cache.read(Path(p), cache="read")
-            except (OSError, TraceError) as e:
-                raise ConfigError(f"{command}: cannot read {p}: {e}") from None
-            malformed = int(df["problem"].is_not_null().sum())
-            if df.height == malformed:
-                why = [f"{unreadable} unreadable line(s)"] if unreadable else []
-                why += [f"{malformed} malformed record(s)"] if malformed else []
-                said = f" ({', '.join(why)})" if why else ""
-                raise ConfigError(f"{command}: {p} holds no readable episode{said}")
+    for p in paths:
+        try:  # read, not cached: a command refused here must leave the run as it was
+            df, unreadable = index_cache.read(Path(p), cache="read")
+        except (OSError, TraceError) as e:
+            raise ConfigError(f"{command}: cannot read {p}: {e}") from None
+        malformed = int(df["problem"].is_not_null().sum())
+        if df.height > malformed:
+            continue
+        if unreadable or malformed:
+            why = [f"{unreadable} unreadable line(s)"] if unreadable else []
+            why += [f"{malformed} malformed record(s)"] if malformed else []
+            raise ConfigError(f"{command}: {p} holds no readable episode ({', '.join(why)})")
+        if episodes:
+            raise ConfigError(f"{command}: {p} has no episodes yet")
     return paths
+
+
+FILES_PER_EPISODE = 8
+"""Files (sockets) an episode holds open in the batch's process, with room: its WebSocket to the env, a kept
+connection for pictures on its thread and on a frame taker, its model's connection — and as many again for
+the env's ends when the env is served in this process. Measured: 4.8 per episode at 64 at once (the env in
+child processes, the tests' model server in this process), 8.8 at 6 (both in this process)."""
+MIB_PER_EPISODE = 4
+"""Memory an episode adds at the least (the canvas `tools` surface; a screen surface's browser page takes
+far more): 4.3 MiB measured between 8 and 64 episodes at once, the env's processes included."""
+
+
+def most_episodes() -> tuple[int, str]:
+    """How many episodes at once this machine can hold, and what bounds it: the files this process may
+    open (past them every new connection fails), or the memory available now."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = -1
+    bounds = []
+    if limit > 0:  # (RLIM_INFINITY is -1)
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            used = 64
+        bounds.append((max(1, (limit - used - 64) // FILES_PER_EPISODE),
+                       f"each keeps ~{FILES_PER_EPISODE} files open and this process may open {limit:,}: "
+                       "`ulimit -n` raises that"))  # fmt: skip
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) // 1024
+        why = f"each needs {MIB_PER_EPISODE} MiB or more and {avail:,} MiB is available"
+        bounds.append((max(1, avail // MIB_PER_EPISODE), why))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return min(bounds) if bounds else (2**31, "")
 
 
 def batch(
@@ -195,12 +237,19 @@ def batch(
     repeats: int,
     episode_timeout: float | None,
     options: Any = None,
+    executor: str = "threads",
 ) -> None:
-    """The numbers of a batch, as `run_batch` is given them (by the CLI or a notebook)."""
+    """The numbers of a batch, as `run_batch` is given them (by the CLI or a notebook). Episodes run in this
+    process's threads are bounded by what the machine holds (`most_episodes`); on Ray, by the cluster."""
     for name, v in (("concurrency", concurrency), ("repeats", repeats), ("max_turns", max_turns),
                     ("max_steps", max_steps)):  # fmt: skip
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"--{name.replace('_', '-')} must be a whole number ≥ 1, got {v!r}")
+    if executor == "threads":
+        most, why = most_episodes()
+        if concurrency > most:
+            raise ConfigError(f"--concurrency {concurrency:,} is more than this machine holds: at most "
+                              f"{most:,} episodes at once ({why})")  # fmt: skip
     if episode_timeout is not None:
         number("--episode-timeout", episode_timeout)
     if options is not None:

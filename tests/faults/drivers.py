@@ -37,7 +37,8 @@ def turns_taken(body: dict) -> int:
 
 class StandIn:
     """The stand-in model. `fault_rate` of the replies (seeded) are drawn from `FAULTS`; a model whose name
-    ends in `-dead` answers every request with a 500. `served` counts every reply by kind."""
+    ends in `-dead` answers every request with a 500, one whose name ends in `-refused` with a 401 (its key
+    refused). `served` counts every reply by kind."""
 
     def __init__(self, fault_rate: float = 0.0, seed: int = 0, timeout_delay: float = 3.0):
         self.server = FakeModelServer().start()
@@ -66,6 +67,8 @@ class StandIn:
             kind = "ok"
             if body["model"].endswith("-dead"):
                 kind = "dead"
+            elif body["model"].endswith("-refused"):
+                kind = "refused"
             elif self.rate:
                 self.live += 1
                 if self.first:
@@ -76,6 +79,8 @@ class StandIn:
         usage = dict(CALL_USAGE)
         if kind == "dead":
             return Reply(status=500)
+        if kind == "refused":
+            return Reply(status=401, error={"code": "invalid_api_key"})
         if kind == "500":
             return Reply(status=500)
         if kind == "429":
@@ -207,3 +212,67 @@ def wait_for_records(out: Path, n: int, proc: subprocess.Popen, timeout: float =
         assert proc.poll() is None, "the batch ended before the fault"
         assert time.monotonic() < deadline, "the batch wrote too little"
         time.sleep(0.02)
+
+
+def children(pid: int) -> set[int]:
+    """The processes `pid` started that are still its children (an env server in its own session
+    included)."""
+    found: set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found |= {int(c) for c in f.read().split()}
+    except OSError:
+        pass
+    return found
+
+
+def running(pid: int) -> bool:
+    """`pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+HELD = """
+import json, os, sys, threading, time
+import evalkit
+
+def held():
+    # What this process holds: open files (sockets among them) and threads, once the threads a batch ends
+    # have had a moment to go.
+    for _ in range(50):
+        if threading.active_count() == 1:
+            break
+        time.sleep(0.05)
+    fds = os.listdir("/proc/self/fd")
+    links = []
+    for fd in fds:
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
+    return {"fds": len(fds), "sockets": sum(x.startswith("socket:") for x in links),
+            "threads": threading.active_count(), "names": names}
+
+print(json.dumps(held()), flush=True)
+for i, concurrency in enumerate(json.loads(sys.argv[2])):
+    run = evalkit.run_batch(sys.argv[1], "canvas", out=f"{sys.argv[3]}/r{i}", tasks=int(sys.argv[4]),
+                            max_turns=4, concurrency=concurrency, progress=False)
+    print(json.dumps({**held(), "ran": run.ran, "errors": run.errors}), flush=True)
+"""
+"""A child's script: `HELD MODEL CONCURRENCIES OUT TASKS` runs a batch of TASKS canvas tasks at each
+concurrency (a JSON list) in one process and prints, before the first and after each, what the process
+holds (one JSON line each)."""
+
+
+def held_over_batches(model: StandIn, concurrencies: list[int], out: Path, tasks: int = 8) -> list[dict]:
+    """What a process holds before and after each of its batches (`HELD`), run in a child of its own so
+    that nothing of this process's counts."""
+    argv = [sys.executable, "-c", HELD, MODEL, json.dumps(concurrencies), str(out), str(tasks)]
+    done = subprocess.run(argv, env=model.env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

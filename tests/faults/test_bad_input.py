@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from evalkit.cli import COMMANDS, main
 from tests.fixtures.synth import make_run
 from tests.support.snapshot import snapshot
 
+GARBAGE = "garbage holds no readable episode (1 unreadable line(s), 1 malformed record(s))"
+"""What every command that reads runs says of a run whose every line is unreadable or malformed."""
 R = ["run", "--env", "canvas", "--models", "baseline:random"]
 """A run command that is right but for what a case adds (and its --out)."""
 OUT = ["--out", "new"]
@@ -32,6 +36,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("fractional-max-turns", [*R, *OUT, "--max-turns", "1.5"], "--max-turns: expected a whole number"),
     ("zero-max-steps", [*R, *OUT, "--max-steps", "0"], "--max-steps"),
     ("zero-concurrency", [*R, *OUT, "--concurrency", "0"], "--concurrency"),
+    ("concurrency-past-the-machine", [*R, *OUT, "--concurrency", "100000"],
+     "--concurrency 100,000 is more than this machine holds: at most"),
     ("negative-repeats", [*R, *OUT, "--repeats", "-1"], "--repeats"),
     ("zero-limit", [*R, *OUT, "--limit", "0"], "--limit"),
     ("word-tasks", [*R, *OUT, "--tasks", "abc"], "--tasks: expected a whole number"),
@@ -80,18 +86,25 @@ CASES: list[tuple[str, list[str], str]] = [
     ("summarise-out-proc", ["summarise", "run", "--out", "/proc/evalkit-s"], "cannot be written"),
     ("summarise-grades-missing", ["summarise", "run", "--grades", "missing.csv"], "missing.csv"),
     ("summarise-no-run", ["summarise"], "the following arguments are required: runs"),
+    ("summarise-only-invalid-lines", ["summarise", "garbage"], f"summarise: {GARBAGE}"),
+    ("summarise-no-episode-yet", ["summarise", "begun"], "summarise: begun has no episodes yet"),
     # ---- compare
     ("compare-unknown-a", ["compare", "run", "--a", "nosuch", "--b", "m-a"], "--a 'nosuch' is neither"),
     ("compare-unknown-b", ["compare", "run", "--a", "m-a", "--b", "nosuch"], "--b 'nosuch' is neither"),
     ("compare-unknown-by", ["compare", "run", "--a", "m-a", "--b", "m-b", "--by", "nope"], "not a column"),
     ("compare-not-a-run", ["compare", "notrun", "--a", "m-a", "--b", "m-b"], "notrun is not a run"),
     ("compare-no-a", ["compare", "run", "--b", "m-b"], "required: --a"),
+    ("compare-only-invalid-lines", ["compare", "garbage", "--a", "m-a", "--b", "m-b"], f"compare: {GARBAGE}"),
+    ("compare-no-episode-yet", ["compare", "begun", "--a", "m-a", "--b", "m-b"], "begun has no episodes yet"),
     # ---- report
     ("report-not-a-run", ["report", "notrun"], "notrun is not a run"),
     ("report-a-file", ["report", "file.txt"], "file.txt is not a run"),
     ("report-empty-dir", ["report", "empty"], "empty is not a run"),
-    ("report-only-invalid-lines", ["report", "garbage"],
-     "garbage holds no readable episode (1 unreadable line(s), 1 malformed record(s))"),
+    ("report-only-invalid-lines", ["report", "garbage"], f"report: {GARBAGE}"),
+    ("report-no-episode-yet", ["report", "begun"], "report: begun has no episodes yet"),
+    ("report-unknown-b", ["report", "run", "--b", "typo"],
+     "report: --b 'typo' is neither a model nor a run here (models: m-a, m-b)"),
+    ("report-unknown-a", ["report", "run", "--a", "m-a", "--b", "m-c"], "--b 'm-c' is neither"),
     ("report-out-proc", ["report", "run", "-o", "/proc/evalkit.html"], "-o /proc/evalkit.html cannot be"),
     ("report-out-a-directory", ["report", "run", "-o", "notrun"], "-o notrun is a directory"),
     ("report-out-under-a-file", ["report", "run", "-o", "file.txt/r.html"], "file.txt is not a directory"),
@@ -99,6 +112,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("view-not-a-run", ["view", "notrun"], "view: notrun is not a run"),
     ("view-a-file", ["view", "file.txt"], "view: file.txt is not a run"),
     ("view-missing", ["view", "missing"], "no such run directory"),
+    ("view-only-invalid-lines", ["view", "garbage"], f"view: {GARBAGE}"),
     ("view-port-zero", ["view", "run", "--port", "0"], "port number from 1 to 65535"),
     ("view-port-word", ["view", "run", "--port", "http"], "expected a port number"),
     ("view-port-taken", ["view", "run", "--port", "{taken}"], "is in use on 127.0.0.1"),
@@ -132,6 +146,8 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---- commands that land with other issues: one row each, skipped until they exist
     ("bundle-not-a-run", ["bundle", "notrun", "-o", "b"], "notrun"),
     ("bundle-missing", ["bundle", "missing", "-o", "b"], "missing"),
+    ("bundle-only-invalid-lines", ["bundle", "garbage", "-o", "b"], f"bundle: {GARBAGE}"),
+    ("bundle-no-episode-yet", ["bundle", "begun", "-o", "b"], "bundle: begun has no episodes yet"),
     ("bundle-out-a-file", ["bundle", "run", "-o", "file.txt"], "file.txt"),
     ("bundle-out-proc", ["bundle", "run", "-o", "/proc/evalkit-b"], "/proc/evalkit-b"),
     ("export-missing", ["export", "missing.ipynb", "-o", "x.html"], "missing.ipynb"),
@@ -152,6 +168,9 @@ def workspace(tmp_path_factory):
     (ws / "garbage" / "trace.jsonl").write_text(
         '{"format_version": 1, "key": "k", "turns": "oops"}\nnot json\n'
     )
+    (ws / "begun").mkdir()  # a batch that has not finished an episode yet
+    (ws / "begun" / "run.json").write_text(json.dumps({"models": ["m"], "evalkit_version": "0.1.0"}))
+    (ws / "begun" / "trace.jsonl").write_text("")
     (ws / "foreign").mkdir()
     (ws / "foreign" / "trace.jsonl").write_text(json.dumps({"job_id": "j", "model": "m"}) + "\n")
     (ws / "notebook.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
@@ -194,3 +213,15 @@ def test_bad_input(workspace, taken, monkeypatch, capsys, argv, says):
     assert snapshot(workspace) == before
     assert not Path("/proc/evalkit-run").exists()
     shutil.rmtree(workspace / "new", ignore_errors=True)  # (never made: the snapshot says so)
+
+
+@pytest.mark.parametrize("module", ["evalkit.providers.standin", "evalkit.standin"])
+def test_the_standin_says_how_it_is_used(module):
+    """`--help` is usage, not a command to run; a command that does not exist is one line."""
+    ran = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert ran.stdout.startswith("usage: python -m evalkit.providers.standin [-h] -- COMMAND")
+    ran = subprocess.run([sys.executable, "-m", module, "--", "no-such-command-7"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr == "evalkit: error: no command 'no-such-command-7' to run\n"

@@ -89,16 +89,46 @@ def test_summarise_says_each_warning_once(hostile, capsys, tmp_path):
         assert text not in md  # names are literal Markdown text, never a link, image or HTML
 
 
-def test_summarise_of_only_invalid_lines_warns_once(tmp_path, capsys):
+def test_a_run_of_only_invalid_lines_is_refused_alike_by_every_command(tmp_path, capsys):
     run = tmp_path / "garbage"
     run.mkdir()
     (run / "trace.jsonl").write_text('{"format_version": 1, "key": "k", "turns": "oops"}\nnot json\n[1]\n')
-    for _ in range(2):
-        assert main(["summarise", str(run)]) == 0
+    before = snapshot(run)
+    why = f"{run} holds no readable episode (2 unreadable line(s), 1 malformed record(s))"
+    commands = [["summarise", str(run)], ["compare", str(run), "--a", "x", "--b", "y"], ["report", str(run)],
+                ["bundle", str(run), "-o", str(tmp_path / "b")]]  # fmt: skip
+    for argv in commands:
+        assert main(argv) == 2
         printed, err = capsys.readouterr()
-        warned = [ln for ln in err.splitlines() if ln.startswith("evalkit: warning:")]
-        assert len(warned) == 2, err  # 2 unreadable lines; 1 malformed record
-        assert "no episodes" in printed
+        assert (printed, err) == ("", f"evalkit: error: {argv[0]}: {why}\n")
+    assert snapshot(run) == before and not (tmp_path / "b").exists()
+
+
+def empty_run(root: Path) -> Path:
+    """A run killed between the creation of its trace and its first line (or whose every key was refused)."""
+    run = root / "empty"
+    run.mkdir()
+    (run / "run.json").write_text('{"models": ["m"], "env": "canvas", "evalkit_version": "0.1.0"}\n')
+    (run / "trace.jsonl").write_bytes(b"")
+    return run
+
+
+def test_an_empty_trace_is_a_run_with_no_episodes_yet(tmp_path, capsys, monkeypatch):
+    run = empty_run(tmp_path)
+    df = analysis.load_runs(run)
+    assert df.height == 0 and analysis.turns(run).height == 0 and analysis.calls(run).height == 0
+    assert_frame_equal(index_cache.build(run), index_cache.build_reference(run))
+    assert analysis.malformed(run).height == 0
+    # Every command that makes something of episodes says so in one line, the same line.
+    for argv in (["summarise", str(run)], ["compare", str(run), "--a", "m", "--b", "n"], ["report", str(run)],
+                 ["bundle", str(run), "-o", str(tmp_path / "b")]):  # fmt: skip
+        assert main(argv) == 2
+        assert capsys.readouterr() == ("", f"evalkit: error: {argv[0]}: {run} has no episodes yet\n")
+    # The viewer shows it (a run its batch has only begun: it fills in as episodes end).
+    monkeypatch.setenv("EVALKIT_RUNS", str(run))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
 
 
 def test_glob_characters_in_a_run_path_use_the_cache(tmp_path, caplog, monkeypatch):

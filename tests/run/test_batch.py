@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -220,7 +221,7 @@ def test_a_gui_batch_in_two_skins(canvas_server, tmp_path):
 
 
 def test_a_one_session_server_caps_concurrency_and_nothing_goes_unscored(
-    standin, guess_server, tmp_path, capsys
+    standin, guess_server, tmp_path, caplog
 ):
     from evalkit.analysis import load_runs
     from tests.support.standin import MODEL, bisect_guess
@@ -228,13 +229,12 @@ def test_a_one_session_server_caps_concurrency_and_nothing_goes_unscored(
     standin.play(bisect_guess)
     out = tmp_path / "r"
     resets = [{"seed": s} for s in range(5)]
-    run = run_batch(
-        MODEL, guess_server.base_url, reset=resets, concurrency=4, max_turns=8, out=out, progress=False
-    )
-    assert (
-        "guess accepts 1 session(s) at a time: running 1 episode(s) at once instead of 4"
-        in capsys.readouterr().err
-    )
+    with caplog.at_level(logging.INFO, logger="evalkit"):
+        run = run_batch(
+            MODEL, guess_server.base_url, reset=resets, concurrency=4, max_turns=8, out=out, progress=False
+        )
+    said = "guess accepts 1 session(s) at a time: running 1 episode(s) at once instead of 4"
+    assert said in caplog.messages
     recs = list(read_records(out))
     assert run.ran == 5 and run.errors == 0
     assert all(r.error_class is None and r.reward in (0.0, 1.0) and r.end_reason == "done" for r in recs)
