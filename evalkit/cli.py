@@ -230,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
     v.add_argument("--port", type=validate.port, help="default: the first free port from 8501")
+    v.add_argument(
+        "--wait", type=validate.argtype(float, low=0, strict=False), default=600.0,
+        help="seconds to wait for a run a batch is still creating (default 600; 0: refuse it at once)",
+    )  # fmt: skip
 
     bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")
     bu.add_argument("runs", nargs="+")
@@ -485,7 +489,16 @@ def cmd_view(a: argparse.Namespace) -> int:
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return serve.serve(validate.runs(a.runs, "view"), a.port, app)  # it checks the port
+    named = a.runs
+    if not named:  # EVALKIT_RUNS, else ./runs/ of the folder the command was given in (not the checkout's)
+        from evalkit.view.support import discover_runs
+
+        named = [str(p) for p in discover_runs((), cwd=Path.cwd())]
+    try:
+        runs = serve.wait_for_runs(serve.absolute(named), a.wait, lambda line: print(line, file=sys.stderr))
+    except KeyboardInterrupt:
+        return 130  # stopped while waiting: nothing was started, nothing to say
+    return serve.serve(validate.runs(runs, "view"), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
