@@ -220,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--a")
     rp.add_argument("--b")
+    rp.add_argument(
+        "--bundle", action="store_true",
+        help="also write the runs as a static bundle beside the report (REPORT-bundle/); every task the "
+        "report lists links to its episode there",
+    )  # fmt: skip
 
     ex = sub.add_parser("export", help="write a notebook as one HTML page that works offline")
     ex.add_argument("notebook")
@@ -469,8 +474,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
     validate.writable_file("-o", a.output)
-    path = build_report(validate.runs(a.runs, "report", episodes=True), a.output, a=a.a, b=a.b)
-    print(f"wrote {path}")
+    runs = validate.runs(a.runs, "report", episodes=True)
+    href = built = None
+    if a.bundle:  # beside the report, so that its links are relative and the two move together
+        from evalkit.view.bundle import build
+
+        site = Path(a.output).parent / f"{Path(a.output).stem}-bundle"
+        validate.writable_dir("--bundle", site)
+        built = build(runs, site)
+        href = f"{site.name}/index.html"
+    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href)
+    print(f"wrote {path}" + (f" and its bundle {built.path} ({built.episodes:,} episodes)" if built else ""))
     return 0
 
 
