@@ -243,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--a")
     rp.add_argument("--b")
+    rp.add_argument(
+        "--bundle", action="store_true",
+        help="also write the runs as a static bundle beside the report (REPORT-bundle/); every task the "
+        "report lists links to its episode there",
+    )  # fmt: skip
 
     ex = sub.add_parser("export", help="write a notebook as one HTML page that works offline")
     ex.add_argument("notebook")
@@ -253,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
     v.add_argument("--port", type=validate.port, help="default: the first free port from 8501")
+    v.add_argument(
+        "--wait", type=validate.argtype(float, low=0, strict=False), default=600.0,
+        help="seconds to wait for a run a batch is still creating (default 600; 0: refuse it at once)",
+    )  # fmt: skip
 
     bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")
     bu.add_argument("runs", nargs="+")
@@ -511,8 +520,16 @@ def cmd_report(a: argparse.Namespace) -> int:
         from evalkit import analysis
 
         _check_sides(analysis.load_runs(runs, cache="read"), "report", a.a, a.b)
-    path = build_report(runs, a.output, a=a.a, b=a.b)
-    print(f"wrote {path}")
+    href = built = None
+    if a.bundle:  # beside the report, so that its links are relative and the two move together
+        from evalkit.view.bundle import build
+
+        site = Path(a.output).parent / f"{Path(a.output).stem}-bundle"
+        validate.writable_dir("--bundle", site)
+        built = build(runs, site)
+        href = f"{site.name}/index.html"
+    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href)
+    print(f"wrote {path}" + (f" and its bundle {built.path} ({built.episodes:,} episodes)" if built else ""))
     return 0
 
 
@@ -531,7 +548,16 @@ def cmd_view(a: argparse.Namespace) -> int:
     if not app.exists():
         raise ConfigError(f"the viewer is not next to this evalkit install (looked for {app}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    return serve.serve(validate.runs(a.runs, "view", episodes=False), a.port, app)  # it checks the port
+    named = a.runs
+    if not named:  # EVALKIT_RUNS, else ./runs/ of the folder the command was given in (not the checkout's)
+        from evalkit.view.support import discover_runs
+
+        named = [str(p) for p in discover_runs((), cwd=Path.cwd())]
+    try:
+        runs = serve.wait_for_runs(serve.absolute(named), a.wait, lambda line: print(line, file=sys.stderr))
+    except KeyboardInterrupt:
+        return 130  # stopped while waiting: nothing was started, nothing to say
+    return serve.serve(validate.runs(runs, "view", episodes=False), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:

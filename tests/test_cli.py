@@ -121,7 +121,7 @@ def test_view_serves_the_viewer_on_loopback(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
-    assert main(["view", str(tmp_path / "missing")]) == 2
+    assert main(["view", str(tmp_path / "missing"), "--wait", "0"]) == 2
 
 
 def test_report_and_view_need_a_checkout(monkeypatch, capsys):

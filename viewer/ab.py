@@ -8,13 +8,22 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from evalkit.records.marks import space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
-from viewer.common import S, fields, find, load, memo, no_reward, num, show_image, step_controls
-from viewer.episode import show_step
+from viewer.common import S, fields, find, load, memo, no_none, no_reward, num, show_image, step_controls
+from viewer.episode import show_step, text_step
 from viewer.table import rows_height
 
 ALL = "all tiers"
+PAIR_COLUMNS = {
+    "task_id": st.column_config.TextColumn("task"),
+    "a_best": st.column_config.NumberColumn("A best", format="%.3f", help="Empty: no scored episode"),
+    "b_best": st.column_config.NumberColumn("B best", format="%.3f", help="Empty: no scored episode"),
+    "difference": st.column_config.NumberColumn("A − B", format="%+.3f"),
+    "a_n": st.column_config.NumberColumn("A episodes"),
+    "b_n": st.column_config.NumberColumn("B episodes"),
+}
 
 
 def _choices(rows: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
@@ -132,21 +141,15 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     only = st.toggle("Only tasks A solved and B failed", key="ab_only")
     shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
     ids = shown.get_column("pair").to_list() or pairs.get_column("pair").to_list()
+    data, config = no_none(vs.ab_table(shown), PAIR_COLUMNS)
     st.dataframe(
-        vs.ab_table(shown),
+        data,
         key="ab_pairs",
         on_select=lambda: _on_pair_click(ids),
         selection_mode="single-row",
         hide_index=True,
         height=rows_height(shown.height, 220),
-        column_config={
-            "task_id": st.column_config.TextColumn("task"),
-            "a_best": st.column_config.NumberColumn("A best", format="%.3f"),
-            "b_best": st.column_config.NumberColumn("B best", format="%.3f"),
-            "difference": st.column_config.NumberColumn("A − B", format="%+.3f"),
-            "a_n": st.column_config.NumberColumn("A episodes"),
-            "b_n": st.column_config.NumberColumn("B episodes"),
-        },
+        column_config=config,
     )
     if S.get("ab_task") not in ids:
         S.ab_task = ids[0]
@@ -171,9 +174,8 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
         return
     recs = [load(df_all, r, k) for r, k in (pick_a, pick_b)]
     S._ab_pair = (*pick_a, *pick_b)
-    heads = st.columns([1.1, 2.6, 2.6])
-    heads[0].caption("Target")
-    for col, rec, (r, _k), name in ((heads[1], recs[0], pick_a, "A"), (heads[2], recs[1], pick_b, "B")):
+    heads = st.columns(2)
+    for col, rec, (r, _k), name in ((heads[0], recs[0], pick_a, "A"), (heads[1], recs[1], pick_b, "B")):
         with col:
             if isinstance(rec, str):
                 st.error(vs.md_escape(rec, 500))
@@ -182,24 +184,38 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     if any(isinstance(x, str) for x in recs):
         return
     aligned = vs.align_steps(recs[0], recs[1])
+    if S.get("_ab_opened") != S._ab_pair:  # a new pair opens where both have a picture of a step
+        S._ab_opened = S._ab_pair
+        if S.pop("_ab_linked_step", None) is None:
+            both = (i for i, (x, y) in enumerate(aligned) if x and y and x.turn and x.frame and y.frame)
+            S.ab_step = next(both, vs.first_step([x or y for x, y in aligned]))
     pos = step_controls("ab_step", [max(x.index for x in p if x is not None) for p in aligned])
     sa, sb = aligned[pos]
-    row = st.columns([1.1, 2.6, 2.6])
-    with row[0]:
-        show_image(pick_a[0], recs[0].target, "Target", enlarge="ab_target")
-    for col, rec, (r, _k), s, tag in ((row[1], recs[0], pick_a, sa, "a"), (row[2], recs[1], pick_b, sb, "b")):
-        with col:
-            if s is None:
-                st.caption("(this episode has ended)")
-                show_image(r, rec.render, "Final render", enlarge=f"ab_end_{tag}")
-            else:
-                cap = f"{'Screenshot' if vs.is_ownloop(rec) else 'Frame'} at step {s.index}"
-                show_image(r, s.frame, cap, rec, s.turn, enlarge=f"ab_frame_{tag}")
-    with st.expander("Final renders"):
-        ends = st.columns([1.1, 2.6, 2.6])
-        for col, rec, (r, _k), tag in ((ends[1], recs[0], pick_a, "a"), (ends[2], recs[1], pick_b, "b")):
+    pictures = any(vs.has_pictures(r) for r in recs)
+    if pictures:
+        row = st.columns(3 if recs[0].target else [1, 1])
+        if recs[0].target:
+            with row[0]:
+                show_image(pick_a[0], recs[0].target, "Target", enlarge="ab_target")
+        for col, rec, (r, _k), s, tag in (
+            (row[-2], recs[0], pick_a, sa, "a"),
+            (row[-1], recs[1], pick_b, sb, "b"),
+        ):
             with col:
-                show_image(r, rec.render, "Final render", enlarge=f"ab_render_{tag}")
+                if s is None:
+                    show_image(r, rec.render, f"{tag.upper()}: ended; final render", enlarge=f"ab_end_{tag}")
+                else:
+                    turn = s.turn if s.marked else None
+                    cap, big = f"{tag.upper()}: {s.caption}", f"ab_frame_{tag}"
+                    show_image(r, s.frame, cap, rec, turn, enlarge=big, space=space_of(rec))
+        with st.expander("Final renders"):
+            ends = st.columns(3 if recs[0].target else [1, 1])
+            for col, rec, (r, _k), tag in (
+                (ends[-2], recs[0], pick_a, "a"),
+                (ends[-1], recs[1], pick_b, "b"),
+            ):
+                with col:
+                    show_image(r, rec.render, f"{tag.upper()}: final render", enlarge=f"ab_render_{tag}")
     detail = st.columns(2)
     for col, rec, (r, _k), s, tag in (
         (detail[0], recs[0], pick_a, sa, "a"),
@@ -207,5 +223,9 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     ):
         with col:
             st.markdown(f"**{tag.upper()}**")
-            if s is not None:
+            if s is None:
+                st.caption("(this episode has ended)")
+            elif pictures:
                 show_step(r, rec, s, f"ab{tag}_{pos}")
+            else:
+                text_step(r, rec, s, f"ab{tag}_{pos}")

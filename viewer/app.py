@@ -52,6 +52,8 @@ def _seed_from_link(runs: list[str], labels: dict[str, str]) -> None:
     if link.brun and link.bepisode:
         S.ab_pin = (link.run, link.episode, link.brun, link.bepisode)
         S.ab_step = link.step or 0
+        if link.step is not None:
+            S._ab_linked_step = link.step  # the linked step, not the first with pictures
 
 
 def _sync_link(labels: dict[str, str]) -> None:
@@ -67,6 +69,18 @@ def _sync_link(labels: dict[str, str]) -> None:
         st.query_params.from_dict(want)
 
 
+SIDEBAR_KEYS = ("runs_sel", "f_reward", "f_unscored", "f_search", *(f"f_{c}" for c in vs.FILTER_COLUMNS))
+
+
+def keep_sidebar() -> None:
+    """The Episode view draws no sidebar (its room goes to the step); the filters and runs chosen are kept
+    for the views that draw it again: Streamlit forgets a widget's value in a run that does not draw it,
+    unless the value was set by the script."""
+    for k in SIDEBAR_KEYS:
+        if k in S:
+            S[k] = S[k]
+
+
 def sidebar(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
     f = vs.Filters()
     # The choices change only with the runs: computed once per trace change, not on every step.
@@ -78,18 +92,17 @@ def sidebar(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
             if len(opts) > 1 or S.get(f"f_{col}"):
                 S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
                 f.include[col] = st.multiselect(label, opts, key=f"f_{col}", format_func=vs.clip)
-        rewards = (
-            df.get_column("reward").drop_nulls()
-            if "reward" in df.columns
-            else pl.Series([], dtype=pl.Float64)
-        )
-        if rewards.len():
-            # Rewards are usually in [0, 1]: a fixed scale reads the same across runs; wider data widens it.
-            lo, hi = min(0.0, float(rewards.min())), max(1.0, float(rewards.max()))
-            rng = st.slider("Reward", lo, hi, (lo, hi), key="f_reward")
+        lo, hi = memo(("reward_range", drawn), lambda: _reward_range(df))
+        if lo is not None:
+            if not (
+                isinstance(S.get("f_reward"), tuple | list) and lo <= min(S.f_reward) <= max(S.f_reward) <= hi
+            ):
+                S.f_reward = (lo, hi)
+            rng = st.slider("Reward", lo, hi, key="f_reward")
             if tuple(rng) != (lo, hi):
                 f.reward = (float(rng[0]), float(rng[1]))
-                f.unscored = st.checkbox("Keep unscored episodes", value=False, key="f_unscored")
+                S.setdefault("f_unscored", False)
+                f.unscored = st.checkbox("Keep unscored episodes", key="f_unscored")
         f.search = st.text_input(
             "Search what the model said and did",
             key="f_search",
@@ -97,6 +110,34 @@ def sidebar(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
             'ask for several: `"round 2" "red circle"`. Searches model text, reasoning and tool calls.',
         ).strip()
     return f
+
+
+def _reward_range(df: pl.DataFrame) -> tuple[float | None, float | None]:
+    """The reward slider's ends: rewards are usually in [0, 1], and a fixed scale reads the same across runs;
+    wider data widens it. (None, None) when no episode has a reward."""
+    rewards = (
+        df.get_column("reward").drop_nulls() if "reward" in df.columns else pl.Series([], dtype=pl.Float64)
+    )
+    if not rewards.len():
+        return None, None
+    return min(0.0, float(rewards.min())), max(1.0, float(rewards.max()))
+
+
+def search(chosen: list[str], query: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(episodes that match with their first hit, matching steps with a snippet) over the chosen runs."""
+    index = vs.concat_tables([text_index(r) for r in chosen]) if chosen else None
+    if index is None or index.is_empty():
+        S._found = None
+        hits = pl.DataFrame(
+            schema={"run": pl.String, "key": pl.String, "first_hit": pl.Int32, "hits": pl.UInt32}
+        )
+        steps = pl.DataFrame(
+            schema={"run": pl.String, "key": pl.String, "step": pl.Int32, "snippet": pl.String}
+        )
+        return hits, steps
+    found = vs.text_search.matching_steps(index, query)
+    S._found = found
+    return vs.text_search.search(index, query), vs.text_search.hit_rows(index, found, query)
 
 
 def main() -> None:
@@ -111,11 +152,17 @@ def main() -> None:
     labels = vs.run_labels(runs)
     _seed_from_link(runs, labels)
     enlarge_support()
-    with st.sidebar:
-        st.title("evalkit viewer")
-        if "runs_sel" not in S:
-            S.runs_sel = list(runs)
-        chosen = st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
+    keep_sidebar()
+    if S.get("view") not in vs.VIEWS:
+        S.view = vs.VIEWS[0]
+    if "runs_sel" not in S:
+        S.runs_sel = list(runs)
+    episode_view = S.view == "Episode"
+    if not episode_view:
+        with st.sidebar:
+            st.title("evalkit viewer")
+            st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
+    chosen = [r for r in S.runs_sel if r in runs]
     sigs = live.drawn(chosen)
     tables, problems = [], []
     for r in chosen:
@@ -124,43 +171,29 @@ def main() -> None:
             problems.append((r, t))
         else:
             tables.append(t)
-        if note := malformed(r, sigs[r]):
+        if not episode_view and (note := malformed(r, sigs[r])):
             problems.append((r, note))
-    for r, msg in problems:
-        st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
     drawn = (tuple(sigs.items()), tuple(problems))
     df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
+    st.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
+    if episode_view:  # the Episode view reads one row of the table: no filter, search or sidebar to draw
+        view_episode(df_all, labels)
+        _sync_link(labels)
+        return
+    for r, msg in problems:
+        st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
     f = sidebar(df_all, drawn)
     hits = steps = None
     if f.search:
-        index = vs.concat_tables([text_index(r) for r in chosen]) if chosen else None
-        if index is not None and not index.is_empty():
-            found = vs.text_search.matching_steps(index, f.search)
-            hits = vs.text_search.search(index, f.search)
-            steps = vs.text_search.hit_rows(index, found, f.search)
-        else:
-            hits = pl.DataFrame(
-                schema={"run": pl.String, "key": pl.String, "first_hit": pl.Int32, "hits": pl.UInt32}
-            )
-            steps = pl.DataFrame(
-                schema={"run": pl.String, "key": pl.String, "step": pl.Int32, "snippet": pl.String}
-            )
-        S._found = found if index is not None and not index.is_empty() else None
+        hits, steps = search(chosen, f.search)
     else:
         S._found = None
     df = vs.apply_filters(df_all, f, hits)
-
-    if S.get("view") not in vs.VIEWS:
-        S.view = vs.VIEWS[0]
-    st.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
-    view = S.view
     fingerprint = (tuple(sigs.items()), vs.fingerprint(df))
-    if view == "Episodes":
+    if S.view == "Episodes":
         live.updates(chosen, labels)
         view_table(df, df_all, hits, steps)
-    elif view == "Episode":
-        view_episode(df_all, labels)
-    elif view == "A vs B":
+    elif S.view == "A vs B":
         view_ab(df, df_all, labels, fingerprint)
     else:
         live.updates(chosen, labels)

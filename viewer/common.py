@@ -174,12 +174,26 @@ def show_text(label: str, text: str, key: str, code: bool = False) -> None:
     st.code(chunk, language=None, wrap_lines=True)
 
 
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _marked(path: str, mtime_ns: int, turn_id: tuple, space: str | None, _calls: list) -> bytes | None:
+    """The picture at `path` with the actions of `_calls` drawn (None when none lands on it), once per turn
+    (`turn_id` names it: run, episode, turn): stepping back and forth draws nothing again."""
+    with open(path, "rb") as f:
+        return marked(f.read(), _calls, space)
+
+
 def show_image(
-    run: str, rel: str | None, caption: str, rec: EpisodeRecord | None = None, turn=None, enlarge: str = ""
+    run: str,
+    rel: str | None,
+    caption: str,
+    rec: EpisodeRecord | None = None,
+    turn=None,
+    enlarge: str = "",
+    space: str | None = None,
 ) -> None:
     """An image from inside the run, or a note saying why there is none; files outside the run are refused.
-    With a turn, its computer-use actions are drawn where they landed. With `enlarge` (a unique name), a
-    click on the image shows it at full size."""
+    With a turn, its computer-use actions are drawn where they landed (`rel` must be the screen they were
+    taken on, read in coordinate `space`). With `enlarge` (a unique name), a click shows it at full size."""
     if not rel:
         st.caption(f"{caption}: none")
         return
@@ -189,12 +203,59 @@ def show_image(
         st.code(str(rel)[:300], language=None)
         return
     try:
-        data = path.read_bytes()
-        shown = marked(data, turn.calls, rec.coordinates) if turn is not None and rec is not None else None
+        shown = None
+        if turn is not None and rec is not None:
+            turn_id = (run, rec.key, turn.turn, rel)
+            shown = _marked(str(path), path.stat().st_mtime_ns, turn_id, space, turn.calls)
         where = st.container(key=f"enlarge_{enlarge}") if enlarge else st.container()
-        where.image(shown or data, caption=caption + (" · actions marked" if shown else ""), width="stretch")
+        where.image(shown or path.read_bytes(), caption=caption + (" · actions marked" if shown else ""),
+                    width="stretch", output_format="PNG" if shown else image_format(path))  # fmt: skip
     except Exception as e:  # a corrupt or non-image file inside the run must not take the page down
         st.caption(f"{caption}: unreadable image ({type(e).__name__})")
+
+
+def no_none(
+    df: pl.DataFrame, config: dict[str, Any], reasons: pl.Series | None = None
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """`df` and its column config as a table should show them, with no cell reading "None": a missing text
+    is empty, a missing reward says why (`reasons`, the episodes' error classes: unscored or no reward), any
+    other missing number is empty. A numeric column with a gap becomes text, formatted as its config says."""
+    exprs, config = [], dict(config)
+    for name, dtype in df.schema.items():
+        if df.get_column(name).null_count() == 0:
+            continue
+        if dtype in (pl.String, pl.Categorical):
+            exprs.append(pl.col(name).cast(pl.String).fill_null(""))
+            continue
+        if not dtype.is_numeric():
+            continue
+        cfg = config.get(name) or {}
+        fmt = (cfg.get("type_config") or {}).get("format") or "%s"
+        missing = [""] * df.height
+        if name == "reward" and reasons is not None:
+            missing = [no_reward(r) for r in reasons.to_list()]
+        values = df.get_column(name).to_list()
+        text = [num_printf(v, fmt) if v is not None else m for v, m in zip(values, missing, strict=True)]
+        exprs.append(pl.Series(name, text, dtype=pl.String))
+        config[name] = st.column_config.TextColumn(cfg.get("label") or name, help=cfg.get("help"),
+                                                   alignment="right")  # fmt: skip
+    return (df.with_columns(exprs) if exprs else df), config
+
+
+def num_printf(v: Any, fmt: str) -> str:
+    try:
+        return fmt % v if "%" in fmt else str(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
+
+
+def image_format(path: Path) -> str:
+    """The format to send a picture in: its own. Left to guess ("auto"), Streamlit re-encodes every PNG
+    screenshot as a JPEG on every rerun (tens of milliseconds a step, and marks blurred)."""
+    return FORMATS.get(path.suffix.lower(), "auto")
 
 
 def fields(box, rows: list[dict[str, str]], name: str, empty: str) -> None:
@@ -227,14 +288,25 @@ def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
     return S[name]
 
 
+# The page's own layout: less padding around the page so that a step fits 1280 × 720 without scrolling, and
+# the step's pictures no taller than the room under the header (a tall screenshot is scaled, not cropped).
+_LAYOUT_CSS = (
+    '[data-testid="stMainBlockContainer"] { padding: 2.75rem 1.5rem 3rem; }'
+    '[class*="st-key-enlarge_"] img { cursor: zoom-in; }'
+    '.st-key-enlarge_frame_ep img, .st-key-enlarge_target_ep img, [class*="st-key-enlarge_ab_"] img '
+    "{ max-height: 58vh; object-fit: contain; }"
+)
+
 # A click on an image inside a container keyed `enlarge_…` shows it over the page at full size; a click or
 # Esc closes it. Our own code, mounted once per page: no trace content ever reaches it.
-_ENLARGE_JS = """
+_ENLARGE_JS = (
+    f"const LAYOUT = {_LAYOUT_CSS!r};"
+    + """
 export default function () {
   if (window.__evalkitEnlarge) return;
   window.__evalkitEnlarge = true;
   const style = document.createElement('style');
-  style.textContent = '[class*="st-key-enlarge_"] img { cursor: zoom-in; }';
+  style.textContent = LAYOUT;
   document.head.appendChild(style);
   const close = () => document.querySelectorAll('[data-testid="evalkit-lightbox"]').forEach(e => e.remove());
   document.addEventListener('keydown', (e) => { if (e.key === 'Escape') close(); });
@@ -260,6 +332,7 @@ export default function () {
   }, true);
 }
 """
+)
 
 
 _enlarge: list = []

@@ -1,8 +1,13 @@
-"""The Episode view, laid out for stepping: the header, Previous / Next (← / →) and a slider above one row
-of pictures (the target as a thumbnail, the frame at this step, the final render; a click enlarges any of
-them), a filmstrip to jump by, then what the model said and did at this step: its text and reasoning in
-collapsible blocks, each tool call one line that opens. The Transcript tab shows the conversation as the
-model saw it, images inline."""
+"""The Episode view, laid out for stepping at 1280 × 720 with no scrolling: two lines of header, Previous /
+Next (← / →) and a slider, then one row with all a step needs: the target and the step's picture at the same
+size (for an agent that acts on screenshots, the screen the action was taken on, with the action drawn where
+it landed; a click enlarges either), and beside them what the model did: its tool calls with their results,
+its text, its reasoning collapsed. Below: the filmstrip and the transcript, the conversation as the model
+saw it, from the page holding the step.
+
+An episode without a picture (berth, imported tool-planning runs) is laid out for text: what the model sent
+(its text, its calls, the plan's entries) beside what the environment answered (each result, the plan's
+verdict and violations). Stepping reruns only the stepper (a fragment), not the page around it."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import streamlit as st
 
 from evalkit.analysis.tables import usd
 from evalkit.records import plans, traces
+from evalkit.records.marks import space_of
 from evalkit.types import CallRecord, EpisodeRecord
 from evalkit.view import support as vs
 from viewer.common import (
@@ -34,85 +40,77 @@ FILMSTRIP = 12
 """Thumbnails in the filmstrip: the page of steps holding the current one."""
 TRANSCRIPT_TURNS = 8
 """Turns of the transcript shown at once."""
+PANEL_PX = 440
+"""Height of the step's panel beside the pictures: what fits under the header at 720 px (it scrolls)."""
+
+
+def identity(rec: EpisodeRecord, label: str) -> str:
+    """`model · env surface/mode · task · tier · skin · repeat · run`, leaving out what the episode lacks."""
+    c = vs.clip
+    where = "/".join(c(p, 60) for p in (rec.surface, rec.mode) if p)
+    parts = [c(rec.model), " ".join(p for p in (c(rec.env or "", 60), where) if p), c(rec.task_id)]
+    if rec.tier not in (None, ""):
+        parts.append(f"tier {c(rec.tier, 40)}")
+    if rec.skin not in (None, ""):
+        parts.append(f"skin {c(rec.skin, 40)}")
+    if isinstance(rec.repeat, int) and not isinstance(rec.repeat, bool):
+        parts.append(f"repeat {rec.repeat}")
+    return " · ".join(p for p in [*parts, c(label)] if p)
+
+
+def outcome(rec: EpisodeRecord) -> str:
+    cost = rec.cost_usd
+    return " · ".join(
+        [
+            f"Reward {num(rec.reward, '.3f', no_reward(rec.error_class))}",
+            f"ended {vs.clip(rec.end_reason or '—', 80)}"
+            + (f" ({vs.clip(rec.error_class, 80)})" if rec.error_class else ""),
+            f"{num(rec.n_turns or len(rec.turns), 'd')} turns",
+            f"{num(rec.tool_calls, 'd')} tool calls",
+            f"{num(rec.tool_errors, 'd')} tool errors",
+            f"cost {usd(cost) if isinstance(cost, int | float) and math.isfinite(cost) else '—'}",
+            f"{num(rec.seconds, '.1f')} s (model {num(rec.model_seconds, '.1f')} s, "
+            f"env {num(rec.env_seconds, '.1f')} s)",
+        ]
+    )
 
 
 def show_header(rec: EpisodeRecord, label: str) -> None:
+    sid = vs.short_id(rec.key)
+    st.text(identity(rec, label))
+    line, more = st.columns([6, 1], vertical_alignment="center")
+    line.text(outcome(rec))
+    with more.popover("Grade, usage, details", width="stretch"):
+        details(rec, sid)
+    if rec.error_class or rec.error:
+        said = "The episode ended with an error" + (" and is unscored" if rec.error_class else "")
+        with st.expander(f":red[{said}: {vs.md_escape(str(rec.error or rec.error_class), 160)}]"):
+            show_text("", str(rec.error or ""), f"err_{sid}", code=True)
+
+
+def details(rec: EpisodeRecord, sid: str) -> None:
+    c1, c2 = st.columns(2)
+    grade, long_grade = vs.field_rows(rec.grade)
+    usage, long_usage = vs.field_rows(rec.usage)
+    fields(c1, grade, "component", "no grade")
+    fields(c2, usage, "usage", "no usage")
+    # A value cut in the table above is there in full, a page at a time.
+    for i, (name, text) in enumerate(long_grade):
+        show_text(f"Grade component {vs.md_escape(name, 60)}, whole value", text, f"grade{i}_{sid}", True)
+    for i, (name, text) in enumerate(long_usage):
+        show_text(f"Usage {vs.md_escape(name, 60)}, whole value", text, f"usage{i}_{sid}", True)
     c = vs.clip
     st.text(
-        f"{c(rec.model)} · {c(rec.env or '', 60)} {c(rec.surface, 60)}/{c(rec.mode, 60)} · "
-        f"{c(rec.task_id)} · tier {c(rec.tier, 40)} · repeat {num(rec.repeat, 'd')} · {c(label)}"
+        f"key {c(rec.key, 80)} · started {c(rec.started, 60)} · "
+        f"parse errors {num(rec.parse_errors, 'd')} · auto submitted {c(rec.auto_submitted, 20)} · "
+        f"prompt {c(rec.prompt_version, 80)}"
     )
-    cols = st.columns(5)
-    cols[0].metric("Reward", num(rec.reward, ".3f", no_reward(rec.error_class)))
-    cols[1].metric("Turns", num(rec.n_turns or len(rec.turns), "d"))
-    cols[2].metric("Tool calls", num(rec.tool_calls, "d"))
-    cols[3].metric("Tool errors", num(rec.tool_errors, "d"))
-    cost = rec.cost_usd
-    cols[4].metric("Cost", usd(cost) if isinstance(cost, int | float) and math.isfinite(cost) else "—")
-    st.text(
-        f"End reason: {c(rec.end_reason or '—', 80)}"
-        + (f" · error class: {c(rec.error_class, 80)}" if rec.error_class else "")
-        + f" · {num(rec.seconds, '.1f')} s (model {num(rec.model_seconds, '.1f')} s, "
-        f"env {num(rec.env_seconds, '.1f')} s)"
-    )
-    sid = vs.short_id(rec.key)
-    if rec.error_class or rec.error:
-        st.error("The episode ended with an error" + (" and is unscored." if rec.error_class else "."))
-        show_text("", str(rec.error or ""), f"err_{sid}", code=True)
-    with st.expander("Grade, usage, details"):
-        c1, c2 = st.columns(2)
-        grade, long_grade = vs.field_rows(rec.grade)
-        usage, long_usage = vs.field_rows(rec.usage)
-        fields(c1, grade, "component", "no grade")
-        fields(c2, usage, "usage", "no usage")
-        # A value cut in the table above is there in full, a page at a time.
-        for i, (name, text) in enumerate(long_grade):
-            show_text(f"Grade component {vs.md_escape(name, 60)}, whole value", text, f"grade{i}_{sid}", True)
-        for i, (name, text) in enumerate(long_usage):
-            show_text(f"Usage {vs.md_escape(name, 60)}, whole value", text, f"usage{i}_{sid}", True)
-        st.text(
-            f"key {c(rec.key, 80)} · started {c(rec.started, 60)} · "
-            f"parse errors {num(rec.parse_errors, 'd')} · auto submitted {c(rec.auto_submitted, 20)} · "
-            f"prompt {c(rec.prompt_version, 80)}"
-        )
-        if rec.reset:  # what made the episode: the arguments its env's reset was sent
-            show_text("Reset arguments", vs.as_json(rec.reset), f"reset_{sid}", code=True)
-        if rec.traceback:
-            show_text("Traceback", rec.traceback, f"tb_{sid}", code=True)
-        if rec.info:
-            show_text("Info", vs.as_json(rec.info), f"info_{sid}", code=True)
-
-
-def picture_row(run: str, rec: EpisodeRecord, step: vs.Step, tag: str) -> None:
-    """Target (a thumbnail), frame at this step, final render: one row; a click enlarges each."""
-    caption = f"{'Screenshot' if vs.is_ownloop(rec) else 'Frame'} at step {step.index}"
-    c1, c2, c3 = st.columns([1.1, 2.6, 2.6])
-    with c1:
-        show_image(run, rec.target, "Target", enlarge=f"target_{tag}")
-    with c2:
-        show_image(run, step.frame, caption, rec, step.turn, enlarge=f"frame_{tag}")
-    with c3:
-        show_image(run, rec.render, "Final render", enlarge=f"render_{tag}")
-
-
-def filmstrip(run: str, steps: list[vs.Step], name: str) -> None:
-    """Thumbnails of the frames around the current step; the button under each jumps to it."""
-    pos = int(S.get(name) or 0)
-    window = vs.filmstrip(len(steps), pos, FILMSTRIP)
-    if len(window) < 2:
-        return
-    cols = st.columns(FILMSTRIP, gap="small")
-    for col, i in zip(cols, window, strict=False):
-        with col:
-            small = thumbnail(run, steps[i].frame, 160)
-            if small:
-                st.image(small, width="stretch")
-            else:
-                st.caption("no frame")
-            st.button(
-                str(steps[i].index), key=f"{name}_film_{i}", on_click=set_value, args=(name, i),
-                type="primary" if i == pos else "tertiary", width="stretch",
-            )  # fmt: skip
+    if rec.reset:  # what made the episode: the arguments its env's reset was sent
+        show_text("Reset arguments", vs.as_json(rec.reset), f"reset_{sid}", code=True)
+    if rec.traceback:
+        show_text("Traceback", rec.traceback, f"tb_{sid}", code=True)
+    if rec.info:
+        show_text("Info", vs.as_json(rec.info), f"info_{sid}", code=True)
 
 
 def show_call(run: str, call: CallRecord, key: str, ownloop: bool) -> None:
@@ -130,29 +128,75 @@ def show_call(run: str, call: CallRecord, key: str, ownloop: bool) -> None:
             show_image(run, img, f"Returned image {j + 1}")
 
 
-def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
-    """What the model said and did at one step: text and reasoning (collapsible), then its tool calls."""
-    ownloop = vs.is_ownloop(rec)
+def turn_line(step: vs.Step) -> str:
     t = step.turn
     if t is None:
-        st.caption("Start of the episode: no model output yet.")
-        return
-    st.caption(
+        return (
+            "The screen the last action left." if step.end else "Start of the episode: no model output yet."
+        )
+    return (
         f"Turn {vs.md_escape(t.turn, 20)} · stop {vs.md_escape(t.stop or '—', 60)} · "
         f"model {num(t.model_s, '.2f')} s · env {num(t.env_s, '.2f')} s"
         + (f" · {num(t.attempts, 'd')} requests" if isinstance(t.attempts, int) and t.attempts > 1 else "")
         + (f" · answered by {vs.md_escape(t.provider, 60)}" if t.provider else "")
     )
+
+
+def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
+    """What the model did at one step: its tool calls (each with its result), then its text, then its
+    reasoning (collapsed)."""
+    ownloop = vs.is_ownloop(rec) or rec.mode == "ownloop"
+    st.caption(turn_line(step))
+    t = step.turn
+    if t is None:
+        return
+    for j, call in enumerate(t.calls):
+        show_call(run, call, f"{key}_c{j}", ownloop)
+    if not t.calls:
+        st.caption("No tool call in this turn.")
     if t.text:
         with st.expander("Raw model output" if ownloop else "Model text", expanded=True):
             show_text("", t.text, f"{key}_text")
     if t.reasoning:
         with st.expander(f"Reasoning ({len(t.reasoning):,} characters)"):
             show_text("", t.reasoning, f"{key}_reason")
-    for j, call in enumerate(t.calls):
-        show_call(run, call, f"{key}_c{j}", ownloop)
-    if not t.calls:
-        st.caption("No tool call in this turn.")
+
+
+def picture_step(run: str, rec: EpisodeRecord, step: vs.Step, tag: str) -> None:
+    """Target and the step's picture at the same size, the step's panel beside them."""
+    cols = st.columns([1, 1, 1.15] if rec.target else [2, 1.15], gap="small")
+    if rec.target:
+        with cols[0]:
+            show_image(run, rec.target, "Target", enlarge=f"target_{tag}")
+    with cols[-2]:
+        turn = step.turn if step.marked else None
+        show_image(run, step.frame, step.caption, rec, turn, enlarge=f"frame_{tag}", space=space_of(rec))
+    with cols[-1], st.container(height=PANEL_PX, border=False, key=f"panel_{tag}"):
+        show_step(run, rec, step, f"{tag}_{step.index}")
+
+
+def filmstrip(run: str, rec: EpisodeRecord, steps: list[vs.Step], name: str) -> None:
+    """Thumbnails of the pictures around the current step (a button under each jumps to it), and the final
+    render at the end."""
+    pos = int(S.get(name) or 0)
+    window = vs.filmstrip(len(steps), pos, FILMSTRIP)
+    if len(window) < 2 and not rec.render:
+        return
+    cols = st.columns(FILMSTRIP + 1, gap="small")
+    for col, i in zip(cols, window, strict=False):
+        with col:
+            small = thumbnail(run, steps[i].frame, 160)
+            if small:
+                st.image(small, width="stretch", output_format="JPEG")  # a thumbnail is a JPEG already
+            else:
+                st.caption("no picture")
+            st.button(
+                "end" if steps[i].end else str(steps[i].index), key=f"{name}_film_{i}", on_click=set_value,
+                args=(name, i), type="primary" if i == pos else "tertiary", width="stretch",
+            )  # fmt: skip
+    if rec.render:
+        with cols[-1]:
+            show_image(run, rec.render, "Final render", enlarge=f"render_{name}")
 
 
 def _text_table(rows: list[dict]) -> pl.DataFrame:
@@ -164,13 +208,24 @@ def _text_table(rows: list[dict]) -> pl.DataFrame:
     )
 
 
-def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
+def _turn_plans(rec: EpisodeRecord, turn: int) -> list[tuple[int, object, dict]]:
+    heads = plans.plan_summary(rec)
+    return [(i, p, heads[i - 1]) for i, p in enumerate(rec.plans, 1) if p.turn == turn]
+
+
+def plan_entries(rec: EpisodeRecord, turn: int, key: str) -> None:
     """The plans sent in this turn (berth's check_plan / submit_plan), each as a table of its entries with
-    the end, waiting and problems the environment reported, then its violations."""
-    for i, p in enumerate(rec.plans, 1):
-        if turn is None or p.turn != turn:
-            continue
-        head = plans.plan_summary(rec)[i - 1]
+    the end, waiting and problems the environment reported."""
+    for i, p, _ in _turn_plans(rec, turn):
+        rows = plans.plan_rows(p)
+        st.markdown(f"**Plan {i}** ({vs.md_escape(p.tool, 60)}): {len(rows)} entries")
+        if rows:
+            st.dataframe(_text_table(rows), hide_index=True, key=f"{key}_plan{i}")
+
+
+def plan_verdicts(rec: EpisodeRecord, turn: int, key: str) -> None:
+    """What the environment said of each plan sent in this turn: verdict, objective, then its violations."""
+    for i, p, head in _turn_plans(rec, turn):
         verdict = (
             "feasible" if head["feasible"] else ("infeasible" if head["feasible"] is False else "no verdict")
         )
@@ -182,12 +237,42 @@ def show_plans(rec: EpisodeRecord, turn: int | None, key: str) -> None:
         )
         if head["answer"]:
             show_text("Answer", head["answer"], f"{key}_plan{i}_answer", code=True)
-        rows = plans.plan_rows(p)
-        if rows:
-            st.dataframe(_text_table(rows), hide_index=True, key=f"{key}_plan{i}")
         bad = plans.violation_rows(p)
         if bad:
             st.dataframe(_text_table(bad), hide_index=True, key=f"{key}_plan{i}_violations")
+
+
+def text_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
+    """A step of an episode without pictures: what the model sent beside what the environment answered."""
+    st.caption(turn_line(step))
+    t = step.turn
+    if t is None:
+        return
+    sent, answered = st.columns(2, gap="medium")
+    with sent:
+        st.markdown("**What the model sent**")
+        if t.text:
+            with st.expander("Model text", expanded=True):
+                show_text("", t.text, f"{key}_text")
+        for j, call in enumerate(t.calls):
+            show_call(run, call, f"{key}_c{j}", False)
+        if not t.calls:
+            st.caption("No tool call in this turn.")
+        plan_entries(rec, t.turn, key)
+        if t.reasoning:
+            with st.expander(f"Reasoning ({len(t.reasoning):,} characters)"):
+                show_text("", t.reasoning, f"{key}_reason")
+    with answered:
+        st.markdown("**What the environment answered**")
+        for j, call in enumerate(t.calls):
+            if call.result:
+                show_text(
+                    vs.md_escape(f"{vs.clip(call.name or '?', 60)}" + ("" if call.ok else " (error)"), 80),
+                    call.result, f"{key}_r{j}", code=True,
+                )  # fmt: skip
+        if not any(c.result for c in t.calls):
+            st.caption("Nothing came back in this turn.")
+        plan_verdicts(rec, t.turn, key)
 
 
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
@@ -229,10 +314,10 @@ def show_message(run: str, m, key: str, now: bool = False) -> None:
             c = c if isinstance(c, dict) else {}
             st.code("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300), language=None)
         pics = [img if isinstance(img, dict) else {} for img in m.images or []]
-        cols = st.columns(3) if pics else []
-        for j, img in enumerate(pics):  # a third of the width each, a click enlarges
+        cols = st.columns(4) if pics else []
+        for j, img in enumerate(pics):  # a quarter of the width each, a click enlarges
             label = f"Image {j + 1}" + (f" · {vs.pruned_note(img)}" if img.get("pruned") else "")
-            with cols[j % 3]:
+            with cols[j % 4]:
                 if img.get("path"):
                     show_image(run, img.get("path"), label, enlarge=f"{key}_{j}")
                 else:
@@ -294,10 +379,29 @@ def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:
             row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=set_value, args=(name, pos))
 
 
+@st.fragment
+def stepper(run: str, key: str, offset: int | None, rec: EpisodeRecord, steps: list[vs.Step]) -> None:
+    """Step controls, the step, the filmstrip and the transcript: what a step changes, rerun alone."""
+    pos = step_controls("step", [s.index for s in steps])
+    _search_hits(run, key, "step", steps)
+    step = steps[pos]
+    if vs.has_pictures(rec):
+        picture_step(run, rec, step, "ep")
+        filmstrip(run, rec, steps, "step")
+    else:
+        text_step(run, rec, step, f"ep_{pos}")
+    st.subheader("Transcript")
+    msgs = conversation(run, traces.trace_signature(run), key, offset)
+    turn = step.turn.turn if step.turn is not None and isinstance(step.turn.turn, int) else 0
+    show_transcript(run, msgs, turn, vs.short_id(key))
+    if st.query_params.get("view") == "episode" and st.query_params.get("step") != str(step.index):
+        st.query_params["step"] = str(step.index)  # the deep link follows the step without a full rerun
+
+
 def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     ep = S.get("ep")
     if not ep:
-        st.info("Pick an episode in the Episodes view (click a row, or give its row number and press Open).")
+        st.info("Pick an episode in the Episodes view (click a row of the table).")
         return
     run, key = ep
     rec = load(df_all, run, key)
@@ -309,19 +413,6 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     show_header(rec, labels.get(run, run))
     steps = vs.steps_of(rec)
     if S.get("step") is None:
-        S.step = 0
-    pos = step_controls("step", [s.index for s in steps])
-    _search_hits(run, key, "step", steps)
-    step_tab, transcript_tab = st.tabs(["Step", "Transcript"], key="ep_tab", on_change="rerun")
-    if transcript_tab.open:
-        with transcript_tab:
-            row = find(df_all, run, key) or {}
-            msgs = conversation(run, traces.trace_signature(run), key, row.get("offset"))
-            show_transcript(run, msgs, steps[pos].index, vs.short_id(key))
-        return
-    with step_tab:
-        picture_row(run, rec, steps[pos], "ep")
-        filmstrip(run, steps, "step")
-        show_step(run, rec, steps[pos], f"ep_{pos}")
-        if rec.plans and steps[pos].turn is not None:
-            show_plans(rec, steps[pos].turn.turn, f"ep_{pos}")
+        S.step = vs.first_step(steps)
+    row = find(df_all, run, key) or {}
+    stepper(run, key, row.get("offset"), rec, steps)

@@ -50,7 +50,8 @@ def _running_panel(runs: list[str], labels: dict[str, str]) -> None:
             where = "/".join(p for p in (x.surface, x.mode) if p)
             st.text(vs.clip(f"{x.model} · {x.task_id}" + (f" · {where}" if where else ""), 120))
             st.caption(f"{turn} · updated {_ago(now - x.updated)} · {vs.md_escape(labels.get(run, run), 60)}")
-            show_image(run, x.frame, "Newest frame", enlarge=f"live_{i}")
+            if x.frame:  # a starting episode has none yet: no caption for a picture that is not there
+                show_image(run, x.frame, "Newest frame", enlarge=f"live_{i}")
             if x.calls:
                 st.text(vs.clip(", ".join(n + ("" if ok else " (error)") for n, ok in x.calls), 160))
             if x.text:

@@ -1,6 +1,10 @@
 """The Summary view: per model the means and counts, per tier the mean reward with its bootstrap CI, the
 charts (reward per tier, how episodes ended, reward against cost and against turns, grade components), and
-the paired comparison of every side against a reference, per tier."""
+the paired comparison of every side against a reference, per tier.
+
+One row is one model in one run (`vs.summary_rows`): a model in two runs is two rows, since the runs may
+differ in what an episode is (a turn budget, a token limit). "Pool runs" makes the runs of a model that
+agree in those settings one row, and the page says which."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import polars as pl
 import streamlit as st
 
 from evalkit.view import support as vs
-from viewer.common import memo
+from viewer.common import memo, no_none
 
 N = st.column_config.NumberColumn
 NAMES = {
@@ -67,28 +71,39 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
     from evalkit import analysis
     from evalkit.analysis import plots
 
-    st.subheader("Summary")
-    table = _shown("Summary", lambda: analysis.summarise(df))
+    head, pool_box = st.columns([4, 1], vertical_alignment="bottom")
+    head.subheader("Summary")
+    pool = pool_box.toggle(
+        "Pool runs", key="sum_pool",
+        help="One row per model over all runs whose settings that change an episode agree (turn budget, "
+        "token limit, coordinates, …); off: one row per model and run.",
+    )  # fmt: skip
+    rows, said = memo(("summary_rows", fingerprint, pool), lambda: vs.summary_rows(df, pool))
+    if said:
+        st.caption(said)
+    table = _shown("Summary", lambda: analysis.summarise(rows))
     if table is not None:
         cols = vs.varying_columns(
             table, [c for c in SUMMARY if c in table.columns], ("env", "surface", "mode")
         )
-        st.dataframe(_said(table).select(cols), hide_index=True, column_config=NAMES)
+        data, config = no_none(_said(table).select(cols), NAMES)
+        st.dataframe(data, hide_index=True, column_config=config)
     st.subheader("By tier")
-    tiers = _shown("By tier", lambda: memo(("by_tier", fingerprint), lambda: analysis.by_tier(df)))
+    tiers = _shown("By tier", lambda: memo(("by_tier", fingerprint, pool), lambda: analysis.by_tier(rows)))
     if tiers is not None:
         t = _said(tiers)
-        st.dataframe(t.select([c for c in TIERS if c in t.columns]), hide_index=True, column_config=NAMES)
+        data, config = no_none(t.select([c for c in TIERS if c in t.columns]), NAMES)
+        st.dataframe(data, hide_index=True, column_config=config)
         st.caption(f"95% percentile bootstrap over tasks (repeats travel with their task), none below "
                    f"{vs.MIN_TASKS} tasks; unscored episodes are in no mean but the second.")  # fmt: skip
     st.subheader("Charts")
     charts = {
         # the per-tier chart draws the table above rather than bootstrapping it again
         "reward_by_tier": lambda: plots.reward_by_tier(tiers if tiers is not None else df),
-        "end_reasons": lambda: plots.end_reasons(df),
-        "reward_vs_cost": lambda: plots.reward_vs_cost(df),
-        "reward_vs_turns": lambda: plots.reward_vs_turns(df),
-        "grade_components": lambda: plots.grade_components(df),
+        "end_reasons": lambda: plots.end_reasons(rows),
+        "reward_vs_cost": lambda: plots.reward_vs_cost(rows),
+        "reward_vs_turns": lambda: plots.reward_vs_turns(rows),
+        "grade_components": lambda: plots.grade_components(rows),
     }
     for name, make in charts.items():
         chart = _shown(f"Chart {name}", make)
@@ -110,13 +125,9 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
         "Paired comparison", lambda: memo(("paired", fingerprint, ref), lambda: vs.paired_table(df, ref))
     )
     if table is not None:
-        st.dataframe(
-            vs.clip_columns(table),
-            hide_index=True,
-            column_config={
-                "mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f"),
-            },
-        )  # fmt: skip
+        config = {"mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f")}
+        data, config = no_none(vs.clip_columns(table), config)
+        st.dataframe(data, hide_index=True, column_config=config)
         st.caption(
             "Paired by task and repeat; A − B is the mean over tasks of the per-task difference; the CI is a "
             "bootstrap over tasks; tasks without a scored episode on both sides are left out."

@@ -1,5 +1,6 @@
 """The Episodes view: the filtered table (a click on a row opens the episode, at its first search hit when a
-search is on), and under a search the list of matching steps with a snippet of each."""
+search is on: the one way to open one), and under a search the list of matching steps with a snippet of
+each."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import polars as pl
 import streamlit as st
 
 from evalkit.view import support as vs
-from viewer.common import S, open_episode
+from viewer.common import S, no_none, open_episode
 
 COLUMNS = {
     "reward": st.column_config.NumberColumn("reward", format="%.3f"),
@@ -39,10 +40,6 @@ def _on_select(table: str, shown: str) -> None:
         _open_shown(shown, rows[0])
 
 
-def _on_open_row() -> None:
-    _open_shown("_shown", int(S.get("open_row") or 1) - 1)
-
-
 def view_table(
     df: pl.DataFrame, df_all: pl.DataFrame, hits: pl.DataFrame | None, steps: pl.DataFrame | None
 ) -> None:
@@ -58,20 +55,18 @@ def view_table(
     df = vs.sort_table(df, None if by == "(trace order)" else by, desc).with_row_index("#", offset=1)
     first = df.get_column("first_hit").to_list() if hits is not None else [None] * df.height
     S._shown = list(zip(df.get_column("run").to_list(), df.get_column("key").to_list(), first, strict=True))
-    # Repeated strings go as Arrow dictionaries: a third of the bytes to the browser for 10,000 rows.
-    shown = vs.clip_columns(df.select("#", *cols)).with_columns(pl.col(pl.String).cast(pl.Categorical))
+    shown, config = no_none(vs.clip_columns(df.select("#", *cols)), COLUMNS, df.get_column("error_class"))
     st.dataframe(
-        shown,
+        # Repeated strings go as Arrow dictionaries: a third of the bytes to the browser for 10,000 rows.
+        shown.with_columns(pl.col(pl.String).cast(pl.Categorical)),
         key="table",
         on_select=lambda: _on_select("table", "_shown"),
         selection_mode="single-row",
         hide_index=True,
         height=rows_height(df.height, 520 if steps is None else 300),
-        column_config=COLUMNS,
+        column_config=config,
     )
-    c1, c2 = st.columns([1, 3])
-    c1.number_input("Row", 1, max(1, df.height), key="open_row", help="The # column of the table above")
-    c2.button("Open episode", key="open_btn", on_click=_on_open_row, disabled=df.is_empty())
+    st.caption("Click a row to open its episode.")
     if steps is not None:
         matching_steps(df, steps)
 
@@ -83,12 +78,16 @@ def matching_steps(df: pl.DataFrame, steps: pl.DataFrame) -> None:
     S._shown_steps = list(
         zip(rows["run"].to_list(), rows["key"].to_list(), rows["step"].to_list(), strict=True)
     )
-    st.dataframe(
+    found, config = no_none(
         vs.clip_columns(rows.select("model", "task_id", "mode", "step", "snippet", "run_label")),
+        COLUMNS | {"snippet": st.column_config.TextColumn("where", width="large")},
+    )
+    st.dataframe(
+        found,
         key="steps_table",
         on_select=lambda: _on_select("steps_table", "_shown_steps"),
         selection_mode="single-row",
         hide_index=True,
         height=rows_height(rows.height, 300),
-        column_config=COLUMNS | {"snippet": st.column_config.TextColumn("where", width="large")},
+        column_config=config,
     )

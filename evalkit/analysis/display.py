@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.analysis.tables import table_html, usd
-from evalkit.records import traces
+from evalkit.records import marks, traces
 from evalkit.types import EpisodeRecord
 
 _ATTR = "_evalkit_run_dir"
@@ -169,11 +169,18 @@ def record_html(
     figs = []
     if rec.target:
         figs.append(_figure(run_dir, rec.target, "target", width))
-    frames = [t for t in rec.turns if t.frame]
+    # A turn's picture: the frame it left; for an agent acting on screens, the screen it acted on, its actions
+    # drawn there (`marks.acted_on`), never on the screen after them.
+    screens = marks.acts_on_screens(rec)
+    shown = [(t, marks.acted_on(rec, n) if screens else t.frame) for n, t in enumerate(rec.turns, 1)]
+    frames = [(t, rel) for t, rel in shown if rel]
     if len(frames) > max_frames:  # first and last frames tell most; the middle is sampled evenly
         step = (len(frames) - 1) / (max_frames - 1)
         frames = [frames[round(i * step)] for i in range(max_frames)]
-    figs += [_figure(run_dir, t.frame, f"turn {t.turn}", width, t, rec.coordinates) for t in frames]
+    space = marks.space_of(rec)
+    figs += [
+        _figure(run_dir, rel, f"turn {t.turn}", width, t if screens else None, space) for t, rel in frames
+    ]
     if rec.render:
         figs.append(_figure(run_dir, rec.render, "final render", width))
     if figs:

@@ -14,6 +14,24 @@ from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, p_column
 from evalkit.records.columns import eager
 
 TIER_SORT = [*stats.TIER_ORDER, "all"]
+MODEL_SCHEME = "tableau10"
+"""Colours of models (and other series): ten that tell apart at a glance. Streamlit's own theme would draw
+two models in two near-identical blues."""
+REASON_SCHEME = "set2"
+"""Colours of end reasons: another palette, so that a reason is never read as a model."""
+NAMES = {"cost_usd": "cost (USD)", "tokens": "tokens", "n_turns": "turns", "seconds": "seconds",
+         "tool_calls": "tool calls"}  # fmt: skip
+"""Axis titles of the columns a chart plots: words, not column names."""
+
+
+def legend(title: str | None) -> alt.Legend:
+    """A legend under the chart, one entry a line, names whole (up to LABEL_CAP characters, as `label`
+    cuts them): at the right, long model names squeezed the plot and were cut at 160 pixels."""
+    return alt.Legend(title=title, orient="bottom", direction="vertical", labelLimit=0, symbolLimit=0)
+
+
+def colour(field: str, title: str | None, scheme: str = MODEL_SCHEME, sort: list | None = None) -> alt.Color:
+    return alt.Color(field, title=title, legend=legend(title), scale=alt.Scale(scheme=scheme), sort=sort)
 
 
 LABEL_CAP = 60
@@ -70,7 +88,7 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
     base = alt.Chart(_data(t)).encode(
         x=alt.X("tier:N", sort=TIER_SORT, title="tier", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title="model"),
+        color=colour("series:N", "model"),
     )
     title = (
         "Mean reward per tier (unscored as 0)"
@@ -158,23 +176,24 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
         )
         .sort("model", "tier")
     )
+    name = NAMES.get(col, col.replace("_", " "))
     return (
         alt.Chart(_data(agg))
         .mark_point(filled=True, size=80)
         .encode(
-            x=alt.X("x:Q", title=f"mean {col}"),
+            x=alt.X("x:Q", title=f"mean {name} per episode"),
             y=alt.Y("mean_reward:Q", title="mean reward (scored)", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("model:N"),
-            shape=alt.Shape("tier:N", sort=TIER_SORT),
+            color=colour("model:N", "model"),
+            shape=alt.Shape("tier:N", sort=TIER_SORT, legend=legend("tier")),
             tooltip=[
                 "model:N",
                 "tier:N",
                 "n:Q",
-                alt.Tooltip("x:Q", format=".3f"),
-                alt.Tooltip("mean_reward:Q", format=".3f"),
+                alt.Tooltip("x:Q", format=".3f", title=name),
+                alt.Tooltip("mean_reward:Q", format=".3f", title="mean reward"),
             ],
         )
-        .properties(title=f"Reward vs {col} (per model × tier)", width=320, height=240)
+        .properties(title=f"Reward vs {name} (per model × tier)", width=320, height=240)
     )
 
 
@@ -204,9 +223,9 @@ def end_reasons(df: pl.DataFrame) -> alt.Chart:
         alt.Chart(_data(d))
         .mark_bar()
         .encode(
-            y=alt.Y("model:N", title=None),
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=0)),
             x=alt.X("len:Q", stack="normalize", title="share of episodes"),
-            color=alt.Color("reason:N", title="end reason"),
+            color=colour("reason:N", "end reason", REASON_SCHEME),
             tooltip=["model:N", "reason:N", alt.Tooltip("len:Q", title="episodes")],
         )
         # A band per model: a fixed total height with a legend and title left the bars no room, and the
@@ -229,8 +248,8 @@ def grade_components(df: pl.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("component:N", title=None, axis=alt.Axis(labelAngle=0)),
             xOffset="model:N",
-            y=alt.Y("value:Q", title="mean", scale=alt.Scale(domain=[0, 1])),
-            color="model:N",
+            y=alt.Y("value:Q", title="mean score", scale=alt.Scale(domain=[0, 1])),
+            color=colour("model:N", "model"),
             tooltip=["model:N", "component:N", alt.Tooltip("value:Q", format=".3f")],
         )
         .properties(title="Grade components (scored episodes)", width=360, height=220)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from evalkit.analysis import export
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
@@ -17,9 +18,9 @@ from evalkit.analysis.stats import N_BOOT
 from evalkit.analysis.tables import COMPARE_TABLE, STYLE, ci_text, esc, mde_text, p_phrase, table_html
 from evalkit.errors import ConfigError
 
-__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "esc", "examples_html", "execute_notebook",
-           "headline_html", "inject_parameters", "pick_pair", "ranked_models", "settings_html",
-           "strip_network", "table_html", "to_html"]  # fmt: skip
+__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc", "examples_html",
+           "execute_notebook", "headline_html", "inject_parameters", "pick_pair", "ranked_models",
+           "settings_html", "strip_network", "table_html", "to_html", "with_links"]  # fmt: skip
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_report.ipynb"
 
@@ -37,14 +38,23 @@ def build_report(
     show_code: bool = False,
     notebook: str | Path = NOTEBOOK,
     n_boot: int = N_BOOT,
+    bundle: str | None = None,
 ) -> Path:
-    """Execute the report notebook on `runs` (comparing `a` with `b` when given) and write `out`."""
+    """Execute the report notebook on `runs` (comparing `a` with `b` when given) and write `out`. With
+    `bundle` (the address of a static bundle of the same runs, relative to `out`: `evalkit report
+    --bundle` writes one beside it), every task the report lists links to its episode there."""
     if not runs:
         raise ConfigError("report: give at least one run directory")
     for r in runs:
         if not Path(r).exists():
             raise ConfigError(f"report: no run directory {r!r}")
-    params = {"runs": [str(Path(r).resolve()) for r in runs], "a": a, "b": b, "n_boot": n_boot}
+    params = {
+        "runs": [str(Path(r).resolve()) for r in runs],
+        "a": a,
+        "b": b,
+        "n_boot": n_boot,
+        "bundle": bundle,
+    }
     out = Path(out)
     nb = execute_notebook(notebook, params, cwd=out.resolve().parent if out.parent.exists() else None)
     html = to_html(nb, show_code=show_code, title="evalkit report: " + ", ".join(Path(r).name for r in runs))
@@ -172,8 +182,31 @@ def settings_html(runs: list[str], df: Any) -> str:
     return f'{STYLE}<div class="ekr">{body}</div>'
 
 
-def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
-    """The best and worst paired tasks for A against B: target, A's final render, B's final render."""
+def episode_link(bundle: str | None, run: Any, key: Any, run_b: Any = None, key_b: Any = None) -> str | None:
+    """The address of an episode (and with a second one, of the two in A vs B) in the static bundle at
+    `bundle`: by run folder name and episode key, which the bundle resolves (`#/find/…`)."""
+    if not bundle or not key:
+        return None
+    parts = [Path(str(run)).name, str(key)] + ([Path(str(run_b)).name, str(key_b)] if key_b else [])
+    return f"{bundle}#/find/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def with_links(df: Any, bundle: str | None) -> Any:
+    """`df` (episodes) with an `href` column: each episode's address in the bundle (`table_html` turns a
+    `link` column into links to it); unchanged without a bundle."""
+    import polars as pl
+
+    if not bundle or "key" not in df.columns:
+        return df
+    hrefs = [
+        episode_link(bundle, r, k) for r, k in zip(df["run"].to_list(), df["key"].to_list(), strict=True)
+    ]
+    return df.with_columns(pl.Series("href", hrefs, dtype=pl.String))
+
+
+def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200, bundle: str | None = None) -> str:
+    """The best and worst paired tasks for A against B: target, A's final render, B's final render; with a
+    `bundle`, each links to its episode there and the task to A vs B on it."""
     import polars as pl
 
     from evalkit.analysis.display import thumbnail
@@ -184,10 +217,12 @@ def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
         s = (
             df.filter(pl.col("model") == who)
             .filter(pl.col("scored"))
-            .group_by(keys)
+            .sort("repeat", nulls_last=True, maintain_order=True)
+            .group_by(keys, maintain_order=True)
             .agg(
                 pl.col("reward").mean(),
                 pl.col("run").first(),
+                pl.col("key").first(),
                 pl.col("render").first(),
                 pl.col("target").first(),
             )
@@ -210,13 +245,23 @@ def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200) -> str:
     blocks = []
     for label, r in picks:
         figs = []
-        shown = [("target", r["run"], r["target"]), (f"{a}: {r['reward']:.3f}", r["run"], r["render"]),
-                 (f"{b}: {r['reward_b']:.3f}", r["run_b"], r["render_b"])]  # fmt: skip
-        for cap, run, rel in shown:
+        link_a, link_b = (
+            episode_link(bundle, r["run"], r["key"]),
+            episode_link(bundle, r["run_b"], r["key_b"]),
+        )
+        pair = episode_link(bundle, r["run"], r["key"], r["run_b"], r["key_b"])
+        shown = [("target", r["run"], r["target"], pair),
+                 (f"{a}: {r['reward']:.3f}", r["run"], r["render"], link_a),
+                 (f"{b}: {r['reward_b']:.3f}", r["run_b"], r["render_b"], link_b)]  # fmt: skip
+        for cap, run, rel, href in shown:
             img = (
                 thumbnail(run, rel, width) or f'<div class="muted" style="width:{width}px">(no picture)</div>'
             )
+            img = f'<a href="{esc(href)}">{img}</a>' if href else img
             figs.append(f"<figure>{img}<figcaption>{esc(cap)}</figcaption></figure>")
         head = f"{label}: {r['task_id']} · {r['surface']}/{r['mode']} · A − B = {r['d']:+.3f}"
-        blocks.append(f'<div><div><b>{esc(head)}</b></div><div class="ex">{"".join(figs)}</div></div>')
+        head = f'<a href="{esc(pair)}">{esc(head)}</a>' if pair else esc(head)
+        links = (f' <span class="muted">(<a href="{esc(link_a)}">A\'s episode</a>, '
+                 f'<a href="{esc(link_b)}">B\'s episode</a>)</span>' if pair else "")  # fmt: skip
+        blocks.append(f'<div><div><b>{head}</b>{links}</div><div class="ex">{"".join(figs)}</div></div>')
     return f'{STYLE}<div class="ekr">{"".join(blocks)}</div>'

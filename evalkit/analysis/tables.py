@@ -64,10 +64,11 @@ _MEAN_OF = {"ci": ("diff", "mean_reward"), "ci0": ("mean_reward_unscored_as_0",)
 def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
     """A real HTML table of a Polars frame: (column, heading, format) per column, format one of `text`, a
     float spec (`.3f`), `int`, `usd`, `signed`, `ci` (the pair ci_low/ci_high, or `<col>_low/_high`), `p`,
-    `mde` (beside `n_tasks`), `reward` (a mean beside `scored` and `no_reward`: "no grades"). Text is
-    escaped."""
+    `mde` (beside `n_tasks`), `reward` (a mean beside `scored` and `no_reward`: "no grades"), `link` (text
+    that links to the row's `href` when it has one: `report.with_links`). Text is escaped."""
     head = "".join(
-        f'<th class="t">{esc(h)}</th>' if f == "text" else f"<th>{esc(h)}</th>" for _, h, f in columns
+        f'<th class="t">{esc(h)}</th>' if f in ("text", "link") else f"<th>{esc(h)}</th>"
+        for _, h, f in columns
     )
     rows = []
     for r in df.iter_rows(named=True):
@@ -75,6 +76,10 @@ def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
         for col, _, fmt in columns:
             if fmt == "text":
                 cells.append(f'<td class="t">{esc(r.get(col))}</td>')
+            elif fmt == "link":
+                text = esc(r.get(col))
+                cells.append(f'<td class="t"><a href="{esc(r["href"])}">{text}</a></td>' if r.get("href")
+                             else f'<td class="t">{text}</td>')  # fmt: skip
             elif fmt == "ci":
                 lo, hi = (
                     r.get("ci_low" if col == "ci" else col + "_low"),

@@ -6,7 +6,7 @@
 - `columns`, `_index`, `index_cache`, `loading` — runs as Polars frames: the declared columns, the fast
   index reader, the cached index, `load_runs` / `turns` / `calls`;
 - `grades`, `plans`, `marks` — rewards given elsewhere, the plans a text env was sent, where a computer-use
-  action landed on its frame;
+  action landed on the screen it was taken on; `settings` — a run's settings that change an episode;
 - `importers/` — runs other harnesses wrote, read as they wrote them (a foreign directory is never written).
 
 May import: the modules at evalkit's top (`types`, `wellformed`, `errors`, `secrets`). A reader needs no

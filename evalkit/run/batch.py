@@ -33,6 +33,7 @@ from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import check_budget
 from evalkit.records import live
+from evalkit.records.settings import OUTCOME_OPTIONS, OUTCOME_SETTINGS
 from evalkit.records.traces import (
     TRACE,
     TraceWriter,
@@ -473,8 +474,7 @@ def _probe(env: Any, name: str, first: dict, ident: str, sessions: int) -> Any:
 
 
 # Settings that change what an episode is: resuming with other values would mix incomparable records.
-_OUTCOME_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
-_OUTCOME_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
+_OUTCOME_SETTINGS, _OUTCOME_OPTIONS = OUTCOME_SETTINGS, OUTCOME_OPTIONS
 
 
 def _check_resume(out: Path, meta: dict) -> None:

@@ -74,19 +74,21 @@ def pair_rows(df: pl.DataFrame, side: str, pid: str) -> pl.DataFrame:
 
 
 def best_opponent(df: pl.DataFrame, a: str) -> str | None:
-    """The default B against `a`: the other side that shares most (task, surface, mode, …) pairs with it,
-    the better one (`ranked_sides`) among equals; None when no side shares a pair."""
+    """The default B against `a`: another model (the same model in another run only when no other model
+    shares a pair), the side that shares most (task, surface, mode, …) pairs with it, the better one
+    (`ranked_sides`) among equals; None when no side shares a pair."""
     labelled = df.with_columns(_side().alias("_side"), _pair_expr(pair_columns(df)).alias("_pair"))
-    mine = labelled.filter(pl.col("_side") == a).get_column("_pair").unique()
+    mine = labelled.filter(pl.col("_side") == a)
+    own = mine.get_column("model").first() if not mine.is_empty() else None
     shared = (
-        labelled.filter((pl.col("_side") != a) & pl.col("_pair").is_in(mine.implode()))
+        labelled.filter((pl.col("_side") != a) & pl.col("_pair").is_in(mine.get_column("_pair").implode()))
         .group_by("_side")
-        .agg(pl.col("_pair").n_unique().alias("n"))
+        .agg(pl.col("_pair").n_unique().alias("n"), pl.col("model").first().alias("model"))
     )
     if shared.is_empty():
         return None
     rank = {s: i for i, s in enumerate(ranked_sides(df))}
-    best = max(shared.iter_rows(), key=lambda r: (r[1], -rank.get(r[0], len(rank))))
+    best = max(shared.iter_rows(), key=lambda r: (r[2] != own, r[1], -rank.get(r[0], len(rank))))
     return best[0]
 
 

@@ -6,6 +6,9 @@ a user may not want to publish; `viewer/.streamlit/config.toml` says the same fo
 The child gets its own process group and /dev/null for stdin; SIGINT, SIGTERM and SIGHUP sent to
 `evalkit view` are passed on to it, and on Linux the child is told to stop if its parent dies, so no
 server is left behind however `evalkit view` ends.
+
+Run paths are made absolute before the child gets them (it runs in the checkout, not where the user typed
+them), and a run a batch is still creating (no folder yet, or no episode ended) is waited for.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from evalkit.errors import ConfigError
@@ -109,10 +112,45 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = STOP_
     return proc.returncode
 
 
+def absolute(runs: Sequence[str | Path]) -> list[str]:
+    """`runs` as absolute paths, read from this process's working directory: the viewer's server runs in
+    the checkout, where a relative path would name another folder (or none)."""
+    return [str(Path(r).expanduser().absolute()) for r in runs]
+
+
+def _ready(path: Path) -> bool:
+    """Whether `path` holds a run to show: a trace, or any other file than the run.json a batch writes
+    before its first episode ends (a foreign run's own layout)."""
+    if not path.exists():
+        return False
+    if not path.is_dir() or (path / "trace.jsonl").exists():
+        return True
+    return any(p.name not in ("run.json", ".live", ".evalkit") for p in path.iterdir())
+
+
+def wait_for_runs(
+    runs: Sequence[str], wait_s: float, say: Callable[[str], None], poll_s: float = 0.5
+) -> list[str]:
+    """Wait up to `wait_s` seconds for the runs a batch is creating (the folder not there yet, or only its
+    run.json: no episode has ended), saying so in one line; returns `runs` (what is still missing then is
+    refused by the caller with its own one line). A path whose parent folder does not exist is no run being
+    created: it is not waited for."""
+    pending = [r for r in runs if not _ready(Path(r)) and Path(r).parent.is_dir()]
+    if not pending or wait_s <= 0:
+        return list(runs)
+    names = ", ".join(pending)
+    say(f"evalkit view: waiting up to {wait_s:.0f} s for {names} to be created by a batch (Ctrl-C to stop)")
+    deadline = time.monotonic() + wait_s
+    while pending and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        pending = [r for r in pending if not _ready(Path(r))]
+    return list(runs)
+
+
 def serve(runs: Sequence[str | Path], port: int | None = None, app: Path = APP_PATH) -> int:
     """`evalkit view`: run the viewer until it stops or this process is told to stop; the exit code."""
     port = pick_port(port)
-    proc = spawn(app_command(runs, port, app), cwd=app.parent.parent)
+    proc = spawn(app_command(absolute(runs), port, app), cwd=app.parent.parent)
     if sys.stdout is not None:
         print(f"evalkit viewer on http://127.0.0.1:{port}", flush=True)
     received: list[tuple[int, float]] = []
@@ -146,7 +184,7 @@ def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | N
     from evalkit.serving import free_port
 
     port = free_port()
-    proc = spawn(app_command(runs, port), cwd=APP_PATH.parent.parent, log=log)
+    proc = spawn(app_command(absolute(runs), port), cwd=APP_PATH.parent.parent, log=log)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, timeout)

@@ -24,7 +24,7 @@ from evalkit import analysis
 from evalkit.analysis.stats import MIN_TASKS, PAIR_KEYS
 from evalkit.analysis.tables import ci_column, reward_text
 from evalkit.errors import TraceError
-from evalkit.records import traces
+from evalkit.records import marks, settings, traces
 from evalkit.types import EpisodeRecord, TurnRecord
 from evalkit.view import search as text_search
 from evalkit.view.links import VIEW_SLUGS, VIEWS, DeepLink, make_link, parse_link, resolve_run
@@ -259,6 +259,39 @@ def sort_table(df: pl.DataFrame, by: str | None, descending: bool = False) -> pl
     return df.sort(by, descending=descending, nulls_last=True, maintain_order=True)
 
 
+def summary_rows(df: pl.DataFrame, pool: bool = False) -> tuple[pl.DataFrame, str]:
+    """`df` with `model` naming what one row of a summary is, and a sentence saying so. By default one row is
+    one model in one run: a model in several runs reads `model · run`. Pooled, a model's runs are one row
+    when their settings that change an episode (`evalkit.records.settings`) agree, and apart, as
+    `model · max_turns 12`, where they do not."""
+    if df.is_empty() or "run" not in df.columns:
+        return df, ""
+    runs = df.get_column("run").unique(maintain_order=True).to_list()
+    if len(runs) < 2:
+        return df, ""
+    per = df.group_by("model").agg(pl.col("run").n_unique().alias("n")).filter(pl.col("n") > 1)
+    shared = sorted(str(m) for m in per.get_column("model").to_list())
+    if not shared:
+        return df, ""
+    many = pl.col("model").is_in(shared)
+    named = ", ".join(clip(m, 60) for m in shared[:3]) + (" and others" if len(shared) > 3 else "")
+    if not pool:
+        side = pl.concat_str([pl.col("model"), pl.lit(" · "), pl.col("run_label")])
+        said = (f"One row per model and run: {named} ran in several runs, each its own row. Pool runs to "
+                "make the runs of a model with the same settings one row.")  # fmt: skip
+        return df.with_columns(pl.when(many).then(side).otherwise(pl.col("model")).alias("model")), said
+    labels = settings.differences({r: settings.outcome_settings(r) for r in runs})
+    setting = pl.col("run").replace_strict(labels, default="", return_dtype=pl.String)
+    side = pl.concat_str([pl.col("model"), pl.lit(" · "), setting])
+    apart = df.filter(many).group_by("model").agg(setting.n_unique().alias("n")).filter(pl.col("n") > 1)
+    split = set(apart.get_column("model").to_list())
+    said = f"Pooled: the runs of {named} are one row where their settings agree"
+    said += (", apart where they differ (" + "; ".join(sorted({v for v in labels.values() if v})) + ")."
+             if split else ".")  # fmt: skip
+    model = pl.when(pl.col("model").is_in(list(split))).then(side).otherwise(pl.col("model"))
+    return df.with_columns(model.alias("model")), said
+
+
 # ---------------------------------------------------------------------------------------------- search
 
 
@@ -305,18 +338,52 @@ def open_record(
 
 @dataclass
 class Step:
-    """One position of the step slider: 0 is the start (the first frame, no model output), n is turn n."""
+    """One position of the step slider: 0 is the start (the first frame, no model output), n is turn n, and
+    an episode that acts on screens ends with one more position, the screen its last action left.
+
+    `frame` is the picture shown at the step: for an agent that acts on screenshots (`marks.acts_on_screens`)
+    the screen the turn's actions were taken on, with them drawn (`marked`); otherwise the frame after the
+    turn, what its calls made."""
 
     index: int
     frame: str | None
     turn: TurnRecord | None = None
+    marked: bool = False
+    end: bool = False
+
+    @property
+    def caption(self) -> str:
+        if self.end:
+            return "After the last step"
+        if self.index == 0:
+            return "Start"
+        return f"Step {self.index}: the screen it acted on" if self.marked else f"After step {self.index}"
 
 
 def steps_of(rec: EpisodeRecord) -> list[Step]:
     steps = [Step(0, rec.frame0)]
-    for i, t in enumerate(rec.turns, 1):
-        steps.append(Step(i, t.frame, t))
+    if not marks.acts_on_screens(rec):
+        return steps + [Step(i, t.frame, t) for i, t in enumerate(rec.turns, 1)]
+    steps += [Step(i, marks.acted_on(rec, i), t, marked=True) for i, t in enumerate(rec.turns, 1)]
+    last = (rec.turns[-1].frame if rec.turns else None) or rec.render
+    if rec.turns and last:
+        steps.append(Step(len(rec.turns) + 1, last, end=True))
     return steps
+
+
+def first_step(steps: Sequence[Step]) -> int:
+    """Where an episode opens: the first step the model acted in that has a picture, else the first it acted
+    in, else the start."""
+    for want in (lambda s: s.turn is not None and s.frame, lambda s: s.turn is not None):
+        found = next((i for i, s in enumerate(steps) if want(s)), None)
+        if found is not None:
+            return found
+    return 0
+
+
+def has_pictures(rec: EpisodeRecord) -> bool:
+    """Whether an episode has any picture to show (a text env such as berth has none)."""
+    return bool(rec.target or rec.frame0 or rec.render or any(t.frame for t in rec.turns))
 
 
 def align_steps(a: EpisodeRecord, b: EpisodeRecord) -> list[tuple[Step | None, Step | None]]:
@@ -379,10 +446,10 @@ __all__ = [
     "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table", "ab_tasks",
     "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent", "call_line",
     "ci_column", "clip", "clip_columns", "concat_tables", "difference_line", "discover_runs",
-    "episode_table", "field_rows", "filmstrip", "fingerprint", "flipped", "imported_records", "is_ownloop",
-    "make_link", "matching_episode", "md_escape", "open_record", "options", "page_of", "pair_columns",
-    "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link", "pruned_note", "ranked_sides",
-    "resolve_run", "reward_text", "run_labels", "running_app", "safe_image", "search", "short_id",
-    "side_label", "side_rows", "sides", "sort_table", "steps_of", "text_index", "text_search", "thumbnail",
-    "varying_columns", "with_labels",
+    "episode_table", "field_rows", "filmstrip", "fingerprint", "first_step", "flipped", "has_pictures",
+    "imported_records", "is_ownloop", "make_link", "matching_episode", "md_escape", "open_record", "options",
+    "page_of", "pair_columns", "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link",
+    "pruned_note", "ranked_sides", "resolve_run", "reward_text", "run_labels", "running_app", "safe_image",
+    "search", "short_id", "side_label", "side_rows", "sides", "sort_table", "steps_of", "summary_rows",
+    "text_index", "text_search", "thumbnail", "varying_columns", "with_labels",
 ]  # fmt: skip

@@ -32,6 +32,35 @@ def test_episode_charts(df, fn):
     assert "data" in spec or "layer" in spec or "datasets" in spec
 
 
+def _encodings(spec: dict) -> list[dict]:
+    """Every encoding of a chart spec, layers included."""
+    found = [spec["encoding"]] if "encoding" in spec else []
+    for layer in spec.get("layer", []):
+        found += _encodings(layer)
+    return found
+
+
+@pytest.mark.parametrize(
+    "fn", [plots.reward_by_tier, plots.reward_vs_cost, plots.reward_vs_turns, plots.grade_components]
+)
+def test_models_in_colours_that_tell_apart_named_whole_on_words_not_columns(df, fn):
+    spec = fn(df).to_dict()
+    colours = [e["color"] for e in _encodings(spec) if "color" in e]
+    assert colours and all(c["scale"]["scheme"] == plots.MODEL_SCHEME for c in colours)
+    assert all(c["legend"]["labelLimit"] == 0 and c["legend"]["orient"] == "bottom" for c in colours)
+    titles = [e[a].get("title") for e in _encodings(spec) for a in ("x", "y") if isinstance(e.get(a), dict)]
+    assert not any(t in ("cost_usd", "n_turns", "tokens") or "_" in str(t or "") for t in titles), titles
+
+
+def test_axis_titles_are_words(df):
+    x = plots.reward_vs_turns(df).to_dict()["encoding"]["x"]["title"]
+    assert x == "mean turns per episode"
+    assert (
+        "cost (USD)" in plots.reward_vs(df, "cost_usd").to_dict()["title"]
+        or "tokens" in plots.reward_vs(df, "cost_usd").to_dict()["title"]
+    )
+
+
 def test_reward_by_tier_accepts_by_tier_frames(df):
     chart = plots.reward_by_tier(A.by_tier(df), unscored_as_zero=True)
     assert "unscored as 0" in chart.to_dict()["title"]

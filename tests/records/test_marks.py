@@ -11,7 +11,15 @@ import pytest
 from PIL import Image as PILImage
 
 from evalkit.analysis.display import record_html
-from evalkit.records.marks import action_marks, draw_marks, marked
+from evalkit.records.marks import (
+    acted_on,
+    action_marks,
+    acts_on_screens,
+    draw_marks,
+    has_marks,
+    marked,
+    space_of,
+)
 from evalkit.records.traces import FrameStore, TraceWriter, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord
 
@@ -66,6 +74,54 @@ def test_drawing_marks_where_the_action_landed():
     assert marked(blank(), CALLS[3:4], "pixels") is None  # typing lands nowhere on the screen
 
 
+def test_each_released_own_loop_format_marks_the_same_point():
+    """One click at (640, 200) of a 1280 × 800 screen, as each own-loop agent writes it (native runs record
+    their space in `coordinates`; imports of seed 001 name the agent in `info`)."""
+    size = (1280, 800)
+    rw, rh = 1288, 812  # 1280 × 800 as Fara-7B's processor resizes it (28-pixel patches)
+    click = CallRecord
+    written = {
+        "ui-tars": ([click(name="click", args={"start_box": "[0.5, 0.25, 0.5, 0.25]"})], None),
+        "ui-tars native": ([click(name="left_single", args={"start_box": "(0.5,0.25)"})],
+                           "qwen25vl-smart-resize"),
+        "fara7b": ([click(name="left_click", args={"action": "left_click",
+                                                    "coordinate": [640 * rw / 1280, 200 * rh / 800]})],
+                   "fara-resized-pixels"),
+        "molmoweb": ([click(name="click", args={"name": "click", "x": 50.0, "y": 25.0})], "percent"),
+        "opencua": ([click(name="pyautogui.click", args={"code": "pyautogui.click(x=640, y=200)"})], None),
+        "opencua native": ([click(name="click", args={"code": "pyautogui.click(640, 200)"})], "qwen25"),
+        "dom solver": ([click(name="click", args={"x": 640, "y": 200})], "pixels"),
+    }  # fmt: skip
+    for who, (calls, space) in written.items():
+        marks = action_marks(calls, space, size)
+        assert len(marks) == 1, who
+        assert marks[0].points[0] == pytest.approx((640.0, 200.0), abs=0.5), who
+    # MolmoWeb's percentages read as pixels would land at (50, 25): the space decides.
+    assert action_marks(written["molmoweb"][0], None, size)[0].points[0] == (50.0, 25.0)
+    scroll = CallRecord(name="scroll", args={"code": "pyautogui.moveTo(300, 400)\npyautogui.scroll(-5)"})
+    assert action_marks([scroll], "qwen25", size)[0].points[0] == (300.0, 400.0)
+    typing = CallRecord(name="write", args={"code": "pyautogui.write('x, y')"})
+    assert action_marks([typing], None, size) == [] and not has_marks([typing])
+
+
+def test_the_space_of_an_imported_own_loop_episode_is_its_agents():
+    rec = EpisodeRecord(info={"importer": "ownloop-gui", "agent": "molmoweb"})
+    assert space_of(rec) == "percent" and space_of(EpisodeRecord(coordinates="normalized")) == "normalized"
+    assert space_of(EpisodeRecord(info={"agent": "uitars"})) is None
+
+
+def test_an_action_is_drawn_on_the_screen_before_it():
+    turns = [TurnRecord(turn=i, frame=f"after{i}.png", calls=CALLS[:1]) for i in (1, 2, 3)]
+    rec = EpisodeRecord(surface="gui", frame0="start.png", turns=turns)
+    assert [acted_on(rec, n) for n in (1, 2, 3)] == ["start.png", "after1.png", "after2.png"]
+    rec.turns[0].frame = None  # that screen was not kept: no other stands in for it
+    assert acted_on(rec, 2) is None and acts_on_screens(rec)
+    tools = EpisodeRecord(
+        surface="tools", turns=[TurnRecord(calls=[CallRecord(name="add_element", args={"x": 1, "y": 2})])]
+    )
+    assert not acts_on_screens(tools)  # a canvas tool's x and y are not a point on a screen
+
+
 def _gui_run(tmp_path: Path) -> tuple[Path, EpisodeRecord]:
     store = FrameStore(tmp_path)
     frame = store.put(Image(blank()))
@@ -98,4 +154,4 @@ def test_the_viewer_marks_a_step(tmp_path, monkeypatch):
     at.run()
     assert not at.exception, at.exception
     captions = [c for img in at.image for c in img.captions]
-    assert any("Frame at step 1" in c and "actions marked" in c for c in captions), captions
+    assert "Step 1: the screen it acted on · actions marked" in captions, captions

@@ -155,32 +155,83 @@ def test_the_bundle_from_file_with_the_network_blocked(browser, bundled):
     page.locator('select[data-filter="run_label"]').select_option("synth")
     page.get_by_text("8 of 44 episodes").wait_for()
     page.locator("#episodes tbody tr").first.click()  # the tracer on canvas-test-0001
-    page.get_by_text("Step 0 of 3").wait_for(timeout=15_000)
-    frame = page.locator(".pics figure img").nth(1)
+    page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)  # the first step the model acted in
+    frame = page.locator(".stepview figure img").nth(1)
     before = frame.get_attribute("src")
     page.keyboard.press("ArrowRight")
-    page.get_by_text("Step 1 of 3").wait_for()
-    assert frame.get_attribute("src") != before and "#/ep/0/1" in page.url
-    page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001: placing a rectangle").wait_for()
+    page.get_by_text("Step 2 of 3").wait_for()
+    assert frame.get_attribute("src") != before and "#/ep/0/2" in page.url
     page.keyboard.press("ArrowLeft")
-    page.get_by_text("Step 0 of 3").wait_for()
+    page.get_by_text("Step 1 of 3").wait_for()
+    page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001: placing a rectangle").first.wait_for()
     page.locator(".film button").nth(2).click()
     page.get_by_text("Step 2 of 3").wait_for()
-    bad = page.locator("details.bad summary")
+    bad = page.locator("#panel details.bad summary")
     assert bad.count() == 1 and "bad colour" in bad.inner_text()
-    boxes = [page.locator(".pics figure").nth(i).bounding_box() for i in range(3)]
-    assert abs(boxes[0]["y"] - boxes[2]["y"]) < 2 and boxes[2]["x"] + boxes[2]["width"] <= 1280
-    page.locator(".pics figure img").first.click()
+    # Target and frame at the same size side by side, the step's calls beside them, all inside 1280 px.
+    target, pic = (page.locator(".stepview > figure").nth(i).bounding_box() for i in range(2))
+    panel = page.locator("#panel").bounding_box()
+    assert abs(target["y"] - pic["y"]) < 2 and abs(target["width"] - pic["width"]) < 2
+    assert pic["x"] + pic["width"] <= panel["x"] and panel["x"] + panel["width"] <= 1280
+    page.locator(".stepview figure img").first.click()
     page.locator("#lightbox").wait_for(state="visible")
     page.keyboard.press("Escape")
-    page.get_by_role("button", name="Transcript").click()
-    page.get_by_text("Assistant · turn 2 · stop tool_use").wait_for()
+    page.get_by_text("Assistant · turn 2 · stop tool_use").wait_for()  # the transcript, below
     assert page.locator(".msg.now").count() >= 1
     page.get_by_text("Compare with another model on this task").click()
     page.locator("#difference").wait_for(timeout=15_000)
     said = page.locator("#difference").inner_text()  # the viewer's own line (3 tasks: no CI)
     assert said.startswith("No conclusion: only 3 tasks. A − B = +0.583 (all tiers) · no CI · p = 0.250")
-    page.get_by_text("Step 0 of 3").wait_for()
+    page.get_by_text("Step 1 of 3").wait_for()
     assert all(u.startswith("file://") for u in requests) and len(requests) > 5
     assert errors == []
+    ctx.close()
+
+
+@pytest.mark.browser
+def test_compare_opens_another_model_not_the_same_model_of_another_run(browser, tmp_path, sample_copy):
+    """The stand-in of one run shares every task with the stand-in of its copy, which ranks first among the
+    others: still, B is another model."""
+    out = tmp_path / "site"
+    build([SAMPLE_RUN, sample_copy], out)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto((out / "index.html").as_uri() + "#/ep/2")  # the stand-in on canvas-test-0010, reference
+    page.get_by_text("Compare with another model on this task").click()
+    page.locator("#difference").wait_for(timeout=15_000)
+    a, b = (page.locator(f'select[data-ab="{x}"]').input_value() for x in ("A", "B"))
+    standin = "anthropic:evalkit-standin@low"
+    assert a == f"{standin} · sample-run" and not b.startswith(standin), b
+    page.close()
+
+
+@pytest.mark.browser
+def test_report_links_open_their_episodes_in_the_bundle(browser, tmp_path, synth_run):
+    """`evalkit report --bundle`: each task the report lists links to its episode (and the best and worst
+    tasks to A vs B on them) in the bundle beside it, from file:// with the network blocked."""
+    out = tmp_path / "r" / "report.html"
+    out.parent.mkdir()
+    assert main(["report", str(synth_run), "-o", str(out), "--bundle"]) == 0
+    assert (tmp_path / "r" / "report-bundle" / "index.html").exists()
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else r.abort())
+    page = ctx.new_page()
+    page.goto(out.as_uri())
+    pairs = page.locator('a[href*="#/find/"]').evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert pairs and all(h.startswith("report-bundle/index.html#/find/synth/") for h in pairs)
+    # The unscored episode (the tracer on canvas-test-0004) in the table of episodes without a score.
+    page.locator("td a", has_text="canvas-test-0004").click()
+    page.get_by_text("Reward unscored").wait_for(timeout=15_000)
+    assert (
+        "baseline:tracer · canvas tools/reference · canvas-test-0004"
+        in page.locator("#identity").inner_text()
+    )
+    page.go_back()
+    # The best task for A: its heading opens A vs B on the two episodes, its pictures each episode.
+    best = page.locator("b a", has_text="best for baseline:tracer").first
+    task = best.inner_text().split(": ")[1].split(" · ")[0]
+    best.click()
+    page.locator("#difference").wait_for(timeout=15_000)
+    heads = page.locator(".pair").first.inner_text()
+    assert "baseline:tracer · synth" in heads and "baseline:random · synth" in heads
+    assert page.locator("#pairs tr.sel td").first.inner_text() == task
     ctx.close()

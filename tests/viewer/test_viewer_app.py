@@ -11,7 +11,7 @@ from evalkit.records import importers
 from evalkit.types import episode_key
 from evalkit.view import search
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN
+from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN, open_row
 
 TRACER, RANDOM = MODELS
 STANDIN = "anthropic:evalkit-standin@low"
@@ -110,12 +110,14 @@ def test_unscored_episodes_under_a_reward_range(app, synth_run):
     at.multiselect(key="f_error_class").set_value([]).run()
     at.slider(key="f_reward").set_value((0.5, 0.93)).run()
     assert sorted(table(at)["reward"]) == [0.88, 0.93]  # the unscored episode is left out with a range set
+    # (with none missing, rewards stay numbers)
     at.checkbox(key="f_unscored").check().run()
     assert len(table(at)) == 3
     k = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0004", None, 0)
     at = app(synth_run, view="episode", run=synth_run.name, episode=k)
     assert "Reward unscored" in page(at) and "connection to the env was lost" in page(at)
-    assert [e.value for e in at.error] == ["The episode ended with an error and is unscored."]
+    said = [e.label.replace("\\", "") for e in at.expander if "ended with an error" in e.label]
+    assert said == [":red[The episode ended with an error and is unscored: connection to the env was lost]"]
 
 
 def test_search_uses_a_cached_index(app, monkeypatch):
@@ -141,10 +143,11 @@ def test_sort_by_any_column(app):
     at = app()
     at.selectbox(key="sort_by").set_value("reward").run()
     at.toggle(key="sort_desc").set_value(True).run()
-    rewards = list(table(at)["reward"])
-    assert rewards[:13] == [1.0] * 11 + [0.9981] * 2
+    rewards = list(table(at)["reward"])  # as the cells read: a missing reward says why, never "None"
+    assert rewards[:13] == ["1.000"] * 11 + ["0.998"] * 2 and rewards[-2:] == ["unscored"] * 2
+    assert not any(v in (None, "None") for c in table(at).columns for v in table(at)[c])
     at.toggle(key="sort_desc").set_value(False).run()
-    assert list(table(at)["reward"])[:2] == [0.0112, 0.0112]
+    assert list(table(at)["reward"])[:2] == ["0.011", "0.011"]
     at.selectbox(key="sort_by").set_value("task_id").run()
     assert list(table(at)["task_id"])[:4] == ["canvas-test-0003"] * 4
     healthy(at)
@@ -155,21 +158,19 @@ def test_open_an_episode_and_step_through_it(app):
     at.multiselect(key="f_model").set_value([TRACER]).run()
     at.multiselect(key="f_mode").set_value(["reference"]).run()
     at.multiselect(key="f_task_id").set_value(["canvas-test-0010"]).run()
-    assert len(table(at)) == 1
-    at.button(key="open_btn").click().run()
+    assert len(table(at)) == 1 and "Click a row to open its episode." in page(at)
+    open_row(at, 1)
     assert at.radio(key="view").value == "Episode"
     text = page(at)
     assert f"{TRACER} · canvas tools/reference · canvas-test-0010 · tier easy · repeat 0" in text
-    assert "Reward 0.675" in text and "Step 0 of 3" in text
-    assert captions(at) == ["Target", "Frame at step 0", "Final render"]
-    grade = at.dataframe[0].value  # the grade components, in the details expander
-    assert {"structure", "visual", "total"} <= set(grade["component"])
-    at.button(key="step_next").click().run()
-    text = page(at)
-    assert "Step 1 of 3" in text and "adding 3 shapes (3/3 found in the reference)" in text
+    assert "Reward 0.675 · ended submitted · 3 turns · 6 tool calls" in text
+    # It opens at the first step the model acted in, the target beside the frame that step left.
+    assert "Step 1 of 3" in text and captions(at)[:3] == ["Target", "After step 1", "Final render"]
+    assert "adding 3 shapes (3/3 found in the reference)" in text
     assert '"kind": "rect"' in text and '{"id": "e1"}' in text  # a tool call with JSON args and its result
     assert 'add_element("kind": "rect", "x": ' in text  # and the call on one line
-    assert "Frame at step 1" in captions(at)
+    grade = at.dataframe[0].value  # the grade components, in the details popover
+    assert {"structure", "visual", "total"} <= set(grade["component"])
     at.button(key="step_next").click().run()
     assert "Step 2 of 3" in page(at) and "Returned image 1" in captions(at)  # view_canvas returned a picture
     at.slider(key="step").set_value(3).run()
@@ -178,6 +179,8 @@ def test_open_an_episode_and_step_through_it(app):
     assert "Step 2 of 3" in page(at)
     assert at.query_params["episode"] == key(TRACER, "reference", "canvas-test-0010")
     assert at.query_params["step"] == "2" and at.query_params["view"] == "episode"
+    at.slider(key="step").set_value(0).run()
+    assert "Step 0 of 3" in page(at) and "Start" in captions(at) and at.button(key="step_prev").disabled
     healthy(at)
 
 
@@ -225,12 +228,14 @@ def test_a_vs_b_pairs_task_surface_and_mode(app):
     pick_pair(at, "canvas-test-0010", "description")
     assert page(at).count("canvas-test-0010 · tools/description · repeat 0") == 2
     assert "reward **1.000**" in page(at) and "reward **0.016**" in page(at)
-    at.button(key="ab_step_next").click().run()
-    text = page(at)
+    text = page(at)  # a pair opens at the first step both sides acted in, with a picture of each
     assert "building 4 elements from the brief" in text
     assert "random turn 1/7: get_document, add_element, add_element" in text
     assert at.query_params["view"] == "ab" and at.query_params["step"] == "1"
     assert at.query_params["b"] == key(RANDOM, "description", "canvas-test-0010")
+    assert "A: After step 1" in captions(at) and "B: After step 1" in captions(at)
+    at.button(key="ab_step_next").click().run()
+    assert at.query_params["step"] == "2"
     healthy(at)
 
 
@@ -279,6 +284,34 @@ def test_summary_tab(app, sample_copy):
     healthy(at)  # a table or chart that fails says so in a warning
     assert [s.value for s in at.subheader] == ["Summary", "By tier", "Charts", "Paired comparison"]
     assert len(at.dataframe) == 3 and len(at.get("vega_lite_chart")) == 5
+    # One row per model and run, and the page says so; pooled, runs with the same settings are one row.
+    models = list(at.dataframe[0].value["model"])  # three models in two runs, in two modes
+    assert len(models) == 12 and f"{TRACER} · again" in models and f"{TRACER} · {LABEL}" in models
+    assert any(c.value.startswith("One row per model and run") for c in at.caption)
+    assert not any("None" == v for v in at.dataframe[0].value.astype(str).values.ravel())
+    at.toggle(key="sum_pool").set_value(True).run()
+    healthy(at)
+    assert sorted(set(at.dataframe[0].value["model"])) == sorted([TRACER, RANDOM, STANDIN])
+    assert list(at.dataframe[0].value["n"]) == [12] * 6  # six tasks in each of the two runs
+    assert any(c.value.startswith("Pooled: the runs of") for c in at.caption)
+
+
+def test_summary_keeps_runs_with_other_settings_apart(app, sample_copy, tmp_path):
+    """The issue's case: one model in two runs, one of them with another turn budget."""
+    import json
+    import shutil
+
+    other = tmp_path / "turns20"
+    shutil.copytree(sample_copy, other, ignore=shutil.ignore_patterns(".evalkit"))
+    meta = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps(meta | {"max_turns": 20}))
+    at = app(SAMPLE_RUN, other)
+    at.radio(key="view").set_value("Summary").run()
+    at.toggle(key="sum_pool").set_value(True).run()
+    healthy(at)
+    models = list(at.dataframe[0].value["model"])
+    assert f"{TRACER} · max_turns 12" in models and f"{TRACER} · max_turns 20" in models and len(models) == 12
+    assert any("apart where they differ (max_turns 12; max_turns 20)" in c.value for c in at.caption)
 
 
 def test_summary_tab_reports_a_failing_chart(app, monkeypatch):
@@ -299,25 +332,23 @@ def test_summary_tab_reports_a_failing_chart(app, monkeypatch):
 def test_ownloop_episode_shows_screenshot_raw_output_and_action(app, seed_runs):
     at = app(seed_runs["uitars"])  # the own-loop runner's files, as seed 001 writes them
     assert len(table(at)) == 9
-    at.number_input(key="open_row").set_value(5).run()
-    at.button(key="open_btn").click().run()
+    open_row(at, 5)
     assert "Reward no reward" in page(at)  # ungraded: neither 0 nor unscored
-    at.button(key="step_next").click().run()
     text = page(at)
     assert "u-finish" in text and "Raw model output" in text and "Parsed action" in text
-    assert "Screenshot at step 1 · actions marked" in captions(at)  # the click drawn where it landed
+    # The click drawn on the screen it was taken on (screens/step_01.png), not on the one after it.
+    assert "Step 1: the screen it acted on · actions marked" in captions(at)
     healthy(at)
 
 
 def test_opening_another_imported_episode_reads_nothing(app, monkeypatch, seed_runs):
     at = app(seed_runs["uitars"])
-    at.button(key="open_btn").click().run()  # episode 1: the import is cached, if an earlier test did not
+    open_row(at, 1)  # episode 1: the import is cached, if an earlier test did not
     reads = []
     real = importers.read_foreign
     monkeypatch.setattr(importers, "read_foreign", lambda path: reads.append(path) or real(path))
     at.radio(key="view").set_value("Episodes").run()
-    at.number_input(key="open_row").set_value(4).run()
-    at.button(key="open_btn").click().run()
+    open_row(at, 4)
     assert "u-endpoint" in page(at) and "Reward no reward" in page(at)
     assert reads == []
     healthy(at)
@@ -333,11 +364,13 @@ def test_a_run_given_as_one_file(app, seed_runs):
         ("anthropic:claude-sonnet-5@low", "berth-000"),
         ("anthropic:claude-sonnet-5@low", "berth-001"),
     ]
-    at.button(key="open_btn").click().run()
+    open_row(at, 1)
     assert "berth-000" in page(at) and "Reward 0.900" in page(at)
-    at.button(key="step_next").click().run()
-    text = page(at)
+    text = page(at)  # opens at the first step the model acted in; no picture to show, none drawn
     assert "Checking." in text and "check_plan(" in text and "conflicts" in text
+    assert "What the model sent" in text and "What the environment answered" in text
+    assert captions(at) == [] and not any(c.value.endswith(": none") for c in at.caption)
+    assert "tier" not in text.split("\n")[1]  # an episode without a tier does not say "tier"
     healthy(at)
     at.radio(key="view").set_value("A vs B").run()
     assert len(at.dataframe[0].value) == 3 and "**A** · reward" in page(at)
@@ -361,7 +394,7 @@ def test_viewing_foreign_runs_writes_nothing_into_them(app, seed_runs):
     assert len(table(at)) == 24 + 6 + 9
     at.text_input(key="f_search").set_value("Submitting").run()
     assert len(table(at)) == 1
-    at.button(key="open_btn").click().run()
+    open_row(at, 1)
     assert "berth-000" in page(at) and "Reward 0.900" in page(at)
     at.radio(key="view").set_value("A vs B").run()
     healthy(at)

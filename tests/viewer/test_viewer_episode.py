@@ -1,4 +1,4 @@
-"""The episode view laid out for stepping, its Transcript tab, A vs B's paired difference and the Summary's
+"""The episode view laid out for stepping, its transcript, A vs B's paired difference and the Summary's
 paired comparison, through AppTest on the synthetic run (two models, four tasks, three turns, a failing call
 at turn 2, an unscored episode)."""
 
@@ -34,25 +34,34 @@ def captions(at: AppTest) -> list[str]:
     return [c for img in at.image for c in img.captions if c]
 
 
-def test_pictures_in_one_row_and_a_filmstrip(monkeypatch, synth_run):
+def test_target_and_step_at_the_same_size_beside_the_step(monkeypatch, synth_run):
     at = episode(monkeypatch, synth_run)
-    assert captions(at)[:3] == ["Target", "Frame at step 1", "Final render"]  # then view_canvas's picture
-    row = at.get("flex_container")  # the first row of columns under the tabs holds the three pictures
+    assert captions(at)[:2] == ["Target", "After step 1"] and "Final render" in captions(at)
+    row = at.get("flex_container")  # the first row of three columns holds the target, the step, its calls
     first = next(
         b for b in row if len(b.children) == 3 and all(c.type == "column" for c in b.children.values())
     )
     weights = [c.weight for c in first.children.values()]
-    assert weights[0] < weights[1] == weights[2]  # the target is the thumbnail
+    assert weights[0] == weights[1] < weights[2]  # target and picture the same size, the panel beside
+    panel = list(first.children.values())[2]
+    calls = [e.label for e in _walk(panel) if getattr(e, "type", "") == "expander"]
+    assert calls[0].startswith("add\\_element\\(") and calls[0].endswith("→ added element e1")  # in the panel
     film = [b for b in at.button if b.key and b.key.startswith("step_film_")]
     assert [b.label for b in film] == ["0", "1", "2", "3"]
     assert [b.proto.type for b in film] == ["tertiary", "primary", "tertiary", "tertiary"]
     assert sum(1 for img in at.image if not any(img.captions)) == 4  # a thumbnail of every frame
     at.button(key="step_film_3").click().run()
-    assert at.slider(key="step").value == 3 and "Frame at step 3" in captions(at)
+    assert at.slider(key="step").value == 3 and "After step 3" in captions(at)
     assert (
         at.button(key="step_next").disabled and at.button(key="step_next").proto.shortcut.lower() == "right"
     )
     assert at.button(key="step_prev").proto.shortcut.lower() == "left"
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
 
 
 def test_filmstrip_pages():
@@ -102,19 +111,15 @@ def test_the_reset_arguments_and_who_answered_each_turn_are_shown(monkeypatch, t
     assert vs.as_json({"seed": 7, "level": "hard"}) in [c.value for c in at.code]
 
 
-def test_transcript_tab(monkeypatch, synth_run):
+def test_the_transcript_below_the_step(monkeypatch, synth_run):
     at = episode(monkeypatch, synth_run, step=2)
-    assert at.session_state["ep_tab"] == "Step"
-    at.session_state["ep_tab"] = "Transcript"
-    at.run()
-    assert not at.exception
+    assert "Transcript" in [h.value for h in at.subheader]
     heads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert heads[0].startswith("**User** · turn 0")
     assert any(h.startswith("**Assistant** · turn 2 · stop tool\\_use") for h in heads)
     assert (
         "**Tool** · add\\_element · c2 · :red[error] · turn 2 · _reconstructed_ · :orange[this step]" in heads
     )
-    assert "Frame at step" not in " ".join(captions(at))  # the Step tab is not drawn meanwhile
     assert "Image 1" in captions(at)  # the target in the opening, and what view_canvas returned
     assert any("Rebuilt from the record" in c.value for c in at.caption)
     codes = [c.value for c in at.code]

@@ -81,3 +81,13 @@ def test_running_episodes_and_a_growing_trace(tmp_path, monkeypatch, synth_run):
     (run / ".live" / "k1.json").unlink()
     at.run()  # what the poll does when the trace changed: the whole page again, from the new trace
     assert "4 of 4 episodes" in [t.value for t in at.text] and not at.subheader
+
+
+def test_a_starting_episode_has_no_picture_caption(tmp_path, monkeypatch, synth_run):
+    run = tmp_path / "starting"
+    shutil.copytree(synth_run, run)
+    progress(run, "k0", turn=None, frame=None, text="", calls=[])  # just started: no turn, no frame yet
+    monkeypatch.setenv("EVALKIT_RUNS", str(run))
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert any(c.value.startswith("starting · updated ") for c in at.caption)
+    assert not any("Newest frame" in c.value for c in at.caption)  # no caption of a picture not there

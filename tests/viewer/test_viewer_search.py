@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from evalkit.view import search as search
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP
+from tests.viewer.viewer_runs import APP, open_row
 
 
 def index(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
@@ -93,8 +93,7 @@ def test_search_lists_matching_steps_and_opens_at_the_first_hit(monkeypatch, sea
     assert steps["snippet"][2].startswith("Round 2 went well")
     assert "Matching steps: 3" in [s.value for s in at.subheader]
     row = list(episodes["task_id"]).index("rounds") + 1
-    at.number_input(key="open_row").set_value(row).run()
-    at.button(key="open_btn").click().run()  # opens at the first hit, and names the others
+    open_row(at, row)  # opens at the first hit, and names the others
     assert at.radio(key="view").value == "Episode" and at.slider(key="step").value == 2
     assert "Search hits at 2 step(s):" in [c.value for c in at.caption]
     at.button(key="hit_4").click().run()

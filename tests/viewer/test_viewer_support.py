@@ -63,6 +63,18 @@ def test_ab_tasks_pair_on_task_surface_and_mode():
     assert vs.best_opponent(df, f"{TRACER} · s") == "anthropic:evalkit-standin@low · s"
 
 
+def test_the_default_b_is_another_model(sample_copy):
+    """The stand-in's copy in another run shares every task and ranks first: B is still another model."""
+    labels = {str(SAMPLE_RUN): "s", str(sample_copy): "again"}
+    both = vs.concat_tables([vs.episode_table(SAMPLE_RUN), vs.episode_table(sample_copy)])
+    df = vs.with_labels(both, labels)
+    standin = "anthropic:evalkit-standin@low"
+    assert vs.ranked_sides(df)[:2] == [f"{standin} · again", f"{standin} · s"]
+    assert not vs.best_opponent(df, f"{standin} · s").startswith(standin)
+    only = df.filter(pl.col("model") == standin)  # no other model: the same model of the other run
+    assert vs.best_opponent(only, f"{standin} · s") == f"{standin} · again"
+
+
 def test_ab_tasks_labels_unscored(synth_run):
     df = vs.with_labels(vs.episode_table(synth_run), {str(synth_run): "s"})
     t = vs.ab_tasks(df, f"{TRACER} · s", f"{RANDOM} · s", 0.5)

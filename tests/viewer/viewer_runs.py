@@ -42,6 +42,16 @@ REWARDS = {
 }
 
 
+def open_row(at, row: int = 1):
+    """What a click on row `row` (the # column) of the Episodes table does: open that episode, at its first
+    search hit when a search is on (AppTest cannot click a grid cell; the browser tests do)."""
+    run, key, first = at.session_state["_shown"][row - 1]
+    at.session_state["ep"] = (run, key)
+    at.session_state["step"] = first
+    at.session_state["view"] = "Episode"
+    return at.run()
+
+
 def png(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> Image:
     buf = io.BytesIO()
     PILImage.new("RGB", size, color).save(buf, "PNG")
@@ -255,4 +265,79 @@ def write_search_run(run: Path) -> Path:
                           task_id=task, tier="easy", reward=0.5, end_reason="submitted", n_turns=len(turns),
                           turns=turns, frame0=store.put(png((250, 250, 250))))
         )  # fmt: skip
+    return run
+
+
+SCREEN = (1280, 800)
+BUTTON = (560, 300, 760, 360)
+"""Where the clicked element is on the screens of `write_screen_runs` (x1, y1, x2, y2 in screen pixels)."""
+BLUE = (30, 90, 200)
+
+
+def screen(kind: str) -> bytes:
+    """A 1280 × 800 screenshot: `catalogue` has the blue button at BUTTON, `product` (what clicking it
+    opens) has nothing there."""
+    from PIL import ImageDraw
+
+    im = PILImage.new("RGB", SCREEN, (250, 250, 250))
+    d = ImageDraw.Draw(im)
+    d.rectangle((0, 0, SCREEN[0], 60), fill=(40, 40, 60))
+    if kind == "catalogue":
+        d.rectangle(BUTTON, fill=BLUE)
+        d.text((BUTTON[0] + 20, BUTTON[1] + 20), "Skillet", fill=(255, 255, 255))
+    else:
+        d.rectangle((80, 120, 400, 520), fill=(200, 160, 60))
+        d.text((440, 120), "Cast-iron skillet: $45.00", fill=(0, 0, 0))
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
+    return buf.getvalue()
+
+
+def write_ownloop_run(root: Path) -> Path:
+    """One UI-TARS task as seed 001's runner writes it: step 1 clicks the button on the catalogue screen
+    (`screens/step_01.png`), which opens the product page (`step_02.png`); step 2 answers."""
+    task = root / "webapp-shop-skillet-price"
+    (task / "screens").mkdir(parents=True)
+    (task / "screens" / "step_01.png").write_bytes(screen("catalogue"))
+    (task / "screens" / "step_02.png").write_bytes(screen("product"))
+    (task / "screens" / "step_03.png").write_bytes(screen("product"))
+    w, h = SCREEN
+    box = f"[{BUTTON[0] / w:.4f}, {BUTTON[1] / h:.4f}, {BUTTON[2] / w:.4f}, {BUTTON[3] / h:.4f}]"
+    rows = [
+        {"step": 1, "url": "http://127.0.0.1:8312/shop", "raw": "Thought: open the skillet\nAction: click",
+         "actions": [{"action_type": "click", "action_inputs": {"start_box": box}, "thought": "open it"}],
+         "notes": [""], "fails": []},
+        {"step": 2, "url": "http://127.0.0.1:8312/shop/skillet", "raw": "Action: finished(content='$45.00')",
+         "actions": [{"action_type": "finished", "action_inputs": {"content": "$45.00"}}],
+         "notes": [""], "fails": []},
+    ]  # fmt: skip
+    (task / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    session = {"task_id": task.name, "base": "http://127.0.0.1:8312", "answer": "$45.00",
+               "status": "finished", "rounds": 2, "error": None, "record": [], "log": [], "seconds": 12.5,
+               "parse_fails": 0, "action_errors": 0}  # fmt: skip
+    (task / "session.json").write_text(json.dumps(session))
+    return root
+
+
+def write_gui_run(run: Path) -> Path:
+    """One canvas-style gui episode in evalkit's own format: turn 1 clicks the button of the first screen
+    (frame0) in pixels, then types; each turn's frame is the screen after it."""
+    writer, store = TraceWriter(run), FrameStore(run)
+    write_run_json(run, {"models": ["scripted"], "env": "canvas"})
+    first, after = store.put(Image(screen("catalogue"))), store.put(Image(screen("product")))
+    cx, cy = (BUTTON[0] + BUTTON[2]) / 2, (BUTTON[1] + BUTTON[3]) / 2
+    said = f"clicked at ({cx:.0f}, {cy:.0f})"
+    click = CallRecord(id="a", name="click", args={"x": cx, "y": cy}, result=said)
+    typing = CallRecord(id="b", name="type_text", args={"text": "$45.00"}, result="typed 6 character(s)")
+    turns = [
+        TurnRecord(turn=1, text="clicking the button", frame=after, calls=[click]),
+        TurnRecord(turn=2, text="typing the answer", frame=after, calls=[typing]),
+    ]
+    target = store.put_render("gui-task__target", png((200, 120, 40), (800, 600)))
+    writer.append(
+        EpisodeRecord(key=episode_key("scripted", "canvas", "gui", "reference", "gui-task", None, 0),
+                      model="scripted", env="canvas", surface="gui", mode="reference", task_id="gui-task",
+                      tier="easy", coordinates="pixels", reward=0.5, end_reason="submitted", n_turns=2,
+                      tool_calls=2, target=target, frame0=first, render=after, turns=turns)
+    )  # fmt: skip
     return run

@@ -39,6 +39,9 @@ CHUNK_BYTES = 400_000
 MAX_SIDES = 12
 """Paired differences are computed for every pair of sides when there are at most this many."""
 MARKER = ".evalkit-bundle"
+KEY_LIMIT = 512
+"""Characters of an episode key kept in the table (keys evalkit writes are 64; a link names longer ones
+nowhere)."""
 
 
 @dataclass
@@ -118,8 +121,15 @@ def _pairs(df: pl.DataFrame) -> list[dict]:
     return out
 
 
-ROW = ["run_label", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
+ROW = ["run_label", "key", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
        "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds"]  # fmt: skip
+"""The columns of the bundle's episode table; `key` (with the run's label) is what a report's links name."""
+
+
+def _cell(value: Any, column: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    return vs.clip(value, KEY_LIMIT if column == "key" else vs.CELL_LIMIT)
 
 
 def build(runs: list[str | Path], out: str | Path) -> Built:
@@ -158,7 +168,7 @@ def build(runs: list[str | Path], out: str | Path) -> Built:
             text = _json(ep)
             chunk.append(text)
             size += len(text)
-            cells = [vs.clip(row[c]) if isinstance(row.get(c), str) else row.get(c) for c in ROW]
+            cells = [_cell(row.get(c), c) for c in ROW]
             rows_out.append([*cells, n_chunks])
             if size >= CHUNK_BYTES:
                 flush()

@@ -8,14 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.records import plans, transcripts
-from evalkit.records.marks import DRAGS, POINTS, marked
+from evalkit.records.marks import has_marks, marked, space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 
 TEXT_CAP = 100_000
 """Characters of one text field kept in a bundle; a longer one is cut and says how long it was."""
-MARKED = (*POINTS, *DRAGS)
-"""Calls whose actions are drawn on the frame (read it only then: most steps have none)."""
 IMAGE_TYPES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".webp": "webp", ".gif": "gif"}
 
 
@@ -48,9 +46,10 @@ class Images:
         return self._by_path[key]
 
     def marked(self, run: str, rel: Any, calls: list, coordinates: str | None) -> str | None:
-        """Like `add`, with the computer-use actions of `calls` drawn where they landed."""
+        """Like `add`, with the computer-use actions of `calls` drawn where they landed (`rel` is the screen
+        they were taken on)."""
         plain = self.add(run, rel)
-        if plain is None or not any(getattr(c, "name", None) in MARKED for c in calls):
+        if plain is None or not has_marks(calls):  # most steps have none: their picture is not read
             return plain
         try:
             data = marked((self.out / plain).read_bytes(), calls, coordinates)
@@ -93,6 +92,8 @@ def _plans(rec: EpisodeRecord) -> list[dict]:
                 "feasible": head.get("feasible"),
                 "objective": head.get("objective"),
                 "violations": head.get("violations"),
+                "reward": head.get("reward"),
+                "answer": vs.clip(head.get("answer"), 2000) if head.get("answer") else None,
                 "rows": [{k: vs.clip(v) for k, v in r.items()} for r in plans.plan_rows(p)],
                 "bad": [{k: vs.clip(v) for k, v in r.items()} for r in plans.violation_rows(p)],
             }
@@ -134,9 +135,14 @@ def detail(run: str, d: dict, images: Images) -> dict:
     """The episode of record dict `d` of `run`, as the page shows it."""
     rec = EpisodeRecord.from_dict(d)
     steps = []
-    for s in vs.steps_of(rec):
+    all_steps = vs.steps_of(rec)
+    space = space_of(rec)
+    for s in all_steps:
         t = s.turn
-        step: dict[str, Any] = {"frame": images.marked(run, s.frame, t.calls if t else [], rec.coordinates)}
+        calls = t.calls if t is not None and s.marked else []
+        step: dict[str, Any] = {"index": s.index, "caption": s.caption, "end": s.end}
+        step["frame"] = images.marked(run, s.frame, calls, space)
+        step["marked_actions"] = step["frame"] != images.add(run, s.frame)
         if t is not None:
             step |= {
                 "turn": t.turn if isinstance(t.turn, int) else s.index,
@@ -151,7 +157,8 @@ def detail(run: str, d: dict, images: Images) -> dict:
     grade, _ = vs.field_rows(rec.grade)
     usage, _ = vs.field_rows(rec.usage)
     text = {
-        k: vs.clip(getattr(rec, k)) for k in ("key", "model", "env", "surface", "mode", "task_id", "tier")
+        k: vs.clip(getattr(rec, k))
+        for k in ("key", "model", "env", "surface", "mode", "task_id", "tier", "skin")
     }
     return text | {
         "repeat": rec.repeat if isinstance(rec.repeat, int) else None,
@@ -167,6 +174,8 @@ def detail(run: str, d: dict, images: Images) -> dict:
         "ownloop": vs.is_ownloop(rec),
         "target": images.add(run, rec.target),
         "render": images.add(run, rec.render),
+        "pictures": vs.has_pictures(rec),
+        "first": vs.first_step(all_steps),
         "steps": steps,
         "plans": _plans(rec),
         "messages": _messages(run, rec, images),

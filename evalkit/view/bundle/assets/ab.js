@@ -39,16 +39,21 @@
     }).sort((p, q) => (p.row.task_id < q.row.task_id ? -1 : p.row.task_id > q.row.task_id ? 1 : 0));
   }
 
-  // The default B: the side sharing most tasks with A, the better one among equals.
+  // The default B: another model (the same model in another run only when there is no other), the side
+  // sharing most tasks with A, the better one among equals.
   function opponent(a, sides) {
     const mine = new Set(state.rows.filter((r) => side(r) === a).map(pairKey));
     const shared = new Map();
+    const model = new Map();
     for (const r of state.rows) {
       const s = side(r);
+      model.set(s, r.model);
       if (s !== a && mine.has(pairKey(r))) (shared.get(s) || shared.set(s, new Set()).get(s)).add(pairKey(r));
     }
+    const n = (s) => shared.get(s)?.size || 0;
     const others = sides.filter((s) => s !== a);
-    others.sort((x, y) => (shared.get(y)?.size || 0) - (shared.get(x)?.size || 0) || sides.indexOf(x) - sides.indexOf(y));
+    others.sort((x, y) => (model.get(x) === model.get(a)) - (model.get(y) === model.get(a)) ||
+      (n(y) > 0) - (n(x) > 0) || n(y) - n(x) || sides.indexOf(x) - sides.indexOf(y));
     return others[0] || a;
   }
 
@@ -77,14 +82,15 @@
       ab.ea = ra.id;
       ab.eb = args[1] !== undefined && state.rows[args[1]] ? args[1] : null;
       if (ab.eb !== null) ab.b = side(state.rows[ab.eb]);
-      ab.pos = args[2] || 0;
+      else ab.b = null;  // from an episode: B is chosen afresh against it
+      ab.pos = args[2];
     }
     if (!sides.includes(ab.a)) ab.a = sides[0];
     if (!sides.includes(ab.b)) ab.b = opponent(ab.a, sides);
     const tiers = [ALL, ...new Set(state.rows.map((r) => String(r.tier ?? "(none)")))];
     if (!tiers.includes(ab.tier)) ab.tier = ALL;
     const pairs = tasks(ab.a, ab.b, ab.tier);
-    const reset = () => { ab.ea = ab.eb = null; ab.pos = 0; draw(app, []); };
+    const reset = () => { ab.ea = ab.eb = null; ab.pos = undefined; draw(app, []); };
     const top = el("div", { class: "filters" },
       select("A", sides, ab.a, (v) => { ab.a = v; reset(); }),
       select("B", sides, ab.b, (v) => { ab.b = v; reset(); }),
@@ -98,7 +104,7 @@
     const list = el("div", { class: "scroll" }, el("table", { id: "pairs" },
       el("thead", {}, el("tr", {}, ["task", "surface", "mode", "A best", "B best", "A − B"].map((h) => el("th", {}, h)))),
       el("tbody", {}, pairs.map((p) => el("tr", { class: p === chosen ? "sel" : null,
-        onclick: () => { ab.pair = p.key; ab.ea = ab.eb = null; ab.pos = 0; draw(app, []); } },
+        onclick: () => { ab.pair = p.key; ab.ea = ab.eb = null; ab.pos = undefined; draw(app, []); } },
       el("td", {}, p.row.task_id), el("td", {}, p.row.surface), el("td", {}, p.row.mode),
       el("td", { class: "num" }, num(p.aBest, 3)), el("td", { class: "num" }, num(p.bBest, 3)),
       el("td", { class: "num" }, p.aBest !== null && p.bBest !== null ? signed(p.aBest - p.bBest, 3) : "—"))))));
@@ -107,6 +113,12 @@
     app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, el("p", { class: "muted" }, "Loading both episodes…"));
     Promise.all([EK.episode(ea.id), EK.episode(eb.id)]).then(([A, B]) => {
       const n = Math.max(A.steps.length, B.steps.length);
+      if (ab.pos === undefined || ab.pos === null || isNaN(ab.pos)) {  // where both have a picture of a step
+        const both = [...Array(n).keys()].find((i) => A.steps[i] && B.steps[i] && A.steps[i].turn !== undefined &&
+          A.steps[i].frame && B.steps[i].frame);
+        ab.pos = both ?? A.first ?? 0;
+      }
+      const pictures = A.pictures || B.pictures;
       const render = () => {
         const pos = Math.min(ab.pos || 0, n - 1);
         const set = (i) => { ab.pos = i; EK.mark("#/ab/" + ea.id + "/" + eb.id + "/" + i); render(); };
@@ -114,13 +126,15 @@
         const head = (ep, name) => el("div", {}, el("b", {}, name), " · reward " +
           (typeof ep.reward === "number" ? num(ep.reward, 3) : EK.noReward(ep.error_class)) + " · " + (ep.end_reason || "—") +
           " · " + ep.steps.length + " steps · repeat " + ep.repeat, el("div", { class: "muted" }, ep.model + " · " + state.rows[ep.id].run_label));
-        const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": frame at step " + pos)
+        const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": " + s.caption + (s.marked_actions ? " · actions marked" : ""))
           : el("div", {}, el("p", { class: "muted" }, "(this episode has ended)"), EK.picture(ep.render, name + ": final render")));
+        const detail = (ep, s) => (s ? (pictures ? EK.stepDetail(ep, s) : EK.textStep(ep, s)) : el("p", { class: "muted" }, "(this episode has ended)"));
         app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list,
           el("div", { class: "pair" }, head(A, "A"), head(B, "B")),
           EK.controls(n, pos, set),
-          el("div", { class: "pics" }, EK.picture(A.target, "Target"), frame(A, sa, "A"), frame(B, sb, "B")),
-          el("div", { class: "pair" }, el("div", {}, sa ? EK.stepDetail(A, sa) : null), el("div", {}, sb ? EK.stepDetail(B, sb) : null)));
+          pictures ? el("div", { class: A.target ? "pics" : "pics two" }, A.target ? EK.picture(A.target, "Target") : null,
+            frame(A, sa, "A"), frame(B, sb, "B")) : null,
+          el("div", { class: "pair" }, el("div", {}, detail(A, sa)), el("div", {}, detail(B, sb))));
       };
       render();
     });

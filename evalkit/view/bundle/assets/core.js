@@ -100,10 +100,28 @@ const EK = (() => {
     box.hidden = false;
   }
 
-  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>]
+  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>]; and #/find/<run>/<key>[/<run>/<key>], the address a
+  // report links to: an episode (or an A-vs-B pair) by its run's label and key, which a rebuilt bundle keeps.
   function parse() {
     const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
-    return { view: parts[0] || "table", args: parts.slice(1).map((x) => parseInt(x, 10)) };
+    return { view: parts[0] || "table", args: parts.slice(1).map((x) => parseInt(x, 10)), raw: parts.slice(1) };
+  }
+
+  function find(raw) {
+    const text = raw.map((x) => { try { return decodeURIComponent(x); } catch (e) { return x; } });
+    const id = (label, key) => {
+      const r = state.rows.find((r) => r.key === key && r.run_label === label) || state.rows.find((r) => r.key === key);
+      return r ? r.id : null;
+    };
+    const a = id(text[0], text[1]);
+    const b = text.length >= 4 ? id(text[2], text[3]) : null;
+    if (a === null || (text.length >= 4 && b === null)) {
+      document.getElementById("app").replaceChildren(el("p", { class: "err" }, "This bundle has no episode " +
+        (a === null ? text[1] : text[3]) + ": it was built from other runs than the link's."));
+      return;
+    }
+    history.replaceState(null, "", b === null ? "#/ep/" + a : "#/ab/" + a + "/" + b);
+    route();
   }
 
   function go(hash) {
@@ -118,7 +136,8 @@ const EK = (() => {
 
   function route() {
     if (!state.index) return;
-    const { view, args } = parse();
+    const { view, args, raw } = parse();
+    if (view === "find") { find(raw); return; }
     for (const id of ["nav-table", "nav-ab"]) document.getElementById(id).classList.remove("on");
     document.getElementById(view === "ab" ? "nav-ab" : "nav-table").classList.add("on");
     const draw = state.views[view === "ep" ? "episode" : view] || state.views.table;

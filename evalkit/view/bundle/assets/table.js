@@ -78,7 +78,7 @@
       onclick: () => { f.desc = f.sort === c ? !f.desc : false; f.sort = c; draw(app); },
     }, label + (f.sort === c ? (f.desc ? " ▼" : " ▲") : ""))));
     const body = rows.slice(f.page * PAGE, (f.page + 1) * PAGE).map((r, i) => el("tr", {
-      "data-id": r.id, onclick: () => EK.go("#/ep/" + r.id + "/0"),
+      "data-id": r.id, onclick: () => EK.go("#/ep/" + r.id),
     }, el("td", { class: "num" }, f.page * PAGE + i + 1), cols.map(([c]) => el("td", {
       class: NUMERIC.has(c) ? "num" : null, title: text(r[c]),
     }, cell(c, r)))));
