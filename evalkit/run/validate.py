@@ -143,9 +143,9 @@ def run_out(name: str, path: str | Path) -> Path:
 
 
 def runs(paths: list[str], command: str, episodes: bool = True) -> list[str]:
-    """Paths a command reads as runs: each must exist, be a run evalkit wrote or one it imports (or a folder of
-    such runs, which stands for each of them, said in one line), and hold a readable episode — a run whose
-    every line is unreadable or malformed is refused alike by every command.
+    """Paths a command reads as runs: each must exist, be a run evalkit wrote or one it imports (or a folder
+    of such runs, which stands for each of them, said in one line), and hold a readable episode — a run
+    whose every line is unreadable or malformed is refused alike by every command.
     A run with no episode yet (its batch has not finished one) is refused too, unless `episodes` is False
     (the viewer, which watches runs grow)."""
     import sys

@@ -177,7 +177,9 @@ def test_fast_index_equals_reference(tmp_path, frames, every):
     assert df.filter(pl.col("key") == "falsy-frames")["n_frames"].to_list() == [1]
     own = df.filter(pl.col("key").str.starts_with("harness")).sort("key")
     assert own.select("harness_reward", "harness_error").rows() == [
-        (0.2, "APIError: overloaded"), (None, None), (0.5, "3")
+        (0.2, "APIError: overloaded"),
+        (None, None),
+        (0.5, "3"),
     ]
 
 
