@@ -554,7 +554,9 @@ def cmd_view(a: argparse.Namespace) -> int:
 
         named = [str(p) for p in discover_runs((), cwd=Path.cwd())]
     try:
-        runs = serve.wait_for_runs(serve.absolute(named), a.wait, lambda line: print(line, file=sys.stderr))
+        # As typed (this process is in the user's folder, so a line names a run as they did); the
+        # Streamlit child, which runs in the checkout, gets them made absolute by serve().
+        runs = serve.wait_for_runs(named, a.wait, lambda line: print(line, file=sys.stderr))
     except KeyboardInterrupt:
         return 130  # stopped while waiting: nothing was started, nothing to say
     return serve.serve(validate.runs(runs, "view", episodes=False), a.port, app)  # it checks the port

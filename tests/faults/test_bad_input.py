@@ -111,7 +111,8 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---- view
     ("view-not-a-run", ["view", "notrun"], "view: notrun is not a run"),
     ("view-a-file", ["view", "file.txt"], "view: file.txt is not a run"),
-    ("view-missing", ["view", "missing"], "no such run directory"),
+    # --wait 0: without it, a folder that is not there yet is waited for (a batch may be creating it)
+    ("view-missing", ["view", "missing", "--wait", "0"], "no such run directory"),
     ("view-only-invalid-lines", ["view", "garbage"], f"view: {GARBAGE}"),
     ("view-port-zero", ["view", "run", "--port", "0"], "port number from 1 to 65535"),
     ("view-port-word", ["view", "run", "--port", "http"], "expected a port number"),
