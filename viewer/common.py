@@ -119,6 +119,7 @@ def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
 def open_episode(run: str, key: str, step: int | None = None, view: str = "Episode") -> None:
     S.ep = (run, key)
     S.step = step
+    S._step_said = True  # the browser's stepper takes this step, not the one it last showed
     S.view = view
 
 

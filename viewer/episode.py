@@ -30,7 +30,6 @@ from viewer.common import (
     load,
     no_reward,
     num,
-    set_value,
     show_image,
     show_text,
     step_controls,
@@ -200,12 +199,25 @@ def filmstrip(run: str, rec: EpisodeRecord, steps: list[vs.Step], name: str) -> 
                 st.caption("no picture")
             # All alike: the current one is marked by a style (`stepping`), which changes without a redraw.
             st.button(
-                "end" if steps[i].end else str(steps[i].index), key=f"{name}_film_{i}", on_click=set_value,
+                "end" if steps[i].end else str(steps[i].index), key=f"{name}_film_{i}", on_click=_jump,
                 args=(name, i), type="tertiary", width="stretch",
             )  # fmt: skip
     if rec.render:
         with cols[-1]:
             show_image(run, rec.render, "Final render", enlarge=f"render_{name}")
+
+
+def _jump(name: str, pos: int) -> None:
+    """A thumbnail clicked on the server's side (our script in the browser takes the clicks it can): the
+    step above is drawn again too, not only the filmstrip's fragment."""
+    _said(name, pos)
+    S._jumped = True
+
+
+def _said(name: str, pos: int) -> None:
+    """The server moves to step `pos` (the browser's stepper follows)."""
+    S[name] = pos
+    S._step_said = True
 
 
 def _text_table(rows: list[dict]) -> pl.DataFrame:
@@ -392,7 +404,7 @@ def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:
     for s in hits[:30]:
         pos = next((i for i, x in enumerate(steps) if x.index == s), None)
         if pos is not None:
-            row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=set_value, args=(name, pos))
+            row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=_said, args=(name, pos))
 
 
 def _pages(steps: list[vs.Step], pos: int) -> tuple[int, int]:
@@ -405,29 +417,32 @@ def _turn(turn) -> int:
     return turn.turn if turn is not None and isinstance(turn.turn, int) else 0
 
 
-def _goto() -> None:
-    """Our stepper asked for a step it has not got on the page."""
-    goto = getattr(S.get("evalkit_stepper"), "goto", None)
+def _goto(component: str) -> None:
+    """Our stepper asked for a step it has not got on the page (`evalkit_stepper`), or for the filmstrip and
+    transcript of the step it shows (`evalkit_below`)."""
+    goto = getattr(S.get(component), "goto", None)
     if isinstance(goto, int):
         S.step = goto
 
 
 @st.fragment
-def stepper(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], drawn: tuple[int, int]) -> None:
+def stepper(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step]) -> None:
     """Step controls and the steps around the current one, the others hidden: the browser steps among them by
-    itself (`viewer.stepping`), and asks for this fragment again beyond them. The filmstrip and the
-    transcript below change only when the step leaves their page: then the whole page is drawn again."""
+    itself (`viewer.stepping`), and asks for this fragment again beyond them."""
     indices = [s.index for s in steps]
-    stepping.adopt("step", indices)
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     pos = step_controls("step", indices, row=row, said=not stepping.active())
-    if _pages(steps, pos) != drawn:
+    drawn = S._below_drawn
+    if _pages(steps, pos) != drawn and not stepping.active():  # our script asks for `below` by itself
         st.rerun(scope="app")
     shown = stepping.window(pos, len(steps))
+    said = S.pop("_step_said", False)
     if stepping.active():
+        pages = [_pages(steps, i) for i in range(len(steps))]
+        turns = [_turn(s.turn) if s.turn is not None else None for s in steps]
         with row:
-            stepping.mount(pos, shown, indices, [_pages(steps, i) for i in range(len(steps))], drawn,
-                           [_turn(s.turn) if s.turn is not None else None for s in steps], _goto)  # fmt: skip
+            stepping.mount(key, pos, said, shown, indices, pages, drawn, turns,
+                           lambda: _goto("evalkit_stepper"))  # fmt: skip
     _search_hits(run, key, "step", steps)
     stepping.hide_others(pos, _turn(steps[pos].turn) if steps[pos].turn is not None else None)
     pictures = vs.has_pictures(rec)
@@ -438,6 +453,23 @@ def stepper(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], drawn:
             else:
                 text_step(run, rec, steps[i], f"ep_{i}")
     stepping.written(indices[pos])
+
+
+@st.fragment
+def below(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], offset: int | None) -> None:
+    """The filmstrip and the transcript page holding the step: drawn again alone when the browser's stepper
+    steps onto another page of them."""
+    if S.pop("_jumped", False):
+        st.rerun(scope="app")
+    pos = min(max(int(S.step), 0), len(steps) - 1)
+    S._below_drawn = _pages(steps, pos)
+    if stepping.active():
+        stepping.mount_below(S._below_drawn, lambda: _goto("evalkit_below"))
+    if vs.has_pictures(rec):
+        filmstrip(run, rec, steps, "step")
+    st.subheader("Transcript")
+    msgs = conversation(run, traces.trace_signature(run), key, offset)
+    show_transcript(run, msgs, _turn(steps[pos].turn), vs.short_id(key))
 
 
 def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
@@ -456,12 +488,6 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     steps = vs.steps_of(rec)
     if S.get("step") is None:
         S.step = vs.first_step(steps)
-    stepping.adopt("step", [s.index for s in steps])
-    pos = min(max(int(S.step), 0), len(steps) - 1)
-    stepper(run, key, rec, steps, _pages(steps, pos))
-    if vs.has_pictures(rec):
-        filmstrip(run, rec, steps, "step")
-    st.subheader("Transcript")
-    row = find(df_all, run, key) or {}
-    msgs = conversation(run, traces.trace_signature(run), key, row.get("offset"))
-    show_transcript(run, msgs, _turn(steps[pos].turn), vs.short_id(key))
+    S._below_drawn = _pages(steps, min(max(int(S.step), 0), len(steps) - 1))
+    stepper(run, key, rec, steps)
+    below(run, key, rec, steps, (find(df_all, run, key) or {}).get("offset"))
