@@ -1,16 +1,20 @@
-"""How fast the viewer opens a large run, measured in headless Chromium.
+"""How fast the viewer opens a large run, measured in headless Chromium at 1280 × 720.
 
 Generates a run of 10,000 episodes with 20 turns each (200,000 frame references into a content-addressed
 store of a few hundred small PNGs), serves the viewer on it with `streamlit run`, and measures through
 Playwright:
   - time to first paint of the episode table (navigation to the table's grid and its row count on screen),
     once cold (the analysis index is built) and then warm (cached index, a new browser page each time);
-  - time from a click on "Next" to the new frame on screen (its image source changed, the step label moved).
-  - the same step by the → key;
+  - time from a click on "Next" to the new picture of the step on screen (its source changed, the step
+    label moved), and the same by the → key, on the episode page laid out for stepping;
+  - beside each, turn about, the floor: a one-line Streamlit page's first paint, and the smallest step
+    Streamlit makes (a fragment whose button changes a picture). The machine is shared and noisy: each
+    measure is also given as its median ratio to the floor measured just after it;
   - building the search index and searching it;
   - `evalkit bundle` of the run: build time and size, then from file:// (network blocked) the table's first
     paint, opening an episode and a step by the → key.
-Prints medians and their ratio to the goals of the issue (≤ 3 s and ≤ 0.5 s).
+Prints medians and their ratio to the goals of issue 32 (first paint ≤ 1.5 s once the run has been opened
+once, a step ≤ 0.2 s).
 
     .venv/bin/python benchmarks/viewer.py [--episodes 10000] [--turns 20] [--out DIR] [--repeats 5]
 """
@@ -27,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -39,9 +42,10 @@ from evalkit.records.traces import FrameStore, write_run_json  # noqa: E402
 from evalkit.serving import free_port  # noqa: E402
 from evalkit.types import Image, episode_key  # noqa: E402
 from evalkit.view import support as vs  # noqa: E402
+from evalkit.view.serve import wait_healthy  # noqa: E402
 
-GOAL_TABLE_S = 3.0
-GOAL_NEXT_S = 0.5
+GOAL_TABLE_S = 1.5
+GOAL_NEXT_S = 0.2
 N_FRAMES = 400
 
 
@@ -91,77 +95,112 @@ def make_run(run: Path, episodes: int, turns: int) -> None:
     return None
 
 
-FLOOR_APP = 'import streamlit as st\nst.text("ready")\n'
+FLOOR_APP = """import streamlit as st
+st.text("ready")
+if "n" not in st.session_state:
+    st.session_state.n = 0
 
 
-def floor(browser, repeats: int, workdir: Path) -> list[float]:
-    """First paint of a one-line Streamlit page on this machine: what no Streamlit app can beat."""
+@st.fragment
+def step():
+    st.button("Next ▶", shortcut="Right", on_click=lambda: st.session_state.update(n=st.session_state.n + 1))
+    st.image(PICTURES[st.session_state.n % len(PICTURES)], output_format="PNG")
+    st.text(f"floor step {st.session_state.n}")
+
+
+step()
+"""
+"""The floor: a one-line Streamlit page, and a step as small as Streamlit makes one (a fragment whose button
+changes a picture and a line). What no Streamlit app can beat on this machine, measured beside the viewer,
+turn about, so that each ratio compares two moments of the same load."""
+
+
+def floor_app(workdir: Path) -> tuple[subprocess.Popen, str]:
+    pictures = []
+    for i in range(4):
+        buf = io.BytesIO()
+        PILImage.new("RGB", (320, 240), (60 * i, 90, 120)).save(buf, "PNG")
+        pictures.append(buf.getvalue())
     app = workdir / "floor_app.py"
-    app.write_text(FLOOR_APP)
+    app.write_text(f"PICTURES = {pictures!r}\n" + FLOOR_APP)
     port = free_port()
-    cmd = vs.app_command([], port)
-    cmd[cmd.index(str(vs.APP_PATH))] = str(app)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        ctx = browser.new_context()
-        times = []
-        for _ in range(repeats + 1):
-            page = ctx.new_page()
-            t0 = time.perf_counter()
-            page.goto(url)
-            page.get_by_text("ready").wait_for(timeout=60_000)
-            times.append(time.perf_counter() - t0)
-            page.close()
-        ctx.close()
-        return times[1:]  # the first load fills the browser cache, as it does once for a user
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    proc = subprocess.Popen(
+        vs.app_command([], port, app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(url, proc, 120)
+    return proc, url
+
+
+def paint(ctx, url: str, *texts: str, canvas: bool = False) -> float:
+    page = ctx.new_page()
+    t0 = time.perf_counter()
+    page.goto(url)
+    if canvas:
+        page.locator('[data-testid="stDataFrame"] canvas').first.wait_for(timeout=300_000)
+    for text in texts:
+        page.get_by_text(text).wait_for(timeout=300_000)
+    took = time.perf_counter() - t0
+    page.close()
+    return took
+
+
+SHOWN = """sel => { const i = [...document.querySelectorAll(sel)].find(x => x.offsetParent !== null);
+  return i && i.complete ? i.getAttribute('src') : null; }"""
+"""The source of the picture of `sel` on screen (the page holds the hidden ones of the steps around it)."""
+
+
+def step_once(page, img: str, label: str, by_key: bool) -> float:
+    """One step (the Next button or the → key) until the new picture and `label` are on screen."""
+    src = page.evaluate(SHOWN, img)
+    t0 = time.perf_counter()
+    if by_key:
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("ArrowRight")
+    else:
+        page.get_by_role("button", name="Next ▶").click()
+    page.wait_for_function(f"([sel, s]) => ({SHOWN})(sel) !== s && ({SHOWN})(sel) !== null", arg=[img, src])
+    page.locator(f"text={label} >> visible=true").first.wait_for()
+    return time.perf_counter() - t0
 
 
 def measure(run: Path, episodes: int, turns: int, repeats: int) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {"table_cold": [], "table_warm": [], "next": [], "key": [], "floor": []}
-    with vs.running_app([run]) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
-        label = f"{episodes:,} of {episodes:,} episodes"
-        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
-        for i in range(repeats + 1):
+    out: dict[str, list[float]] = {k: [] for k in ("table_cold", "table_warm", "floor", "next", "key",
+                                                   "floor_next", "floor_key")}  # fmt: skip
+    fproc, furl = floor_app(run.parent)
+    try:
+        with vs.running_app([run]) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
+            label = f"{episodes:,} of {episodes:,} episodes"
+            ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+            paint(ctx, furl, "ready")  # the first load fills the browser cache, as it does once for a user
+            out["table_cold"].append(paint(ctx, url, label, canvas=True))
+            for _ in range(repeats):
+                out["table_warm"].append(paint(ctx, url, label, canvas=True))
+                out["floor"].append(paint(ctx, furl, "ready"))
             page = ctx.new_page()
-            t0 = time.perf_counter()
-            page.goto(url)
-            page.locator('[data-testid="stDataFrame"] canvas').first.wait_for(timeout=300_000)
-            page.get_by_text(label).wait_for(timeout=300_000)
-            out["table_cold" if i == 0 else "table_warm"].append(time.perf_counter() - t0)
-            page.close()
-        page = ctx.new_page()
-        page.goto(f"{url}/?view=episode&run={run.name}&episode={BENCH_KEY}&step=0")
-        page.get_by_text(f"Step 0 of {turns}").wait_for(timeout=120_000)
-        img = ".st-key-enlarge_frame_ep img"  # the frame at this step, in the row of pictures
-        n = min(turns // 2, repeats * 3)  # n steps by the button, n by the key
-        for step in range(1, 2 * n + 1):
-            src = page.locator(img).first.get_attribute("src")
-            t0 = time.perf_counter()
-            if step <= n:
-                page.get_by_role("button", name="Next ▶").click()
-            else:
-                page.evaluate("document.activeElement && document.activeElement.blur()")
-                page.keyboard.press("ArrowRight")
-            page.wait_for_function(
-                f"s => document.querySelector('{img}')?.getAttribute('src') !== s", arg=src
-            )
-            page.get_by_text(f"Step {step} of {turns}").wait_for()
-            out["next" if step <= n else "key"].append(time.perf_counter() - t0)
-        out["floor"] = floor(browser, repeats, run.parent)
-        browser.close()
+            page.goto(f"{url}/?view=episode&run={run.name}&episode={BENCH_KEY}&step=0")
+            page.locator(f"text=Step 0 of {turns} >> visible=true").first.wait_for(timeout=120_000)
+            fpage = ctx.new_page()
+            fpage.goto(furl)
+            fpage.get_by_text("floor step 0").wait_for(timeout=60_000)
+            img = '[class*="st-key-enlarge_frame_ep"] img'  # the picture of the step, beside the target
+            n = min(turns // 2, repeats * 3)  # n steps by the button, n by the key
+            for step in range(1, 2 * n + 1):
+                by_key = step > n
+                page.bring_to_front()
+                out["key" if by_key else "next"].append(
+                    step_once(page, img, f"Step {step} of {turns}", by_key)
+                )
+                fpage.bring_to_front()
+                took = step_once(fpage, '[data-testid="stImage"] img', f"floor step {step}", by_key)
+                out["floor_key" if by_key else "floor_next"].append(took)
+            browser.close()
+    finally:
+        fproc.terminate()
+        fproc.wait(10)
     return out
 
 
@@ -185,7 +224,7 @@ def bundle(run: Path, episodes: int, turns: int, repeats: int, workdir: Path) ->
     label = f"{episodes:,} of {episodes:,} episodes"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
         ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
         for _ in range(repeats):
             page = ctx.new_page()
@@ -196,10 +235,10 @@ def bundle(run: Path, episodes: int, turns: int, repeats: int, workdir: Path) ->
             out["paint"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             page.locator("#episodes tbody tr").nth(7).click()
-            page.get_by_text(f"Step 0 of {turns}").wait_for(timeout=60_000)
+            page.get_by_text(f"Step 1 of {turns}").wait_for(timeout=60_000)  # the first step acted in
             out["open"].append(time.perf_counter() - t0)
-            frame = page.locator(".pics figure img").nth(1)
-            for step in range(1, 4):
+            frame = page.locator(".stepview figure img").nth(1)
+            for step in range(2, 5):
                 src = frame.get_attribute("src")
                 t0 = time.perf_counter()
                 page.keyboard.press("ArrowRight")
@@ -250,20 +289,20 @@ def main() -> None:
         # "first open" means no analysis index yet: a reused --out must not bring its old one along
         shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
         r = measure(args.out, args.episodes, args.turns, args.repeats)
-        cold, warm = r["table_cold"][0], statistics.median(r["table_warm"])
-        nxt, key = statistics.median(r["next"]), statistics.median(r["key"])
-        base = statistics.median(r["floor"])
-        print(
-            f"first paint of a one-line Streamlit page (median of {len(r['floor'])}): {base:6.2f} s  (floor)"
-        )
-        print(f"table first paint, first open of the run:  {cold:6.2f} s  {cold / GOAL_TABLE_S:5.2f} × goal, "
-              f"{cold / base:4.1f} × floor")  # fmt: skip
-        print(f"table first paint, again (median of {len(r['table_warm'])}):         {warm:6.2f} s   "
-              f"{warm / GOAL_TABLE_S:5.2f} × goal, {warm / base:4.1f} × floor")  # fmt: skip
-        print(f"Next → new frame on screen (median of {len(r['next'])}):      {nxt:6.3f} s   "
-              f"{nxt / GOAL_NEXT_S:5.2f} × goal")  # fmt: skip
-        print(f"→ key → new frame on screen (median of {len(r['key'])}):      {key:6.3f} s   "
-              f"{key / GOAL_NEXT_S:5.2f} × goal")  # fmt: skip
+        med = {k: statistics.median(v) for k, v in r.items() if v}
+        pairs = (("table_warm", "floor"), ("next", "floor_next"), ("key", "floor_key"))
+        ratio = {k: statistics.median(a / b for a, b in zip(r[k], r[f], strict=True)) for k, f in pairs}
+        cold, warm, base = r["table_cold"][0], med["table_warm"], med["floor"]
+        print(f"floor (a one-line Streamlit page; median of {len(r['floor'])}): first paint {base:.2f} s, "
+              f"a step by Next {med['floor_next']:.3f} s, by → {med['floor_key']:.3f} s")  # fmt: skip
+        print(f"table first paint, first open of the run:  {cold:6.2f} s   {cold / GOAL_TABLE_S:5.2f} × goal")
+        print(f"table first paint, again (median of {len(r['table_warm'])}):      {warm:6.2f} s   "
+              f"{warm / GOAL_TABLE_S:5.2f} × goal, {ratio['table_warm']:4.2f} × floor (paired)")  # fmt: skip
+        for k, what in (("next", "Next"), ("key", "→ key")):
+            # The slowest too: a step onto another page of the filmstrip or transcript has them drawn again.
+            print(f"{what} → new picture on screen (median of {len(r[k])}):   {med[k]:6.3f} s   "
+                  f"{med[k] / GOAL_NEXT_S:5.2f} × goal, {ratio[k]:4.2f} × floor (paired); "
+                  f"slowest {max(r[k]):.3f} s")  # fmt: skip
         s = search_times(args.out, args.repeats)
         q = statistics.median(s["query"])
         print(f"search index: {s['rows']:,} steps built in {s['build']:.1f} s; a search (median of "
@@ -273,9 +312,9 @@ def main() -> None:
         parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(b["by_dir"].items()))
         print(f"bundle: built in {built.seconds:.1f} s, {built.bytes / 1e6:.1f} MB in {built.files:,} files "
               f"({parts}); {built.bytes / size:.2f} × the trace")  # fmt: skip
-        paint, opened, bkey = (statistics.median(b[k]) for k in ("paint", "open", "key"))
-        print(f"bundle from file:// (median of {len(b['paint'])}): table {paint:.2f} s "
-              f"({paint / GOAL_TABLE_S:.2f} × goal), an episode opens in {opened:.2f} s, → key → new frame "
+        bpaint, opened, bkey = (statistics.median(b[k]) for k in ("paint", "open", "key"))
+        print(f"bundle from file:// (median of {len(b['paint'])}): table {bpaint:.2f} s "
+              f"({bpaint / GOAL_TABLE_S:.2f} × goal), an episode opens in {opened:.2f} s, → key → new frame "
               f"{bkey:.3f} s ({bkey / GOAL_NEXT_S:.2f} × goal)")  # fmt: skip
     finally:
         if tmp is not None:

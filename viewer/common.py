@@ -119,6 +119,7 @@ def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
 def open_episode(run: str, key: str, step: int | None = None, view: str = "Episode") -> None:
     S.ep = (run, key)
     S.step = step
+    S._step_said = True  # the browser's stepper takes this step, not the one it last showed
     S.view = view
 
 
@@ -149,7 +150,8 @@ def num(x: object, fmt: str, missing: str = "—") -> str:
 
 
 def show_text(label: str, text: str, key: str, code: bool = False) -> None:
-    """A trace field as text; beyond TEXT_LIMIT characters, one page at a time plus a download of it all."""
+    """A trace field as text (`code`: in a code block); beyond TEXT_LIMIT characters, one page at a time plus
+    a download of it all."""
     text = text if isinstance(text, str) else vs.as_json(text)
     if label:
         st.caption(label)
@@ -200,7 +202,7 @@ def show_image(
     path = vs.safe_image(run, rel)
     if path is None:
         st.caption(f"{caption}: missing or outside the run")
-        st.code(str(rel)[:300], language=None)
+        st.text(str(rel)[:300])
         return
     try:
         shown = None
@@ -269,22 +271,26 @@ def fields(box, rows: list[dict[str, str]], name: str, empty: str) -> None:
         box.caption(empty)
 
 
-def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
-    """Previous / Next (also the ← and → keys) and a slider over step positions; returns the position."""
+def step_controls(name: str, steps: list[int], label: str = "Step", row=None, said: bool = True) -> int:
+    """Previous / Next (also the ← and → keys) and a slider over step positions, in `row` (a horizontal
+    container; a new one by default), and "Step i of n" unless not `said` (a script of ours says it);
+    returns the position."""
     hi = len(steps) - 1
     S[name] = min(max(int(S.get(name) or 0), 0), hi)
-    c1, c2, c3, c4 = st.columns([1.3, 1.1, 5, 1.6], vertical_alignment="center")
-    c1.button(
+    # One row, as few elements as can be: each is a message the browser applies to the whole page.
+    row = row if row is not None else st.container(horizontal=True, vertical_alignment="center", gap="small")
+    row.button(
         "◀ Previous", key=f"{name}_prev", on_click=move, args=(name, -1, hi), disabled=S[name] <= 0,
         shortcut="Left", help="Previous step (← key)",
     )  # fmt: skip
-    c2.button(
+    row.button(
         "Next ▶", key=f"{name}_next", on_click=move, args=(name, 1, hi), disabled=S[name] >= hi,
         shortcut="Right", help="Next step (→ key)",
     )  # fmt: skip
     if hi > 0:
-        c3.slider(label, 0, hi, key=name, format="%d", label_visibility="collapsed")
-    c4.text(f"{label} {steps[S[name]]} of {steps[-1]}")
+        row.slider(label, 0, hi, key=name, format="%d", label_visibility="collapsed", width="stretch")
+    if said:
+        row.container(key=f"{name}_label", width="content").text(f"{label} {steps[S[name]]} of {steps[-1]}")
     return S[name]
 
 
@@ -293,7 +299,8 @@ def step_controls(name: str, steps: list[int], label: str = "Step") -> int:
 _LAYOUT_CSS = (
     '[data-testid="stMainBlockContainer"] { padding: 2.75rem 1.5rem 3rem; }'
     '[class*="st-key-enlarge_"] img { cursor: zoom-in; }'
-    '.st-key-enlarge_frame_ep img, .st-key-enlarge_target_ep img, [class*="st-key-enlarge_ab_"] img '
+    '[class*="st-key-enlarge_frame_ep"] img, [class*="st-key-enlarge_target_ep"] img, '
+    '[class*="st-key-enlarge_ab_"] img '
     "{ max-height: 58vh; object-fit: contain; }"
 )
 

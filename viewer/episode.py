@@ -21,6 +21,7 @@ from evalkit.records import plans, traces
 from evalkit.records.marks import space_of
 from evalkit.types import CallRecord, EpisodeRecord
 from evalkit.view import support as vs
+from viewer import stepping
 from viewer.common import (
     S,
     conversation,
@@ -29,7 +30,6 @@ from viewer.common import (
     load,
     no_reward,
     num,
-    set_value,
     show_image,
     show_text,
     step_controls,
@@ -38,8 +38,9 @@ from viewer.common import (
 
 FILMSTRIP = 12
 """Thumbnails in the filmstrip: the page of steps holding the current one."""
-TRANSCRIPT_TURNS = 8
-"""Turns of the transcript shown at once."""
+TRANSCRIPT_TURNS = 4
+"""Turns of the transcript shown at once (the page holding the step): every element on the page costs the
+browser some time on every step."""
 PANEL_PX = 440
 """Height of the step's panel beside the pictures: what fits under the header at 720 px (it scrolls)."""
 
@@ -119,11 +120,17 @@ def show_call(run: str, call: CallRecord, key: str, ownloop: bool) -> None:
     line = vs.md_escape(vs.call_line(call.name, call.args, call.result), 400)
     label = f":red[{line}]" if not call.ok else line
     with st.expander(label, icon=":material/error:" if not call.ok else None):
-        if call.parse_error:
-            st.caption("The arguments did not parse: the call was not run and the model was told.")
-        show_text("Arguments" if not ownloop else "Parsed action", vs.as_json(call.args), f"{key}_args", True)
-        if call.result:
-            show_text("Result" + ("" if call.ok else " (error)"), call.result, f"{key}_res", code=True)
+        args, result = vs.as_json(call.args), str(call.result or "")
+        # One element when it fits: each element costs the browser a pass over the page.
+        if len(args) + len(result) <= vs.TEXT_LIMIT:
+            said = "The arguments did not parse: the call was not run and the model was told.\n\n"
+            head = "Parsed action" if ownloop else "Arguments"
+            tail = f"\n\nResult{'' if call.ok else ' (error)'}:\n{result}" if result else ""
+            st.text(f"{said if call.parse_error else ''}{head}:\n{args}{tail}")
+        else:
+            show_text("Arguments" if not ownloop else "Parsed action", args, f"{key}_args", True)
+            if call.result:
+                show_text("Result" + ("" if call.ok else " (error)"), result, f"{key}_res", code=True)
         for j, img in enumerate(call.images or []):
             show_image(run, img, f"Returned image {j + 1}")
 
@@ -155,15 +162,15 @@ def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
     if not t.calls:
         st.caption("No tool call in this turn.")
     if t.text:
-        with st.expander("Raw model output" if ownloop else "Model text", expanded=True):
-            show_text("", t.text, f"{key}_text")
+        show_text("Raw model output" if ownloop else "Model text", t.text, f"{key}_text")
     if t.reasoning:
         with st.expander(f"Reasoning ({len(t.reasoning):,} characters)"):
             show_text("", t.reasoning, f"{key}_reason")
 
 
-def picture_step(run: str, rec: EpisodeRecord, step: vs.Step, tag: str) -> None:
-    """Target and the step's picture at the same size, the step's panel beside them."""
+def picture_step(run: str, rec: EpisodeRecord, step: vs.Step, tag: str, key: str) -> None:
+    """Target and the step's picture at the same size (keyed by `tag`), the step's panel beside them (its
+    widgets keyed by `key`)."""
     cols = st.columns([1, 1, 1.15] if rec.target else [2, 1.15], gap="small")
     if rec.target:
         with cols[0]:
@@ -172,7 +179,7 @@ def picture_step(run: str, rec: EpisodeRecord, step: vs.Step, tag: str) -> None:
         turn = step.turn if step.marked else None
         show_image(run, step.frame, step.caption, rec, turn, enlarge=f"frame_{tag}", space=space_of(rec))
     with cols[-1], st.container(height=PANEL_PX, border=False, key=f"panel_{tag}"):
-        show_step(run, rec, step, f"{tag}_{step.index}")
+        show_step(run, rec, step, key)
 
 
 def filmstrip(run: str, rec: EpisodeRecord, steps: list[vs.Step], name: str) -> None:
@@ -190,13 +197,27 @@ def filmstrip(run: str, rec: EpisodeRecord, steps: list[vs.Step], name: str) -> 
                 st.image(small, width="stretch", output_format="JPEG")  # a thumbnail is a JPEG already
             else:
                 st.caption("no picture")
+            # All alike: the current one is marked by a style (`stepping`), which changes without a redraw.
             st.button(
-                "end" if steps[i].end else str(steps[i].index), key=f"{name}_film_{i}", on_click=set_value,
-                args=(name, i), type="primary" if i == pos else "tertiary", width="stretch",
+                "end" if steps[i].end else str(steps[i].index), key=f"{name}_film_{i}", on_click=_jump,
+                args=(name, i), type="tertiary", width="stretch",
             )  # fmt: skip
     if rec.render:
         with cols[-1]:
             show_image(run, rec.render, "Final render", enlarge=f"render_{name}")
+
+
+def _jump(name: str, pos: int) -> None:
+    """A thumbnail clicked on the server's side (our script in the browser takes the clicks it can): the
+    step above is drawn again too, not only the filmstrip's fragment."""
+    _said(name, pos)
+    S._jumped = True
+
+
+def _said(name: str, pos: int) -> None:
+    """The server moves to step `pos` (the browser's stepper follows)."""
+    S[name] = pos
+    S._step_said = True
 
 
 def _text_table(rows: list[dict]) -> pl.DataFrame:
@@ -278,7 +299,7 @@ def text_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
-def _message_head(m, now: bool = False) -> str:
+def _message_head(m) -> str:
     parts = [f"**{ROLE_NAMES.get(m.role, vs.md_escape(m.role, 20))}**"]
     if m.role == "tool":
         parts.append(vs.md_escape(m.name or "?", 80))
@@ -297,22 +318,29 @@ def _message_head(m, now: bool = False) -> str:
             parts.append(f"{num(usage.get('input'), ',')} in / {num(usage.get('output'), ',')} out")
     if m.note:
         parts.append(f"_{vs.md_escape(m.note, 80)}_")
-    if now:
-        parts.append(":orange[this step]")
     return " · ".join(parts)
 
 
-def show_message(run: str, m, key: str, now: bool = False) -> None:
-    with st.container(border=True):
-        st.markdown(_message_head(m, now))
-        if m.text:
-            show_text("", m.text, f"{key}_t", code=m.role == "tool")
+def show_message(run: str, m, key: str) -> None:
+    """One message in a box keyed by its turn (the stepper marks the step's messages by that key)."""
+    turn = int(m.turn) if isinstance(m.turn, int) else 0
+    with st.container(border=True, key=f"tr_turn_{turn}_{key}"):
+        st.markdown(_message_head(m))
+        # The text and the calls as one element: every element of the page costs the browser a little on
+        # every step, drawn again or not.
+        calls = [c if isinstance(c, dict) else {} for c in m.calls or []]
+        lines = "\n".join("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300) for c in calls)
+        body = m.text if isinstance(m.text, str) else vs.as_json(m.text) if m.text else ""
+        if len(body) + len(lines) <= vs.TEXT_LIMIT:
+            if body or lines:
+                st.text("\n\n".join(p for p in (body, lines) if p))
+        else:
+            show_text("", body, f"{key}_t", code=m.role == "tool")
+            if lines:
+                st.text(lines)
         if m.reasoning:
             with st.expander(f"Reasoning ({len(m.reasoning):,} characters)"):
                 show_text("", m.reasoning, f"{key}_r")
-        for c in m.calls or []:
-            c = c if isinstance(c, dict) else {}
-            st.code("→ " + vs.call_line(c.get("name"), c.get("args"), None, 300), language=None)
         pics = [img if isinstance(img, dict) else {} for img in m.images or []]
         cols = st.columns(4) if pics else []
         for j, img in enumerate(pics):  # a quarter of the width each, a click enlarges
@@ -361,7 +389,7 @@ def show_transcript(run: str, msgs: list | str, current_turn: int, sid: str) -> 
     for i, m in enumerate(msgs):
         turn = int(m.turn) if isinstance(m.turn, int) else 0
         if lo <= turn <= hi:
-            show_message(run, m, f"tr_{i}", now=turn == current_turn and turn > 0)
+            show_message(run, m, f"tr_{i}")
 
 
 def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:
@@ -376,26 +404,72 @@ def _search_hits(run: str, key: str, name: str, steps: list[vs.Step]) -> None:
     for s in hits[:30]:
         pos = next((i for i, x in enumerate(steps) if x.index == s), None)
         if pos is not None:
-            row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=set_value, args=(name, pos))
+            row.button(f"step {s}", key=f"hit_{s}", type="tertiary", on_click=_said, args=(name, pos))
+
+
+def _pages(steps: list[vs.Step], pos: int) -> tuple[int, int]:
+    """The filmstrip page and the transcript page that hold step `pos`: what is drawn below the step."""
+    turn = steps[pos].turn
+    return vs.filmstrip(len(steps), pos, FILMSTRIP).start, _turn(turn) // TRANSCRIPT_TURNS
+
+
+def _turn(turn) -> int:
+    return turn.turn if turn is not None and isinstance(turn.turn, int) else 0
+
+
+def _goto(component: str) -> None:
+    """Our stepper asked for a step it has not got on the page (`evalkit_stepper`), or for the filmstrip and
+    transcript of the step it shows (`evalkit_below`)."""
+    goto = getattr(S.get(component), "goto", None)
+    if isinstance(goto, int):
+        S.step = goto
 
 
 @st.fragment
-def stepper(run: str, key: str, offset: int | None, rec: EpisodeRecord, steps: list[vs.Step]) -> None:
-    """Step controls, the step, the filmstrip and the transcript: what a step changes, rerun alone."""
-    pos = step_controls("step", [s.index for s in steps])
+def stepper(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step]) -> None:
+    """Step controls and the steps around the current one, the others hidden: the browser steps among them by
+    itself (`viewer.stepping`), and asks for this fragment again beyond them."""
+    indices = [s.index for s in steps]
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    pos = step_controls("step", indices, row=row, said=not stepping.active())
+    drawn = S._below_drawn
+    if _pages(steps, pos) != drawn and not stepping.active():  # our script asks for `below` by itself
+        st.rerun(scope="app")
+    shown = stepping.window(pos, len(steps))
+    said = S.pop("_step_said", False)
+    if stepping.active():
+        pages = [_pages(steps, i) for i in range(len(steps))]
+        turns = [_turn(s.turn) if s.turn is not None else None for s in steps]
+        with row:
+            stepping.mount(key, pos, said, shown, indices, pages, drawn, turns,
+                           lambda: _goto("evalkit_stepper"))  # fmt: skip
     _search_hits(run, key, "step", steps)
-    step = steps[pos]
+    stepping.hide_others(pos, _turn(steps[pos].turn) if steps[pos].turn is not None else None)
+    pictures = vs.has_pictures(rec)
+    for i in shown:
+        with st.container(key=f"stepv_{i}"):
+            if pictures:
+                picture_step(run, rec, steps[i], f"ep{i}", f"ep_{steps[i].index}")
+            else:
+                text_step(run, rec, steps[i], f"ep_{i}")
+    stepping.written(indices[pos])
+
+
+@st.fragment
+def below(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], offset: int | None) -> None:
+    """The filmstrip and the transcript page holding the step: drawn again alone when the browser's stepper
+    steps onto another page of them."""
+    if S.pop("_jumped", False):
+        st.rerun(scope="app")
+    pos = min(max(int(S.step), 0), len(steps) - 1)
+    S._below_drawn = _pages(steps, pos)
+    if stepping.active():
+        stepping.mount_below(S._below_drawn, lambda: _goto("evalkit_below"))
     if vs.has_pictures(rec):
-        picture_step(run, rec, step, "ep")
         filmstrip(run, rec, steps, "step")
-    else:
-        text_step(run, rec, step, f"ep_{pos}")
     st.subheader("Transcript")
     msgs = conversation(run, traces.trace_signature(run), key, offset)
-    turn = step.turn.turn if step.turn is not None and isinstance(step.turn.turn, int) else 0
-    show_transcript(run, msgs, turn, vs.short_id(key))
-    if st.query_params.get("view") == "episode" and st.query_params.get("step") != str(step.index):
-        st.query_params["step"] = str(step.index)  # the deep link follows the step without a full rerun
+    show_transcript(run, msgs, _turn(steps[pos].turn), vs.short_id(key))
 
 
 def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
@@ -414,5 +488,6 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     steps = vs.steps_of(rec)
     if S.get("step") is None:
         S.step = vs.first_step(steps)
-    row = find(df_all, run, key) or {}
-    stepper(run, key, row.get("offset"), rec, steps)
+    S._below_drawn = _pages(steps, min(max(int(S.step), 0), len(steps) - 1))
+    stepper(run, key, rec, steps)
+    below(run, key, rec, steps, (find(df_all, run, key) or {}).get("offset"))

@@ -24,9 +24,11 @@ COLUMNS = {
 
 
 def _open_shown(name: str, i: int) -> None:
-    shown = S.get(name, [])
-    if 0 <= i < len(shown):
-        open_episode(*shown[i])
+    """Open row `i` of the table last drawn (`name` holds its run, key and first hit, as a frame: a list of
+    10,000 tuples made on every draw was a tenth of the table's first paint)."""
+    shown = S.get(name)
+    if shown is not None and 0 <= i < shown.height:
+        open_episode(*shown.row(i))
 
 
 def rows_height(n: int, most: int) -> int:
@@ -53,8 +55,8 @@ def view_table(
     by = c1.selectbox("Sort by", ["(trace order)", *cols], key="sort_by")
     desc = c2.toggle("Descending", key="sort_desc")
     df = vs.sort_table(df, None if by == "(trace order)" else by, desc).with_row_index("#", offset=1)
-    first = df.get_column("first_hit").to_list() if hits is not None else [None] * df.height
-    S._shown = list(zip(df.get_column("run").to_list(), df.get_column("key").to_list(), first, strict=True))
+    first = pl.col("first_hit") if hits is not None else pl.lit(None, pl.Int32).alias("first_hit")
+    S._shown = df.select("run", "key", first)
     shown, config = no_none(vs.clip_columns(df.select("#", *cols)), COLUMNS, df.get_column("error_class"))
     st.dataframe(
         # Repeated strings go as Arrow dictionaries: a third of the bytes to the browser for 10,000 rows.
@@ -75,9 +77,7 @@ def matching_steps(df: pl.DataFrame, steps: pl.DataFrame) -> None:
     """Every matching step (of the episodes in the table), with a snippet; a click opens the episode there."""
     rows = steps.join(df.select("run", "key", "model", "task_id", "mode", "run_label"), on=["run", "key"])
     st.subheader(f"Matching steps: {rows.height:,}" + (" (the first 500)" if rows.height >= 500 else ""))
-    S._shown_steps = list(
-        zip(rows["run"].to_list(), rows["key"].to_list(), rows["step"].to_list(), strict=True)
-    )
+    S._shown_steps = rows.select("run", "key", "step")
     found, config = no_none(
         vs.clip_columns(rows.select("model", "task_id", "mode", "step", "snippet", "run_label")),
         COLUMNS | {"snippet": st.column_config.TextColumn("where", width="large")},

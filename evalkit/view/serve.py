@@ -45,6 +45,10 @@ def app_command(
         "--server.fileWatcherType", "none",
         "--server.runOnSave", "false",
         "--client.toolbarMode", "viewer",
+        # Streamlit collects garbage (gc.collect(2)) after every run of the script: with a large run loaded
+        # that was most of a step's time (py-spy, benchmarks/viewer.py). Python's own collector still runs.
+        "--runner.postScriptGC", "false",
+        "--runner.magicEnabled", "false",
         "--", *map(str, runs),
     ]  # fmt: skip
 

@@ -425,10 +425,27 @@ def is_ownloop(rec: EpisodeRecord) -> bool:
     return "ownloop" in marks.replace("-", "").replace("_", "").lower() or rec.env == "ownloop"
 
 
+_SAFE: dict[tuple[str, str], Path] = {}
+"""Pictures found safe, by (run, path): resolving a path and its symlinks took a fifth of a step's time, and
+a run's frames are named by their content, never rewritten. A picture refused is checked again next time."""
+
+
 def safe_image(run: str | Path, rel: Any) -> Path | None:
     """The image `rel` inside `run`, or None when absent, outside the run, or too large to show."""
     if not isinstance(rel, str):
         return None
+    key = (str(run), rel)
+    found = _SAFE.get(key)
+    if found is None:
+        found = _check_image(key[0], rel)
+        if found is not None:
+            if len(_SAFE) >= 100_000:
+                _SAFE.clear()
+            _SAFE[key] = found
+    return found
+
+
+def _check_image(run: str, rel: str) -> Path | None:
     path = traces.safe_path(run, rel)
     if path is None:
         return None

@@ -61,3 +61,14 @@ def search_run(tmp_path_factory) -> Path:
     from tests.viewer.viewer_runs import write_search_run
 
     return write_search_run(tmp_path_factory.mktemp("viewer4") / "search")
+
+
+@pytest.fixture(autouse=True)
+def steps_one_at_a_time(request, monkeypatch):
+    """Under AppTest (no browser, so no script of ours to step with), the Episode view draws the current step
+    alone, as it does for a step the browser asks the server for; the browser tests keep the steps drawn
+    around it (`viewer.stepping`)."""
+    if "browser" not in request.fixturenames:
+        from viewer.stepping import PREFETCH_ENV
+
+        monkeypatch.setenv(PREFETCH_ENV, "0")

@@ -20,7 +20,7 @@ def boxes(page, keys: list[str]) -> list[dict]:
     """Bounding boxes of the images in the containers keyed `keys` (the viewer's enlargeable pictures)."""
     out = []
     for k in keys:
-        img = page.locator(f".st-key-{k} img").first
+        img = page.locator(f'[class*="st-key-{k}"] img >> visible=true').first  # the step on screen
         img.wait_for(timeout=15_000)
         page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img.element_handle())
         out.append(img.bounding_box())
@@ -46,7 +46,7 @@ def test_open_step_and_compare(browser, served, tmp_path):
     assert target["x"] + target["width"] <= frame["x"] and frame["x"] + frame["width"] <= WIDTH
 
     # A click on the target shows it larger; Esc closes it.
-    page.locator(".st-key-enlarge_target_ep img").click()
+    page.locator('[class*="st-key-enlarge_target_ep"] img >> visible=true').click()
     big = page.get_by_test_id("evalkit-lightbox").locator("img")
     big.wait_for(timeout=5_000)
     assert big.bounding_box()["width"] > target["width"]
@@ -54,11 +54,14 @@ def test_open_step_and_compare(browser, served, tmp_path):
     page.get_by_test_id("evalkit-lightbox").wait_for(state="detached")
 
     # → and ← step (and the frame changes); the URL is a deep link to this moment.
-    src = page.locator(".st-key-enlarge_frame_ep img").get_attribute("src")
+    frame_img = '[class*="st-key-enlarge_frame_ep"] img >> visible=true'  # the others are drawn, hidden
+    src = page.locator(frame_img).get_attribute("src")
     page.keyboard.press("ArrowRight")
     page.get_by_text("Step 2 of 3").wait_for(timeout=15_000)
     page.wait_for_function(
-        "s => document.querySelector('.st-key-enlarge_frame_ep img').getAttribute('src') !== s", arg=src
+        "s => [...document.querySelectorAll('[class*=\"st-key-enlarge_frame_ep\"] img')]"
+        ".find(i => i.offsetParent !== null)?.getAttribute('src') !== s",
+        arg=src,
     )
     page.keyboard.press("ArrowLeft")
     page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)

@@ -30,6 +30,11 @@ def episode(monkeypatch, run, task="canvas-test-0001", model=TRACER, step=1) -> 
     return open_app(monkeypatch, run, view="episode", run=run.name, episode=k, step=str(step))
 
 
+def styles(at: AppTest) -> str:
+    """The page's own style elements (the stepper marks the current step with one)."""
+    return " ".join(str(h.proto.body) for h in at.get("html"))
+
+
 def captions(at: AppTest) -> list[str]:
     return [c for img in at.image for c in img.captions if c]
 
@@ -48,7 +53,7 @@ def test_target_and_step_at_the_same_size_beside_the_step(monkeypatch, synth_run
     assert calls[0].startswith("add\\_element\\(") and calls[0].endswith("→ added element e1")  # in the panel
     film = [b for b in at.button if b.key and b.key.startswith("step_film_")]
     assert [b.label for b in film] == ["0", "1", "2", "3"]
-    assert [b.proto.type for b in film] == ["tertiary", "primary", "tertiary", "tertiary"]
+    assert ".st-key-step_film_1 button" in styles(at)  # the current step's thumbnail is marked
     assert sum(1 for img in at.image if not any(img.captions)) == 4  # a thumbnail of every frame
     at.button(key="step_film_3").click().run()
     assert at.slider(key="step").value == 3 and "After step 3" in captions(at)
@@ -78,13 +83,16 @@ def test_each_call_one_line_errors_in_red_text_and_reasoning_collapsible(monkeyp
     bad, ok = calls
     assert bad.startswith(":red[") and "bad colour" in bad and "add\\_element" in bad
     assert vs.md_escape(vs.call_line("view_canvas", {}, ""), 400) == ok == "view\\_canvas\\(\\)"
-    by_label = {e.label: e for e in at.expander}
-    assert by_label["Model text"].proto.expanded is True
+    assert "Model text" in [c.value for c in at.caption]  # shown, not behind a click
+    assert f"{TRACER} turn 2 on canvas-test-0001: placing a rectangle" in [t.value for t in at.text]
+    assert not any(e.label == "Model text" for e in at.expander)
     reasoning = next(e for e in at.expander if e.label.startswith("Reasoning"))
     assert reasoning.proto.expanded is False
     assert "thinking about step 2 with a plain idea" in [t.value for t in reasoning.text]
-    assert "error: bad colour" in [c.value for c in at.code]  # the whole call inside its line
-    assert "Result (error)" in [c.value for c in at.caption]
+    bad_call = next(e for e in at.expander if e.label == bad)  # the whole call inside its line
+    whole = [t.value for t in bad_call.text]
+    assert len(whole) == 1 and whole[0].startswith("Arguments:\n{")
+    assert whole[0].endswith("Result (error):\nerror: bad colour")
 
 
 def test_call_line():
@@ -117,13 +125,15 @@ def test_the_transcript_below_the_step(monkeypatch, synth_run):
     heads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert heads[0].startswith("**User** · turn 0")
     assert any(h.startswith("**Assistant** · turn 2 · stop tool\\_use") for h in heads)
-    assert (
-        "**Tool** · add\\_element · c2 · :red[error] · turn 2 · _reconstructed_ · :orange[this step]" in heads
-    )
+    assert "**Tool** · add\\_element · c2 · :red[error] · turn 2 · _reconstructed_" in heads
+    assert '[class*="st-key-tr_turn_2_"]' in styles(at)  # the step's messages are marked
     assert "Image 1" in captions(at)  # the target in the opening, and what view_canvas returned
     assert any("Rebuilt from the record" in c.value for c in at.caption)
-    codes = [c.value for c in at.code]
-    assert "error: bad colour" in codes and any(c.startswith("→ add_element(") for c in codes)
+    texts = [t.value for t in at.text]  # a tool's result, and the calls under the model's text
+    assert "error: bad colour" in texts
+    assert any(
+        t.startswith(f"{TRACER} turn 2 on canvas-test-0001") and "\n\n→ add_element(" in t for t in texts
+    )
 
 
 def test_a_vs_b_paired_difference_per_tier(monkeypatch, synth_run):

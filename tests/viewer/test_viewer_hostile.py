@@ -103,7 +103,7 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     for md in at.markdown:
         assert "<script" not in md.value and "](http" not in md.value and "<b>" not in md.value
     assert images(at) == [] and not any(SECRET in v for v in everything(at))
-    assert any("<script>window.__pwned = 1</script>" in c.value for c in at.code)
+    assert sum("<script>window.__pwned = 1</script>" in t.value for t in at.text) >= 2  # step and transcript
 
     at.radio(key="view").set_value("Episodes").run()
     at.text_input(key="f_search").set_value("window").run()  # snippets of hostile text, in cells

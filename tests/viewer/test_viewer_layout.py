@@ -27,6 +27,8 @@ from tests.viewer.viewer_runs import (
 
 pytestmark = pytest.mark.browser
 VIEWPORT = {"width": 1280, "height": 720}
+FRAME = '[class*="st-key-enlarge_frame_ep"] img >> visible=true'  # the steps around it are drawn, hidden
+TARGET = '[class*="st-key-enlarge_target_ep"] img >> visible=true'
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +83,22 @@ def test_a_step_is_in_view_at_1280_by_720(browser, layout_runs, layout_served, k
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(f"{layout_served}/?view=episode&run={run.name}&episode={key}")
     page.get_by_text(steps).wait_for(timeout=30_000)  # it opens at the first step the model acted in
-    first_call = page.locator('[data-testid="stExpander"] summary').filter(has_text=f"{call}(").first
+    calls = page.locator('[data-testid="stExpander"] summary >> visible=true')  # of the step on screen
+    first_call = calls.filter(has_text=f"{call}(").first
     first_call.wait_for(timeout=15_000)
     assert on_screen(first_call.bounding_box()), first_call.bounding_box()
     if picture:
-        frame = page.locator(".st-key-enlarge_frame_ep img")
+        frame = page.locator(FRAME)
         frame.wait_for(timeout=15_000)
         page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=frame.element_handle())
         box = frame.bounding_box()
         assert on_screen(box), box
         if target:
-            tbox = page.locator(".st-key-enlarge_target_ep img").bounding_box()
+            tbox = page.locator(TARGET).bounding_box()
             assert on_screen(tbox) and abs(tbox["y"] - box["y"]) < 3
             assert abs(tbox["width"] - box["width"]) < 3  # the target at the frame's size, not a thumbnail
     else:  # a text env: what the model sent beside the env's answer, and no empty picture box
-        page.get_by_text("What the environment answered").wait_for()
+        page.locator("text=What the environment answered >> visible=true").wait_for()
         assert page.locator('[data-testid="stImage"]').count() == 0
         captions = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
         assert not any(c.endswith(": none") or c == "no picture" for c in captions), captions
@@ -112,7 +115,7 @@ def test_an_own_loop_click_is_drawn_inside_the_element_it_clicked(browser, layou
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(f"{layout_served}/?view=episode&run={run.name}&episode={key}&step=1")
     page.get_by_text("Step 1: the screen it acted on · actions marked").wait_for(timeout=30_000)
-    img = page.locator(".st-key-enlarge_frame_ep img")
+    img = page.locator(FRAME)
     shown = page.request.get(img.evaluate("i => i.src")).body()  # the picture as the page received it
     pic = Image.open(io.BytesIO(shown)).convert("RGB")
     assert pic.size == (1280, 800)

@@ -45,7 +45,7 @@ REWARDS = {
 def open_row(at, row: int = 1):
     """What a click on row `row` (the # column) of the Episodes table does: open that episode, at its first
     search hit when a search is on (AppTest cannot click a grid cell; the browser tests do)."""
-    run, key, first = at.session_state["_shown"][row - 1]
+    run, key, first = at.session_state["_shown"].row(row - 1)
     at.session_state["ep"] = (run, key)
     at.session_state["step"] = first
     at.session_state["view"] = "Episode"
