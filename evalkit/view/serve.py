@@ -143,8 +143,10 @@ def wait_for_runs(
     if not pending or wait_s <= 0:
         return list(runs)
     names = ", ".join(pending)
-    say(f"evalkit view: waiting up to {wait_s:.0f} s for {names} to be created by a batch (Ctrl-C to stop; "
-        "--wait 0 refuses at once)")
+    say(
+        f"evalkit view: waiting up to {wait_s:.0f} s for {names} to be created by a batch (Ctrl-C to stop; "
+        "--wait 0 refuses at once)"
+    )
     deadline = time.monotonic() + wait_s
     while pending and time.monotonic() < deadline:
         time.sleep(poll_s)
