@@ -78,6 +78,24 @@ def test_every_episode_with_its_details_and_pictures(bundled, synth_run):
     assert [m["role"] for m in eps[0]["messages"][:3]] == ["user", "assistant", "tool"]
 
 
+def test_reset_arguments_who_answered_and_the_cost_as_the_viewer_says_them(tmp_path):
+    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.types import EpisodeRecord, TurnRecord, episode_key
+
+    run = tmp_path / "walks"
+    key = episode_key("hf:org/m:a|b", "walk", "tools", "", "walk-1a2b3c4d", None, 0)
+    turns = [TurnRecord(turn=1, text="Out.", stop="stop", provider="b", route="org/m:b")]
+    rec = EpisodeRecord(key=key, model="hf:org/m:a|b", env="walk", surface="tools", task_id="walk-1a2b3c4d",
+                        reset={"seed": 7, "level": "hard"}, reward=None, end_reason="answered", n_turns=1,
+                        turns=turns, cost_usd=0.00004)  # fmt: skip
+    write_run_json(run, {"models": [rec.model], "env": "walk"})
+    TraceWriter(run).append(rec)
+    (e,) = episodes(build([run], tmp_path / "site").path).values()
+    assert json.loads(e["reset"]) == {"seed": 7, "level": "hard"}
+    assert e["steps"][1]["provider"] == "b" and "provider" not in e["steps"][0]
+    assert e["cost"] == "$0.000040"  # two significant digits below a cent, as the viewer says it
+
+
 def test_the_paired_differences_are_the_analysis_ones(bundled, synth_run):
     out, _ = bundled
     _, _, index = load(out / "data" / "index.js")

@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from evalkit.analysis.tables import usd
 from evalkit.records import plans, transcripts
 from evalkit.records.marks import has_marks, marked, space_of
 from evalkit.types import EpisodeRecord
@@ -149,6 +150,7 @@ def detail(run: str, d: dict, images: Images) -> dict:
                 "text": cap(t.text),
                 "reasoning": cap(t.reasoning),
                 "stop": vs.clip(t.stop, 60),
+                "provider": vs.clip(t.provider, 60) if t.provider else None,  # who answered (hf: fallbacks)
                 "model_s": t.model_s if isinstance(t.model_s, (int, float)) else None,
                 "env_s": t.env_s if isinstance(t.env_s, (int, float)) else None,
                 "calls": _calls(run, t.calls, images),
@@ -167,6 +169,8 @@ def detail(run: str, d: dict, images: Images) -> dict:
         "error_class": vs.clip(rec.error_class, 80) if rec.error_class else None,
         "error": cap(rec.error) if rec.error else None,
         "cost_usd": rec.cost_usd if isinstance(rec.cost_usd, (int, float)) else None,
+        "cost": usd(rec.cost_usd) if isinstance(rec.cost_usd, (int, float)) else None,  # the viewer's words
+        "reset": cap(vs.as_json(rec.reset)) if rec.reset else None,  # the arguments the env's reset was sent
         "seconds": rec.seconds if isinstance(rec.seconds, (int, float)) else None,
         "counts": {k: getattr(rec, k) for k in ("n_turns", "tool_calls", "tool_errors", "parse_errors")},
         "grade": grade,

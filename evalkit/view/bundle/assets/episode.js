@@ -22,13 +22,15 @@
     const said = ["Reward " + (typeof ep.reward === "number" ? num(ep.reward, 3) : EK.noReward(ep.error_class)),
       "ended " + (ep.end_reason || "—") + (ep.error_class ? " (" + ep.error_class + ")" : ""),
       n(c.n_turns) + " turns", n(c.tool_calls) + " tool calls", n(c.tool_errors) + " tool errors",
-      "cost " + (typeof ep.cost_usd === "number" ? "$" + ep.cost_usd.toFixed(4) : "—"), num(ep.seconds, 1) + " s"];
+      "cost " + (ep.cost || "—"), num(ep.seconds, 1) + " s"];
     const rows = [...(ep.grade || []), ...(ep.usage || [])];
     return el("div", { class: "head" },
       el("div", { id: "identity" }, identity(ep)),
       el("div", { class: "outcome" }, el("span", { id: "outcome" }, said.join(" · ")),
         rows.length ? el("details", { class: "inline" }, el("summary", {}, "Grade and usage"),
           el("table", {}, rows.map((r) => el("tr", {}, el("td", {}, r.name), el("td", {}, r.value))))) : null,
+        ep.reset ? el("details", { class: "inline" }, el("summary", {}, "Reset arguments"),
+          el("pre", {}, ep.reset)) : null,
         el("a", { href: "#/ab/" + ep.id, id: "compare" }, "Compare with another model on this task")),
       ep.error ? el("details", { class: "bad" }, el("summary", {}, "The episode ended with an error" +
         (ep.error_class ? " and is unscored" : "")), el("pre", { class: "err" }, ep.error)) : null);
@@ -79,7 +81,8 @@
 
   function turnLine(s) {
     if (s.turn === undefined) return s.end ? "The screen the last action left." : "Start of the episode: no model output yet.";
-    return "Turn " + s.turn + " · stop " + (s.stop || "—") + " · model " + num(s.model_s, 2) + " s · env " + num(s.env_s, 2) + " s";
+    return "Turn " + s.turn + " · stop " + (s.stop || "—") + " · model " + num(s.model_s, 2) + " s · env " +
+      num(s.env_s, 2) + " s" + (s.provider ? " · answered by " + s.provider : "");
   }
 
   function call(ep, c) {
