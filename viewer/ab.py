@@ -13,7 +13,7 @@ from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 from viewer.common import S, fields, find, load, memo, no_none, no_reward, num, show_image, step_controls
 from viewer.episode import show_step, text_step
-from viewer.table import rows_height
+from viewer.rows import row_table, rows_height
 
 ALL = "all tiers"
 PAIR_COLUMNS = {
@@ -92,10 +92,9 @@ def _difference(df: pl.DataFrame, a: str, b: str, tier: str | None, fingerprint:
                    f"5% level ({why}), so no interval is shown.")  # fmt: skip
 
 
-def _on_pair_click(ids: list[str]) -> None:
-    rows = S.ab_pairs.selection.rows if "ab_pairs" in S else []
-    if rows and rows[0] < len(ids):
-        S.ab_task = ids[rows[0]]
+def _on_pair_click(ids: list[str], i: int) -> None:
+    if 0 <= i < len(ids):
+        S.ab_task = ids[i]
 
 
 def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fingerprint: tuple) -> None:
@@ -142,17 +141,15 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
     ids = shown.get_column("pair").to_list() or pairs.get_column("pair").to_list()
     data, config = no_none(vs.ab_table(shown), PAIR_COLUMNS)
-    st.dataframe(
-        data,
-        key="ab_pairs",
-        on_select=lambda: _on_pair_click(ids),
-        selection_mode="single-row",
-        hide_index=True,
-        height=rows_height(shown.height, 220),
-        column_config=config,
-    )
     if S.get("ab_task") not in ids:
         S.ab_task = ids[0]
+    here = S.ab_task
+    row_table(
+        data, shown.select("pair"), key="ab_pairs", config=config, height=rows_height(shown.height, 220),
+        on_open=lambda i: _on_pair_click(ids, i), current=ids.index(here) if here in ids else None,
+        empty="No task here.",
+    )  # fmt: skip
+    st.caption("Click a row to see its task below.")
     c1, c2, c3 = st.columns([2, 1.5, 1.5])
     pid = c1.selectbox("Task", ids, key="ab_task", format_func=lambda p: vs.pair_label(p, keys))
     a_rows, b_rows = vs.pair_rows(df, a, pid), vs.pair_rows(df, b, pid)

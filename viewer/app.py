@@ -28,7 +28,7 @@ from viewer.ab import view_ab  # noqa: E402
 from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
 from viewer.episode import view_episode  # noqa: E402
 from viewer.summary import view_summary  # noqa: E402
-from viewer.table import view_table  # noqa: E402
+from viewer.table import table_first, view_table  # noqa: E402
 
 
 def _script_args() -> list[str]:
@@ -81,35 +81,60 @@ def keep_sidebar() -> None:
             S[k] = S[k]
 
 
-def sidebar(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
+def _painted() -> None:
+    S._painted = True
+
+
+def filters(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
+    """The filters the sidebar's widgets hold, read from their state before they are drawn (`sidebar`
+    draws them after the view, so that the page's table or chart is not kept waiting by a dozen widgets
+    the browser must build first); values no longer offered by the runs are dropped."""
     f = vs.Filters()
     # The choices change only with the runs: computed once per trace change, not on every step.
     choices = memo(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
+    for col in vs.FILTER_COLUMNS:
+        opts = choices[col]
+        if len(opts) > 1 or S.get(f"f_{col}"):
+            S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
+            f.include[col] = list(S[f"f_{col}"])
+    lo, hi = memo(("reward_range", drawn), lambda: _reward_range(df))
+    if lo is not None:
+        rng = S.get("f_reward")
+        if not (isinstance(rng, tuple | list) and len(rng) == 2 and lo <= min(rng) <= max(rng) <= hi):
+            S.f_reward = (lo, hi)
+        if tuple(S.f_reward) != (lo, hi):
+            f.reward = (float(S.f_reward[0]), float(S.f_reward[1]))
+            S.setdefault("f_unscored", False)
+            f.unscored = bool(S.f_unscored)
+    f.search = str(S.get("f_search") or "").strip()
+    return f
+
+
+def sidebar(
+    df: pl.DataFrame, drawn: tuple, f: vs.Filters, runs: list[str], labels: dict[str, str], problems: list
+) -> None:
+    """The runs, what is wrong with them, and the filter widgets (`filters` read their values)."""
+    choices = memo(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
     with st.sidebar:
+        st.title("evalkit viewer")
+        st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
+        for r, msg in problems:
+            st.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
         st.header("Filters")
         for col, label in vs.FILTER_COLUMNS.items():
-            opts = choices[col]
-            if len(opts) > 1 or S.get(f"f_{col}"):
-                S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
-                f.include[col] = st.multiselect(label, opts, key=f"f_{col}", format_func=vs.clip)
+            if col in f.include:
+                st.multiselect(label, choices[col], key=f"f_{col}", format_func=vs.clip)
         lo, hi = memo(("reward_range", drawn), lambda: _reward_range(df))
         if lo is not None:
-            if not (
-                isinstance(S.get("f_reward"), tuple | list) and lo <= min(S.f_reward) <= max(S.f_reward) <= hi
-            ):
-                S.f_reward = (lo, hi)
-            rng = st.slider("Reward", lo, hi, key="f_reward")
-            if tuple(rng) != (lo, hi):
-                f.reward = (float(rng[0]), float(rng[1]))
-                S.setdefault("f_unscored", False)
-                f.unscored = st.checkbox("Keep unscored episodes", key="f_unscored")
-        f.search = st.text_input(
+            st.slider("Reward", lo, hi, key="f_reward")
+            if f.reward is not None:
+                st.checkbox("Keep unscored episodes", key="f_unscored")
+        st.text_input(
             "Search what the model said and did",
             key="f_search",
             help="Whole words and phrases, any case: `round 2` finds those words in a row; quote phrases to "
             'ask for several: `"round 2" "red circle"`. Searches model text, reasoning and tool calls.',
-        ).strip()
-    return f
+        )
 
 
 def _reward_range(df: pl.DataFrame) -> tuple[float | None, float | None]:
@@ -151,17 +176,12 @@ def main() -> None:
         return
     labels = vs.run_labels(runs)
     _seed_from_link(runs, labels)
-    enlarge_support()
     keep_sidebar()
     if S.get("view") not in vs.VIEWS:
         S.view = vs.VIEWS[0]
     if "runs_sel" not in S:
         S.runs_sel = list(runs)
     episode_view = S.view == "Episode"
-    if not episode_view:
-        with st.sidebar:
-            st.title("evalkit viewer")
-            st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
     chosen = [r for r in S.runs_sel if r in runs]
     sigs = live.drawn(chosen)
     tables, problems = [], []
@@ -175,29 +195,35 @@ def main() -> None:
             problems.append((r, note))
     drawn = (tuple(sigs.items()), tuple(problems))
     df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
-    st.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
+    # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
+    views = st.container()
     if episode_view:  # the Episode view reads one row of the table: no filter, search or sidebar to draw
+        enlarge_support()
         view_episode(df_all, labels)
-        _sync_link(labels)
-        return
-    for r, msg in problems:
-        st.sidebar.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
-    f = sidebar(df_all, drawn)
-    hits = steps = None
-    if f.search:
-        hits, steps = search(chosen, f.search)
     else:
-        S._found = None
-    df = vs.apply_filters(df_all, f, hits)
-    fingerprint = (tuple(sigs.items()), vs.fingerprint(df))
-    if S.view == "Episodes":
-        live.updates(chosen, labels)
-        view_table(df, df_all, hits, steps)
-    elif S.view == "A vs B":
-        view_ab(df, df_all, labels, fingerprint)
-    else:
-        live.updates(chosen, labels)
-        view_summary(df, fingerprint)
+        f = filters(df_all, drawn)
+        hits = steps = None
+        if f.search:
+            hits, steps = search(chosen, f.search)
+        else:
+            S._found = None
+        df = vs.apply_filters(df_all, f, hits)
+        fingerprint = (tuple(sigs.items()), vs.fingerprint(df))
+        wait = S.view == "Episodes" and table_first() and not S.get("_painted")
+        if S.view == "Episodes":
+            live.updates(chosen, labels)
+            view_table(df, df_all, hits, steps, on_painted=_painted if wait else None)
+        elif S.view == "A vs B":
+            enlarge_support()
+            view_ab(df, df_all, labels, fingerprint)
+        else:
+            live.updates(chosen, labels)
+            view_summary(df, fingerprint)
+        if wait:
+            st.sidebar.title("evalkit viewer")
+        else:
+            sidebar(df_all, drawn, f, runs, labels, problems)
+    views.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
     _sync_link(labels)
 
 

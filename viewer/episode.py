@@ -285,6 +285,7 @@ def text_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
                 show_text("", t.reasoning, f"{key}_reason")
     with answered:
         st.markdown("**What the environment answered**")
+        plan_verdicts(rec, t.turn, key)  # its verdict on each plan first, then the replies as they came
         for j, call in enumerate(t.calls):
             if call.result:
                 show_text(
@@ -293,7 +294,6 @@ def text_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
                 )  # fmt: skip
         if not any(c.result for c in t.calls):
             st.caption("Nothing came back in this turn.")
-        plan_verdicts(rec, t.turn, key)
 
 
 ROLE_NAMES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}

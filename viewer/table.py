@@ -4,11 +4,27 @@ each."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import polars as pl
 import streamlit as st
 
 from evalkit.view import support as vs
 from viewer.common import S, no_none, open_episode
+from viewer.rows import row_table, rows_height
+
+TABLE_FIRST_ENV = "EVALKIT_VIEWER_TABLE_FIRST"
+
+
+def table_first() -> bool:
+    """Whether a page opened on the Episodes view draws its table before the sidebar's widgets: a dozen
+    widgets built by the browser at the same time kept the table off the screen for half a second. The
+    first run of a page draws the table (and the sidebar's title, so that nothing moves), and the browser
+    asks for the rest once the rows are painted. `EVALKIT_VIEWER_TABLE_FIRST=0` draws all at once (no
+    browser to ask: AppTest)."""
+    return os.environ.get(TABLE_FIRST_ENV, "1") != "0"
+
 
 COLUMNS = {
     "reward": st.column_config.NumberColumn("reward", format="%.3f"),
@@ -20,6 +36,7 @@ COLUMNS = {
     "error_class": st.column_config.TextColumn("error"),
     "first_hit": st.column_config.NumberColumn("first hit", help="The first step that matches the search"),
     "hits": st.column_config.NumberColumn("hits", help="Steps that match the search"),
+    "#": st.column_config.NumberColumn("#", help="The order of the trace"),
 }
 
 
@@ -31,44 +48,57 @@ def _open_shown(name: str, i: int) -> None:
         open_episode(*shown.row(i))
 
 
-def rows_height(n: int, most: int) -> int:
-    """A table's height in pixels: its rows (a header and 35 px each), up to `most` (then it scrolls)."""
-    return min(most, 35 * (n + 1) + 3)
+def next_sort(now: tuple[str | None, bool] | None, column: str, sortable) -> tuple[str | None, bool]:
+    """The order after a click on `column`'s name: by it, ascending; on the one sorted by, the other way;
+    on "#" (or a column not offered), the order of the trace."""
+    by, desc = now or (None, False)
+    if column not in sortable:
+        return None, False
+    return (by, not desc) if column == by else (column, False)
 
 
-def _on_select(table: str, shown: str) -> None:
-    rows = S[table].selection.rows if table in S else []
-    if rows:
-        _open_shown(shown, rows[0])
+def sort_by(column: str) -> None:
+    S._sort = next_sort(S.get("_sort"), column, S.get("_sortable", ()))
+
+
+def _current(shown: pl.DataFrame) -> int | None:
+    """The row of the episode last opened, if it is in the table."""
+    ep = S.get("ep")
+    if not ep:
+        return None
+    at = shown.with_row_index("_i").filter((pl.col("run") == ep[0]) & (pl.col("key") == ep[1]))
+    return int(at.item(0, "_i")) if at.height else None
 
 
 def view_table(
-    df: pl.DataFrame, df_all: pl.DataFrame, hits: pl.DataFrame | None, steps: pl.DataFrame | None
+    df: pl.DataFrame,
+    df_all: pl.DataFrame,
+    hits: pl.DataFrame | None,
+    steps: pl.DataFrame | None,
+    on_painted: Callable[[], None] | None = None,
 ) -> None:
+    """The table (and under a search its matching steps); `on_painted` is called once its rows are on
+    screen (the page's first run draws the table before the sidebar's widgets)."""
     st.text(f"{df.height:,} of {df_all.height:,} episodes")
     # Columns that tell no episode of the runs apart are left out (filtering keeps the others).
     cols = vs.varying_columns(df_all, [c for c in vs.DISPLAY_COLUMNS if c in df.columns])
     if hits is not None:
         df = df.join(hits.select("run", "key", "first_hit", "hits"), on=["run", "key"], how="left")
         cols = ["hits", "first_hit", *cols]
-    c1, c2, _ = st.columns([2, 1, 2], vertical_alignment="bottom")
-    by = c1.selectbox("Sort by", ["(trace order)", *cols], key="sort_by")
-    desc = c2.toggle("Descending", key="sort_desc")
-    df = vs.sort_table(df, None if by == "(trace order)" else by, desc).with_row_index("#", offset=1)
+    S._sortable = cols
+    by, desc = S.get("_sort") or (None, False)
+    by = by if by in cols else None
+    df = vs.sort_table(df, by, desc).with_row_index("#", offset=1)
     first = pl.col("first_hit") if hits is not None else pl.lit(None, pl.Int32).alias("first_hit")
     S._shown = df.select("run", "key", first)
     shown, config = no_none(vs.clip_columns(df.select("#", *cols)), COLUMNS, df.get_column("error_class"))
-    st.dataframe(
-        # Repeated strings go as Arrow dictionaries: a third of the bytes to the browser for 10,000 rows.
-        shown.with_columns(pl.col(pl.String).cast(pl.Categorical)),
-        key="table",
-        on_select=lambda: _on_select("table", "_shown"),
-        selection_mode="single-row",
-        hide_index=True,
-        height=rows_height(df.height, 520 if steps is None else 300),
-        column_config=config,
-    )
-    st.caption("Click a row to open its episode.")
+    height = rows_height(df.height, 520 if steps is None else 300)
+    row_table(
+        shown, S._shown, key="table", config=config, height=height,
+        on_open=lambda i: _open_shown("_shown", i), sort=(by or "#", desc if by else False), on_sort=sort_by,
+        current=_current(S._shown), empty="No episode matches the filters.", on_painted=on_painted,
+    )  # fmt: skip
+    st.caption("Click a row to open its episode; a column's name to sort by it (again: the other way).")
     if steps is not None:
         matching_steps(df, steps)
 
@@ -80,14 +110,9 @@ def matching_steps(df: pl.DataFrame, steps: pl.DataFrame) -> None:
     S._shown_steps = rows.select("run", "key", "step")
     found, config = no_none(
         vs.clip_columns(rows.select("model", "task_id", "mode", "step", "snippet", "run_label")),
-        COLUMNS | {"snippet": st.column_config.TextColumn("where", width="large")},
+        COLUMNS | {"snippet": st.column_config.TextColumn("where")},
     )
-    st.dataframe(
-        found,
-        key="steps_table",
-        on_select=lambda: _on_select("steps_table", "_shown_steps"),
-        selection_mode="single-row",
-        hide_index=True,
-        height=rows_height(rows.height, 300),
-        column_config=config,
-    )
+    row_table(
+        found, S._shown_steps, key="steps_table", config=config, height=rows_height(rows.height, 300),
+        on_open=lambda i: _open_shown("_shown_steps", i), empty="No step of these episodes matches.",
+    )  # fmt: skip

@@ -157,14 +157,18 @@ def test_report_of_the_hostile_run(hostile, tmp_path, capsys):
 
 
 def test_viewer_on_the_hostile_run(hostile, monkeypatch):
+    from tests.viewer.viewer_runs import rows
+    from viewer.table import TABLE_FIRST_ENV
+
     run = hostile["run"]
     monkeypatch.setenv("EVALKIT_RUNS", str(run))
+    monkeypatch.setenv(TABLE_FIRST_ENV, "0")  # no browser to say the table is painted: the sidebar at once
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
     notes = [str(w.value).replace("\\", "") for w in at.sidebar.warning]  # shown as escaped Markdown
     assert any(f"{hostile['malformed']} malformed record(s) left out" in n for n in notes), notes
-    assert at.dataframe[0].value.shape[0] == hostile["sound"]
+    assert rows(at).shape[0] == hostile["sound"]
     df = analysis.load_runs(run)
     for key in df["key"].to_list()[6:]:  # the injected, huge and path-trick records
         at.query_params.update({"view": "episode", "run": str(run), "episode": key})

@@ -65,10 +65,13 @@ def search_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def steps_one_at_a_time(request, monkeypatch):
-    """Under AppTest (no browser, so no script of ours to step with), the Episode view draws the current step
-    alone, as it does for a step the browser asks the server for; the browser tests keep the steps drawn
-    around it (`viewer.stepping`)."""
+    """Under AppTest (no browser, so no script of ours to step with or to say the table is painted), the
+    Episode view draws the current step alone, as it does for a step the browser asks the server for, and
+    the Episodes view draws its sidebar in the same run as its table; the browser tests keep the steps drawn
+    around it (`viewer.stepping`) and the table drawn first (`viewer.table.table_first`)."""
     if "browser" not in request.fixturenames:
         from viewer.stepping import PREFETCH_ENV
+        from viewer.table import TABLE_FIRST_ENV
 
         monkeypatch.setenv(PREFETCH_ENV, "0")
+        monkeypatch.setenv(TABLE_FIRST_ENV, "0")

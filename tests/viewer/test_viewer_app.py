@@ -11,7 +11,7 @@ from evalkit.records import importers
 from evalkit.types import episode_key
 from evalkit.view import search
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN, open_row
+from tests.viewer.viewer_runs import APP, MODELS, SAMPLE_RUN, open_row, rows, sort_by
 
 TRACER, RANDOM = MODELS
 STANDIN = "anthropic:evalkit-standin@low"
@@ -52,7 +52,7 @@ def captions(at: AppTest) -> list[str]:
 
 
 def table(at: AppTest):
-    return at.dataframe[0].value
+    return rows(at, "table")
 
 
 def pick_pair(at: AppTest, task: str, mode: str) -> None:
@@ -109,8 +109,7 @@ def test_unscored_episodes_under_a_reward_range(app, synth_run):
     assert list(table(at)["task_id"]) == ["canvas-test-0004"]
     at.multiselect(key="f_error_class").set_value([]).run()
     at.slider(key="f_reward").set_value((0.5, 0.93)).run()
-    assert sorted(table(at)["reward"]) == [0.88, 0.93]  # the unscored episode is left out with a range set
-    # (with none missing, rewards stay numbers)
+    assert sorted(table(at)["reward"]) == ["0.880", "0.930"]  # the unscored one is left out with a range set
     at.checkbox(key="f_unscored").check().run()
     assert len(table(at)) == 3
     k = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0004", None, 0)
@@ -140,16 +139,19 @@ def test_search_uses_a_cached_index(app, monkeypatch):
 
 
 def test_sort_by_any_column(app):
+    """What a click on a column's name does (`viewer.table.sort_by`; the browser test clicks one)."""
     at = app()
-    at.selectbox(key="sort_by").set_value("reward").run()
-    at.toggle(key="sort_desc").set_value(True).run()
+    sort_by(at, "reward")
+    assert list(table(at)["reward"])[:2] == ["0.011", "0.011"]
+    sort_by(at, "reward")  # again: the other way
     rewards = list(table(at)["reward"])  # as the cells read: a missing reward says why, never "None"
     assert rewards[:13] == ["1.000"] * 11 + ["0.998"] * 2 and rewards[-2:] == ["unscored"] * 2
     assert not any(v in (None, "None") for c in table(at).columns for v in table(at)[c])
-    at.toggle(key="sort_desc").set_value(False).run()
-    assert list(table(at)["reward"])[:2] == ["0.011", "0.011"]
-    at.selectbox(key="sort_by").set_value("task_id").run()
+    sort_by(at, "task_id")
     assert list(table(at)["task_id"])[:4] == ["canvas-test-0003"] * 4
+    assert list(table(at)["#"])[:3] == ["1", "2", "3"]  # the row numbers follow the order shown
+    sort_by(at, "#")  # the order of the trace
+    assert list(table(at)["task_id"])[:2] == ["canvas-test-0010"] * 2
     healthy(at)
 
 
@@ -158,7 +160,7 @@ def test_open_an_episode_and_step_through_it(app):
     at.multiselect(key="f_model").set_value([TRACER]).run()
     at.multiselect(key="f_mode").set_value(["reference"]).run()
     at.multiselect(key="f_task_id").set_value(["canvas-test-0010"]).run()
-    assert len(table(at)) == 1 and "Click a row to open its episode." in page(at)
+    assert len(table(at)) == 1 and "Click a row to open its episode;" in page(at)
     open_row(at, 1)
     assert at.radio(key="view").value == "Episode"
     text = page(at)
@@ -207,7 +209,7 @@ def test_a_vs_b_pairs_task_surface_and_mode(app):
     at.selectbox(key="ab_a").set_value(f"{TRACER} · {LABEL}").run()
     at.selectbox(key="ab_b").set_value(f"{RANDOM} · {LABEL}").run()
     at.number_input(key="ab_thr").set_value(0.7).run()
-    df = at.dataframe[0].value
+    df = rows(at, "ab_pairs")
     assert {"task_id", "surface", "mode", "outcome", "a_best", "b_best"} <= set(df.columns)
     outcome = {(t, m): o for t, m, o in zip(df["task_id"], df["mode"], df["outcome"], strict=True)}
     assert len(outcome) == 12  # six tasks by two modes, never one mode of A against another of B
@@ -218,7 +220,7 @@ def test_a_vs_b_pairs_task_surface_and_mode(app):
     assert outcome[("canvas-test-0109", "reference")] == "both failed"
     assert "A solved, B failed: 10" in page(at) and "both failed: 2" in page(at)
     at.toggle(key="ab_only").set_value(True).run()
-    assert len(at.dataframe[0].value) == 10
+    assert len(rows(at, "ab_pairs")) == 10
     at.toggle(key="ab_only").set_value(False).run()
 
     pick_pair(at, "canvas-test-0010", "reference")
@@ -373,7 +375,7 @@ def test_a_run_given_as_one_file(app, seed_runs):
     assert "tier" not in text.split("\n")[1]  # an episode without a tier does not say "tier"
     healthy(at)
     at.radio(key="view").set_value("A vs B").run()
-    assert len(at.dataframe[0].value) == 3 and "**A** · reward" in page(at)
+    assert len(rows(at, "ab_pairs")) == 3 and "**A** · reward" in page(at)
     healthy(at)
 
 

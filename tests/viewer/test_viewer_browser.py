@@ -27,16 +27,40 @@ def boxes(page, keys: list[str]) -> list[dict]:
     return out
 
 
+COLUMN = """([key, label]) => {
+  const box = document.querySelector('.st-key-' + key + ' .ek-rows');
+  const at = [...box.querySelectorAll('th')].findIndex(th => th.dataset.column === label);
+  return [...box.querySelectorAll('tbody tr.row')].map(tr => tr.children[at].textContent);
+}"""
+"""The cells of a column of a table (`viewer.rows`), in the rows drawn."""
+
+
+def sort_on(page, column: str, mark: str) -> list[str]:
+    """Click `column`'s name in the Episodes table; once it reads `mark` (▲ ▼), its cells."""
+    page.locator(".st-key-table .ek-rows th", has_text=column).first.click()
+    page.locator(".st-key-table .ek-rows th", has_text=f"{column} {mark}").wait_for(timeout=15_000)
+    return page.evaluate(COLUMN, ["table", column])
+
+
 def test_open_step_and_compare(browser, served, tmp_path):
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
     page.goto(served)
-    grid = page.locator('[data-testid="stDataFrame"]').first
-    grid.wait_for(timeout=30_000)
+    first = page.locator(".st-key-table .ek-rows tbody tr.row").first
+    first.wait_for(timeout=30_000)
     page.get_by_text("11 of 11 episodes").wait_for()
+    # The table comes first; the sidebar's filters follow once its rows are on screen.
+    page.get_by_text("Search what the model said and did").wait_for(timeout=15_000)
 
-    # Click the first row's selection cell in the grid canvas: that opens the episode.
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)
+    # A click on a column's name sorts by it, again the other way (a missing reward last, saying why);
+    # on "#", the trace's order.
+    up, down = sort_on(page, "reward", "▲"), sort_on(page, "reward", "▼")
+    scored = [float(r) for r in up if r[0].isdigit()]
+    assert len(scored) >= 8 and scored == sorted(scored) and not up[-1][0].isdigit()
+    assert [float(r) for r in down if r[0].isdigit()] == sorted(scored, reverse=True)
+    assert sort_on(page, "#", "▲")[:3] == ["1", "2", "3"]
+
+    # A click on a row opens its episode.
+    first.click()
     page.get_by_text("Step 1 of 3").wait_for(timeout=30_000)  # the first step the model acted in
     assert page.get_by_text("canvas-test-0001").first.is_visible()
 
@@ -73,6 +97,8 @@ def test_open_step_and_compare(browser, served, tmp_path):
 
     page.get_by_text("A vs B", exact=True).click()
     page.get_by_text("A solved, B failed: 2").wait_for(timeout=15_000)
+    tasks = page.evaluate(COLUMN, ["ab_pairs", "task_id"])
+    assert tasks[0] == "canvas-test-0001" and len(tasks) == len(set(tasks)) >= 2
     page.get_by_text("A − B = +0.583 (all tiers)").wait_for()
     page.get_by_text("Step 1 of 3").wait_for(timeout=15_000)  # the first step both have a picture of
     page.get_by_text(f"{TRACER} turn 1 on canvas-test-0001").wait_for()
@@ -89,6 +115,9 @@ def test_open_step_and_compare(browser, served, tmp_path):
     again.goto(page.url)
     again.get_by_text(f"{RANDOM} turn 1 on canvas-test-0001").wait_for(timeout=30_000)
     again.close()
+    # A click on another task's row in the pair table shows that task's pair.
+    page.locator(".st-key-ab_pairs .ek-rows tbody tr.row").nth(1).click()
+    page.get_by_text(f"{TRACER} turn 1 on {tasks[1]}").wait_for(timeout=15_000)
     page.close()
 
 

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from evalkit import analysis
 from evalkit.types import episode_key
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP, MODELS
+from tests.viewer.viewer_runs import APP, MODELS, rows
 
 TRACER, RANDOM = MODELS
 
@@ -157,7 +157,7 @@ def test_a_vs_b_paired_difference_per_tier(monkeypatch, synth_run):
         .value.replace("\\", "")
         .startswith("**No conclusion: only 2 tasks. A − B = +0.585 (tier easy)")
     )
-    assert len(at.dataframe[0].value) == 2  # the pair table follows the tier
+    assert len(rows(at, "ab_pairs")) == 2  # the pair table follows the tier
     at.selectbox(key="ab_tier").set_value("hard").run()
     assert "no paired difference" in at.markdown[0].value
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP, HUGE, SECRET
+from tests.viewer.viewer_runs import APP, HUGE, SECRET, rows
 
 ELEMENT_BYTES = 3 * vs.TEXT_LIMIT
 """The most one element may weigh on the wire: a page of text plus its frame."""
@@ -108,12 +108,12 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     at.radio(key="view").set_value("Episodes").run()
     at.text_input(key="f_search").set_value("window").run()  # snippets of hostile text, in cells
     assert_small(at)
-    assert any("<script>window.__pwned" in s for s in at.dataframe[1].value["snippet"])
+    assert any("<script>window.__pwned" in s for s in rows(at, "steps_table")["snippet"])
     at.text_input(key="f_search").set_value("").run()
 
     at.radio(key="view").set_value("Episodes").run()  # the 10 MB model and task id in cells and filters
     assert_small(at)
-    assert len(at.dataframe[0].value) == 9  # the synthetic run's 8 and the hostile 1; the torn line skipped
+    assert len(rows(at)) == 9  # the synthetic run's 8 and the hostile 1; the torn line skipped
     assert any(o.startswith("<script>") and o.endswith("…") for o in at.multiselect(key="f_model").options)
 
     at.radio(key="view").set_value("A vs B").run()

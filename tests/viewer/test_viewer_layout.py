@@ -7,6 +7,7 @@ all); the click of an own-loop step drawn inside the element it clicked, on the 
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -99,6 +100,8 @@ def test_a_step_is_in_view_at_1280_by_720(browser, layout_runs, layout_served, k
             assert abs(tbox["width"] - box["width"]) < 3  # the target at the frame's size, not a thumbnail
     else:  # a text env: what the model sent beside the env's answer, and no empty picture box
         page.locator("text=What the environment answered >> visible=true").wait_for()
+        verdict = page.get_by_text(re.compile(r"^Plan 1 \(\w+\): (in)?feasible, objective")).first
+        assert on_screen(verdict.bounding_box())  # the env's verdict in a line, above its raw reply
         assert page.locator('[data-testid="stImage"]').count() == 0
         captions = page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
         assert not any(c.endswith(": none") or c == "no picture" for c in captions), captions

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from evalkit.view import search as search
 from evalkit.view import support as vs
-from tests.viewer.viewer_runs import APP, open_row
+from tests.viewer.viewer_runs import APP, open_row, rows
 
 
 def index(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
@@ -81,14 +81,14 @@ def test_search_lists_matching_steps_and_opens_at_the_first_hit(monkeypatch, sea
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at.text_input(key="f_search").set_value("round 2").run()
     assert not at.exception
-    episodes, steps = (d.value for d in at.dataframe)
+    episodes, steps = rows(at, "table"), rows(at, "steps_table")
     assert sorted(episodes["task_id"]) == ["near", "rounds"]
     first = dict(zip(episodes["task_id"], episodes["first_hit"], strict=True))
-    assert first == {"rounds": 2, "near": 1}
+    assert first == {"rounds": "2", "near": "1"}
     assert list(zip(steps["task_id"], steps["step"], strict=True)) == [
-        ("rounds", 2),
-        ("rounds", 4),
-        ("near", 1),
+        ("rounds", "2"),
+        ("rounds", "4"),
+        ("near", "1"),
     ]
     assert steps["snippet"][2].startswith("Round 2 went well")
     assert "Matching steps: 3" in [s.value for s in at.subheader]

@@ -42,9 +42,36 @@ REWARDS = {
 }
 
 
+def rows(at, key: str = "table"):
+    """The cells of table `key` (`viewer.rows`) as the browser gets them: text, one column per column id, in
+    order (pandas, as AppTest's own tables). Raises if the page has no such table."""
+    import pandas as pd
+
+    for el in at.get("bidi_component"):
+        if el.proto.component_name == "evalkit_rows" and el.proto.id.endswith(f"-{key}"):
+            data = json.loads(el.proto.json)
+            cells = {
+                c["id"]: c["values"] if "values" in c else [c["dict"][i] for i in c["codes"]]
+                for c in data["columns"]
+            }
+            frame = pd.DataFrame(cells, dtype=object)
+            assert len(frame) == data["n"]
+            return frame
+    raise AssertionError(f"no table {key!r} on the page")
+
+
+def sort_by(at, column: str):
+    """What a click on `column`'s name in the Episodes table does (`viewer.table.sort_by`)."""
+    from viewer.table import next_sort
+
+    state = at.session_state
+    state["_sort"] = next_sort(state["_sort"] if "_sort" in state else None, column, state["_sortable"])
+    return at.run()
+
+
 def open_row(at, row: int = 1):
     """What a click on row `row` (the # column) of the Episodes table does: open that episode, at its first
-    search hit when a search is on (AppTest cannot click a grid cell; the browser tests do)."""
+    search hit when a search is on (AppTest cannot click a row; the browser tests do)."""
     run, key, first = at.session_state["_shown"].row(row - 1)
     at.session_state["ep"] = (run, key)
     at.session_state["step"] = first
