@@ -419,7 +419,8 @@ def _turn(turn) -> int:
 
 def _goto(component: str) -> None:
     """Our stepper asked for a step it has not got on the page (`evalkit_stepper`), or for the filmstrip and
-    transcript of the step it shows (`evalkit_below`)."""
+    transcript of the step it shows (`evalkit_below`), or says the step it shows before something else
+    pressed reaches the server (`evalkit_keeper`)."""
     goto = getattr(S.get(component), "goto", None)
     if isinstance(goto, int):
         S.step = goto
@@ -489,5 +490,7 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
     if S.get("step") is None:
         S.step = vs.first_step(steps)
     S._below_drawn = _pages(steps, min(max(int(S.step), 0), len(steps) - 1))
+    if stepping.active():
+        stepping.mount_keeper(lambda: _goto("evalkit_keeper"))
     stepper(run, key, rec, steps)
     below(run, key, rec, steps, (find(df_all, run, key) or {}).get("offset"))

@@ -34,10 +34,11 @@ def rows_height(n: int, most: int) -> int:
 
 
 def identity(shown: pl.DataFrame) -> str:
-    """What a request from the browser names its table by: the rows it had, in their order."""
+    """What a request from the browser names its table by: the rows it had, in their order (each row is
+    hashed with its position)."""
     if shown.is_empty():
         return "0"
-    return f"{shown.height}:{shown.hash_rows(seed=7).hash(seed=11).sum()}"  # the sum wraps, as wanted
+    return f"{shown.height}:{shown.with_row_index('_at').hash_rows(seed=7).sum()}"  # the sum wraps, as wanted
 
 
 def _cells(s: pl.Series, fmt: str | None) -> pl.Series:
@@ -238,7 +239,7 @@ function draw(state) {
     return;
   }
   const inView = Math.ceil(box.clientHeight / d.row) + 1;
-  const first = Math.max(0, Math.floor(box.scrollTop / d.row) - SLACK);
+  const first = Math.max(0, Math.min(Math.floor(box.scrollTop / d.row), d.n - inView) - SLACK);
   const last = Math.min(d.n, first + inView + 2 * SLACK);
   if (state.drawn && state.drawn[0] === first && state.drawn[1] === last) return;
   state.drawn = [first, last];

@@ -10,8 +10,10 @@ transcript page is not the one below is shown at once, and the fragment below is
 alone (`mount_below`), not the steps again. The step on screen is the script's: a step the server drew for
 an older request does not take it back, only one the server moved to itself (`said`: a search hit) or
 another episode. The script keeps the address's `step` up to date (history.replaceState; Streamlit does not
-read it back, so the server learns the step only from the requests). With `EVALKIT_VIEWER_PREFETCH=0` there
-is no script: the server draws each step, with Streamlit's own slider and label.
+read it back, so the server learns the step from the requests, and from a word sent before anything else on
+the page is pressed: leaving for another view and coming back opens at the step the user left). With
+`EVALKIT_VIEWER_PREFETCH=0` there is no script: the server draws each step, with Streamlit's own slider and
+label.
 
 Our own code, no trace content: it moves elements Streamlit drew, and writes only step numbers.
 """
@@ -91,6 +93,7 @@ export default function (component) {
   S.data = data;
   S.drawn = data.drawn;
   S.askedStep = null;
+  S.told = null;
   S.trigger = setTriggerValue;
   S.sync = () => sync(S);
   document.body.classList.add('ek-stepping');
@@ -131,6 +134,17 @@ export default function (component) {
       e.stopImmediatePropagation();
       move(S, S.pos + (e.key === 'ArrowLeft' ? -1 : 1));
     }, true);
+    // Anything else pressed (another view, a button of the server's) is told the step on screen first: the
+    // server knows only the steps it drew, and would go back to its own.
+    const tell = (e) => {
+      if (!here() || !Number.isInteger(S.pos) || S.pos === S.data.pos || S.told === S.pos) return;
+      const t = e.target;
+      if (t === S.range || (t.closest && t.closest(BUTTONS))) return;
+      S.told = S.pos;
+      if (S.tell) S.tell(S.pos);
+    };
+    document.addEventListener('pointerdown', tell, true);
+    document.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') tell(e); }, true);
     document.addEventListener('click', (e) => {
       const b = here() && e.target.closest && e.target.closest(BUTTONS);
       if (!b) return;
@@ -226,6 +240,13 @@ export default function (component) {
 }
 """
 
+_KEEPER_JS = """
+export default function (component) {
+  const S = window.__evalkitStepper || (window.__evalkitStepper = {});
+  S.tell = (pos) => component.setTriggerValue('goto', pos);
+}
+"""
+
 _component: dict = {}
 
 
@@ -259,3 +280,14 @@ def mount_below(drawn: tuple[int, int], goto: Callable[[], None]) -> None:
         _component["below"] = st.components.v2.component("evalkit_below", js=_BELOW_JS, isolate_styles=False)
     data = {"drawn": list(drawn)}
     _component["below"](data=data, key="evalkit_below", on_goto_change=goto, width="stretch")
+
+
+def mount_keeper(goto: Callable[[], None]) -> None:
+    """Outside the fragments: how our stepper tells the server the step it shows before something else the
+    user pressed reaches it (`goto` is called, `S["evalkit_keeper"].goto` holds the position). From inside
+    the stepper's fragment the word would take the other widget's change into that fragment's rerun alone:
+    the browser sends the two in one batch, run as one fragment's."""
+    if "keeper" not in _component:
+        make = st.components.v2.component
+        _component["keeper"] = make("evalkit_keeper", js=_KEEPER_JS, isolate_styles=False)
+    _component["keeper"](key="evalkit_keeper", on_goto_change=goto, width="stretch", height=0)

@@ -155,6 +155,19 @@ def test_sort_by_any_column(app):
     healthy(at)
 
 
+def test_a_click_names_the_table_it_was_made_on():
+    """A row is asked for by its position in the table the browser had: a table sorted or grown since is
+    another table, and the click opens nothing (`viewer.rows`)."""
+    import polars as pl
+
+    from viewer.rows import identity
+
+    shown = pl.DataFrame({"run": ["r", "r", "s"], "key": ["a", "b", "a"], "first_hit": [None, 2, None]})
+    assert identity(shown) == identity(shown.clone())
+    others = [shown.reverse(), shown.head(2), shown.with_columns(first_hit=pl.lit(1)), shown.tail(0)]
+    assert len({identity(shown), *map(identity, others)}) == 1 + len(others)
+
+
 def test_open_an_episode_and_step_through_it(app):
     at = app()
     at.multiselect(key="f_model").set_value([TRACER]).run()

@@ -121,6 +121,62 @@ def test_open_step_and_compare(browser, served, tmp_path):
     page.close()
 
 
+@pytest.fixture(scope="module")
+def long_served(tmp_path_factory):
+    """The viewer on a run of 30-step episodes, each step's picture of its own colour."""
+    from evalkit.view.support import running_app
+    from tests.viewer.viewer_runs import write_sample_run
+
+    root = tmp_path_factory.mktemp("long")
+    run = write_sample_run(root / "long", n_turns=30)
+    with running_app([run], log=root / "streamlit.log") as url:
+        yield url
+
+
+SHOWN_RED = """() => {
+  const img = [...document.querySelectorAll('[class*="st-key-enlarge_frame_ep"] img')]
+    .find(i => i.offsetParent !== null);
+  if (!img || !img.complete || !img.naturalWidth) return null;
+  const c = document.createElement('canvas');
+  c.width = img.naturalWidth;
+  c.height = img.naturalHeight;
+  const g = c.getContext('2d');
+  g.drawImage(img, 0, 0);
+  return g.getImageData(c.width >> 1, c.height >> 1, 1, 1).data[0];
+}"""
+"""The red of the picture of the step on screen (a step's picture is one colour: its red is 30 × step)."""
+
+
+def test_stepping_faster_than_the_server_answers(browser, long_served):
+    """→ twenty times, faster than the server draws: the steps beyond those on the page are asked for while
+    answers to older requests arrive; the page ends on the step pressed to, with its picture, and stays
+    there. Steps taken in the browser alone are kept when the user leaves for another view and comes back."""
+    from evalkit.types import episode_key
+
+    key = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0001", None, 0)
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+    page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+    for _ in range(20):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(25)
+    page.locator("text=Step 21 of 30 >> visible=true").wait_for(timeout=15_000)
+    page.wait_for_function(f"({SHOWN_RED})() === {(30 * 21) % 256}", timeout=15_000)
+    page.wait_for_timeout(2_500)  # every answer to an older request has come by now, and was not taken
+    assert page.locator("text=Step 21 of 30 >> visible=true").count() == 1
+    assert page.evaluate(SHOWN_RED) == (30 * 21) % 256 and "step=21" in page.url
+
+    for _ in range(2):  # two steps back, among those drawn: the server is not asked
+        page.keyboard.press("ArrowLeft")
+    page.locator("text=Step 19 of 30 >> visible=true").wait_for(timeout=5_000)
+    page.get_by_text("Episodes", exact=True).click()
+    page.locator(".st-key-table .ek-rows tbody tr.row").first.wait_for(timeout=15_000)
+    page.get_by_text("Episode", exact=True).click()
+    page.locator("text=Step 19 of 30 >> visible=true").wait_for(timeout=15_000)
+    page.wait_for_function(f"({SHOWN_RED})() === {(30 * 19) % 256}", timeout=15_000)
+    page.close()
+
+
 def test_a_running_batch_shows_up_while_the_page_is_open(browser, served, live_run, synth_run):
     """No click, no reload: a progress file appears as a running episode, an appended record as a row."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})

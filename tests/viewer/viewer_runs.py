@@ -114,8 +114,8 @@ def write_sample_run(run: Path, n_turns: int = 3) -> Path:
             target = store.put_render(f"{task}__target", png((200, 40 * ti, 40)))
             turns = []
             for t in range(1, n_turns + 1):
-                frame = store.put(png((30 * t, 60 * mi, 50 * ti)))
-                shot = store.put(png((10, 10, 20 * t)))
+                frame = store.put(png(((30 * t) % 256, 60 * mi, 50 * ti)))  # distinct for t < 128
+                shot = store.put(png((10, 10, (20 * t) % 256)))
                 word = "zebra" if (mi, ti) == (0, 2) else "plain"
                 calls = [
                     CallRecord(
@@ -139,7 +139,7 @@ def write_sample_run(run: Path, n_turns: int = 3) -> Path:
                         calls=calls,
                     )
                 )
-            render = store.put_render(f"{model}_{task}_final", png((30 * n_turns, 60 * mi, 50 * ti)))
+            render = store.put_render(f"{model}_{task}_final", png(((30 * n_turns) % 256, 60 * mi, 50 * ti)))
             key = episode_key(model, "canvas", "tools", "reference", task, None, 0)
             writer.append(
                 EpisodeRecord(
