@@ -1,4 +1,4 @@
-"""A table the browser draws itself: the Episodes table and its matching steps.
+"""A table the browser draws itself: the Episodes table, its matching steps, the A-vs-B tasks.
 
 Streamlit's data grid alone took about a second of the Episodes view's first paint (its code and its
 canvas; the script ran in a tenth of that). This one sends the cells as text, each column's repeated values
@@ -117,7 +117,6 @@ def row_table(
         make = st.components.v2.component
         _component["rows"] = make("evalkit_rows", js=_JS, css=_CSS, isolate_styles=False)
     ident = identity(ids)
-
     S[f"_{key}_id"] = ident
     data = {
         "of": ident, "n": df.height, "row": ROW_PX, "empty": empty, "sortable": on_sort is not None,
