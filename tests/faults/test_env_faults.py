@@ -15,7 +15,10 @@ from pathlib import Path
 from evalkit.envs.server import serve
 from tests.faults.drivers import EnvProcess, StandIn, check_once, records, run_argv, wait_for_records
 
-TASKS = 8
+TASKS = 12
+"""Enough for the breaker to open whatever the timing: the server goes after 3 episodes, and each of the
+(at most 2) episodes in flight then may still end well, which resets "in a row"; 7 failures in at most 3
+runs make one run of 3. (With 8, 4 failures split 2 + 2 around a late success: no breaker, exit 3.)"""
 
 
 def lose_the_env(out: Path, env: EnvProcess, sig: int, breaker: str, model: StandIn) -> dict:
