@@ -97,6 +97,7 @@ def test_open_step_and_compare(browser, served, tmp_path):
 
     page.get_by_text("A vs B", exact=True).click()
     page.get_by_text("A solved, B failed: 2").wait_for(timeout=15_000)
+    page.locator(".st-key-ab_pairs .ek-rows tbody tr.row").first.wait_for(timeout=15_000)
     tasks = page.evaluate(COLUMN, ["ab_pairs", "task_id"])
     assert tasks[0] == "canvas-test-0001" and len(tasks) == len(set(tasks)) >= 2
     page.get_by_text("A − B = +0.583 (all tiers)").wait_for()
