@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-S = st.session_state
+from viewer.common import S, num_printf
 
 ROW_PX = 30
 """One row's height in pixels (the header's too)."""
@@ -44,18 +44,11 @@ def identity(shown: pl.DataFrame) -> str:
 def _cells(s: pl.Series, fmt: str | None) -> pl.Series:
     """A column as the text its cells read: numbers in their format; nothing missing reads "None"."""
     if s.dtype.is_numeric() and fmt and "%" in fmt:
-        return pl.Series(s.name, [("" if v is None else _printf(fmt, v)) for v in s.to_list()], pl.String)
+        return pl.Series(s.name, [("" if v is None else num_printf(v, fmt)) for v in s.to_list()], pl.String)
     try:
         return s.cast(pl.String).fill_null("")
     except pl.exceptions.PolarsError:  # a nested value: its Python text
         return pl.Series(s.name, ["" if v is None else str(v) for v in s.to_list()], pl.String)
-
-
-def _printf(fmt: str, v: Any) -> str:
-    try:
-        return fmt % v
-    except (TypeError, ValueError):
-        return str(v)
 
 
 def _column(name: str, s: pl.Series, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +134,7 @@ _CSS = """
 .ek-rows th, .ek-rows td { height: var(--ek-row); padding: 0 8px; white-space: nowrap; overflow: hidden;
   text-overflow: ellipsis; border-bottom: 1px solid var(--st-border-color, #e6e9ef); box-sizing: border-box;
   text-align: left; }
-.ek-rows th { position: sticky; top: 0; z-index: 1; font-weight: 400; opacity: 1;
+.ek-rows th { position: sticky; top: 0; z-index: 1; font-weight: 400;
   background: var(--st-secondary-background-color, #f0f2f6); color: var(--st-text-color, #31333f); }
 .ek-rows th.sortable { cursor: pointer; }
 .ek-rows th.sortable:hover { background: var(--st-border-color, #e6e9ef); }
