@@ -17,10 +17,7 @@ needs no optional dependency. The parts, each a package whose docstring says wha
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
-import warnings
 from typing import Any
 
 __version__ = "0.1.0"
@@ -46,7 +43,8 @@ _EXPORTS = {
     "compare_many": "evalkit.analysis.stats",
     **dict.fromkeys(
         ["EvalkitError", "ConfigError", "UnknownProviderError", "MissingKeyError", "KeyRejectedError",
-         "EvalsetError", "EndpointError", "EnvError", "EnvCapacityError", "TraceError", "EpisodeCancelled"],
+         "EvalsetError", "EndpointError", "EnvError", "EnvCapacityError", "TraceError", "EpisodeCancelled",
+         "EpisodeOver"],
         "evalkit.errors",
     ),
 }  # fmt: skip
@@ -73,65 +71,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
-
-
-_MOVED = {
-    "episode": "run.episode", "batch": "run.batch", "stepper": "run.stepper", "executors": "run.executors",
-    "breaker": "run.breaker", "wording": "run.wording", "validate": "run.validate", "envs.probe": "run.probe",
-    "evalsets": "envs.evalsets", "traces": "records.traces", "jsonl": "records.jsonl",
-    "transcripts": "records.transcripts", "columns": "records.columns", "_index": "records._index",
-    "index_cache": "records.index_cache", "loading": "records.loading", "grades": "records.grades",
-    "plans": "records.plans", "marks": "records.marks", "live": "records.live",
-    "importers": "records.importers",
-    "stats": "analysis.stats", "tables": "analysis.tables", "plots": "analysis.plots",
-    "display": "analysis.display", "report": "analysis.report", "export": "analysis.export",
-    "viewer_support": "view.support", "viewer_pairs": "view.pairs", "viewer_search": "view.search",
-    "viewer_links": "view.links", "viewer_serve": "view.serve", "viewer_text": "view.text",
-    "viewer_live": "view.live", "bundle": "view.bundle", "standin": "providers.standin",
-}  # fmt: skip
-"""Where each module of evalkit's flat layout went when its parts became packages (0.1.0)."""
-
-
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """`import evalkit.traces` (a flat-layout path) gives `evalkit.records.traces` itself, with a
-    DeprecationWarning naming the new path: the same module object, so a patch or an isinstance check made
-    through either name holds for both. Submodules of a moved package follow it
-    (`evalkit.importers.ownloop`)."""
-
-    @staticmethod
-    def target(fullname: str) -> str | None:
-        if not fullname.startswith("evalkit."):
-            return None
-        rest = fullname[len("evalkit.") :]
-        for old, new in _MOVED.items():
-            if rest == old or rest.startswith(old + "."):
-                return "evalkit." + new + rest[len(old) :]
-        return None
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if self.target(fullname) is None:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: Any) -> None:
-        return None
-
-    def exec_module(self, module: Any) -> None:
-        new = self.target(module.__name__)
-        warnings.warn(f"{module.__name__} is now {new}", DeprecationWarning, stacklevel=2)
-        # The import system returns what sys.modules holds under the name once this returns: the module.
-        sys.modules[module.__name__] = importlib.import_module(new)
-
-    def get_code(self, fullname: str) -> Any:
-        """What `python -m` runs for an old path (`python -m evalkit.standin`): the module's new code."""
-        new = self.target(fullname)
-        warnings.warn(f"{fullname} is now {new}", DeprecationWarning, stacklevel=2)
-        spec = importlib.util.find_spec(new)
-        return spec.loader.get_code(new) if spec is not None and spec.loader is not None else None
-
-
-if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
-    sys.meta_path.insert(0, _MovedModules())
 
 
 def _record_html(rec: Any) -> str:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.run import validate
+from evalkit.run.settings import Settings, argtype
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,62 +36,9 @@ def _csv(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-def _window(text: str) -> tuple[int, int]:
-    try:
-        hi, keep = (int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--image-window wants MAX,KEEP (two integers), got {text!r}"
-        ) from None
-    if not 0 <= keep < hi:
-        raise argparse.ArgumentTypeError(
-            f"--image-window MAX,KEEP wants 0 ≤ KEEP < MAX, got {text!r} "
-            "(KEEP = MAX would drop an image, and rewrite the prompt prefix, every turn)"
-        )
-    return hi, keep
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {text!r}")
-    return v
-
-
 def _positive(kind: type):
     """A finite number > 0: NaN and infinity are refused (NaN ≠ NaN would make a run impossible to resume)."""
     return validate.argtype(kind, low=0)
-
-
-def _breaker(text: str) -> Any:
-    from evalkit.run.breaker import BreakerSettings
-
-    try:
-        return BreakerSettings.parse(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _reset_json(text: str) -> dict | list:
-    """`--reset-json`: a JSON object (one task's reset arguments) or a list of them, or @FILE holding one."""
-    source = text
-    if text.startswith("@"):
-        try:
-            source = Path(text[1:]).read_text()
-        except OSError as e:
-            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {e.strerror}") from None
-    try:
-        value = json.loads(source)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--reset-json is not JSON ({e})") from None
-    if isinstance(value, dict) or (
-        isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
-    ):
-        return value
-    raise argparse.ArgumentTypeError("--reset-json wants a JSON object or a non-empty list of objects")
 
 
 def _step_json(text: str) -> dict:
@@ -118,82 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--models", type=_csv, required=True, help="comma-separated provider:model[@thinking] specs"
     )
     r.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
-    r.add_argument("--evalset", help="frozen task set JSON, e.g. data/evalsets/canvas-test-300.json")
-    r.add_argument("--subset", help="evalset subset, e.g. lite or core30")
-    r.add_argument("--tiers", type=_csv, help="only these tiers (easy,medium,hard)")
-    r.add_argument("--task-ids", type=_csv, help="only these task ids")
-    r.add_argument("--limit", type=_positive(int), help="at most N tasks, balanced across tiers")
-    r.add_argument("--split", default="test", help="without an evalset: the split to draw tasks from")
-    r.add_argument("--tasks", type=_positive(int), help="without an evalset: number of tasks")
-    r.add_argument(
-        "--start", type=validate.argtype(int, low=0, strict=False), default=0,
-        help="without an evalset: first task index",
-    )  # fmt: skip
-    r.add_argument("--stride", type=_positive(int), default=1, help="without an evalset: index step")
-    r.add_argument(
-        "--reset-json",
-        type=_reset_json,
-        help="the reset arguments of the tasks, for envs whose reset takes its own: a JSON object, a list of "
-        "them (one task each), or @FILE",
-    )
-    r.add_argument("--surfaces", type=_csv, help="default: the env's first (canvas: tools, webapp: gui)")
-    r.add_argument(
-        "--modes",
-        type=_csv,
-        help="default: the env's first (canvas: reference, webapp: task); none for an env that declares none",
-    )
-    r.add_argument(
-        "--skins", type=_csv, help="screen surfaces: run each task in each skin (default: one skin per task)"
-    )
-    r.add_argument(
-        "--coordinates",
-        choices=("auto", "pixels", "normalized"),
-        default="auto",
-        help="screen coordinates; auto: a 0-1000 grid for hf: and vllm: models, pixels otherwise",
-    )
-    r.add_argument("--repeats", type=_positive(int), default=1)
-    r.add_argument(
-        "--max-turns", type=_positive(int), help="model turns per episode (default: the env's per surface)"
-    )
-    r.add_argument("--max-steps", type=_positive(int), help="tool calls before the env ends the episode")
-    r.add_argument("--episode-timeout", type=_positive(float), help="wall-clock seconds per episode")
-    r.add_argument("--concurrency", type=_positive(int), default=4, help="episodes at once (in all, on Ray)")
-    r.add_argument(
-        "--executor",
-        choices=("threads", "ray"),
-        default="threads",
-        help="threads of this process, or tasks on a Ray cluster (pip install evalkit[ray])",
-    )
-    r.add_argument(
-        "--ray-address", help="with --executor ray: the cluster to join (default: start a local instance)"
-    )
-    r.add_argument("--no-frames", action="store_true", help="don't store a frame per turn")
-    r.add_argument(
-        "--save-raw",
-        action="store_true",
-        help="keep each model call's request and response bodies under OUT/raw/ (images as frame references)",
-    )
-    r.add_argument("--max-tokens", type=_positive(int), default=16000)
-    r.add_argument("--request-timeout", type=_positive(float), default=600.0)
-    r.add_argument(
-        "--keep-images",
-        type=_count,
-        help="keep the target and at least the newest N later images; older ones go 4 at a time",
-    )
-    r.add_argument(
-        "--image-window",
-        type=_window,
-        help="MAX,KEEP (KEEP < MAX): keep the target; later images reach MAX, then drop to the newest KEEP",
-    )
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
-    r.add_argument(
-        "--env-breaker",
-        type=_breaker,
-        help="FAILURES,SECONDS: stop starting episodes after FAILURES env errors in a row, or when the env's "
-        "/health has not answered for SECONDS (default 5,60; 0 turns either off); exit status 4",
-    )
-    r.add_argument("--no-progress", action="store_true")
-    r.add_argument("--verbose", "-v", action="store_true", help="a line per finished episode")
+    Settings.add_flags(r)
 
     pr = sub.add_parser("probe", help="show what evalkit sees of an environment, before running anything")
     pr.add_argument("url", help="a server's base URL, or the name of an embedded environment (served for it)")
@@ -202,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--index", type=validate.argtype(int, low=0, strict=False), help="reset with this index (and --split)"
     )
-    pr.add_argument("--reset-json", type=_reset_json, help="reset with these arguments (a JSON object)")
+    pr.add_argument(
+        "--reset-json",
+        type=argtype("--reset-json", "reset"),
+        help="reset with these arguments (a JSON object)",
+    )
     pr.add_argument("--surface", help="reset on this surface (default: the env's first)")
     pr.add_argument("--mode", help="reset in this mode (envs that declare modes)")
     pr.add_argument(
@@ -327,7 +205,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     from evalkit import secrets
     from evalkit.providers.common import load_env
     from evalkit.run.batch import run_batch
-    from evalkit.types import AgentOptions
 
     if a.env_file and not Path(a.env_file).is_file():
         raise ConfigError(f"--env-file {a.env_file} does not exist")
@@ -338,45 +215,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     load_env(a.env_file)
     if a.evalset and not Path(a.evalset).is_file():
         raise ConfigError(f"evalset not found: {a.evalset}")
-    options = AgentOptions(
-        max_tokens=a.max_tokens,
-        request_timeout=a.request_timeout,
-        keep_images=a.keep_images,
-        image_window=a.image_window,
-    )
-    run = run_batch(
-        a.models,
-        a.env or a.base_url,
-        out=a.out,
-        evalset=a.evalset,
-        subset=a.subset,
-        tiers=a.tiers,
-        task_ids=a.task_ids,
-        limit=a.limit,
-        split=a.split,
-        tasks=a.tasks,
-        start=a.start,
-        stride=a.stride,
-        reset=a.reset_json,
-        surfaces=a.surfaces,
-        modes=a.modes,
-        skins=a.skins,
-        coordinates=a.coordinates,
-        repeats=a.repeats,
-        concurrency=a.concurrency,
-        max_turns=a.max_turns,
-        max_steps=a.max_steps,
-        episode_timeout=a.episode_timeout,
-        frames=not a.no_frames,
-        save_raw=a.save_raw,
-        options=options,
-        progress=not a.no_progress,
-        verbose=a.verbose,
-        argv=sys.argv[1:],
-        executor=a.executor,
-        ray_address=a.ray_address,
-        env_breaker=a.env_breaker,
-    )
+    settings = Settings.from_flags(a, argv=sys.argv[1:])
+    run = run_batch(a.models, a.env or a.base_url, settings, out=a.out)
     if not run.ran and set(run.refused) >= set(run.meta["models"]):
         return run.exit_status  # every model's key was refused, each in its line: nothing ran, no summary
     print(
@@ -415,8 +255,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def _probe(a: argparse.Namespace) -> int:
-    from evalkit.envs import EMBEDDED
-    from evalkit.envs.sessions import default_mode, default_surface, reset_kwargs
+    from evalkit.envs import EMBEDDED, target
     from evalkit.errors import EnvError
     from evalkit.run.probe import probe
 
@@ -436,19 +275,15 @@ def _probe(a: argparse.Namespace) -> int:
         from evalkit.envs.server import serve
 
         served = serve(a.url)
-    env = served or a.url
     try:
-        from evalkit.envs.openenv import env_identity
-
-        name = env_identity(env)
-        mode = a.mode if a.mode is not None else default_mode(name)
-        surface = a.surface or default_surface(name)
-        kw = reset_kwargs(task or None, name, surface, mode)
+        env = target.resolve(served or a.url)
+        mode = a.mode if a.mode is not None else env.default_mode
+        kw = env.reset_kwargs(task or None, a.surface or env.default_surface, mode)
         try:
             step = False if a.no_step else (a.step_json or True)
             report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0, step=step)
         except EnvError as e:
-            raise ConfigError(f"{name}: {e}") from None
+            raise ConfigError(f"{env.name}: {e}") from None
     finally:
         if served is not None:
             served.stop()

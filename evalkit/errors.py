@@ -12,7 +12,8 @@
     ├── EnvError                 the environment connection failed → error_class "env_error"
     │   └── EnvCapacityError     every session the server allows is in use: waited on, then env_error
     ├── TraceError               a run directory that cannot be read or written safely
-    └── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
+    ├── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
+    └── EpisodeOver              a debugger asked to step an episode past its end
 
 What a model does wrong inside an episode (bad JSON arguments, an unknown tool, no tool call) is not an
 exception at all: it is data in the turn. Code classifies failures by these types or by HTTP status codes,
@@ -91,6 +92,10 @@ class EpisodeCancelled(EvalkitError):
     """The caller asked the episode to stop (an interrupted batch); such a record is not kept."""
 
     error_class = "cancelled"
+
+
+class EpisodeOver(EvalkitError, RuntimeError):
+    """`EpisodeStepper.step` past the episode's end: the message says how it ended."""
 
 
 def error_class_of(exc: BaseException) -> str:

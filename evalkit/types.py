@@ -398,10 +398,13 @@ class EpisodeRecord:
     problems: list[str] = field(default_factory=list, compare=False, repr=False)
     """What was wrong with the line this record was read from ("turns is a string"): those fields read as
     their defaults. Empty for a sound record; never written (see `evalkit.wellformed`)."""
+    run_dir: str | None = field(default=None, compare=False, repr=False)
+    """The run directory the record was read from or written to, where its pictures' paths lead (its
+    notebook display shows them); never written."""
 
     def to_dict(self) -> dict:
         d = plain(self)
-        del d["problems"]
+        del d["problems"], d["run_dir"]
         return d
 
     def to_json(self) -> str:

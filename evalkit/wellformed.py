@@ -28,7 +28,7 @@ _ANNOTATIONS = {
     "str": STR, "str | None": STR, "int": INT, "float": NUM, "float | None": NUM, "bool": BOOL,
     "dict": OBJ, "dict | None": OBJ, "list": LIST, "list[str]": LIST, "list[dict]": OBJS, "Any": ANY,
 }  # fmt: skip
-DERIVED = ("problems",)
+DERIVED = ("problems", "run_dir")
 """Fields a reader fills in, never read from a line."""
 INT_LIMIT = 2**63
 PROBLEMS_SHOWN = 3

@@ -31,7 +31,7 @@ RANDOM = ["--models", "baseline:random"]
         (["--models", "vllm:m"], "missing endpoint URL VLLM_BASE_URL"),
         ([*RANDOM, "--surfaces", "paint"], "no surface paint"),
         ([*RANDOM, "--surfaces", "gui", "--skins", "neon"], "no skin neon"),
-        ([*RANDOM, "--coordinates", "polar"], "invalid choice: 'polar'"),
+        ([*RANDOM, "--coordinates", "polar"], "unknown coordinates 'polar': use auto, pixels or normalized"),
         ([*RANDOM, "--subset", "lite"], "need --evalset"),
         (["--models", "baseline:random@loud"], "unknown thinking level"),
         (["--models", "baseline:nosuch"], "unknown baseline 'nosuch'"),

@@ -9,7 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "evalkit"
 VIEWER = PACKAGE.parent / "viewer"
 
-BASE = {"types", "wellformed", "errors", "secrets", "serving"}
+BASE = {"types", "wellformed", "errors", "secrets", "serving", "notices"}
 """The modules at evalkit's top that every part may use."""
 MAY_IMPORT = {
     **{m: BASE for m in BASE},
@@ -96,6 +96,15 @@ def test_parts_import_only_what_is_below_them():
     assert not found, "imports against the layout: " + ", ".join(sorted(found))
 
 
+def test_the_loop_does_not_reach_into_the_display():
+    """`run` may write a batch's summary files (`analysis.summary`), never reach into what shows things in a
+    notebook: a record knows its run directory (`EpisodeRecord.run_dir`), and notices have their module."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    found = [f"{m} → {n}" for m, p in paths.items() if part(m) in ("run", "ownloop")
+             for n in imports(p, set(paths)) if n == "evalkit.analysis.display"]  # fmt: skip
+    assert not found
+
+
 def viewer_imports(path: Path, modules: set[str]) -> set[str]:
     """The evalkit modules a viewer page imports (its own package aside)."""
     out = set()
@@ -125,21 +134,3 @@ def test_the_public_api_resolves_every_name_it_offers():
 
     assert plots is ek.plots and display.record_html and report.build_report
     assert analysis.load_runs is ek.load_runs and analysis.compare is ek.compare and analysis.write_summary
-
-
-def test_a_flat_layout_path_is_the_moved_module_itself(recwarn):
-    import importlib
-
-    from evalkit import _MOVED
-
-    for old, new in _MOVED.items():
-        module = importlib.import_module(f"evalkit.{old}")
-        assert module is importlib.import_module(f"evalkit.{new}"), old
-        assert module.__spec__.name == f"evalkit.{new}"
-    import evalkit.importers.ownloop
-
-    import evalkit.records.importers.ownloop
-
-    assert evalkit.importers.ownloop is evalkit.records.importers.ownloop
-    said = {str(w.message) for w in recwarn if w.category is DeprecationWarning}
-    assert "evalkit.stepper is now evalkit.run.stepper" in said

@@ -67,3 +67,5 @@ def test_03_debug_episode(tmp_path):
     nb = execute_notebook(NB / "03_debug_episode.ipynb", {"MAX_TURNS": 5}, cwd=tmp_path, timeout=120)
     text = outputs(nb)
     assert "reward:" in text and "kind" in text
+    lines = (tmp_path / "runs" / "debugged" / "trace.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and '"edit"' in lines[0]  # the debugged episode, kept with its edit marked

@@ -1,11 +1,10 @@
 """Rich notebook display of episodes and runs: outcome, grade, usage and a strip of frames as thumbnails.
 
-A record's pictures are paths relative to its run directory, and a record read back from a trace does not
-know that directory: pass it (`episode_html(run_dir, rec)`), or `attach(rec, run_dir)` once so that the
-record's notebook display can show its frames. That display is `record_html`, which `import evalkit`
-registers with IPython by the record type's name: `evalkit.types` never imports this module. Frames are
-only read through `traces.safe_path`, so a hostile trace cannot pull in files from outside its run.
-Everything the model wrote is escaped.
+A record's pictures are paths relative to its run directory, which a record read from a run or written by an
+episode knows (`run_dir`); for one made otherwise, pass it (`episode_html(run_dir, rec)`). The record's
+notebook display is `record_html`, which `import evalkit` registers with IPython by the record type's name:
+`evalkit.types` never imports this module. Frames are only read through `traces.safe_path`, so a hostile
+trace cannot pull in files from outside its run. Everything the model wrote is escaped.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import base64
 import html
 import io
 import json
-import logging
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,6 @@ from evalkit.analysis.tables import table_html, usd
 from evalkit.records import marks, traces
 from evalkit.types import EpisodeRecord
 
-_ATTR = "_evalkit_run_dir"
 STYLE = (
     "<style>.ek{font-family:system-ui,sans-serif;font-size:13px;line-height:1.35}"
     ".ek table{border-collapse:collapse;margin:4px 0}.ek td,.ek th{border:1px solid #ddd;padding:2px 6px;"
@@ -34,44 +30,9 @@ STYLE = (
 )
 
 
-def notice(log: logging.Logger, text: str, level: int = logging.INFO) -> None:
-    """A line for whoever runs evalkit, as a record of `log` when logging would show it (`evalkit`'s CLI
-    shows its records on stderr). Else, in a notebook, information is plain output in the cell: on stderr,
-    which Python's last-resort handler writes to, Jupyter draws it as an error. Warnings and errors are
-    left to that handler."""
-    if level < logging.WARNING and not _shown(log, level):
-        ipython = sys.modules.get("IPython")
-        shell = ipython.get_ipython() if ipython is not None else None
-        if getattr(shell, "kernel", None) is not None:
-            from IPython.display import display
-
-            display({"text/plain": f"evalkit: {text}"}, raw=True)
-            return
-    log.log(level, text)
-
-
-def _shown(log: logging.Logger, level: int) -> bool:
-    """Whether a record of `level` from `log` reaches a handler that takes it (not the last resort)."""
-    if not log.isEnabledFor(level):
-        return False
-    logger: logging.Logger | None = log
-    while logger is not None:
-        if any(level >= h.level for h in logger.handlers):
-            return True
-        logger = logger.parent if logger.propagate else None
-    return False
-
-
-def attach(rec: EpisodeRecord, run_dir: str | Path) -> EpisodeRecord:
-    """Remember which run `rec` belongs to, so its notebook display can show its frames."""
-    setattr(rec, _ATTR, str(run_dir))
-    return rec
-
-
 def load(run_dir: str | Path, key: str | None = None, offset: int | None = None) -> EpisodeRecord:
-    """One episode of a run by key or by index offset, with its run attached for display."""
-    rec = traces.read_at(run_dir, offset) if offset is not None else traces.find_record(run_dir, str(key))
-    return attach(rec, run_dir)
+    """One episode of a run by key or by index offset (it knows its run: its display shows its frames)."""
+    return traces.read_at(run_dir, offset) if offset is not None else traces.find_record(run_dir, str(key))
 
 
 def thumbnail(
@@ -141,7 +102,7 @@ def record_html(
     """HTML for one episode: identity, outcome, grade, usage, a strip of target, frames and final render."""
     if isinstance(rec, dict):
         rec = EpisodeRecord.from_dict(rec)
-    run_dir = run_dir if run_dir is not None else getattr(rec, _ATTR, None)
+    run_dir = run_dir if run_dir is not None else rec.run_dir
     if rec.scored:
         outcome = f'<b class="ok">reward {rec.reward:.3f}</b>'
     elif rec.error_class:

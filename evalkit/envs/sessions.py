@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from evalkit.errors import ConfigError, EnvCapacityError, EpisodeCancelled
+from evalkit.errors import EnvCapacityError, EpisodeCancelled
 from evalkit.types import EnvSession
 
 log = logging.getLogger(__name__)
@@ -27,32 +27,6 @@ def session_for(env: Any) -> EnvSession:
     if isinstance(env, EnvSession) and not isinstance(env, type):
         return env
     return env()
-
-
-def env_name(env: Any) -> str:
-    """The same name `run_batch` gives an env, so an episode run alone has the key a batch would give it."""
-    if isinstance(env, str) or hasattr(env, "base_url"):
-        from evalkit.envs.openenv import env_identity
-
-        try:
-            return env_identity(env)
-        except ConfigError:  # unreachable: the episode itself records the env error
-            return str(getattr(env, "base_url", env))
-    return getattr(env, "name", None) or type(env).__name__
-
-
-def default_surface(env_name: str) -> str:
-    """The first surface the env declares (the canvas: `tools`, the webapp: `gui`); others have `tools`."""
-    from evalkit.envs import SURFACES
-
-    return SURFACES.get(env_name, ("tools",))[0]
-
-
-def default_mode(env_name: str) -> str:
-    """The first mode the env declares (the canvas: `reference`); envs that declare none have no mode."""
-    from evalkit.envs import MODES
-
-    return (MODES.get(env_name) or ("",))[0]
 
 
 def reset_kwargs(task: str | dict | None, env_name: str, surface: str, mode: str, **fixed: Any) -> dict:

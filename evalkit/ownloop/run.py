@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.analysis.display import notice
 from evalkit.envs.webapp.grade import grade
 from evalkit.envs.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
+from evalkit.notices import notice
 from evalkit.records.traces import (
     FrameStore,
     TraceWriter,

@@ -10,10 +10,11 @@ from typing import Any
 
 from evalkit.errors import TraceError
 
-OUTCOME_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
-"""`evalkit run` settings (run.json's top level) that change an episode; a resume may not change them."""
-OUTCOME_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
-"""The same among run.json's model `options`."""
+LEGACY_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
+"""In a run.json written before it listed its `outcome` settings (which `evalkit.run.settings` declares):
+the top-level settings that change an episode."""
+LEGACY_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
+"""The same among such a run.json's model `options`."""
 OWNLOOP_SETTINGS = ("max_steps", "timeout", "width", "height", "frequency_penalty", "temperature", "top_p",
                     "max_past_steps", "opencua_max_tokens", "fara_retries")  # fmt: skip
 """The same for an own-loop run (`evalkit ownloop`)."""
@@ -21,7 +22,7 @@ OWNLOOP_SETTINGS = ("max_steps", "timeout", "width", "height", "frequency_penalt
 
 def outcome_settings(run: str | Path) -> dict[str, Any]:
     """The settings of `run` that change an episode, as its run.json has them ({} for a foreign run or an
-    unreadable run.json)."""
+    unreadable run.json). A resume compares these."""
     from evalkit.records.traces import read_run_json
 
     path = Path(run)
@@ -31,9 +32,11 @@ def outcome_settings(run: str | Path) -> dict[str, Any]:
         return {}
     if meta.get("kind") == "ownloop":
         return {k: meta[k] for k in OWNLOOP_SETTINGS if k in meta}
-    out = {k: meta[k] for k in OUTCOME_SETTINGS if k in meta}
+    if isinstance(meta.get("outcome"), dict):  # what the batch declared (`evalkit.run.settings`)
+        return dict(meta["outcome"])
+    out = {k: meta[k] for k in LEGACY_SETTINGS if k in meta}
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
-    return out | {k: options[k] for k in OUTCOME_OPTIONS if k in options}
+    return out | {k: options[k] for k in LEGACY_OPTIONS if k in options}
 
 
 def differences(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

@@ -213,7 +213,21 @@ def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
         raise TraceError(f"{path}: no record at offset {offset}") from e
     if not isinstance(d, dict):
         raise TraceError(f"{path}: no record at offset {offset}")
-    return EpisodeRecord.from_dict(d)
+    return _read_from(d, run_dir)
+
+
+def store_files(out: Path, files: dict[str, bytes] | Path) -> None:
+    """Pictures, shared texts and raw bodies that an episode wrote elsewhere (a Ray node's temporary
+    directory, a debugger's), put into the run `out` by their run-relative paths: content-addressed files
+    are written once; a render (named by key or task) is replaced when it differs. A directory given for
+    `files` is read (its live files left out)."""
+    if isinstance(files, Path):
+        found = [p for p in files.rglob("*") if p.is_file() and p.relative_to(files).parts[0] != ".live"]
+        files = {p.relative_to(files).as_posix(): p.read_bytes() for p in found}
+    for rel, data in files.items():
+        path = Path(out) / rel
+        if not path.exists() or (rel.startswith("renders/") and path.read_bytes() != data):
+            atomic_write(path, data)
 
 
 def is_native(run_dir: str | Path) -> bool:
@@ -275,9 +289,15 @@ def iter_dicts(run_dir: str | Path, latest: bool = True) -> Iterator[dict]:
     yield from latest_records(rows) if latest else rows
 
 
+def _read_from(d: dict, run_dir: str | Path) -> EpisodeRecord:
+    rec = EpisodeRecord.from_dict(d)
+    rec.run_dir = str(run_dir)  # where its pictures' paths lead
+    return rec
+
+
 def read_records(run_dir: str | Path, latest: bool = True) -> Iterator[EpisodeRecord]:
     for d in iter_dicts(run_dir, latest=latest):
-        yield EpisodeRecord.from_dict(d)
+        yield _read_from(d, run_dir)
 
 
 def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
@@ -288,7 +308,7 @@ def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
             found = d
     if found is None:
         raise TraceError(f"{run_dir}: no episode with key {key!r}")
-    return EpisodeRecord.from_dict(found)
+    return _read_from(found, run_dir)
 
 
 def completed_keys(run_dir: str | Path) -> set[str]:

@@ -14,7 +14,6 @@ import datetime as dt
 import gc
 import json
 import logging
-import os
 import sys
 import threading
 from collections import defaultdict
@@ -23,17 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs import EMBEDDED, MODES, SCREEN_SURFACES, SKINS, SURFACES, loopback
+from evalkit.envs import loopback, target
 from evalkit.envs.evalsets import load_evalset
-from evalkit.envs.openenv import env_identity, resolve
-from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
+from evalkit.envs.target import Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError
-from evalkit.providers import check_endpoints, check_keys, parse_spec
+from evalkit.notices import notice
+from evalkit.providers import check_endpoints
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
-from evalkit.providers.images import check_budget
 from evalkit.records import live
-from evalkit.records.settings import OUTCOME_OPTIONS, OUTCOME_SETTINGS
+from evalkit.records.settings import outcome_settings
 from evalkit.records.traces import (
     TRACE,
     TraceWriter,
@@ -42,30 +40,14 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
-from evalkit.run import breaker, validate
-from evalkit.run.episode import frame_takers, task_identity
-from evalkit.run.executors import EXECUTORS, Episodes, execute, ray_module
-from evalkit.types import AgentOptions, EpisodeRecord, episode_key
+from evalkit.run import breaker, validate, wording
+from evalkit.run.episode import Job, check_agent, task_identity
+from evalkit.run.executors import Episodes, execute, ray_module
+from evalkit.run.pictures import frame_takers
+from evalkit.run.settings import Settings
+from evalkit.types import EpisodeRecord
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Job:
-    model: str
-    surface: str
-    mode: str
-    task: dict
-    """Reset arguments: `task_id`, or `split` and `index`, or what `--reset-json` gave."""
-    ident: str
-    """The task's identity in the key (`evalkit.run.episode.task_identity`)."""
-    repeat: int
-    key: str
-    evalset_task: str | None = None
-    skin: str | None = None
-    """None: the env's default skin for the task."""
-    coordinates: str | None = None
-    """Screen coordinates asked of the env (None: its default)."""
 
 
 @dataclass
@@ -94,9 +76,7 @@ class Run:
         return breaker.exit_status(self)
 
     def records(self) -> list[EpisodeRecord]:
-        from evalkit.analysis.display import attach
-
-        return [attach(r, self.path) for r in read_records(self.path)]
+        return list(read_records(self.path))
 
     def df(self) -> Any:
         from evalkit.records.loading import load_runs
@@ -110,11 +90,6 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, ran={self.ran}, skipped={self.skipped}, errors={self.errors})"
-
-    def _repr_html_(self) -> str:
-        from evalkit.analysis.display import run_html
-
-        return run_html(self.path)
 
 
 def select_tasks(
@@ -165,12 +140,12 @@ def select_tasks(
 COORDINATES = ("auto", "pixels", "normalized")
 
 
-def job_coordinates(choice: str | None, model: str, env_name: str, surface: str) -> str | None:
+def job_coordinates(choice: str | None, model: str, env: Target, surface: str) -> str | None:
     """What to ask the env for: `auto` picks by model on the surfaces that show a screen (normalised for
     open VLMs, pixels for Claude and GPT) and leaves the others to the env; an explicit choice goes as is."""
     if choice not in (None, "auto"):
         return choice
-    if surface in SCREEN_SURFACES.get(env_name, ()):
+    if surface in (env.screens or ()):
         from evalkit.browser.computer import coordinates_for
 
         return coordinates_for(model, "auto")
@@ -179,7 +154,7 @@ def job_coordinates(choice: str | None, model: str, env_name: str, surface: str)
 
 def plan_jobs(
     models: list[str],
-    env_name: str,
+    env: Target,
     tasks: list[tuple[dict, str]],
     surfaces: list[str],
     modes: list[str],
@@ -190,18 +165,18 @@ def plan_jobs(
 ) -> list[Job]:
     """Jobs ordered task-major, so that a batch cut short still has every model on the same tasks. Skins
     multiply only the surfaces that show a screen (every surface of an env evalkit does not know)."""
-    screens = SCREEN_SURFACES.get(env_name)
     jobs = []
     for r in range(repeats):
         for task, ident in tasks:
             for surface in surfaces:
-                skinned = skins and (screens is None or surface in screens)
+                skinned = skins and (env.screens is None or surface in env.screens)
                 for skin in skins if skinned else [None]:
                     for mode in modes:
                         for m in models:
-                            key = episode_key(m, env_name, surface, mode, ident, skin, r)
-                            coords = job_coordinates(coordinates, m, env_name, surface)
-                            jobs.append(Job(m, surface, mode, task, ident, r, key, evalset_id, skin, coords))
+                            coords = job_coordinates(coordinates, m, env, surface)
+                            jobs.append(
+                                Job.of(m, env, task, surface, mode, r, skin, coords, evalset_id, ident)
+                            )
     return jobs
 
 
@@ -216,176 +191,68 @@ def _as_list(x: Any) -> list[str]:
 def run_batch(
     models: list[str] | str,
     env: Any,
+    settings: Settings | None = None,
     *,
     out: str | Path,
-    evalset: str | Path | None = None,
-    subset: str | None = None,
-    tiers: list[str] | None = None,
-    task_ids: list[str] | None = None,
-    limit: int | None = None,
-    split: str = "test",
-    tasks: int | None = None,
-    start: int = 0,
-    stride: int = 1,
-    reset: dict | list[dict] | None = None,
-    surfaces: list[str] | str | None = None,
-    modes: list[str] | str | None = None,
-    repeats: int = 1,
-    skins: list[str] | str | None = None,
-    coordinates: str | None = "auto",
-    concurrency: int = 4,
-    max_turns: int | None = None,
-    max_steps: int | None = None,
-    episode_timeout: float | None = None,
-    frames: bool = True,
-    save_raw: bool = False,
-    options: AgentOptions | None = None,
-    progress: bool = True,
-    verbose: bool = False,
-    argv: list[str] | None = None,
     health: ProviderHealth | None = None,
-    executor: str = "threads",
-    ray_address: str | None = None,
-    env_breaker: breaker.BreakerSettings | None = None,
+    **kw: Any,
 ) -> Run:
     """Run every job that `out` does not already hold cleanly; return the Run.
 
     `env` is a served environment (`evalkit.serve`), a base URL of any OpenEnv server (MCP or typed-action),
-    or the name of an embedded environment (served for the length of the batch). Tasks come from an evalset,
-    `task_ids`, `split`/`tasks`, or `reset` (reset arguments: a dict, or a list of dicts, one task each).
-    `surfaces` and `modes` default to the env's first (an env that declares no modes runs without one;
-    one evalkit does not embed, on surface `tools`). `skins` runs each task of a screen surface in each skin
-    (default: the env's skin for the task); `coordinates` is `auto` (by model), `pixels` or `normalized`;
-    `max_turns` None gives each surface the env's own budget. `save_raw` keeps each model call's request
-    and response bodies under `<out>/raw/` (images as references to the frame store). Every configuration
-    mistake — unknown provider, missing key or endpoint URL, an endpoint nothing answers at, conflicting
-    image budgets, bad evalset, empty selection, an env with no tools, a task, surface or skin the env
-    refuses — raises ConfigError before the run directory exists.
+    or the name of an embedded environment (served for the length of the batch). `settings` (an
+    `evalkit.run.settings.Settings`) and keyword overrides of it say everything else: tasks from an evalset,
+    `task_ids`, `split`/`tasks`, or `reset` (reset arguments: a dict, or a list of dicts, one task each);
+    `surfaces`, `modes`, `skins`, `coordinates`, `repeats`; the loop's `max_turns` (None: each surface's
+    own), `max_steps`, `episode_timeout`, `frames`, `save_raw`; the model's `options` (an AgentOptions) or
+    its knobs one by one; `concurrency`, `executor` (`threads`, or `ray` on the cluster at `ray_address`),
+    `env_breaker`, `progress`, `verbose`. Every configuration mistake — unknown provider, missing key or
+    endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad evalset, empty selection,
+    an env with no tools, a task, surface or skin the env refuses — raises ConfigError before the run
+    directory exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down. A model whose endpoint refuses its
     key, and an env that stops answering (`env_breaker`), stop the episodes that depend on them
-    (`evalkit.run.breaker`); `Run.exit_status` says what happened.
-
-    `executor` is `threads` (this process) or `ray` (tasks on the Ray cluster at `ray_address`, else on the
-    instance this process has, else on a new local one; see `evalkit.run.executors`). On Ray each node's
-    runner keeps its own `ProviderHealth`.
-    """
-    models, surfaces = _as_list(models), _as_list(surfaces)
-    asked_modes = _as_list(modes)
-    skins = _as_list(skins) or None
-    if not models:
-        raise ConfigError("no models given")
-    for m in models:
-        parse_spec(m)
-    check_keys(models)
-    if options is not None:
-        check_budget(options.keep_images, options.image_window)
-    check_endpoints(models)
-    validate.batch(concurrency=concurrency, max_turns=max_turns, max_steps=max_steps, repeats=repeats,
-                   episode_timeout=episode_timeout, options=options, executor=executor)  # fmt: skip
-    out = validate.run_out("--out", out)
-    if executor not in EXECUTORS:
-        raise ConfigError(f"unknown executor {executor!r}: use {' or '.join(EXECUTORS)}")
-    if executor == "ray":
-        ray_module()  # not installed: say so before any work
-    elif ray_address:
-        raise ConfigError("--ray-address needs --executor ray")
-    if coordinates not in (None, *COORDINATES):
-        raise ConfigError(f"unknown coordinates {coordinates!r}: use {', '.join(COORDINATES)}")
+    (`evalkit.run.breaker`); `Run.exit_status` says what happened."""
+    s = Settings.make(settings, **kw)
+    models = _as_list(models)
+    out = _check(models, s, out)
+    env, to_serve = _door(env, s)
     served = None
-    if isinstance(env, str) and "://" not in env:
-        if env not in EMBEDDED:
-            raise ConfigError(
-                f"unknown environment {env!r} (embedded: {', '.join(sorted(EMBEDDED))}; or give a base URL)"
-            )
-        name = env
-    else:
-        name = env_identity(env)
-    # None: the env's first surface (tools for envs evalkit does not embed).
-    surfaces = surfaces or [default_surface(name)]
-    _check_names(name, "surface", surfaces, SURFACES.get(name))
-    if name in MODES:  # known before the env is reached: say so before serving it
-        _resolve_modes(name, asked_modes, MODES[name])
-    if skins:
-        # An embedded env without skins has none to choose from; a foreign env's skins are its own business.
-        _check_names(name, "skin", skins, SKINS.get(name, () if name in EMBEDDED else None))
-    task_list, evalset_id = select_tasks(
-        name,
-        evalset=evalset,
-        subset=subset,
-        tiers=tiers,
-        task_ids=task_ids,
-        limit=limit,
-        split=split,
-        tasks=tasks,
-        start=start,
-        stride=stride,
-        reset=reset,
-    )
-    if isinstance(env, str) and "://" not in env:
-        served = env = serve_embedded(env, concurrency)
     try:
-        first_mode = asked_modes[0] if asked_modes else default_mode(name)
-        first = reset_kwargs(task_list[0][0], name, surfaces[0], first_mode)
-        report = _probe(env, name, first, task_list[0][1], sessions=1 if served is not None else concurrency)
-        modes = _resolve_modes(name, asked_modes, report.modes)
-        notices = [report.summary()] if progress else []
-        if report.capacity is not None and report.capacity < concurrency:
-            notices.append(
-                f"{name} accepts {report.capacity} session(s) at a time: running {report.capacity} "
-                f"episode(s) at once instead of {concurrency}"
-            )
-            concurrency = report.capacity
-        jobs = plan_jobs(models, name, task_list, surfaces, modes, repeats, evalset_id, skins, coordinates)
-        from evalkit import __version__
-
-        meta = {
-            "models": models,
-            "env": name,
-            "env_kind": report.kind,
-            "surfaces": surfaces,
-            "modes": modes,
-            "base_url": getattr(env, "base_url", env) if served is None else None,
-            "evalset": str(evalset) if evalset else None,
-            "evalset_id": evalset_id,
-            "subset": subset,
-            "tiers": tiers,
-            "limit": limit,
-            "split": None if evalset or reset is not None else split,
-            "reset": reset,
-            "repeats": repeats,
-            "skins": skins,
-            "coordinates": coordinates,
-            "max_turns": max_turns,
-            "max_steps": max_steps,
-            "episode_timeout": episode_timeout,
-            "frames": frames,
-            "save_raw": save_raw,
-            "concurrency": concurrency,
-            "server_sessions": report.capacity,
-            "n_jobs": len(jobs),
-            "options": vars(options) if options else None,
-            "evalkit_version": __version__,
-            "argv": argv,
-        }
-        _check_resume(out, meta)
-        done = completed_keys(out)
-        explicit = evalset is None and bool(task_ids or reset is not None)
-        _preflight(env, name, [j for j in jobs if j.key not in done], explicit, first)
-        try:
-            target = resolve(env, name)  # the env's kind, asked once: episodes connect without asking again
-        except EnvError as e:
-            raise ConfigError(f"cannot read what kind of env {name} is: {e}") from None
-        for line in notices:
-            _notice(line)
-        episodes = Episodes(target, name, out, max_turns, max_steps, episode_timeout, frames, options,
-                            save_raw=save_raw, embedded=name if served is not None else None)  # fmt: skip
-        health = health if health is not None else ProviderHealth()
-        guard = breaker.Guard(env, env_breaker, _error, models)
-        return _execute(
-            jobs, episodes, meta, health, concurrency, progress, verbose, executor, ray_address, guard
+        surfaces = s.surfaces or [env.default_surface]
+        _check_names(env.name, "surface", surfaces, env.surfaces)
+        if env.modes:  # known before the env is reached: said before serving it
+            _resolve_modes(env.name, s.modes or [], env.modes)
+        if s.skins:  # a foreign env's skins are its own business
+            _check_names(env.name, "skin", s.skins, env.skins)
+        task_list, evalset_id = select_tasks(
+            env.name,
+            evalset=s.evalset,
+            subset=s.subset,
+            tiers=s.tiers,
+            task_ids=s.task_ids,
+            limit=s.limit,
+            split=s.split,
+            tasks=s.tasks,
+            start=s.start,
+            stride=s.stride,
+            reset=s.reset,
         )
+        env, found, served, said, s = _start(env, s, surfaces, task_list[0], to_serve)
+        modes = _resolve_modes(env.name, s.modes or [], found.modes)
+        jobs = plan_jobs(
+            models, env, task_list, surfaces, modes, s.repeats, evalset_id, s.skins, s.coordinates
+        )
+        meta = _meta(models, env, s, found.kind, surfaces, modes, evalset_id, len(jobs))
+        _check_resume(out, meta)
+        target.check_resets(env, _to_reset(jobs, completed_keys(out), s), found.reset)
+        for line in said:
+            notice(log, line)
+        guard = breaker.Guard(env.url, s.env_breaker, _error, models)
+        health = health if health is not None else ProviderHealth()
+        return _execute(jobs, Episodes(env, out, s), meta, health, guard)
     finally:
         if served is not None:
             served.stop()
@@ -394,48 +261,30 @@ def run_batch(
         release_clients()
 
 
-PROCESS_FROM = 8
-"""From this concurrency on, a batch serves its embedded env in child processes (`evalkit.envs.process`)
-rather than in a thread: see `serve_embedded`."""
-EPISODES_PER_PROCESS = 32
-"""Episodes at once that one env server process serves; more get more processes, at most one per core."""
+def _check(models: list[str], s: Settings, out: str | Path) -> Path:
+    """What is asked, checked before the env is touched and before the run directory exists."""
+    if not models:
+        raise ConfigError("no models given")
+    for m in models:
+        check_agent(m, s.options, endpoint=False)
+    check_endpoints(models)
+    validate.concurrency(s.concurrency, s.executor)
+    out = validate.run_out("--out", out)
+    if s.executor == "ray":
+        ray_module()  # not installed: say so before any work
+    return out
 
 
-def env_processes(concurrency: int) -> int:
-    """How many processes serve an embedded env for `concurrency` episodes at once (0: a thread)."""
-    if concurrency < PROCESS_FROM:
-        return 0
-    return max(1, min(os.cpu_count() or 1, -(-concurrency // EPISODES_PER_PROCESS)))
-
-
-def serve_embedded(name: str, concurrency: int) -> Any:
-    """The embedded env `name`, served for one batch. Its CPU per episode (reset, renders, grading, the MCP
-    and WebSocket layers) is about the client's own, so beside many episodes' threads it contends with them
-    for one GIL: from `PROCESS_FROM` episodes at once it gets a process (and a core) of its own, and one
-    more per EPISODES_PER_PROCESS episodes up to the machine's cores, since one server process is one event
-    loop on one core (on 2 cores at concurrency 50, two processes took the efficiency from ~0.58 to ~0.62
-    in alternating runs; at 8, 10 and 12 episodes at once one process beat a thread in six alternating
-    runs each, medians 0.94/0.92/0.92 against 0.89/0.91/0.89, and `make demo`'s eight offline episodes at
-    once took 31 s rather than 34). Below 8 a thread starts without a second interpreter's imports."""
-    sessions = max(64, concurrency + 4)
-    n = env_processes(concurrency)
-    if n:
-        from evalkit.envs.process import ProcessServers
-
-        return ProcessServers(name, n, max_concurrent_envs=sessions)
-    from evalkit.envs.server import serve
-
-    return serve(name, max_concurrent_envs=sessions)
-
-
-def _notice(text: str, level: int = logging.INFO) -> None:
-    from evalkit.analysis.display import notice
-
-    notice(log, text, level)
+def _door(env: Any, s: Settings) -> tuple[Target, bool]:
+    """The env, resolved: a name is an embedded env to serve for the batch (True), anything else is asked
+    its name and kind once."""
+    if isinstance(env, str) and "://" not in env:
+        return target.embedded(env), True
+    return target.resolve(env), False
 
 
 def _error(text: str) -> None:
-    _notice(text, logging.ERROR)
+    notice(log, text, logging.ERROR)
 
 
 def _check_names(name: str, what: str, asked: list[str], known: tuple[str, ...] | None) -> None:
@@ -456,77 +305,98 @@ def _resolve_modes(name: str, asked: list[str], declared: tuple[str, ...] | None
     return [declared[0]] if declared else [""]
 
 
-def _probe(env: Any, name: str, first: dict, ident: str, sessions: int) -> Any:
-    """The preflight: the first task reset once, tools listed, capacity counted. A task the env refuses, an
-    unreachable server or an env with no tools is the user's mistake, better said now than recorded as an
-    env error per episode."""
-    from evalkit.run.probe import probe
-
+def _start(env: Target, s: Settings, surfaces: list[str], first: tuple[dict, str], serve: bool) -> tuple:
+    """The env served (an embedded one, for the batch) and its preflight: the first task reset once, tools
+    listed, capacity counted (`evalkit.envs.target.start`). A task the env refuses, an unreachable server or
+    an env with no tools is the user's mistake, better said now than recorded as an env error per episode.
+    Returns the env with what was measured, what was found, the server to stop (or None), the lines to say,
+    and the settings with the concurrency the server allows."""
+    mode = s.modes[0] if s.modes else None
     try:
-        report = probe(env, first, sessions=sessions, pictures=False)
+        env, found, served = target.start(env, first[0], surfaces[0], mode, s.concurrency, serve)
     except EnvCapacityError as e:
-        raise ConfigError(f"{name} has had no free session for a minute ({e}); try again later") from None
+        raise ConfigError(f"{env.name} has had no free session for a minute ({e}); try again later") from None
     except EnvError as e:
-        raise ConfigError(f"the environment refused task {ident}: {e}") from None
-    if not report.tools:
-        raise ConfigError(f"{name} offers no tools: a model could not act in it")
-    return report
+        raise ConfigError(f"the environment refused task {first[1]}: {e}") from None
+    if not found.tools:
+        if served is not None:
+            served.stop()
+        raise ConfigError(f"{env.name} offers no tools: a model could not act in it")
+    said = [_summary(env, found)] if s.progress else []
+    if found.capacity is not None and found.capacity < s.concurrency:
+        said.append(f"{env.name} accepts {found.capacity} session(s) at a time: running "
+                    f"{found.capacity} episode(s) at once instead of {s.concurrency}")  # fmt: skip
+        s = Settings.make(s, concurrency=found.capacity)
+    return env, found, served, said, s
 
 
-# Settings that change what an episode is: resuming with other values would mix incomparable records.
-_OUTCOME_SETTINGS, _OUTCOME_OPTIONS = OUTCOME_SETTINGS, OUTCOME_OPTIONS
+def _summary(env: Target, found: Any) -> str:
+    """One line: which kind of env this is and how it will be driven (`EnvReport.summary`)."""
+    from evalkit.run.probe import EnvReport
+
+    finish = wording.finishing_tool(found.tools)
+    finish = finish.name if finish else None
+    report = EnvReport(env.name, env.url, found.kind, found.tools, finish, found.meta, found.observation, "",
+                       wording.Opening(""), found.reset, found.capacity, found.tried)  # fmt: skip
+    return report.summary()
+
+
+def _meta(
+    models: list[str],
+    env: Target,
+    s: Settings,
+    kind: str,
+    surfaces: list[str],
+    modes: list[str],
+    evalset_id: str | None,
+    n_jobs: int,
+) -> dict:
+    """run.json: what was asked (every setting, `outcome` those a resume may not change) and of what."""
+    from evalkit import __version__
+
+    return {
+        **s.to_json(),
+        "models": models,
+        "env": env.name,
+        "env_kind": kind,
+        "surfaces": surfaces,
+        "modes": modes,
+        "base_url": env.url if not env.embedded else None,
+        "evalset": str(s.evalset) if s.evalset else None,
+        "evalset_id": evalset_id,
+        "split": None if s.evalset or s.reset is not None else s.split,
+        "server_sessions": env.capacity,
+        "n_jobs": n_jobs,
+        "evalkit_version": __version__,
+    }
 
 
 def _check_resume(out: Path, meta: dict) -> None:
+    """A run resumed with settings that change what an episode is would mix incomparable records."""
     if not (out / TRACE).exists():
         return
-    old = read_run_json(out)
+    old = outcome_settings(out)
 
     def norm(v: Any) -> Any:
         return json.loads(json.dumps(v, default=str))
 
-    changed = [k for k in _OUTCOME_SETTINGS if k in old and norm(old[k]) != norm(meta[k])]
-    old_opts, new_opts = old.get("options") or {}, meta.get("options") or {}
-    changed += [k for k in _OUTCOME_OPTIONS if k in old_opts and norm(old_opts[k]) != norm(new_opts.get(k))]
+    changed = [k for k, v in meta["outcome"].items() if k in old and norm(old[k]) != norm(v)]
     if changed:
-        was = ", ".join(f"{k}={old.get(k, old_opts.get(k))}" for k in changed)
+        was = ", ".join(f"{k}={old[k]}" for k in changed)
         raise ConfigError(f"{out} was run with {was}; resume it with the same settings or use a new --out")
 
 
-def _preflight(env: Any, name: str, jobs: list[Job], explicit: bool, probed: dict) -> None:
-    """Reset the first task on each surface and skin (and every task the user named, by id or by reset
-    arguments) once: a split, task or skin the env refuses, or a surface it cannot open (no Chromium), is the
-    user's mistake, better said now than recorded as an env error per episode. The reset the probe made
-    (`probed`) is not made again."""
-    if not jobs:
-        return
-    first = jobs[0].ident
+def _to_reset(jobs: list[Job], done: set[str], s: Settings) -> list[tuple]:
+    """The resets a batch tries before any episode: the first task on each surface and skin (and every task
+    the user named, by id or by reset arguments), among the jobs left to run."""
+    jobs = [j for j in jobs if j.key not in done]
+    explicit = s.evalset is None and bool(s.task_ids or s.reset is not None)
+    if not explicit:
+        jobs = [j for j in jobs if j.ident == jobs[0].ident]
     probes: dict[tuple, Job] = {}
-    for j in jobs if explicit else [j for j in jobs if j.ident == first]:
+    for j in jobs:
         probes.setdefault((j.ident, j.surface, j.skin, j.coordinates), j)
-    session = None
-    try:
-        for job in probes.values():
-            asked = dict(skin=job.skin, coordinates=job.coordinates)
-            kw = reset_kwargs(job.task, name, job.surface, job.mode, **asked)
-            if _asked(kw) == _asked(probed):
-                continue
-            try:
-                if session is None:
-                    session, _, _ = open_session(env, kw, wait=60.0)
-                else:
-                    session.reset(**kw)
-            except EnvError as e:
-                where = f"task {job.ident}" + (f" on surface {job.surface}" if job.surface != "tools" else "")
-                where += f" in skin {job.skin}" if job.skin else ""
-                raise ConfigError(f"the environment refused {where}: {e}") from None
-    finally:
-        if session is not None:
-            close_quietly(session)
-
-
-def _asked(kw: dict) -> dict:
-    return {k: v for k, v in kw.items() if v is not None}
+    return [(j.ident, j.task, j.surface, j.mode, j.skin, j.coordinates) for j in probes.values()]
 
 
 def _write_meta(out: Path, meta: dict) -> None:
@@ -538,19 +408,9 @@ def _write_meta(out: Path, meta: dict) -> None:
 
 
 def _execute(
-    jobs: list[Job],
-    episodes: Episodes,
-    meta: dict,
-    health: ProviderHealth,
-    concurrency: int,
-    progress: bool,
-    verbose: bool,
-    executor: str,
-    ray_address: str | None,
-    guard: breaker.Guard | None = None,
+    jobs: list[Job], episodes: Episodes, meta: dict, health: ProviderHealth, guard: breaker.Guard
 ) -> Run:
-    out = episodes.out
-    guard = guard or breaker.Guard(None)
+    out, s = episodes.out, episodes.settings
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
@@ -558,7 +418,7 @@ def _execute(
     live.clear_stale(out)
     run = Run(out, skipped=len(jobs) - len(todo), meta=meta)
     rewards: dict[str, list[float]] = defaultdict(list)
-    bar = _bar(len(todo), out.name, progress and bool(todo))
+    bar = _bar(len(todo), out.name, s.progress and bool(todo))
     lock = threading.Lock()
     closed = False
 
@@ -581,9 +441,9 @@ def _execute(
     try:
         with heap_frozen(), frame_takers():
             for rec in execute(
-                executor, todo, episodes, concurrency, arrive, health, guard, left, address=ray_address
+                s.executor, todo, episodes, s.concurrency, arrive, health, guard, left, address=s.ray_address
             ):
-                _collect(rec, run, rewards, bar, verbose)
+                _collect(rec, run, rewards, bar, s.verbose)
         with lock:  # (interrupted, the episodes still running are written as they end, as before)
             closed = True
             # The rest were in flight when the breaker opened (or broke as it did): resume runs them.

@@ -1,23 +1,24 @@
-"""run_episode: the one place an agent and an environment meet.
+"""The episode: the one place an agent and an environment meet.
 
-reset (waiting for a free session on a full server) → list tools → the env's instructions as the system
-prompt and its task text and pictures as the opening message (`evalkit.run.wording`) → turns, each one model
-call whose tool calls all go through the environment → frames → the episode ends when the env says done, at
-the turn limit, when the model stops calling tools, or — in an env with no finishing tool — when it replies
-in text, which is its answer (`answered`, unless the env's reset metadata says `answer_ends_episode:
-false`); then, if the env has a finishing tool that needs no arguments, it is called on the model's behalf
-→ an EpisodeRecord. Mistakes the model makes are data in the turn; an infrastructure failure ends the
-episode unscored (`reward` None, `error_class` set) so that resume runs it again.
+An `Episode` is one episode in progress: `open` (reset, tools, the agent made with the env's instructions,
+the opening message), then `step` after `step` (one model call, its tool calls run on the env, the results
+handed back with the turns-left note, or a nudge), then `conclude` (the finishing tool called on the model's
+behalf when the episode ended without it, the score, the final render) and `seal` (usage, cost, transcript).
+`ended` decides how it ended, in one place. `run_episode` drives an Episode to its end; `run_batch` does the
+same for each of its jobs (`play`); `EpisodeStepper` drives one a turn at a time and may edit, inject or
+discard what the model does, never the rules.
 
-An env that shows the model a screen says so in its reset metadata (`screenshot_tool`): the loop then puts a
-screenshot in the opening message, follows every turn in which the model took none with a fresh one on its
-last tool result (or on the nudge), as any computer-use harness does, and uses the screenshots as frames.
-The turn budget defaults to the env's own (`max_turns` in the reset metadata).
+The rules: the turn budget is the env's own (reset metadata `max_turns`) unless one is asked for; the episode
+ends when the env says done, at the budget, after MAX_NUDGES turns in a row without a tool call, at the
+deadline, or — in an env with no finishing tool — when the model replies in text, which is its answer
+(`answered`, unless the reset metadata says `answer_ends_episode: false`). An env that shows a screen
+(`screenshot_tool`) gets a screenshot in the opening and after every turn in which the model took none.
+Mistakes the model makes are data in the turn; an infrastructure failure ends the episode unscored (`reward`
+None, `error_class` set) so that resume runs it again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -27,15 +28,14 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit import secrets
-from evalkit.envs import loopback
-from evalkit.envs.sessions import close_quietly, default_mode, default_surface, open_session, reset_kwargs
-from evalkit.envs.sessions import env_name as name_of
+from evalkit.envs.sessions import close_quietly
+from evalkit.envs.target import Target, resolve
 from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
@@ -46,12 +46,14 @@ from evalkit.records import live, transcripts
 from evalkit.records.traces import FrameStore, TraceWriter, read_run_json, write_run_json
 from evalkit.run import wording
 from evalkit.run.breaker import refused_key
+from evalkit.run.pictures import Camera, frame_takers
+from evalkit.run.settings import Settings
 from evalkit.types import (
     RESULT_CAP,
     Agent,
     AgentOptions,
+    Call,
     CallRecord,
-    EnvSession,
     EpisodeRecord,
     Image,
     PlanRecord,
@@ -65,57 +67,55 @@ from evalkit.types import (
 
 log = logging.getLogger(__name__)
 
-
 MAX_NUDGES = 3
 """Silent turns in a row (no tool call) that end an episode in which a reply in text is not the answer."""
 NOTES_TAIL = 8000
-DEFAULT_MAX_TURNS = wording.DEFAULT_MAX_TURNS
 SCREEN_IMAGE_WINDOW = (12, 4)
 """The image budget of a computer-use episode given none: a screenshot a turn would outgrow any context."""
+NOT_RUN = "not executed: the episode had already ended"
 
 AgentFactory = Callable[..., Agent]
 
-_frames_pool: ThreadPoolExecutor | None = None
-_frames_users = 0
-_frames_lock = threading.Lock()
 
+@dataclass
+class Job:
+    """What one episode is: which model, task, surface, mode, skin and repeat."""
 
-def _frame_taker() -> ThreadPoolExecutor:
-    """The threads that take episodes' frames while their models think (`_Episode._later`), one process's."""
-    global _frames_pool
-    with _frames_lock:
-        if _frames_pool is None:
-            _frames_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="evalkit-frames")
-        return _frames_pool
+    model: str
+    surface: str
+    mode: str
+    task: dict | str | None
+    """Reset arguments (`task_id`, or `split` and `index`, or what `--reset-json` gave), or a task id."""
+    ident: str
+    """The task's identity in the key (`task_identity`)."""
+    repeat: int
+    key: str
+    evalset_task: str | None = None
+    skin: str | None = None
+    """None: the env's default skin for the task."""
+    coordinates: str | None = None
+    """Screen coordinates asked of the env (None: its default)."""
 
-
-@contextlib.contextmanager
-def frame_takers() -> Iterator[None]:
-    """Held by every running episode (and by a batch, across its episodes): when the last lets go, the frame
-    takers stop and their kept connections to env servers close, so that a notebook that runs batch after
-    batch holds no thread or socket between them."""
-    global _frames_pool, _frames_users
-    with _frames_lock:
-        _frames_users += 1
-    try:
-        yield
-    finally:
-        with _frames_lock:
-            _frames_users -= 1
-            pool = _frames_pool if not _frames_users else None
-            if pool is not None:
-                _frames_pool = None
-        if pool is not None:
-            pool.shutdown(wait=True)  # idle: each episode waited for its own frames before it ended
-            loopback.release()
-
-
-def _agent_label(agent: str | AgentFactory) -> str:
-    return (
-        agent
-        if isinstance(agent, str)
-        else getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
-    )
+    @classmethod
+    def of(
+        cls,
+        model: str,
+        target: Target,
+        task: Any,
+        surface: str | None = None,
+        mode: str | None = None,
+        repeat: int = 0,
+        skin: str | None = None,
+        coordinates: str | None = None,
+        evalset_task: str | None = None,
+        ident: str | None = None,
+    ) -> Job:
+        """The job of `task` on `target`: surface and mode default to the env's first."""
+        surface = surface or target.default_surface
+        mode = target.default_mode if mode is None else mode
+        ident = ident or task_identity(task, target.name)
+        key = episode_key(model, target.name, surface, mode, ident, skin, repeat)
+        return cls(model, surface, mode, task, ident, repeat, key, evalset_task, skin, coordinates)
 
 
 def task_identity(task: str | dict | None, env_name: str) -> str:
@@ -173,6 +173,24 @@ def _answer(text: str) -> Any:
         return text
 
 
+def agent_label(agent: str | AgentFactory) -> str:
+    if isinstance(agent, str):
+        return agent
+    return getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
+
+
+def check_agent(agent: str | AgentFactory, options: AgentOptions, endpoint: bool = True) -> None:
+    """What would only fail at the first model call, said before any work: an unknown provider, a missing
+    key or endpoint URL, an image budget that cannot be honoured, and (`endpoint`) an endpoint nothing
+    answers at."""
+    check_budget(options.keep_images, options.image_window)
+    if isinstance(agent, str):
+        parse_spec(agent)
+        check_keys([agent])
+        if endpoint:
+            check_endpoints([agent])
+
+
 def run_episode(
     agent: str | AgentFactory,
     env: Any,
@@ -189,436 +207,412 @@ def run_episode(
     skin: str | None = None,
     coordinates: str | None = None,
     options: AgentOptions | None = None,
-    evalset_task: str | None = None,
-    task_key: str | None = None,
-    env_name: str | None = None,
-    store_dir: str | Path | None = None,
-    cancel: threading.Event | None = None,
-    health: ProviderHealth | None = None,
-    preflight: bool = True,
     save_raw: bool = False,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
-    `env` (a served environment, a base URL, or a callable returning an EnvSession) and return its record.
-    With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`; with only
-    `store_dir`, pictures go there and writing the record is left to the caller (`run_batch`). A dict
+    `env` (a served environment, a base URL, an EnvSession or a callable returning one) and return its
+    record. With `out`, the record is appended to `<out>/trace.jsonl` and pictures go under `<out>`. A dict
     `task` is the reset's keyword arguments. `surface` and `mode` default to the first the env declares
-    (`tools`, and no mode, for envs that declare none). Setting `cancel` stops the episode before its next
-    turn (error_class `cancelled`). `max_turns` None gives the env's own budget for the surface (reset
-    metadata `max_turns`), else DEFAULT_MAX_TURNS. `health` is the run's record of failing providers
-    (`run_batch` shares one across its episodes). The record keeps what the model was sent
+    (`tools`, and no mode, for envs that declare none). `max_turns` None gives the env's own budget for the
+    surface (reset metadata `max_turns`). The record keeps what the model was sent
     (`evalkit.records.transcripts`); `save_raw` also keeps each call's request and response bodies under
     `<out>/raw/`, images replaced by references to the frame store.
 
-    Before anything starts (unless `preflight=False`, as `run_batch` does after its own checks): an unknown
-    provider, a missing key or endpoint URL, an endpoint nothing answers at, or an image budget that cannot
-    be honoured raises ConfigError."""
-    options = options or AgentOptions()
-    check_budget(options.keep_images, options.image_window)
-    if isinstance(agent, str):
-        parse_spec(agent)  # an unknown provider is a config error: raise before touching the env
-        if preflight:
-            check_keys([agent])
-            check_endpoints([agent])
-    label = _agent_label(agent)
-    env_name = env_name or name_of(env)
-    surface = surface or default_surface(env_name)
-    mode = default_mode(env_name) if mode is None else mode
-    task_ident = task_key or task_identity(task, env_name)
-    rec = EpisodeRecord(
-        key=episode_key(label, env_name, surface, mode, str(task_ident), skin, repeat),
-        model=label,
-        env=env_name,
-        surface=surface,
-        mode=mode,
-        task_id=str(task_ident),
-        skin=skin,
-        coordinates=coordinates,
-        repeat=repeat,
-        evalset_task=evalset_task,
-        started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
+    at, or an image budget that cannot be honoured raises ConfigError."""
+    settings = Settings.make(
+        options=options or AgentOptions(),
+        max_turns=max_turns,
+        max_steps=max_steps,
+        episode_timeout=episode_timeout,
+        frames=frames,
+        save_raw=save_raw,
     )
+    check_agent(agent, settings.options)
+    target = resolve(env, strict=False)  # an unreachable server is this episode's env error
+    job = Job.of(agent_label(agent), target, task, surface, mode, repeat, skin, coordinates)
     writer = None
     if out is not None:
-        out = store_dir = Path(out)
+        out = Path(out)
         writer = TraceWriter(out)
         if not read_run_json(out):
             from evalkit import __version__
 
-            write_run_json(out, {"kind": "episode", "env": env_name, "evalkit_version": __version__})
-    store = FrameStore(store_dir) if store_dir is not None else None
-    reset_kw = reset_kwargs(task, env_name, surface, mode, skin=skin, coordinates=coordinates,
-                            max_steps=max_steps)  # fmt: skip
-    rec.reset = {k: v for k, v in reset_kw.items() if v is not None}
-    if isinstance(rec.reset.get("split"), str):
-        rec.split = rec.reset["split"]
+            write_run_json(out, {"kind": "episode", "env": target.name, "evalkit_version": __version__})
     try:
-        episode = _Episode(rec, store, frames, options, max_turns, episode_timeout, cancel, health)
-        episode.save_raw, episode.task = save_raw, task
-        with frame_takers():
-            episode.run(agent, env, reset_kw)
+        rec = play(agent, target, job, settings, out)
         if writer is not None:
             writer.append(rec)
     finally:
-        if out is not None:  # a batch (store_dir only) removes the live file once it has written the record
-            live.finish(out, rec.key)
-    if store_dir is not None:
-        from evalkit.analysis.display import attach  # the record's notebook display then finds its frames
-
-        attach(rec, store_dir)
+        if out is not None:  # a batch removes the live file once it has written the record
+            live.finish(out, job.key)
     return rec
 
 
-class _Episode:
-    """The state of one running episode; `run` fills in `rec`."""
+def play(
+    agent: str | AgentFactory,
+    target: Target,
+    job: Job,
+    settings: Settings,
+    store_dir: str | Path | None = None,
+    cancel: threading.Event | None = None,
+    health: ProviderHealth | None = None,
+) -> EpisodeRecord:
+    """One episode to its end, its pictures under `store_dir`; writing its record is the caller's. What
+    broke it is in the record (the episode boundary), except a configuration mistake, which is raised."""
+    episode = Episode(agent, target, job, settings, store_dir, cancel, health)
+    with frame_takers():
+        try:
+            episode.open()
+            while not episode.over:
+                episode.step()
+            episode.conclude()
+        except ConfigError:
+            raise
+        except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
+            episode.fail(e)
+        finally:
+            episode.close()
+    return episode.seal()
+
+
+class Episode:
+    """One episode in progress; `rec` is its record as it fills in."""
 
     def __init__(
         self,
-        rec: EpisodeRecord,
-        store: FrameStore | None,
-        frames: bool,
-        options: AgentOptions,
-        max_turns: int | None,
-        episode_timeout: float | None,
+        agent: str | AgentFactory,
+        target: Target,
+        job: Job,
+        settings: Settings,
+        store_dir: str | Path | None = None,
         cancel: threading.Event | None = None,
         health: ProviderHealth | None = None,
     ):
-        self.rec, self.store, self.frames, self.options = rec, store, frames, options
-        self.max_turns, self.timeout, self.cancel = max_turns, episode_timeout, cancel
-        self.health = health
+        self.agent_spec, self.target, self.job, self.settings = agent, target, job, settings
+        self.options = settings.options
+        self.store = FrameStore(store_dir) if store_dir is not None else None
+        self.cancel, self.health = cancel, health
+        self.rec = EpisodeRecord(
+            key=job.key,
+            model=job.model,
+            env=target.name,
+            surface=job.surface,
+            mode=job.mode,
+            task_id=str(job.ident),
+            skin=job.skin,
+            coordinates=job.coordinates,
+            repeat=job.repeat,
+            evalset_task=job.evalset_task,
+            started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            run_dir=str(store_dir) if store_dir is not None else None,
+        )
+        self.reset_kw = target.reset_kwargs(
+            job.task,
+            job.surface,
+            job.mode,
+            skin=job.skin,
+            coordinates=job.coordinates,
+            max_steps=settings.max_steps,
+        )
+        self.rec.reset = {k: v for k, v in self.reset_kw.items() if v is not None}
+        if isinstance(self.rec.reset.get("split"), str):
+            self.rec.split = self.rec.reset["split"]
+        self.max_turns = settings.max_turns
+        self.session: Any = None
+        self.agent: Agent | None = None
+        self.camera: Camera | None = None
+        self.tx: transcripts.Recorder | None = None
+        """What the model is sent, for the record's transcript."""
+        self.meta: dict = {}
+        self.tools: list[ToolSpec] = []
+        self.system = ""
+        """The system prompt: the env's instructions, else the generic one."""
+        self.target_image: Image | None = None
+        self.last_pairs: list[tuple[Call, ToolOutcome]] = []
+        """The last turn's calls and what the env answered (before the turns-left note)."""
+        self.skipped: set[str] = set()
+        """Calls an operator discarded: not run, the model is told so."""
+        self.finish: str | None = None
+        """The env's finishing tool, if it has one."""
+        self.auto_submit = False
+        self.answers = False
+        self.planners: set[str] = set()
         self.shot_tool: str | None = None
         self.shot: Image | None = None
         self.rewards: list[float] = []
         """Every reward the env gave in this episode, in order."""
-        self.usage = Usage()
-        self.usage_known = True
-        """False once some request may have been billed without reporting its usage: the cost is unknown."""
-        self.session: EnvSession | None = None
-        self.agent: Agent | None = None
-        self.save_raw = False
-        self.task: str | dict | None = None
-        """The task as asked (the reset's own arguments), which the recorded task id is told apart by."""
-        self.tx: transcripts.Recorder | None = None
-        """What the model is sent, for the record's transcript."""
+        self.usage, self.usage_known = Usage(), True
+        """`usage_known` False once some request may have been billed without reporting its usage."""
+        self.nudges = 0
+        self.ended: str | None = None
+        """How the episode ended, once it has (one of `evalkit.types.END_REASONS`): set by `end` alone."""
+        self.concluded = False
         self._dropped = 0
-        """Images the agent's budget dropped so far that the transcript has marked."""
-        self.calls_made = 0
-        """Tool calls sent to the env so far (the model's and the loop's)."""
-        self._rendered: tuple[int, Image | None] | None = None
-        self._pending: Future | None = None
-        """The frame being taken in the background (`_later`), if any."""
+        self._turn_model_s = 0.0
+        self.t0 = time.monotonic()
+        self.deadline: float | None = None
 
-    def run(self, agent: str | AgentFactory, env: Any, reset_kw: dict) -> None:
-        rec, t0 = self.rec, time.monotonic()
-        try:
-            self.session, meta, waited = open_session(env, reset_kw, self.cancel)
-            if waited:
-                rec.info["capacity_wait_s"] = round(waited, 2)
-            rec.env_seconds = round(time.monotonic() - t0 - waited, 4)
-            # The deadline is the episode's own time: waiting for a free session does not count.
-            self._play(agent, meta, time.monotonic())
-        except ConfigError:
-            raise
-        except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
-            rec.error_class, rec.end_reason = error_class_of(e), "error"
-            # What a server said can hold a key or a token (an echoed header): nothing like one is kept.
-            rec.error = secrets.scrub(f"{type(e).__name__}: {e}")
-            rec.traceback = secrets.scrub(traceback.format_exc(limit=20))
-            rec.reward = None
-        finally:
-            # Nothing here may raise: it runs after the episode boundary, and one failure would kill a batch.
-            try:
-                self._settle()
-            except Exception as e:  # only after the episode broke: a normal end settled before its end
-                log.debug("taking a frame failed: %s", e)
-            if self.session is not None:
-                close_quietly(self.session)
-            rec.seconds = round(time.monotonic() - t0, 3)
-            rec.n_turns = len(rec.turns)
-            info = dict(getattr(self.agent, "info", None) or {})
-            rec.provider_switches = list(info.pop("provider_switches", []) or [])
-            # Requests that belong to no turn (the thinking-off probe) were billed too.
-            total = (
-                self.usage + Usage.from_dict(info.get("probe_usage"))
-                if info.get("probe_usage")
-                else self.usage
-            )
-            rec.usage = total.to_dict()
-            unknown = sum(not t.usage_known for t in rec.turns)
-            if unknown:
-                info["usage_unknown_turns"] = unknown
-            rec.info.update(info)
-            if self.tx is not None:
-                rec.transcript = self.tx.to_dict()
-            # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
-            # died with the harness) makes the cost unknown, not smaller.
-            rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
+    # ---- how it ended: one place
 
-    def _timed_env(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        t = time.monotonic()
-        try:
-            return fn(*args, **kw)
-        finally:
-            self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
-
-    def _picture(self, what: str, timed: bool = True) -> Image | None:
-        fn = getattr(self.session, what, None)
-        if not callable(fn):
-            return None
-        return self._timed_env(fn) if timed else fn()
-
-    def _call(self, name: str, args: dict) -> ToolOutcome:
-        self._settle()
-        self.calls_made += 1
-        return self._timed_env(self.session.call, name, args)
-
-    def _render(self, timed: bool = True) -> Image | None:
-        """The env's picture of its state; with no tool call since the last one, that one again (the final
-        render after the last turn's frame is the same picture, and would cost the env an encode)."""
-        if self._rendered is None or self._rendered[0] != self.calls_made:
-            self._rendered = (self.calls_made, self._picture("render", timed))
-        return self._rendered[1]
-
-    def _later(self, take: Callable[[bool], None]) -> None:
-        """Take a frame (`take(timed)`: a picture from the env, saved, then published) in the background,
-        while the model thinks about its next turn: in series, its round trip and the env's encode lengthened
-        every turn. Nothing moves the env's state meanwhile: `_settle` waits for it before the next tool call,
-        the final render and the end of the episode. A session that does not say its pictures may be read
-        from another thread (`background_reads`, as an OpenEnv session's HTTP reads may) is read in series."""
-        if not self._background:
-            take(True)
-            return
-        self._settle()
-        self._pending = _frame_taker().submit(take, False)
+    def end(self, reason: str, outcome: ToolOutcome | None = None, auto: bool = False) -> None:
+        """The episode ends, for `reason`; with `outcome`, the env's answer that ended it (its grade and
+        reward); `auto` when the env ended it on its own budget or on a call made on the model's behalf.
+        The first end stands: calls after it are not run."""
+        if outcome is not None:
+            self._score(outcome, auto)
+        if self.ended is None:
+            self.ended = reason
+            self.rec.end_reason = "auto_submitted" if auto and reason in ("submitted", "done") else reason
 
     @property
-    def _background(self) -> bool:
-        return bool(getattr(self.session, "background_reads", False))
+    def over(self) -> bool:
+        """Whether the episode has ended, or has no turn left to take."""
+        return self.ended is not None or len(self.rec.turns) >= (self.max_turns or 0)
 
-    def _settle(self) -> None:
-        """Wait for the frame `_later` is taking (what it raised is raised here)."""
-        pending, self._pending = self._pending, None
-        self._wait(pending)
+    def _score(self, outcome: ToolOutcome, auto: bool) -> None:
+        rec = self.rec
+        rec.grade = outcome.grade
+        reward = outcome.reward if outcome.reward is not None else (outcome.grade or {}).get("total")
+        rec.reward = reward if reward is not None else (self.rewards[-1] if self.rewards else None)
+        rec.auto_submitted = auto
 
-    def _wait(self, pending: Future | None) -> Any:
-        """The result of env work done in the background; the wait for it is env time."""
-        if pending is None:
-            return None
-        t = time.monotonic()
-        try:
-            return pending.result()
-        finally:
-            self.rec.env_seconds = round(self.rec.env_seconds + time.monotonic() - t, 4)
+    # ---- open
 
-    def _save(self, image: Image | None) -> str | None:
-        return self.store.put(image) if self.store is not None and image is not None else None
-
-    def _play(self, agent_spec: str | AgentFactory, meta: dict, t0: float) -> None:
-        rec, session = self.rec, self.session
-        rec.task_id = recorded_task_id(meta.get("task_id"), self.task, rec.task_id)
+    def open(self) -> dict:
+        """Reset (waiting for a free session on a full server), list the tools, make the agent with the
+        env's instructions as its system prompt, hand it the opening message; returns the reset metadata."""
+        rec = self.rec
+        self.session, self.meta, waited = self.target.open(self.reset_kw, self.cancel)
+        if waited:
+            rec.info["capacity_wait_s"] = round(waited, 2)
+        rec.env_seconds = round(time.monotonic() - self.t0 - waited, 4)
+        if self.settings.episode_timeout is not None:  # the episode's own time: waiting for a session is not
+            self.deadline = time.monotonic() + self.settings.episode_timeout
+        self.camera = Camera(self.session, self.store, self._env_time)
+        meta = self.meta
+        rec.task_id = recorded_task_id(meta.get("task_id"), self.job.task, rec.task_id)
         rec.episode_id = meta.get("episode_id")
         for name in ("split", "tier", "difficulty_score", "prompt_version", "coordinates", "skin"):
             if meta.get(name) is not None:
                 setattr(rec, name, meta[name])
         self._publish()  # started: a viewer shows the episode from its reset on, before its agent is made
-        tools = self._timed_env(session.tools)
-        self._screen(meta, tools)
-        finish_tool = wording.finishing_tool(tools)
-        finish = finish_tool.name if finish_tool else None
-        answers = wording.answer_ends(finish_tool, meta)
-        planners = plan_tools(tools)
-        system = wording.system_prompt(meta, tools)
-        self.agent = agent = (
-            make_agent(agent_spec, system=system, tools=tools, options=self.options, health=self.health)
-            if isinstance(agent_spec, str)
-            else agent_spec(system=system, tools=tools, options=self.options)
-        )
+        self.tools = self.camera.timed(self.session.tools)
+        self._rules(meta, self.tools)
+        self.system = system = wording.system_prompt(meta, self.tools)
+        self.agent = self._make_agent(system)
         run_dir = self.store.run_dir if self.store is not None else None
-        self.tx = transcripts.Recorder(run_dir, self.frames, rec.key, self.save_raw)
-        if self.save_raw and hasattr(agent, "keep_raw"):
+        self.tx = transcripts.Recorder(run_dir, self.settings.frames, rec.key, self.settings.save_raw)
+        self._opening(system)
+        return meta
+
+    def _rules(self, meta: dict, tools: list[ToolSpec]) -> None:
+        """What the env's tools and metadata make of the rules: the turn budget, the finishing tool, whether a
+        reply in text is the answer, whether the env shows a screen — then, unless the user set an image
+        budget, old screenshots are dropped (SCREEN_IMAGE_WINDOW, the opening kept)."""
+        self.max_turns = wording.turn_budget(self.settings.max_turns, meta)
+        finish = wording.finishing_tool(tools)
+        self.finish = finish.name if finish else None
+        self.auto_submit = wording.can_auto_submit(finish)
+        self.answers = wording.answer_ends(finish, meta)
+        self.planners = plan_tools(tools)
+        name = meta.get("screenshot_tool")
+        self.shot_tool = name if any(t.name == name for t in tools) else None
+        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
+            self.options = dataclasses.replace(self.options, image_window=SCREEN_IMAGE_WINDOW)
+            self.rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
+
+    def _make_agent(self, system: str) -> Agent:
+        spec, options = self.agent_spec, self.options
+        if isinstance(spec, str):
+            agent = make_agent(spec, system=system, tools=self.tools, options=options, health=self.health)
+        else:
+            agent = spec(system=system, tools=self.tools, options=options)
+        if self.settings.save_raw and hasattr(agent, "keep_raw"):
             agent.keep_raw = True
-        target = self._picture("target")
+        return agent
+
+    def _opening(self, system: str) -> None:
+        rec, camera = self.rec, self.camera
+        self.target_image = target = camera.picture("target")
         if target is not None and self.store is not None:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
             self.tx.alias(target, rec.target)
         shots = self._screenshot().images if self.shot_tool else []
-        opening = wording.session_opening(session, meta, self.max_turns, target, shots)
-        agent.user(opening.text, opening.images)
-        self.tx.begin(system, tools, opening.text, opening.images)
-        if self.frames:
-            seen = opening.observed[-1] if opening.observed else None
+        opening = wording.session_opening(self.session, self.meta, self.max_turns, target, shots)
+        self.agent.user(opening.text, opening.images)
+        self.tx.begin(system, self.tools, opening.text, opening.images)
+        if not self.settings.frames:
+            self._publish()
+            return
+        seen = opening.observed[-1] if opening.observed else None
 
-            def first_frame(timed: bool) -> None:
-                rec.frame0 = self._save(shots[-1] if shots else (self._render(timed) or seen))
-                self._publish()
-
-            self._later(first_frame)
-        else:
+        def first_frame(timed: bool) -> None:
+            rec.frame0 = camera.save(shots[-1] if shots else (camera.render(timed) or seen))
             self._publish()
 
-        done, nudges, rewards = False, 0, self.rewards
-        rec.end_reason = "turn_limit"
-        images_budget = budget(self.options.keep_images, self.options.image_window)
-        for n in range(1, self.max_turns + 1):
-            if self.cancel is not None and self.cancel.is_set():
-                raise EpisodeCancelled("the batch was interrupted")
-            if self.timeout is not None and time.monotonic() - t0 > self.timeout:
-                rec.end_reason = "deadline"
-                break
-            if images_budget is not None:
-                agent.prune_images(images_budget.keep, images_budget.most)
-            tm = time.monotonic()
-            turn = self._step(agent, n)
-            model_s = time.monotonic() - tm
-            self._sent(agent, n)
-            rec.model_seconds = round(rec.model_seconds + model_s, 4)
-            self.usage = self.usage + turn.usage
-            self.usage_known = self.usage_known and turn.usage_known
-            trec = TurnRecord(
-                turn=n,
-                text=turn.text,
-                reasoning=turn.reasoning,
-                stop=turn.stop,
-                usage=turn.usage.to_dict(),
-                model_s=round(model_s, 3),
-                attempts=1 + len(turn.attempts),
-                failed_attempts=[a.to_dict() for a in turn.attempts],
-                usage_known=turn.usage_known,
-                provider=turn.provider,
-                route=turn.route,
-            )
-            env_before = rec.env_seconds
-            tool_images: list[Image] = []
-            if turn.calls:
-                nudges = 0
-                pairs = []
-                for call in turn.calls:
-                    if done:
-                        outcome = ToolOutcome("not executed: the episode had already ended", is_error=True)
-                    elif call.error is not None:
-                        outcome = ToolOutcome(call.error, is_error=True)
-                        rec.parse_errors += 1
-                    else:
-                        outcome = self._call(call.name, call.args)
-                        rec.tool_calls += 1
-                        if outcome.is_error:
-                            rec.tool_errors += 1
-                        if outcome.reward is not None:
-                            rewards.append(outcome.reward)
-                        if outcome.done:
-                            done = True
-                            auto = bool(outcome.metadata.get("auto_submitted"))
-                            ended = "submitted" if call.name == finish else "done"
-                            self._finish(outcome, rewards, auto, ended)
-                        if call.name in planners:
-                            self._keep_plan(n, call.id, call.name, call.args, outcome)
-                    tool_images += outcome.images
-                    pairs.append((call, outcome))
-                    trec.calls.append(
-                        CallRecord(
-                            id=call.id,
-                            name=call.name,
-                            args=call.args if call.error is None else call.raw,
-                            ok=not outcome.is_error,
-                            result=outcome.text[:RESULT_CAP],
-                            images=[p for p in map(self._save, outcome.images if self.frames else []) if p],
-                            parse_error=call.error is not None,
-                        )
-                    )
-                fresh, done = self._look(turn, pairs, done, trec)
-                if not done:
-                    last_call, last_outcome = pairs[-1]
-                    note = wording.turns_left_note(self.max_turns - n, finish)
-                    pairs[-1] = (last_call, wording.with_note(last_outcome, note, fresh))
-                agent.results(pairs)
-                self.tx.results(n, pairs, "" if done else note, bool(fresh) and not done)
-            elif answers and not turn.truncated:
-                # No finishing tool: a reply in text is the model's answer, and an empty one is no answer.
-                rec.end_reason = "answered" if turn.text.strip() else "no_tool_call"
-            elif not done and not answers:
-                fresh, done = self._look(turn, [], done, trec)
-                nudges += 1
-                if not done and nudges >= MAX_NUDGES:
-                    rec.end_reason = "no_tool_call"
-                elif not done:  # (done: the env ended the episode on the loop's screenshot)
-                    left = wording.turns_left_note(self.max_turns - n, finish)
-                    said = wording.nudge(finish) + left
-                    agent.user(said, fresh)
-                    self.tx.user(n, said, fresh, "nudge", shot=bool(fresh))
-            if turn.truncated and not done:
-                agent.notes(turn.reasoning[-NOTES_TAIL:])
-                self.tx.user(n, notes_text(turn.reasoning[-NOTES_TAIL:]), [], "notes from a cut turn")
-            trec.env_s = round(rec.env_seconds - env_before, 3)
-            rec.turns.append(trec)
-            if self.frames:
-                self._later(functools.partial(self._frame, trec, self.shot, tool_images))
-            else:
-                self._publish()
-            if done or rec.end_reason in ("no_tool_call", "answered"):
-                break
+        camera.later(first_frame)
 
-        if not done and wording.can_auto_submit(finish_tool):
-            outcome = self._call(finish, {})
-            if outcome.reward is not None:
-                rewards.append(outcome.reward)
-            self._finish(outcome, rewards, True, None)
-        elif not done:
-            # An env that says what an unfinished episode scores (berth: 0, nothing was submitted) gets that
-            # score, rather than an episode that counts as never scored.
-            unfinished = meta.get("unfinished_reward")
-            numeric = isinstance(unfinished, int | float) and not isinstance(unfinished, bool)
-            rec.reward = rewards[-1] if rewards else (float(unfinished) if numeric else None)
-        if len(rewards) > 1:
-            # An env that rewards every step: `reward` is the last one, the return is kept beside it.
-            rec.info["return"] = round(sum(rewards), 6)
-            rec.info["rewards_given"] = len(rewards)
-        # The env's final document, asked for beside the last frame: two reads, neither waits for the other.
-        doc = getattr(session, "document", None)
-        document = _frame_taker().submit(doc) if callable(doc) and self._background else None
-        self._settle()
-        final = self._render()
-        if final is not None and self.store is not None:
-            rec.render = self.store.put_render(f"{rec.key}__final", final)
-        if document is not None:
-            rec.final_doc = self._wait(document)
+    # ---- a turn
+
+    def step(self) -> TurnRecord | None:
+        """One turn: the model is called, what it did is carried out. None when the deadline had passed."""
+        turn = self.think()
+        return None if turn is None else self.act(turn)
+
+    def think(self) -> Turn | None:
+        """The model's next turn, not yet carried out (None at the deadline, which ends the episode)."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise EpisodeCancelled("the batch was interrupted")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.end("deadline")
+            return None
+        window = budget(self.options.keep_images, self.options.image_window)
+        if window is not None:
+            self.agent.prune_images(window.keep, window.most)
+        n = len(self.rec.turns) + 1
+        t = time.monotonic()
+        turn = self._model_call(n)
+        self._turn_model_s = time.monotonic() - t
+        self._sent(n)
+        self.rec.model_seconds = round(self.rec.model_seconds + self._turn_model_s, 4)
+        self.usage = self.usage + turn.usage
+        self.usage_known = self.usage_known and turn.usage_known
+        return turn
+
+    def act(self, turn: Turn) -> TurnRecord:
+        """Carry out `turn` (the model's, perhaps edited): its calls run on the env and their results go back
+        with the turns-left note; a turn without a call is the answer, or is nudged."""
+        n = len(self.rec.turns) + 1
+        trec = self._turn_record(n, turn)
+        env_before = self.rec.env_seconds
+        self.last_pairs = []
+        if turn.calls:
+            self.nudges = 0
+            images = self._calls(n, turn, trec)
         else:
-            rec.final_doc = self._timed_env(doc) if callable(doc) else None
-        if rec.final_doc is None and rec.plans and rec.plans[-1].final:
-            rec.final_doc = rec.plans[-1].plan
+            images = []
+            self._silent(n, turn, trec)
+        if turn.truncated and self.ended is None:
+            tail = turn.reasoning[-NOTES_TAIL:]
+            self.agent.notes(tail)
+            self.tx.user(n, notes_text(tail), [], "notes from a cut turn")
+        trec.env_s = round(self.rec.env_seconds - env_before, 3)
+        self.rec.turns.append(trec)
+        if self.settings.frames:
+            self.camera.later(functools.partial(self._frame, trec, self.shot, images))
+        else:
+            self._publish()
+        return trec
 
-    def _frame(self, trec: TurnRecord, shot: Image | None, images: list[Image], timed: bool) -> None:
-        """Turn `trec`'s frame: the loop's screenshot, else the env's render, else a tool's last image."""
-        trec.frame = self._save(shot or self._render(timed) or (images[-1] if images else None))
-        self._publish()
+    def _turn_record(self, n: int, turn: Turn) -> TurnRecord:
+        return TurnRecord(
+            turn=n,
+            text=turn.text,
+            reasoning=turn.reasoning,
+            stop=turn.stop,
+            usage=turn.usage.to_dict(),
+            model_s=round(self._turn_model_s, 3),
+            attempts=1 + len(turn.attempts),
+            failed_attempts=[a.to_dict() for a in turn.attempts],
+            usage_known=turn.usage_known,
+            provider=turn.provider,
+            route=turn.route,
+        )
 
-    def _sent(self, agent: Agent, n: int) -> None:
-        """After the model call of turn `n`: the images its request no longer carried (an image budget, a
-        refused prompt) and, with `save_raw`, its request and response bodies."""
-        dropped = getattr(agent, "dropped_images", None) or []
-        if len(dropped) > self._dropped:
-            self.tx.pruned(n, list(dropped[self._dropped :]))
-            self._dropped = len(dropped)
-        if self.save_raw:
-            self.tx.raw(n, getattr(agent, "last_raw", None))
+    def _calls(self, n: int, turn: Turn, trec: TurnRecord) -> list[Image]:
+        """Run the turn's calls in order (none after the one that ended the episode); the results go back to
+        the model, the last with the turns-left note and, on a screen, a fresh screenshot."""
+        pairs, images = [], []
+        for call in turn.calls:
+            outcome = self._outcome(n, call)
+            images += outcome.images
+            pairs.append((call, outcome))
+            trec.calls.append(
+                CallRecord(
+                    id=call.id,
+                    name=call.name,
+                    args=call.args if call.error is None else call.raw,
+                    ok=not outcome.is_error,
+                    result=outcome.text[:RESULT_CAP],
+                    images=self.camera.save_all(outcome.images) if self.settings.frames else [],
+                    parse_error=call.error is not None,
+                )
+            )
+        self.last_pairs = list(pairs)
+        fresh = self._look(turn, pairs, trec)
+        note = ""
+        if self.ended is None:
+            note = wording.turns_left_note(self.max_turns - n, self.finish)
+            last_call, last_outcome = pairs[-1]
+            pairs[-1] = (last_call, wording.with_note(last_outcome, note, fresh))
+        self.agent.results(pairs)
+        self.tx.results(n, pairs, note, bool(fresh) and self.ended is None)
+        return images
 
-    def _publish(self) -> None:
-        """The episode's progress, for a viewer watching the run (`evalkit.records.live`)."""
-        if self.store is not None:
-            live.publish(self.store.run_dir, self.rec, self.max_turns)
+    def _outcome(self, n: int, call: Call) -> ToolOutcome:
+        """One of the model's calls: not run once the episode has ended, nor when its arguments could not be
+        read (the error goes back to the model)."""
+        if self.ended is not None:
+            return ToolOutcome(NOT_RUN, is_error=True)
+        if call.id in self.skipped:
+            return ToolOutcome("not executed (discarded by the operator)", is_error=True)
+        if call.error is not None:
+            self.rec.parse_errors += 1
+            return ToolOutcome(call.error, is_error=True)
+        outcome = self._call(call.name, call.args)
+        self.rec.tool_calls += 1
+        self.rec.tool_errors += outcome.is_error
+        if outcome.done:
+            ended = "submitted" if call.name == self.finish else "done"
+            self.end(ended, outcome, auto=bool(outcome.metadata.get("auto_submitted")))
+        if call.name in self.planners:
+            self._keep_plan(n, call, outcome)
+        return outcome
 
-    def _keep_plan(self, turn: int, call_id: str, tool: str, args: dict, outcome: ToolOutcome) -> None:
-        """Keep the plan whole with the env's whole answer (the call's result in the turn is capped)."""
-        final = outcome.done and not outcome.metadata.get("auto_submitted")
-        plan = PlanRecord(turn, call_id, tool, _plan_value(args.get("plan")), _answer(outcome.text),
-                          not outcome.is_error, final)  # fmt: skip
-        self.rec.plans.append(plan)
-        self.rec.drafts += plan.ok and not outcome.done
+    def _silent(self, n: int, turn: Turn, trec: TurnRecord) -> None:
+        """A turn without a tool call: in an env with no finishing tool a reply in text is the answer (an
+        empty one is no answer); elsewhere the model is nudged, and ends after MAX_NUDGES in a row."""
+        if self.answers and not turn.truncated:
+            self.end("answered" if turn.text.strip() else "no_tool_call")
+            return
+        if self.answers:
+            return
+        fresh = self._look(turn, [], trec)
+        if self.ended is not None:  # the env ended the episode on the loop's screenshot
+            return
+        self.nudges += 1
+        if self.nudges >= MAX_NUDGES:
+            self.end("no_tool_call")
+            return
+        said = wording.nudge(self.finish) + wording.turns_left_note(self.max_turns - n, self.finish)
+        self.agent.user(said, fresh)
+        self.tx.user(n, said, fresh, "nudge", shot=bool(fresh))
 
-    def _step(self, agent: Agent, n: int) -> Turn:
+    def _look(self, turn: Turn, pairs: list, trec: TurnRecord) -> list[Image]:
+        """The screen after a turn, on an env that shows one: the model's own newest screenshot, else a fresh
+        one the loop takes to go with the model's last result (or the nudge). Returns the fresh images."""
+        self.shot = None
+        if not self.shot_tool:
+            return []
+        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
+        if own or self.ended is not None or any(c.name == self.shot_tool for c in turn.calls):
+            self.shot = own[-1] if own else None
+            return []
+        extra = self._screenshot()
+        if extra.done:  # not the model's action: the env ended the episode on its own (its budget ran out)
+            self.end("done", extra, auto=True)
+        if extra.images:
+            self.shot = extra.images[-1]
+            if self.settings.frames and trec.calls:
+                trec.calls[-1].images += self.camera.save_all(extra.images)
+        return list(extra.images)
+
+    def _model_call(self, n: int) -> Turn:
         """One model call. When it fails, what its failed requests reported still counts, and whatever
         they may have cost without saying makes the episode's cost unknown."""
         try:
-            return agent.step()
+            return self.agent.step()
         except EndpointError as e:
             refused = refused_key(self.rec.model, e)
             if refused is not None:  # every episode of this model would fail alike: not data, a config error
@@ -637,54 +631,182 @@ class _Episode:
             self.usage_known = False  # the request may have been answered, and billed, before the break
             raise
 
-    def _screen(self, meta: dict, tools: list) -> None:
-        """Settle the turn budget, and whether the env shows a screen (`screenshot_tool`): then, unless the
-        user set an image budget, old screenshots are dropped (SCREEN_IMAGE_WINDOW, the opening kept)."""
-        self.max_turns = wording.turn_budget(self.max_turns, meta)
-        name = meta.get("screenshot_tool")
-        self.shot_tool = name if any(t.name == name for t in tools) else None
-        if self.shot_tool and not (self.options.keep_images or self.options.image_window):
-            self.options = dataclasses.replace(self.options, image_window=SCREEN_IMAGE_WINDOW)
-            self.rec.info["image_window"] = list(SCREEN_IMAGE_WINDOW)
+    # ---- the operator's hand (EpisodeStepper)
+
+    def inject(self, name: str, args: dict, tell_model: bool = True) -> ToolOutcome:
+        """An operator's tool call: run on the env (it may end the episode, as the model's calls do); with
+        `tell_model`, the model is told in a user message, since provider histories only take results for
+        calls the model made."""
+        outcome = self._call(name, args)
+        if outcome.done and self.ended is None:
+            self.end("submitted" if name == self.finish else "done", outcome, auto=True)
+        self.rec.info.setdefault("operator", []).append(
+            {
+                "turn": len(self.rec.turns),
+                "kind": "call",
+                "name": name,
+                "args": args,
+                "told": tell_model,
+                "ok": not outcome.is_error,
+                "result": outcome.text[:RESULT_CAP],
+            }
+        )
+        if tell_model and self.ended is None:
+            said = f"[operator] called {name}({json.dumps(args, default=str)}) → "
+            said += ("error: " if outcome.is_error else "") + outcome.text
+            self.agent.user(said, outcome.images)
+            self.tx.user(len(self.rec.turns), said, list(outcome.images), "operator")
+        return outcome
+
+    def mark(self, kind: str, **what: Any) -> None:
+        """Note an operator's edit in the record (`info["operator"]`), for whoever reads the episode later."""
+        self.rec.info.setdefault("operator", []).append(
+            {"turn": len(self.rec.turns) + 1, "kind": kind, **what}
+        )
+
+    # ---- the end
+
+    def conclude(self) -> None:
+        """After the last turn: an episode that ended without the env's verdict is submitted on the model's
+        behalf (a finishing tool that needs no arguments), else scored as the env says an unfinished episode
+        scores; then the final render and document. Runs once."""
+        if self.concluded:
+            return
+        self.concluded = True
+        if self.ended is None:
+            self.end("turn_limit")
+        if not self._env_said_done():
+            if self.auto_submit:
+                outcome = self._call(self.finish, {})
+                self._score(outcome, True)
+            else:
+                # An env that says what an unfinished episode scores (berth: 0, nothing was submitted) gets
+                # that score, rather than an episode that counts as never scored.
+                unfinished = self.meta.get("unfinished_reward")
+                numeric = isinstance(unfinished, int | float) and not isinstance(unfinished, bool)
+                self.rec.reward = (
+                    self.rewards[-1] if self.rewards else (float(unfinished) if numeric else None)
+                )
+        if len(self.rewards) > 1:
+            # An env that rewards every step: `reward` is the last one, the return is kept beside it.
+            self.rec.info["return"] = round(sum(self.rewards), 6)
+            self.rec.info["rewards_given"] = len(self.rewards)
+        self._final_pictures()
+
+    def _env_said_done(self) -> bool:
+        return self.ended in ("submitted", "done")
+
+    def _final_pictures(self) -> None:
+        rec, camera = self.rec, self.camera
+        # The env's final document, asked for beside the last frame: two reads, neither waits for the other.
+        doc = getattr(self.session, "document", None)
+        document = camera.submit(doc) if callable(doc) else None
+        camera.settle()
+        final = camera.render()
+        if final is not None and self.store is not None:
+            rec.render = self.store.put_render(f"{rec.key}__final", final)
+        if document is not None:
+            rec.final_doc = camera.wait(document)
+        else:
+            rec.final_doc = camera.timed(doc) if callable(doc) else None
+        if rec.final_doc is None and rec.plans and rec.plans[-1].final:
+            rec.final_doc = rec.plans[-1].plan
+
+    def fail(self, e: BaseException) -> None:
+        """Infrastructure broke the episode: unscored, with what broke it (never anything like a key)."""
+        rec = self.rec
+        self.ended = rec.end_reason = "error"
+        self.concluded = True
+        rec.error_class = error_class_of(e)
+        rec.error = secrets.scrub(f"{type(e).__name__}: {e}")
+        rec.traceback = secrets.scrub(traceback.format_exc(limit=20))
+        rec.reward = None
+
+    def close(self) -> None:
+        """Wait for the frame being taken and close the session. Never raises: it runs after the episode
+        boundary, and one failure would kill a batch."""
+        if self.camera is not None:
+            try:
+                self.camera.settle()
+            except Exception as e:  # only after the episode broke: a normal end settled before its end
+                log.debug("taking a frame failed: %s", e)
+        if self.session is not None:
+            close_quietly(self.session)
+            self.session = None
+
+    def seal(self) -> EpisodeRecord:
+        """The record's totals: time, turns, usage and cost, the agent's notes, the transcript."""
+        rec = self.rec
+        rec.seconds = round(time.monotonic() - self.t0, 3)
+        rec.n_turns = len(rec.turns)
+        info = dict(getattr(self.agent, "info", None) or {})
+        rec.provider_switches = list(info.pop("provider_switches", []) or [])
+        # Requests that belong to no turn (the thinking-off probe) were billed too.
+        probe = info.get("probe_usage")
+        total = self.usage + Usage.from_dict(probe) if probe else self.usage
+        rec.usage = total.to_dict()
+        unknown = sum(not t.usage_known for t in rec.turns)
+        if unknown:
+            info["usage_unknown_turns"] = unknown
+        rec.info.update(info)
+        if self.tx is not None:
+            rec.transcript = self.tx.to_dict()
+        # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
+        # died with the harness) makes the cost unknown, not smaller.
+        rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
+        return rec
+
+    # ---- plumbing
+
+    def _env_time(self, seconds: float) -> None:
+        self.rec.env_seconds = round(self.rec.env_seconds + seconds, 4)
+
+    def _call(self, name: str, args: dict) -> ToolOutcome:
+        self.camera.settle()
+        self.camera.calls_made += 1
+        outcome = self.camera.timed(self.session.call, name, args)
+        if outcome.reward is not None:
+            self.rewards.append(outcome.reward)
+        return outcome
 
     def _screenshot(self) -> ToolOutcome:
         """The env's screenshot tool, called by the loop (not a model call: no step of the model's)."""
         return self._call(self.shot_tool, {})
 
-    def _look(self, turn: Any, pairs: list, done: bool, trec: TurnRecord) -> tuple[list[Image], bool]:
-        """The screen after a turn, on an env that shows one: the model's own newest screenshot, else a fresh
-        one the loop takes to go with the model's last result (or the nudge). Returns (the fresh images,
-        whether the episode is over)."""
-        self.shot = None
-        if not self.shot_tool:
-            return [], done
-        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
-        if own or done or any(c.name == self.shot_tool for c in turn.calls):
-            self.shot = own[-1] if own else None
-            return [], done
-        extra = self._screenshot()
-        if extra.reward is not None:
-            self.rewards.append(extra.reward)
-        if extra.done:
-            # Not the model's action: the env ended the episode on its own (its budget ran out).
-            self._finish(extra, self.rewards, True, "done")
-        if extra.images:
-            self.shot = extra.images[-1]
-            if self.frames and trec.calls:
-                trec.calls[-1].images += [p for p in map(self._save, extra.images) if p]
-        return list(extra.images), done or extra.done
+    def _frame(self, trec: TurnRecord, shot: Image | None, images: list[Image], timed: bool) -> None:
+        """Turn `trec`'s frame: the loop's screenshot, else the env's render, else a tool's last image."""
+        trec.frame = self.camera.save(shot or self.camera.render(timed) or (images[-1] if images else None))
+        self._publish()
 
-    def _finish(self, outcome: ToolOutcome, rewards: list[float], auto: bool, ended: str | None) -> None:
-        """Take the grade. `ended` says how the env ended the episode in the loop (`submitted` through its
-        finishing tool, `done` on another action; `auto` when it ended it on its own budget); None when the
-        loop submitted on the model's behalf after the loop, whose end reason then says why it had to."""
-        rec = self.rec
-        rec.grade = outcome.grade
-        reward = outcome.reward if outcome.reward is not None else (outcome.grade or {}).get("total")
-        rec.reward = reward if reward is not None else (rewards[-1] if rewards else None)
-        rec.auto_submitted = auto
-        if ended is not None:
-            rec.end_reason = "auto_submitted" if auto else ended
+    def _sent(self, n: int) -> None:
+        """After the model call of turn `n`: the images its request no longer carried (an image budget, a
+        refused prompt) and, with `save_raw`, its request and response bodies."""
+        dropped = getattr(self.agent, "dropped_images", None) or []
+        if len(dropped) > self._dropped:
+            self.tx.pruned(n, list(dropped[self._dropped :]))
+            self._dropped = len(dropped)
+        if self.settings.save_raw:
+            self.tx.raw(n, getattr(self.agent, "last_raw", None))
+
+    def _publish(self) -> None:
+        """The episode's progress, for a viewer watching the run (`evalkit.records.live`)."""
+        if self.store is not None:
+            live.publish(self.store.run_dir, self.rec, self.max_turns)
+
+    def _keep_plan(self, turn: int, call: Call, outcome: ToolOutcome) -> None:
+        """Keep the plan whole with the env's whole answer (the call's result in the turn is capped)."""
+        final = outcome.done and not outcome.metadata.get("auto_submitted")
+        plan = PlanRecord(
+            turn,
+            call.id,
+            call.name,
+            _plan_value(call.args.get("plan")),
+            _answer(outcome.text),
+            not outcome.is_error,
+            final,
+        )
+        self.rec.plans.append(plan)
+        self.rec.drafts += plan.ok and not outcome.done
 
 
 def _cost(model: str, usage: Usage) -> float | None:

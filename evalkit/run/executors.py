@@ -25,9 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evalkit.envs.target import Target, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.records import live
-from evalkit.types import AgentOptions, EpisodeRecord
+from evalkit.records.traces import store_files
+from evalkit.run.episode import Job, play
+from evalkit.run.settings import Settings
+from evalkit.types import EpisodeRecord
 
 EXECUTORS = ("threads", "ray")
 ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_", "HF_", "VLLM_")
@@ -36,49 +40,17 @@ ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_", "HF_", "VLLM_")
 
 @dataclass
 class Episodes:
-    """What every episode of a batch shares: the env, the run directory, the loop's settings."""
+    """What every episode of a batch shares: the env, the run directory, the settings. Plain data, so it
+    travels to other processes."""
 
-    env: Any
-    """An `evalkit.envs.openenv.Endpoint` (or anything `run_episode` accepts, for threads)."""
-    env_name: str
+    target: Target
     out: Path
-    max_turns: int | None = None
-    max_steps: int | None = None
-    episode_timeout: float | None = None
-    frames: bool = True
-    options: AgentOptions | None = None
-    save_raw: bool = False
-    embedded: str | None = None
-    """The embedded env's name when the batch serves it (Ray nodes then serve their own)."""
+    settings: Settings
     environ: dict[str, str] = field(default_factory=dict)
+    """Provider variables (keys, base URLs) a Ray node gets from the driver."""
 
-    def play(self, job: Any, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
-        from evalkit.run.episode import run_episode
-
-        return run_episode(
-            job.model,
-            self.env,
-            job.task,
-            surface=job.surface,
-            mode=job.mode,
-            out=None,
-            repeat=job.repeat,
-            evalset_task=job.evalset_task,
-            task_key=job.ident,
-            skin=job.skin,
-            coordinates=job.coordinates,
-            store_dir=store_dir,
-            env_name=self.env_name,
-            cancel=cancel,
-            max_turns=self.max_turns,
-            max_steps=self.max_steps,
-            episode_timeout=self.episode_timeout,
-            frames=self.frames,
-            options=self.options,
-            save_raw=self.save_raw,
-            health=health,
-            preflight=False,
-        )
+    def play(self, job: Job, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
+        return play(job.model, self.target, job, self.settings, store_dir, cancel, health)
 
 
 Arrive = Callable[[EpisodeRecord, bool], None]
@@ -200,12 +172,11 @@ class Runner:
 
         os.environ.update(episodes.environ)
         self.server = None
-        if episodes.embedded and ray.get_runtime_context().get_node_id() != driver_node:
-            from evalkit.envs.openenv import resolve
+        if episodes.target.embedded and ray.get_runtime_context().get_node_id() != driver_node:
             from evalkit.envs.server import serve
 
-            self.server = serve(episodes.embedded)
-            episodes = replace(episodes, env=resolve(self.server, episodes.env_name))
+            self.server = serve(episodes.target.name)
+            episodes = replace(episodes, target=served_by(episodes.target, self.server))
         self.episodes = episodes
         self.health = ProviderHealth()
 
@@ -229,15 +200,6 @@ class Runner:
         return rec, files, None
 
 
-def _store(out: Path, files: dict[str, bytes]) -> None:
-    from evalkit.records.traces import atomic_write
-
-    for rel, data in files.items():
-        path = out / rel
-        if not path.exists() or (rel.startswith("renders/") and path.read_bytes() != data):
-            atomic_write(path, data)
-
-
 def run_ray(
     jobs: list,
     episodes: Episodes,
@@ -249,8 +211,6 @@ def run_ray(
 ) -> Iterator[EpisodeRecord | None]:
     ray = start_ray(address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from evalkit.analysis.display import attach
 
     driver = ray.get_runtime_context().get_node_id()
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [driver]
@@ -287,8 +247,8 @@ def run_ray(
                     yield None
                 else:
                     gate.ended(rec)
-                    _store(episodes.out, files)
-                    attach(rec, episodes.out)
+                    store_files(episodes.out, files)
+                    rec.run_dir = str(episodes.out)
                     arrive(rec, False)
                     yield rec
                 submit()

@@ -1,8 +1,9 @@
 """What evalkit sees of an environment, before any episode: `evalkit probe URL` prints it, and `run_batch`
-uses it as its preflight (the kind of env, its tools, how many sessions its server accepts at once).
+runs the same preflight (the kind of env, its tools, how many sessions its server accepts at once).
 
 One session is opened and reset on a task; while it is held, more sessions are opened (each asked only for
-its state) until the server refuses one or enough are open, so the count is what the server accepts now.
+its state) until the server refuses one or enough are open, so the count is what the server accepts now
+(`evalkit.envs.target.preflight`, which is all a batch asks).
 With `step`, the probe also takes one step in its session — one the user gives, else one it can fill in
 (`example_step`) — and shows its result as a model would get it after its first turn: the opening message
 and that result are built as an episode builds them (`evalkit.run.wording`).
@@ -16,8 +17,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.envs.sessions import close_quietly, env_name, open_session
-from evalkit.errors import ConfigError, EnvCapacityError, EnvError
+from evalkit.envs.sessions import close_quietly
+from evalkit.envs.target import Target, preflight, resolve
+from evalkit.errors import ConfigError, EnvError
 from evalkit.run import wording
 from evalkit.types import ToolOutcome, ToolSpec
 
@@ -58,6 +60,8 @@ class EnvReport:
     """That step's result as the model gets it (the turns-left note on it, a screenshot added)."""
     no_step: str = ""
     """Why the probe took no step, when it was asked to."""
+    notices: list[str] = field(default_factory=list)
+    """What a batch says of the env before its episodes (the kind, a capacity it runs within)."""
 
     def capacity_text(self) -> str:
         if self.capacity is None:
@@ -178,32 +182,8 @@ def _quoted(text: str, limit: int = 60) -> list[str]:
     return out
 
 
-def count_sessions(url: str, most: int, timeout: float = 10.0) -> int:
-    """How many more sessions the server at `url` opens now, up to `most` (all are closed again)."""
-    from evalkit.envs.wire import Connection
-
-    held: list[Connection] = []
-    try:
-        for _ in range(most):
-            try:
-                conn = Connection(url, timeout=timeout)
-            except EnvError:
-                break
-            try:
-                conn.request("state")
-            except EnvCapacityError:
-                break
-            except EnvError:
-                pass  # the session exists; its env just cannot say its state before a reset
-            held.append(conn)
-    finally:
-        for conn in held:
-            conn.close()
-    return len(held)
-
-
 def probe(
-    env: Any,
+    env: Target | Any,
     reset: dict | None = None,
     *,
     sessions: int = 8,
@@ -213,58 +193,45 @@ def probe(
     cancel: threading.Event | None = None,
     step: bool | dict = False,
 ) -> EnvReport:
-    """Open a session on `env`, reset it with `reset`, and report what a model would be given (`max_turns`
-    None: the env's own budget, as an episode has). With `sessions` > 1 the server's capacity is measured up
-    to that many sessions. `step` takes one step and reports its result as the model gets it: True for one
-    the probe fills in (`example_step`), or `{"tool": name, "args": {...}}` (`tool` may be left out for an
-    env with one tool)."""
-    from evalkit.envs import MODES
-    from evalkit.envs.openenv import http_url
-
+    """Open a session on `env` (a Target, or anything `evalkit.envs.target.resolve` takes), reset it with
+    `reset`, and report what a model would be given (`max_turns` None: the env's own budget, as an episode
+    has). With `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one
+    step and reports its result as the model gets it: True for one the probe fills in (`example_step`), or
+    `{"tool": name, "args": {...}}` (`tool` may be left out for an env with one tool)."""
     t0 = time.monotonic()
-    name = env_name(env)
-    url = env if isinstance(env, str) else getattr(env, "base_url", None)
-    reset = {k: v for k, v in (reset or {}).items() if v is not None}
-    session, meta, _ = open_session(env, reset, cancel, wait=wait)
+    env = resolve(env)
+    found = preflight(env, reset or {}, sessions=sessions, wait=wait, cancel=cancel, hold=True)
+    session, meta, tools, fields = found.session, found.meta, found.tools, found.observation
     try:
-        try:
-            tools = session.tools()
-        except EnvError as e:
-            raise EnvError(f"it did not list its tools: {e}") from e
-        fields = dict(getattr(session, "observation", None) or {})
         finish = wording.finishing_tool(tools)
         budget = wording.turn_budget(max_turns, meta)
         named = meta.get("screenshot_tool")
         shot = named if any(t.name == named for t in tools) else None
-        if not pictures:  # the batch's preflight: what the opening says is not shown to anyone
+        if not pictures:  # what the opening says is not shown to anyone
             opening = wording.opening(meta, fields, budget)
         else:  # as the episode builds it: with the session's target, and a screenshot of a screen
             target = _read(session, "target")
             screen = session.call(shot, {}).images if shot else []
             opening = wording.session_opening(session, meta, budget, target, screen)
         report = EnvReport(
-            name=name,
-            url=http_url(url) if url else None,
-            kind=getattr(session, "kind", "session"),
+            name=env.name,
+            url=env.url,
+            kind=found.kind,
             tools=tools,
             finish=finish.name if finish else None,
             meta=meta,
             observation=fields,
             system=wording.system_prompt(meta, tools),
             opening=opening,
-            reset=reset,
-        )
-        declared = meta.get("modes")
-        report.modes = MODES.get(name) or (
-            tuple(str(m) for m in declared) if isinstance(declared, list) and declared else None
+            reset=found.reset,
+            capacity=found.capacity,
+            tried=found.tried,
+            modes=found.modes,
         )
         if pictures:
             report.pictures = _pictures(session, meta)
         if step is not False:
             _take_step(report, session, step, shot, budget)
-        if url and sessions > 1:
-            report.capacity = 1 + count_sessions(url, sessions - 1)
-            report.tried = sessions
     finally:
         close_quietly(session)
     report.seconds = time.monotonic() - t0

@@ -8,13 +8,15 @@
     st.execute()               # run the pending calls, hand the results to the model, take a frame
     st.call("view_canvas")     # an operator call: runs on the env, the model is told in a user message
     st.frame                   # the canvas after the last step (PIL image)
+    st.run()                   # on to the end, as the batch would go
+    st.record                  # the EpisodeRecord the batch would have written (edits marked in `info`)
+    st.save("runs/debug")      # ... appended to a run: load_runs, the viewer and the report show it
 
-It drives the same pieces as `run_episode` (the env session, `make_agent`, the system prompt, opening
-message, nudges and turn notes of `evalkit.run.wording`), one turn at a time, and keeps `sent`: every message
-handed to the agent, in evalkit's own terms, for agents (such as the offline baselines) that keep no
-wire-format history. On an env that shows the model a screen (reset metadata `screenshot_tool`, the gui
-surface) it does what the loop does: a screenshot in the opening message, a fresh one after every turn in
-which the model took none, and the screenshots as frames.
+It drives the batch's own `evalkit.run.episode.Episode` a turn at a time: the env's turn budget, nudges,
+auto-submit and scoring are the loop's, not a copy of them. What the operator changes (an edited call, an
+injected one, a discarded turn, a submit) is marked in the record's `info["operator"]`. `sent` keeps every
+message handed to the agent in evalkit's own terms, for agents (such as the offline baselines) that keep no
+wire-format history.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn
+from evalkit.errors import EpisodeOver
+from evalkit.types import AgentOptions, Call, EpisodeRecord, Image, ToolOutcome, ToolSpec, Turn
 
 
 @dataclass
@@ -66,13 +72,10 @@ class Step:
                 f"<span>{e(out.text[:500])}</span></div>"
             )
         if self.turn is not None and not self.pairs and self.turn.calls:
-            parts.append(
-                "<div><i>pending:</i> "
-                + ", ".join(
-                    f"<code>{e(c.name)}({e(json.dumps(c.args, default=str))})</code>" for c in self.turn.calls
-                )
-                + "</div>"
+            pending = ", ".join(
+                f"<code>{e(c.name)}({e(json.dumps(c.args, default=str))})</code>" for c in self.turn.calls
             )
+            parts.append(f"<div><i>pending:</i> {pending}</div>")
         if self.frame is not None:
             parts.append(
                 f"<img src='data:{self.frame.mime};base64,{self.frame.b64}' "
@@ -81,8 +84,52 @@ class Step:
         return "".join(parts) + "</div>"
 
 
+class _Watched:
+    """The agent as the episode holds it, with everything handed to it noted in `sent`."""
+
+    def __init__(self, agent: Any, sent: list[dict]):
+        self._agent, self._sent = agent, sent
+
+    def user(self, text: str, images: Any = ()) -> None:
+        self._sent.append({"kind": "user", "text": text, "images": [repr(i) for i in images]})
+        self._agent.user(text, list(images))
+
+    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        self._sent.append(
+            {
+                "kind": "results",
+                "results": [
+                    {
+                        "id": c.id,
+                        "name": c.name,
+                        "text": o.text,
+                        "is_error": o.is_error,
+                        "images": len(o.images),
+                    }
+                    for c, o in pairs
+                ],
+            }
+        )
+        self._agent.results(pairs)
+
+    def notes(self, text: str) -> None:
+        self._sent.append({"kind": "notes", "text": text})
+        self._agent.notes(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._agent, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:  # (`keep_raw`, set by the episode) the agent's own
+            setattr(self._agent, name, value)
+
+
 class EpisodeStepper:
-    """One episode of `agent` (a model spec or an agent factory) on `env`, advanced a turn at a time."""
+    """One episode of `agent` (a model spec or an agent factory) on `env`, advanced a turn at a time.
+    `max_turns` None gives the env's own budget, as the batch does; `reset_kw` are more reset arguments
+    (a skin, coordinates)."""
 
     def __init__(
         self,
@@ -92,103 +139,115 @@ class EpisodeStepper:
         *,
         surface: str | None = None,
         mode: str | None = None,
-        max_turns: int = 30,
+        max_turns: int | None = None,
         options: AgentOptions | None = None,
         **reset_kw: Any,
     ):
-        from evalkit.providers import check_keys
+        from evalkit.envs.target import resolve
         from evalkit.providers.health import ProviderHealth
-        from evalkit.providers.images import check_budget
+        from evalkit.run.episode import check_agent
+        from evalkit.run.settings import Settings
 
-        self.agent_spec, self.env, self.task = agent, env, task
-        self.surface, self.mode, self.max_turns = surface, mode, max_turns
-        self.options = options or AgentOptions()
-        # What would only fail at the first step (a missing key, a bad image budget) is said here, at once.
-        check_budget(self.options.keep_images, self.options.image_window)
-        if isinstance(agent, str):
-            check_keys([agent])
+        self.settings = Settings.make(options=options or AgentOptions(), max_turns=max_turns)
+        check_agent(agent, self.settings.options, endpoint=False)  # a missing key is said at once
+        self.agent_spec, self.task, self.surface, self.mode = agent, task, surface, mode
+        self.env = resolve(env, strict=False)
+        self.reset_kw = reset_kw
         self.health = ProviderHealth()
         """Providers that failed, remembered across resets as a batch remembers them across episodes."""
-        self.reset_kw = reset_kw
-        self.session: Any = None
-        self.agent: Any = None
-        self.meta: dict = {}
-        self.tools: list[ToolSpec] = []
-        self.system = ""
-        """The system prompt the model was given: the env's instructions, else the generic one."""
-        self.finish: str | None = None
-        """The env's finishing tool, if it has one."""
-        self.shot_tool: str | None = None
-        """The env's screenshot tool, when it shows the model a screen."""
-        self.target: Image | None = None
+        self.episode: Any = None
+        """The `evalkit.run.episode.Episode` being stepped (after `reset`)."""
         self.steps: list[Step] = []
         self.sent: list[dict] = []
         """Everything handed to the agent: {"kind": "user" | "results" | "notes", ...} in evalkit's terms."""
         self.pending: Turn | None = None
-        self.reward: float | None = None
-        self.grade: dict | None = None
-        self.ended = False
-        """Whether the episode has ended: the env ended it (some call came back done), with or without a
-        reward, or the model answered in text (`answered`)."""
-        self.answered = False
-        """The model replied in text in an env with no finishing tool: that reply was its answer."""
+        self._store: str | None = None
 
     # ------------------------------------------------------------ set-up
 
     def reset(self) -> dict:
         """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
         nothing answers at is a ConfigError naming its URL, before the env is touched."""
-        from evalkit.envs import sessions
-        from evalkit.providers import check_endpoints, make_agent
-        from evalkit.run import wording
+        from evalkit.run.episode import Episode, Job, agent_label, check_agent
 
-        if isinstance(self.agent_spec, str):
-            check_endpoints([self.agent_spec])
+        check_agent(self.agent_spec, self.settings.options)
         self.close()
-        self.steps, self.sent, self.pending, self.reward, self.grade = [], [], None, None, None
-        self.ended = self.answered = False
-        name = sessions.env_name(self.env)
-        mode = sessions.default_mode(name) if self.mode is None else self.mode
-        surface = self.surface or sessions.default_surface(name)
-        kw = sessions.reset_kwargs(self.task, name, surface, mode, **self.reset_kw)
-        self.session, self.meta, _ = sessions.open_session(self.env, kw)
-        self.tools = self.session.tools()
-        finish = wording.finishing_tool(self.tools)
-        self.finish = finish.name if finish else None
-        self.system = wording.system_prompt(self.meta, self.tools)
-        shot = self.meta.get("screenshot_tool")
-        self.shot_tool = shot if any(t.name == shot for t in self.tools) else None
-        options = self.options
-        if self.shot_tool and not (options.keep_images or options.image_window):
-            from evalkit.run.episode import SCREEN_IMAGE_WINDOW
+        self.steps, self.sent, self.pending = [], [], None
+        self._store = tempfile.mkdtemp(prefix="evalkit-stepper-")
+        job = Job.of(
+            agent_label(self.agent_spec),
+            self.env,
+            self.task,
+            self.surface,
+            self.mode,
+            skin=self.reset_kw.get("skin"),
+            coordinates=self.reset_kw.get("coordinates"),
+        )
+        ep = Episode(self._factory, self.env, job, self.settings, self._store, health=self.health)
+        ep.reset_kw.update(self.reset_kw)
+        self.episode = ep
+        try:
+            return ep.open()
+        except BaseException:
+            self.close()
+            raise
 
-            options = dataclasses.replace(options, image_window=SCREEN_IMAGE_WINDOW)  # as the loop does
-        if isinstance(self.agent_spec, str):
-            self.agent = make_agent(
-                self.agent_spec,
-                system=self.system,
-                tools=self.tools,
-                options=options,
-                health=self.health,
-            )
-        else:
-            self.agent = self.agent_spec(system=self.system, tools=self.tools, options=options)
-        fn = getattr(self.session, "target", None)
-        self.target = fn() if callable(fn) else None
-        shots = self._run(self.shot_tool, {}).images if self.shot_tool else []
-        opening = wording.session_opening(self.session, self.meta, self.max_turns, self.target, shots)
-        self._user(opening.text, opening.images)
-        return self.meta
+    def _factory(self, **kw: Any) -> Any:
+        from evalkit.providers import make_agent
 
-    def _user(self, text: str, images: list[Image] | tuple = ()) -> None:
-        self.sent.append({"kind": "user", "text": text, "images": [repr(i) for i in images]})
-        self.agent.user(text, list(images))
+        spec = self.agent_spec
+        agent = make_agent(spec, health=self.health, **kw) if isinstance(spec, str) else spec(**kw)
+        return _Watched(agent, self.sent)
 
-    def _need(self) -> None:
-        if self.agent is None:
+    def _need(self) -> Any:
+        if self.episode is None or self.episode.agent is None:
             raise RuntimeError("call reset() first")
+        return self.episode
 
     # ------------------------------------------------------------ what the model sees
+
+    @property
+    def agent(self) -> Any:
+        ep = self.episode
+        return ep.agent._agent if ep is not None and ep.agent is not None else None
+
+    @property
+    def session(self) -> Any:
+        return self.episode.session if self.episode is not None else None
+
+    @property
+    def meta(self) -> dict:
+        return self.episode.meta if self.episode is not None else {}
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        return self.episode.tools if self.episode is not None else []
+
+    @property
+    def system(self) -> str:
+        """The system prompt the model was given: the env's instructions, else the generic one."""
+        return self.episode.system if self.episode is not None else ""
+
+    @property
+    def finish(self) -> str | None:
+        """The env's finishing tool, if it has one."""
+        return self.episode.finish if self.episode is not None else None
+
+    @property
+    def shot_tool(self) -> str | None:
+        """The env's screenshot tool, when it shows the model a screen."""
+        return self.episode.shot_tool if self.episode is not None else None
+
+    @property
+    def max_turns(self) -> int | None:
+        """The turn budget: the env's own unless one was asked for."""
+        ep = self.episode
+        return ep.max_turns if ep is not None and ep.agent is not None else self.settings.max_turns
+
+    @property
+    def target(self) -> Image | None:
+        """What the task asks for, as the env shows it (the canvas' target), if it has a picture of it."""
+        return self.episode.target_image if self.episode is not None else None
 
     @property
     def messages(self) -> list | None:
@@ -216,27 +275,64 @@ class EpisodeStepper:
                 return o[:80] + f"… [{len(o)} chars]"
             return o
 
-        return json.dumps(
-            short(self.messages if self.messages is not None else self.sent), indent=1, default=str
-        )
+        history = self.messages if self.messages is not None else self.sent
+        return json.dumps(short(history), indent=1, default=str)
 
-    # ------------------------------------------------------------ stepping
+    # ------------------------------------------------------------ the episode's state
+
+    @property
+    def ended(self) -> bool:
+        """Whether the episode is over: the env ended it, the model answered in text, it stopped calling
+        tools, or its turns ran out (then it was submitted on the model's behalf, as the batch does)."""
+        ep = self.episode
+        return ep is not None and ep.agent is not None and ep.over
+
+    @property
+    def answered(self) -> bool:
+        """The model replied in text in an env with no finishing tool: that reply was its answer."""
+        return self.episode is not None and self.episode.ended == "answered"
+
+    @property
+    def reward(self) -> float | None:
+        return self.episode.rec.reward if self.episode is not None else None
+
+    @property
+    def grade(self) -> dict | None:
+        return self.episode.rec.grade if self.episode is not None else None
 
     @property
     def turns_left(self) -> int:
-        return self.max_turns - sum(1 for s in self.steps if not s.operator)
+        ep = self._need()
+        return max(0, ep.max_turns - len(ep.rec.turns))
+
+    # ------------------------------------------------------------ stepping
 
     def step(self, execute: bool = True) -> Step:
-        """One model call. With `execute=False` its calls wait in `pending` for `edit` / `execute`."""
-        self._need()
+        """One model call. With `execute=False` its calls wait in `pending` for `edit` / `execute`. Past the
+        episode's end, EpisodeOver says how it ended."""
+        ep = self._need()
         if self.pending is not None:
             raise RuntimeError("a turn is pending: execute() or discard() it first")
+        self._not_over(ep)
         t = time.monotonic()
-        turn = self.agent.step()
+        turn = ep.think()
+        if turn is None:  # the deadline passed: the episode ended without a model call
+            self._end(ep)
+            self._not_over(ep)
         self.pending = turn
         step = Step(len(self.steps) + 1, turn, model_s=time.monotonic() - t)
         self.steps.append(step)
         return self.execute() if execute else step
+
+    def _not_over(self, ep: Any) -> None:
+        if ep.over:
+            self._end(ep)
+            rec = ep.rec
+            reward = "unscored" if rec.reward is None else f"reward {rec.reward:.3f}"
+            raise EpisodeOver(
+                f"the episode is over ({rec.end_reason} after {len(rec.turns)} turn(s), "
+                f"{reward}): st.record has it, st.save(OUT) keeps it"
+            )
 
     def edit(self, i: int, name: str | None = None, args: dict | None = None) -> Call:
         """Change pending call `i` before it runs (the result goes back to the model under the same id)."""
@@ -247,148 +343,128 @@ class EpisodeStepper:
             c, name=name or c.name, args=dict(args) if args is not None else c.args, error=None
         )
         self.pending.calls[i] = new
+        self._need().mark(
+            "edit", call=c.id, was={"name": c.name, "args": c.args}, now={"name": new.name, "args": new.args}
+        )
         return new
 
     def discard(self) -> None:
-        """Drop the pending turn's calls unexecuted; the model is told they were not run."""
+        """Drop the pending turn's calls unexecuted: the turn counts, and the model is told they were not
+        run."""
         if self.pending is None:
             return
-        pairs = [
-            (c, ToolOutcome("not executed (discarded by the operator)", is_error=True))
-            for c in self.pending.calls
-        ]
-        self.pending = None
-        if pairs:
-            self._results(pairs)
-
-    def _results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        self.sent.append(
-            {
-                "kind": "results",
-                "results": [
-                    {
-                        "id": c.id,
-                        "name": c.name,
-                        "text": o.text,
-                        "is_error": o.is_error,
-                        "images": len(o.images),
-                    }
-                    for c, o in pairs
-                ],
-            }
-        )
-        self.agent.results(pairs)
-
-    def _run(self, name: str, args: dict) -> ToolOutcome:
-        out = self.session.call(name, args)
-        if out.done:
-            self.ended = True
-            self.reward = out.reward if out.reward is not None else (out.grade or {}).get("total")
-            self.grade = out.grade
-        return out
-
-    def _look(self, turn: Turn, pairs: list[tuple[Call, ToolOutcome]], ended: bool) -> list[Image]:
-        """On an env that shows a screen, a fresh screenshot after a turn in which the model took none (the
-        loop's `_look`); nothing once the episode has ended."""
-        if not self.shot_tool or ended or any(c.name == self.shot_tool for c in turn.calls):
-            return []
-        return list(self._run(self.shot_tool, {}).images)
-
-    def _frame(self) -> Image | None:
-        fn = getattr(self.session, "render", None)
-        return fn() if callable(fn) else None
+        ep = self._need()
+        ep.mark("discard", calls=[c.id for c in self.pending.calls])
+        ep.skipped.update(c.id for c in self.pending.calls)
+        self.execute()
 
     def execute(self) -> Step:
-        """Run the pending calls on the env, hand the results to the model, take a frame. Calls after the
-        one that ended the episode (or all of them, if it had ended before) are not run: the model is told."""
-        from evalkit.run.episode import NOTES_TAIL
-        from evalkit.run.wording import answer_ends, nudge, turns_left_note, with_note
-
+        """Run the pending calls on the env, hand the results to the model, take a frame — the loop's own
+        turn. Calls after the one that ended the episode are not run: the model is told. When the episode is
+        over (the env ended it, or the turns ran out), it is concluded as the batch concludes it."""
+        ep = self._need()
         if self.pending is None:
             raise RuntimeError("no pending turn")
         step, turn, self.pending = self.steps[-1], self.pending, None
         t = time.monotonic()
-        pairs = []
-        # `step.done` reads `step.pairs`, filled only after this loop: the flag is the loop's own.
-        ended = self.ended
-        for c in turn.calls:
-            if ended:
-                out = ToolOutcome("not executed: the episode had already ended", is_error=True)
-            elif c.error is not None:
-                out = ToolOutcome(c.error, is_error=True)
-            else:
-                out = self._run(c.name, c.args)
-                ended = out.done
-            pairs.append((c, out))
-        step.pairs = pairs
-        fresh = self._look(turn, pairs, ended)
-        own = [o.images[-1] for c, o in pairs if c.name == self.shot_tool and o.images]
-        step.frame = (fresh or own or [None])[-1] or self._frame()
+        ep.act(turn)
+        step.pairs = ep.last_pairs
+        if ep.over:
+            self._end(ep)
+        step.frame = self._frame(ep, step)
         step.env_s = time.monotonic() - t
-        if pairs:
-            last_c, last_o = pairs[-1]
-            note = turns_left_note(self.turns_left, self.finish)
-            note_pairs = pairs[:-1] + [(last_c, with_note(last_o, note, fresh))]
-            self._results(note_pairs if not step.done else pairs)
-        elif answer_ends(self.finish, self.meta) and not turn.truncated:
-            self.ended = self.answered = True  # no finishing tool: a reply in text is the answer
-        elif not step.done:
-            self._user(nudge(self.finish) + turns_left_note(self.turns_left, self.finish), fresh)
-        if turn.truncated and not step.done:
-            tail = turn.reasoning[-NOTES_TAIL:]
-            self.sent.append({"kind": "notes", "text": tail})
-            self.agent.notes(tail)
         return step
+
+    def _frame(self, ep: Any, step: Step) -> Image | None:
+        ep.camera.settle()
+        return ep.shot or ep.camera.render() or None
+
+    def _end(self, ep: Any) -> None:
+        if not ep.concluded:
+            ep.conclude()
 
     def call(self, name: str, args: dict | None = None, tell_model: bool = True) -> Step:
         """An operator's tool call: run it on the env; with `tell_model`, the model gets the result (and its
-        images) as a user message. Provider histories only accept results for calls the model made, so an
-        injected call is told, not slipped into the model's own turn."""
-        self._need()
+        images) as a user message. It may end the episode, as a call of the model's would."""
+        ep = self._need()
         t = time.monotonic()
         c = Call(id=f"operator_{len(self.steps) + 1}", name=name, args=dict(args or {}))
-        out = self._run(name, c.args)
+        out = ep.inject(name, c.args, tell_model)
         step = Step(len(self.steps) + 1, None, [(c, out)], operator=True)
-        step.frame = self._frame()
+        step.frame = ep.camera.render()
         step.env_s = time.monotonic() - t
         self.steps.append(step)
-        if tell_model:
-            res = ("error: " if out.is_error else "") + out.text
-            msg = f"[operator] called {name}({json.dumps(c.args, default=str)}) → {res}"
-            self._user(msg, out.images)
         return step
 
     def run(self, n: int | None = None) -> list[Step]:
-        """Step until the episode ends (the env said done, whether or not it gave a reward), the turns run
-        out, or `n` steps have been taken."""
-        done = []
-        while self.turns_left > 0 and (n is None or len(done) < n) and not self.ended:
+        """Step until the episode is over (then concluded as the batch concludes it), or `n` steps have been
+        taken."""
+        ep = self._need()
+        done: list[Step] = []
+        while not ep.over and (n is None or len(done) < n):
             done.append(self.step())
+        if ep.over:
+            self._end(ep)
         return done
 
     def submit(self, **args: Any) -> ToolOutcome:
         """Call the env's finishing tool on the model's behalf (as the loop does when an episode ends
         without it); `args` for a finishing tool that needs some."""
-        self._need()
-        if self.finish is None:
+        ep = self._need()
+        if ep.finish is None:
             raise RuntimeError("this environment has no finishing tool")
-        return self._run(self.finish, args)
+        self._not_over(ep)
+        out = ep.inject(ep.finish, dict(args), tell_model=False)
+        ep.rec.info["operator"][-1]["kind"] = "submit"
+        if ep.over:
+            self._end(ep)
+        return out
+
+    # ------------------------------------------------------------ the record
+
+    @property
+    def record(self) -> EpisodeRecord:
+        """The EpisodeRecord the batch would have written for this episode (so far, if it is not over)."""
+        ep = self._need()
+        return ep.seal()
+
+    def save(self, out: str | Path) -> EpisodeRecord:
+        """Append the episode's record, its frames and its transcript's texts to the run directory `out`
+        (made if new): `evalkit.load_runs`, `evalkit view` and the report then show the debugged episode."""
+        from evalkit import __version__
+        from evalkit.records.traces import TraceWriter, read_run_json, store_files, write_run_json
+        from evalkit.run import validate
+
+        ep = self._need()
+        if not ep.over:
+            raise RuntimeError("the episode is not over yet: step on (st.run()), or st.submit()")
+        self._end(ep)
+        out = validate.run_out("out", out)
+        ep.camera.settle()
+        rec = dataclasses.replace(ep.seal(), run_dir=str(out))
+        store_files(out, Path(self._store))
+        if not read_run_json(out):
+            write_run_json(out, {"kind": "episode", "env": self.env.name, "evalkit_version": __version__})
+        TraceWriter(out).append(rec)
+        return rec
 
     @property
     def frame(self) -> Any:
-        """The canvas after the last step, as a PIL image (None before any step or without renders)."""
+        """The env's picture after the last step, as a PIL image (None before any step or without one)."""
         for s in reversed(self.steps):
             if s.frame is not None:
                 return s.frame.to_pil()
-        img = self._frame() if self.session is not None else None
+        ep = self.episode
+        img = ep.camera.render() if ep is not None and ep.camera is not None and ep.session else None
         return img.to_pil() if img is not None else None
 
     def close(self) -> None:
-        if self.session is not None:
-            try:
-                self.session.close()
-            finally:
-                self.session = None
+        ep, self.episode = self.episode, None
+        if ep is not None:
+            ep.close()
+        if self._store is not None:
+            shutil.rmtree(self._store, ignore_errors=True)
+            self._store = None
 
     def __enter__(self) -> EpisodeStepper:
         return self

@@ -229,34 +229,14 @@ def most_episodes() -> tuple[int, str]:
     return min(bounds) if bounds else (2**31, "")
 
 
-def batch(
-    *,
-    concurrency: int,
-    max_turns: int | None,
-    max_steps: int | None,
-    repeats: int,
-    episode_timeout: float | None,
-    options: Any = None,
-    executor: str = "threads",
-) -> None:
-    """The numbers of a batch, as `run_batch` is given them (by the CLI or a notebook). Episodes run in this
-    process's threads are bounded by what the machine holds (`most_episodes`); on Ray, by the cluster."""
-    for name, v in (("concurrency", concurrency), ("repeats", repeats), ("max_turns", max_turns),
-                    ("max_steps", max_steps)):  # fmt: skip
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ConfigError(f"--{name.replace('_', '-')} must be a whole number ≥ 1, got {v!r}")
+def concurrency(n: int, executor: str = "threads") -> None:
+    """Episodes run in this process's threads are bounded by what the machine holds (`most_episodes`); on
+    Ray, by the cluster."""
     if executor == "threads":
         most, why = most_episodes()
-        if concurrency > most:
-            raise ConfigError(f"--concurrency {concurrency:,} is more than this machine holds: at most "
+        if n > most:
+            raise ConfigError(f"--concurrency {n:,} is more than this machine holds: at most "
                               f"{most:,} episodes at once ({why})")  # fmt: skip
-    if episode_timeout is not None:
-        number("--episode-timeout", episode_timeout)
-    if options is not None:
-        number("--request-timeout", options.request_timeout)
-        number("--max-tokens", options.max_tokens)
-        if options.temperature is not None:
-            number("temperature", options.temperature, strict=False)
 
 
 def free_port(name: str, port: int, host: str = "127.0.0.1") -> None:

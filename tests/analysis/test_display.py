@@ -8,6 +8,7 @@ from fixtures.synth import make_run
 from evalkit import analysis as A
 from evalkit.analysis import display
 from evalkit.records import traces
+from evalkit.types import EpisodeRecord
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +30,14 @@ def notebook_html(obj) -> str:
 
 def test_record_html_with_and_without_run(run):
     rec = traces.read_at(run, 0)
-    bare = notebook_html(rec)
+    assert rec.run_dir == str(run) and "run_dir" not in rec.to_dict()  # known to the reader, never written
+    bare = notebook_html(EpisodeRecord.from_dict(rec.to_dict()))
     assert "data:image" not in bare and "(no run dir)" in bare and "reward" in bare
     html = display.episode_html(run, rec)
     assert html.count("data:image/jpeg;base64") == 1 + sum(1 for t in rec.turns if t.frame)
     assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "reward" in html and "structure" in html
-    assert notebook_html(display.attach(rec, run)) == html
+    assert notebook_html(rec) == html
 
 
 def test_a_record_is_displayed_without_its_type_importing_the_display():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.envs import process
 from evalkit.envs.process import GRACE_S, ProcessServer, ProcessServers
 from evalkit.run import batch
 from tests.run.test_executors import MODELS, outcome, pictures
@@ -29,16 +30,16 @@ def test_a_batch_served_by_a_process_records_what_a_thread_served_one_does(
     canvas_server, tmp_path, monkeypatch
 ):
     served: list[ProcessServers] = []
-    real = batch.serve_embedded
+    real = process.serve_embedded
 
     def spy(name: str, concurrency: int):
         served.append(real(name, concurrency))
         return served[-1]
 
-    monkeypatch.setattr(batch, "serve_embedded", spy)
+    monkeypatch.setattr(process, "serve_embedded", spy)
     kw = dict(tasks=2, max_turns=8, progress=False)
     threads = batch.run_batch(MODELS, canvas_server, out=tmp_path / "threads", concurrency=3, **kw)
-    child = batch.run_batch(MODELS, "canvas", out=tmp_path / "child", concurrency=batch.PROCESS_FROM, **kw)
+    child = batch.run_batch(MODELS, "canvas", out=tmp_path / "child", concurrency=process.PROCESS_FROM, **kw)
     assert (threads.ran, child.ran, child.errors) == (4, 4, 0)
     assert [type(s) for s in served] == [ProcessServers] and len(served[0].pids) == 1
     assert not alive(served[0].pids[0])
@@ -51,11 +52,11 @@ def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_serv
     processes; sessions take them in turn, each keeping to its own; the records are a thread's; all go."""
     from evalkit.envs import openenv
 
-    monkeypatch.setattr(batch.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(batch, "EPISODES_PER_PROCESS", 4)
-    assert [batch.env_processes(c) for c in (3, batch.PROCESS_FROM, 64)] == [0, 2, 2]
+    monkeypatch.setattr(process.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(process, "EPISODES_PER_PROCESS", 4)
+    assert [process.env_processes(c) for c in (3, process.PROCESS_FROM, 64)] == [0, 2, 2]
     served, urls = [], []
-    real_serve, real_session = batch.serve_embedded, openenv.OpenEnvSession.__init__
+    real_serve, real_session = process.serve_embedded, openenv.OpenEnvSession.__init__
 
     def spy(name: str, concurrency: int):
         served.append(real_serve(name, concurrency))
@@ -65,12 +66,12 @@ def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_serv
         urls.append(base_url)
         real_session(self, base_url, **kw)
 
-    monkeypatch.setattr(batch, "serve_embedded", spy)
+    monkeypatch.setattr(process, "serve_embedded", spy)
     monkeypatch.setattr(openenv.OpenEnvSession, "__init__", session)
     kw = dict(tasks=4, max_turns=8, progress=False)
     threads = batch.run_batch(MODELS, canvas_server, out=tmp_path / "threads", concurrency=3, **kw)
     urls.clear()
-    two = batch.run_batch(MODELS, "canvas", out=tmp_path / "two", concurrency=batch.PROCESS_FROM, **kw)
+    two = batch.run_batch(MODELS, "canvas", out=tmp_path / "two", concurrency=process.PROCESS_FROM, **kw)
     assert (threads.ran, two.ran, two.errors) == (8, 8, 0)
     (group,) = served
     assert isinstance(group, ProcessServers) and len(set(group.base_urls)) == 2
@@ -139,7 +140,7 @@ def test_the_env_process_goes_with_its_batch(sig, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", "baseline:random",
            "--evalset", EVALSET, "--limit", "200", "--max-turns", "2",
-           "--concurrency", str(batch.PROCESS_FROM), "--no-progress", "--out", str(out)]  # fmt: skip
+           "--concurrency", str(process.PROCESS_FROM), "--no-progress", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     trace = out / "trace.jsonl"
     deadline = time.monotonic() + 120

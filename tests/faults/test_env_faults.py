@@ -91,14 +91,11 @@ def test_what_the_breaker_says_ran_is_what_the_trace_holds(canvas_server, tmp_pa
     fsynced: milliseconds, here stretched to 1.2 s, past the batch's one-second look at the breaker): they
     are counted as ran if and only if they are in the trace, and nothing is written after the batch
     returns."""
+    from evalkit.envs import sessions
     from evalkit.errors import EnvError
     from evalkit.records.traces import TraceWriter
-    from evalkit.run import episode
     from evalkit.run.batch import run_batch
     from evalkit.run.breaker import BreakerSettings
-
-    def lost(*args, **kw):
-        raise EnvError("the environment closed the connection during reset")
 
     write = TraceWriter.append
 
@@ -106,7 +103,14 @@ def test_what_the_breaker_says_ran_is_what_the_trace_holds(canvas_server, tmp_pa
         time.sleep(1.2)
         write(self, rec)
 
-    monkeypatch.setattr(episode, "open_session", lost)  # every episode loses the env (the probe does not)
+    real = sessions.open_session
+
+    def lost(env, reset_kw, cancel=None, wait=sessions.CAPACITY_WAIT):
+        if cancel is None:  # the preflight's own reset (an episode's has the batch's cancel)
+            return real(env, reset_kw, cancel, wait)
+        raise EnvError("the environment closed the connection during reset")
+
+    monkeypatch.setattr(sessions, "open_session", lost)  # every episode loses the env
     monkeypatch.setattr(TraceWriter, "append", slow)
     out = tmp_path / "run"
     run = run_batch("baseline:random", canvas_server, out=out, tasks=8, concurrency=2, progress=False,

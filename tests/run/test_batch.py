@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from evalkit.envs.target import Target, embedded
 from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.records.traces import TraceWriter, iter_lines, read_records
 from evalkit.run.batch import plan_jobs, run_batch
@@ -177,7 +178,7 @@ def test_skins_multiply_screen_surfaces_and_coordinates_follow_the_model():
     hf, tracer = "hf:Qwen/Qwen3-VL-8B-Instruct", "baseline:tracer"
     task = [({"task_id": "canvas-test-0001"}, "canvas-test-0001")]
     jobs = plan_jobs(
-        [hf, tracer], "canvas", task, ["tools", "gui"], ["reference"], 1, skins=["classic", "paper"]
+        [hf, tracer], embedded("canvas"), task, ["tools", "gui"], ["reference"], 1, skins=["classic", "paper"]
     )
     assert Counter((j.surface, j.skin) for j in jobs) == {("tools", None): 2, ("gui", "classic"): 2,
                                                            ("gui", "paper"): 2}  # fmt: skip
@@ -185,10 +186,12 @@ def test_skins_multiply_screen_surfaces_and_coordinates_follow_the_model():
     coords = {(j.model, j.surface): j.coordinates for j in jobs}
     assert coords == {(hf, "tools"): None, (tracer, "tools"): None, (hf, "gui"): "normalized",
                       (tracer, "gui"): "pixels"}  # fmt: skip
-    fixed = plan_jobs([hf], "canvas", task, ["tools", "gui"], ["reference"], 1, coordinates="pixels")
+    canvas = embedded("canvas")
+    fixed = plan_jobs([hf], canvas, task, ["tools", "gui"], ["reference"], 1, coordinates="pixels")
     assert {j.coordinates for j in fixed} == {"pixels"}
     # an env evalkit does not know: skins apply to every surface, auto coordinates are left to it
-    foreign = plan_jobs([hf], "http://127.0.0.1:1", task, ["a", "b"], ["m"], 1, skins=["s", "t"])
+    theirs = Target("http://127.0.0.1:1", "openenv", None)
+    foreign = plan_jobs([hf], theirs, task, ["a", "b"], ["m"], 1, skins=["s", "t"])
     assert len(foreign) == 4 and {j.coordinates for j in foreign} == {None}
 
 
@@ -256,9 +259,7 @@ def test_modes_exist_only_where_the_env_declares_them(canvas_server, tmp_path):
     assert not (tmp_path / "a").exists()
 
 
-def test_an_env_without_tools_is_refused_before_any_work():
-    from evalkit.run.batch import _probe
-
+def test_an_env_without_tools_is_refused_before_any_work(tmp_path):
     class Silent:
         def reset(self, **kw):
             return {"task_id": "x"}
@@ -273,7 +274,8 @@ def test_an_env_without_tools_is_refused_before_any_work():
             pass
 
     with pytest.raises(ConfigError, match="offers no tools"):
-        _probe(Silent, "silent", {}, "x", sessions=1)
+        run_batch("baseline:random", Silent, task_ids=["x"], out=tmp_path / "s", progress=False)
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_run_stopped_before_its_first_record_is_resumed(canvas_server, tmp_path):

@@ -178,7 +178,13 @@ def test_cancel_stops_before_the_next_turn(canvas_server):
         cancel.set()
         return Turn(calls=[call("get_document")])
 
-    rec = run_episode(factory([then_cancel] * 5), canvas_server, "canvas-test-0011", cancel=cancel)
+    from evalkit.envs.target import resolve
+    from evalkit.run.episode import Job, play
+    from evalkit.run.settings import Settings
+
+    env = resolve(canvas_server)  # the batch's own entry: a batch's episodes are cancelled when it stops
+    rec = play(factory([then_cancel] * 5), env, Job.of("scripted", env, "canvas-test-0011"), Settings(),
+               cancel=cancel)  # fmt: skip
     assert rec.error_class == "cancelled" and rec.n_turns == 1 and rec.reward is None
 
 
@@ -285,6 +291,7 @@ def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
 
 def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     from evalkit.analysis import load_runs
+    from evalkit.envs.target import embedded
     from evalkit.run.batch import plan_jobs, select_tasks
     from evalkit.run.episode import task_identity
 
@@ -301,7 +308,7 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     assert recs[0].key != recs[1].key and load_runs([tmp_path]).height == 2
     # the key a batch gives the same task, so a batch resumes what run_episode ran
     tasks, _ = select_tasks("canvas", split="test", tasks=2, start=3)
-    jobs = plan_jobs(["scripted"], "canvas", tasks, ["tools"], ["reference"], 1)
+    jobs = plan_jobs(["scripted"], embedded("canvas"), tasks, ["tools"], ["reference"], 1)
     assert [j.key for j in jobs] == [r.key for r in recs]
     assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
     assert task_identity({"level": "b", "seed": 2}, "x") == task_identity({"seed": 2, "level": "b"}, "y")
@@ -314,6 +321,7 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
 
 def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_server, tmp_path):
     from evalkit.envs.openenv import OpenEnvSession
+    from evalkit.envs.target import resolve
 
     class Counting(OpenEnvSession):
         renders = 0
@@ -326,14 +334,14 @@ def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_serve
         return Counting(canvas_server.base_url)
 
     turns = [Turn(calls=[call("add_element", **RECT)]), Turn(calls=[call("submit")])]
-    rec = run_episode(factory(turns), session, "canvas-test-0007", env_name="canvas", store_dir=tmp_path)
+    env = resolve(session, name="canvas")
+    rec = run_episode(factory(turns), env, "canvas-test-0007", out=tmp_path)
     assert rec.end_reason == "submitted" and rec.frame0 and rec.render
     assert Counting.renders == 3  # frame0 and a frame per turn; the final render is the last frame
     assert (tmp_path / rec.render).read_bytes() == (tmp_path / rec.turns[-1].frame).read_bytes()
 
     Counting.renders = 0
-    rec = run_episode(factory(turns[:1]), session, "canvas-test-0007", env_name="canvas", store_dir=tmp_path,
-                      max_turns=1)  # fmt: skip
+    rec = run_episode(factory(turns[:1]), env, "canvas-test-0007", out=tmp_path, max_turns=1)
     assert rec.end_reason == "turn_limit" and rec.auto_submitted
     assert Counting.renders == 3  # the loop's submit ran after the last frame: the final render is asked for
 
@@ -348,6 +356,7 @@ def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
     import threading
 
     from evalkit.envs.openenv import OpenEnvSession
+    from evalkit.envs.target import resolve
 
     threads: set[str] = set()
 
@@ -363,8 +372,8 @@ def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
             return super().document()
 
     turns = [Turn(calls=[call("add_element", **RECT)]), Turn(calls=[call("submit")])]
-    rec = run_episode(factory(turns), lambda: Watched(canvas_server.base_url), "canvas-test-0007",
-                      env_name="canvas", store_dir=tmp_path / str(background))  # fmt: skip
+    env = resolve(lambda: Watched(canvas_server.base_url), name="canvas")
+    rec = run_episode(factory(turns), env, "canvas-test-0007", out=tmp_path / str(background))
     assert rec.end_reason == "submitted" and rec.frame0 and all(t.frame for t in rec.turns)
     assert rec.final_doc and rec.final_doc["elements"]
     if background:

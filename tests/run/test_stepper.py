@@ -141,6 +141,96 @@ def test_a_screen_env_shows_the_model_its_screen(canvas_server):
     last = s.pairs[-1][1]
     assert st.sent[-1]["kind"] == "results" and s.frame is not None
     assert st.sent[-1]["results"][-1]["images"] == len(last.images) + (0 if took or s.done else 1)
-    screen = st._run(st.shot_tool, {}).images[-1].to_pil().size
-    assert s.frame.to_pil().size == screen != st._frame().to_pil().size  # the editor's screen, not the canvas
+    screen = st.call(st.shot_tool, tell_model=False).pairs[0][1].images[-1].to_pil().size
+    canvas = st.episode.camera.picture("render").to_pil().size
+    assert s.frame.to_pil().size == screen != canvas  # the editor's screen, not the canvas
     st.close()
+
+
+def _calls(rec):
+    return [[(c.name, c.args, c.ok) for c in t.calls] for t in rec.turns]
+
+
+@pytest.mark.parametrize("agent", ["baseline:tracer", "baseline:random"])
+@pytest.mark.parametrize("budget", [None, 2, 3])
+def test_the_stepper_plays_the_batchs_episode(canvas_server, tmp_path, agent, budget):
+    """The stepper drives the loop's own episode: the env's budget (60 turns on canvas tools, not a budget
+    of its own), nudges, auto-submit and scoring as `run_episode` does them; what it ends with is the record
+    the batch would have written, and saved, the viewer's and the report's loaders read it."""
+    import polars as pl
+
+    from evalkit.errors import EpisodeOver
+    from evalkit.records import traces, transcripts
+    from evalkit.records.loading import load_runs
+    from evalkit.run.episode import run_episode
+
+    task = "canvas-test-0007"
+    rec = run_episode(agent, canvas_server, task, max_turns=budget, out=tmp_path / "batch")
+    st = EpisodeStepper(agent, canvas_server, task=task, max_turns=budget)
+    st.reset()
+    assert st.max_turns == (budget or 60)
+    assert f"You have {budget or 60} turns" in st.sent[0]["text"]
+    st.run()
+    got = st.record
+    assert st.ended and got.n_turns == rec.n_turns and _calls(got) == _calls(rec)
+    outcome = ("end_reason", "reward", "auto_submitted", "grade", "key")
+    assert [getattr(got, k) for k in outcome] == [getattr(rec, k) for k in outcome]
+    # Out of turns, both submit on the model's behalf (the tracer submits by itself in its third turn).
+    runs_out = budget == 2 or (budget == 3 and agent == "baseline:random")
+    assert (rec.end_reason == "turn_limit" and rec.auto_submitted) == runs_out
+    assert rec.reward is not None
+    with pytest.raises(EpisodeOver, match=f"the episode is over \\({rec.end_reason} after {rec.n_turns}"):
+        st.step()
+    saved = st.save(tmp_path / "debugged")
+    st.close()
+    (back,) = traces.read_records(tmp_path / "debugged")
+    assert back.key == rec.key and back.reward == saved.reward == rec.reward
+    assert back.render and (tmp_path / "debugged" / back.render).is_file()
+    assert all((tmp_path / "debugged" / t.frame).is_file() for t in back.turns if t.frame)
+    said = transcripts.messages(back, tmp_path / "debugged")
+    asked = transcripts.messages(rec, tmp_path / "batch")
+    assert [(m.role, m.text) for m in said[:2]] == [(m.role, m.text) for m in asked[:2]]
+    df = load_runs([tmp_path / "debugged"])
+    assert df.height == 1 and df.select(pl.col("reward")).item() == rec.reward
+
+
+def test_edits_are_marked_in_the_saved_record(canvas_server, tmp_path):
+    st = EpisodeStepper("baseline:tracer", canvas_server, task="canvas-test-0007", max_turns=4)
+    st.reset()
+    st.step(execute=False)
+    first = st.pending.calls[0]
+    st.edit(0, args={**first.args, "x": 1})
+    st.execute()
+    st.call("get_document")
+    st.step(execute=False)
+    st.discard()
+    with pytest.raises(RuntimeError, match="not over yet"):
+        st.save(tmp_path / "early")
+    st.submit()
+    assert st.ended and st.reward is not None
+    rec = st.save(tmp_path / "edited")
+    kinds = [e["kind"] for e in rec.info["operator"]]
+    assert kinds == ["edit", "call", "discard", "submit"]
+    assert rec.info["operator"][0]["was"]["args"] == first.args
+    assert rec.turns[1].calls and all(not c.ok for c in rec.turns[1].calls)
+    assert rec.tool_calls == len(rec.turns[0].calls) and rec.parse_errors == 0
+    assert rec.end_reason == "auto_submitted" and rec.auto_submitted
+    st.close()
+
+
+def test_run_batch_takes_a_settings_object_and_its_keywords(tmp_path):
+    import inspect
+
+    import evalkit as ek
+    from evalkit.run.settings import Settings
+    from evalkit.types import AgentOptions
+
+    assert len(inspect.signature(ek.run_batch).parameters) <= 8
+    with pytest.raises(ek.ConfigError, match="unknown setting"):
+        ek.run_batch(["baseline:random"], "canvas", out=tmp_path / "x", max_turn=3)
+    with pytest.raises(ek.ConfigError, match="--max-turns must be a whole number"):
+        ek.run_batch(["baseline:random"], "canvas", Settings(), out=tmp_path / "x", max_turns=0)
+    s = Settings(max_turns=5)
+    assert s.outcome()["max_turns"] == 5 and "concurrency" not in s.outcome()
+    assert Settings.make(s, options=AgentOptions(max_tokens=99)).max_tokens == 99
+    assert not (tmp_path / "x").exists()

@@ -414,3 +414,17 @@ def test_viewing_foreign_runs_writes_nothing_into_them(app, seed_runs):
     at.radio(key="view").set_value("A vs B").run()
     healthy(at)
     assert [snapshot(r) for r in runs] == before
+
+
+def test_a_debugged_episode_saved_into_a_run_is_shown(app, canvas_server, tmp_path):
+    """`EpisodeStepper.save` writes what a batch writes: the viewer lists the episode and opens it."""
+    from evalkit.run.stepper import EpisodeStepper
+
+    with EpisodeStepper("baseline:tracer", canvas_server, task="canvas-test-0007", max_turns=3) as st:
+        st.reset()
+        st.run()
+        st.save(tmp_path / "debugged")
+    at = healthy(app(tmp_path / "debugged"))
+    assert len(table(at)) == 1
+    open_row(at, 1)
+    assert "canvas-test-0007" in page(at) and "Reward " in page(at)
