@@ -215,15 +215,35 @@ def tool_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOut
             if isinstance(item, dict) and item.get("type") == "image":
                 images += observation.images_in(item)
             elif isinstance(item, dict) and item.get("type") == "text":
-                texts.append(str(item.get("text", "")))
+                texts.append(_text_item(str(item.get("text", "")), images))
         if not content and result.get("data") is not None:
-            data = result["data"]
+            data = observation.lift(result["data"], "data", None, images, 1)
             texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
     elif result is not None:
         texts.append(str(result))
     known, pictures = observation.render_metadata(meta, hidden, first=len(images) + 1)
     texts.append(known)
     return _outcome("\n".join(t for t in texts if t), images + pictures, is_error, payload, obs, meta)
+
+
+def _text_item(text: str, images: list[Image]) -> str:
+    """An MCP text item as the model reads it. A tool that returns a picture as base64 text (a data URI, a
+    PNG's base64), or JSON holding one (fastmcp sends a tool's dict as JSON text), returns a picture: it is
+    moved to `images` and its place says `[image N]`."""
+    picture = observation.as_image("", text.strip())
+    if picture is not None:
+        images.append(picture)
+        return f"[image {len(images)}]"
+    if len(text) >= observation.MIN_B64 and text.lstrip()[:1] in ("{", "["):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        before = len(images)
+        lifted = observation.lift(data, "", None, images, 1)
+        if len(images) > before:
+            return json.dumps(lifted, ensure_ascii=False, default=str)
+    return text
 
 
 def typed_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:

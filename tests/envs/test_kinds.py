@@ -283,3 +283,13 @@ def test_a_typed_envs_episode_id_comes_from_its_state(guess_server, crash):
         assert s.reset(seed=2)["episode_id"] != first
     with connect(crash.base_url) as s:
         assert s.reset(episode_id="mine")["episode_id"] == "mine"
+
+
+def test_an_mcp_tools_picture_in_text_or_data_is_a_picture():
+    with Served(kinds.lens_app()) as served, connect(served.base_url) as s:
+        s.reset()
+        look = s.call("look", {})
+        assert look.text == "[image 1]" and look.images[0].to_pil().size == (20, 10)
+        snap = s.call("snap", {})
+        assert [i.to_pil().size for i in snap.images] == [(8, 8)]
+        assert '"image": "[image 1]"' in snap.text and '"t": 3' in snap.text

@@ -11,6 +11,7 @@
   metadata (Atari's way).
 - `pixels`: dm_control's way: a base64 PNG in a plain `pixels` field, a WebP data URI nested in a dict, and
   two base64 strings that are not pictures (one begins like a PNG).
+- `lens`: an MCP env whose `look` returns a base64 PNG as its text and `snap` a data URI inside its data.
 - `dead`: its reset answers `done: true` with `status: error` (jupyter without its key), or, with
   `status=False`, just `done: true`.
 - `crash`: a typed env whose step 9 returns what the server cannot send (dipg's EXECUTION_ERROR), whose
@@ -32,8 +33,11 @@ import time
 import uuid
 from typing import Any
 
+from fastmcp import FastMCP
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_environment import MCPEnvironment
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 from openenv.core.env_server.types import Action, Observation, State
 from PIL import Image
 from pydantic import Field
@@ -260,6 +264,41 @@ def pixels_app():
     return create_app(PixelsEnv, ControlAction, ControlObservation, env_name="pixels", max_concurrent_envs=8)
 
 
+class LensEnv(MCPEnvironment):
+    """An MCP env whose tools return pictures as base64 text and inside structured data."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        mcp = FastMCP("lens")
+
+        @mcp.tool
+        def look() -> str:
+            """A picture of the scene, as base64 PNG text."""
+            return b64(picture("PNG", (20, 10), "red"))
+
+        @mcp.tool
+        def snap() -> dict:
+            """A picture of the scene with its time, as data."""
+            return {"t": 3, "image": "data:image/png;base64," + b64(picture("PNG", (8, 8), "blue"))}
+
+        super().__init__(mcp)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        return Observation(metadata={"goal": "Look around."})
+
+    def _step_impl(self, action, timeout_s=None, **kwargs):
+        return Observation()
+
+    @property
+    def state(self):
+        return State()
+
+
+def lens_app():
+    return create_app(LensEnv, CallToolAction, CallToolObservation, env_name="lens", max_concurrent_envs=8)
+
+
 # ---- dead: a reset that says done -------------------------------------------------------------------------
 
 DEAD_ERROR = "SANDBOX_API_KEY is not set (tried key sk-live-abcdefghijklmnopqrstuvwx1234). Configure it."
@@ -347,6 +386,7 @@ APPS = {
     "copycat": copycat_app,
     "games": games_app,
     "pixels": pixels_app,
+    "lens": lens_app,
     "dead": dead_app,
     "crash": crash_app,
     "slow": slow_app,
