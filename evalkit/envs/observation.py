@@ -52,12 +52,19 @@ MIN_B64 = 64
 _MAX_DEPTH = 6
 
 
-def _mime_of(data: bytes) -> str | None:
-    """The picture's type when `data` is a whole picture whose header gives a size; None for anything else
-    (a WAV in RIFF, a corrupt header, random bytes that happen to start like a PNG). PIL reads only the
-    header here: the pixels are not decoded."""
-    if not data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8")) and data[8:12] != b"WEBP":
-        return None
+_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
+
+
+def _magic(data: bytes) -> str | None:
+    """The picture type `data`'s first bytes say (a WebP's RIFF header says WEBP: a WAV's does not)."""
+    if data[8:12] == b"WEBP" and data.startswith(b"RIFF"):
+        return "image/webp"
+    return next((mime for magic, mime in _MAGIC.items() if data.startswith(magic)), None)
+
+
+def _sized(data: bytes) -> str | None:
+    """The picture's type when its header also gives a size; None for anything else (a corrupt header,
+    bytes that only begin like a PNG). PIL reads only the header here: the pixels are not decoded."""
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
@@ -70,13 +77,17 @@ def _mime_of(data: bytes) -> str | None:
     return mime if width > 0 and height > 0 else None
 
 
-def _from_b64(text: str) -> Image | None:
+def _from_b64(text: str, labelled: bool = True) -> Image | None:
+    """The picture base64 `text` holds. A `labelled` one (a `data:image/` URL, a `*_b64` key, an MCP image
+    item: the env says it is a picture) needs only a picture's magic bytes; an unlabelled string must also
+    begin as a picture's base64 does and have a header that gives a size, so that no other base64 is
+    taken for one."""
     if text.startswith("data:image/"):
         head, _, text = text.partition(",")
         if ";base64" not in head:
             return None
     text = text.strip()
-    if not text.startswith(_B64_HEADS):
+    if not labelled and not text.startswith(_B64_HEADS):
         return None
     try:
         data = base64.b64decode(text, validate=True)
@@ -85,7 +96,9 @@ def _from_b64(text: str) -> Image | None:
             data = base64.b64decode("".join(text.split()), validate=True)
         except (binascii.Error, ValueError):
             return None
-    mime = _mime_of(data)
+    mime = _magic(data)
+    if mime is not None and not labelled:
+        mime = _sized(data)
     return Image(data, mime) if mime else None
 
 
@@ -130,9 +143,9 @@ def _pixels(value: Any, shape: Any = None) -> Image | None:
 def as_image(key: str, value: Any, siblings: dict | None = None) -> Image | None:
     """`value` (found under `key`) as a picture, or None if it is not one."""
     if isinstance(value, str):
-        if value.startswith("data:image/") or key.endswith(("_b64", "_base64")) or len(value) >= MIN_B64:
+        if value.startswith("data:image/") or key.endswith(("_b64", "_base64")):
             return _from_b64(value)
-        return None
+        return _from_b64(value, labelled=False) if len(value) >= MIN_B64 else None
     if isinstance(value, dict) and value.get("type") == "image" and isinstance(value.get("data"), str):
         img = _from_b64(value["data"])
         mime = value.get("mimeType") or value.get("mime_type")  # fastmcp 3 and 4 spell it differently
