@@ -98,10 +98,15 @@ def resolve(env: Any, name: str | None = None) -> Endpoint:
     return Endpoint(url, name or env_identity(env), action_schema(url), mirrors)
 
 
-def _server_json(url: str, route: str) -> dict:
+METADATA_TIMEOUT = 30.0
+"""Seconds `/metadata` may take: OpenEnv builds an instance of the env to answer it, which for an env that
+sets up a browser or a sandbox takes seconds."""
+
+
+def _server_json(url: str, route: str, timeout: float = 10.0) -> dict:
     """A route of the server as a JSON object; {} when it has no such route or answers something else.
     Raises httpx.HTTPError when the server cannot be reached."""
-    with http_client(url, timeout=10.0) as client:
+    with http_client(url, timeout=timeout) as client:
         r = client.get(f"{url}{route}")
     try:
         body = r.json() if r.status_code == 200 else None
@@ -118,7 +123,17 @@ def env_identity(env: Any) -> str:
         return env.name
     url = http_url(str(getattr(env, "base_url", env)))
     try:
-        name = _server_json(url, "/metadata").get("name")
+        name = _server_json(url, "/metadata", METADATA_TIMEOUT).get("name")
+    except httpx.TimeoutException as e:
+        if not _answers(url, "/health"):
+            raise ConfigError(f"cannot reach the environment at {redact_url(url)} ({reason(e)})") from None
+        # Said apart from an unreachable server: this one is there, and slow to build its env.
+        where = redact_url(url)
+        said = (
+            f"answers /health but its /metadata took more than {METADATA_TIMEOUT:g}s (an env slow to set up)"
+        )
+        slow = EnvSlowError(f"the environment at {where} {said}", "/metadata", METADATA_TIMEOUT)
+        raise ConfigError(str(slow)) from slow
     except httpx.HTTPError as e:
         raise ConfigError(f"cannot reach the environment at {redact_url(url)} ({reason(e)})") from None
     return str(name) if name else redact_url(url)  # the name goes into every record: no credentials

@@ -236,6 +236,20 @@ def test_a_slow_reset_is_said_apart_from_an_unreachable_server(nowhere):
         OpenEnvSession(nowhere)
 
 
+def test_a_server_slow_to_build_its_env_is_not_called_unreachable(monkeypatch, nowhere):
+    from evalkit.envs import openenv
+
+    monkeypatch.setattr(openenv, "METADATA_TIMEOUT", 0.4)
+    with Served(kinds.slow_app(delay=1.5, setup=True)) as served:
+        with pytest.raises(
+            ConfigError, match=r"answers /health but its /metadata took more than 0.4s"
+        ) as got:
+            openenv.env_identity(served.base_url)
+    assert isinstance(got.value.__cause__, EnvSlowError) and got.value.__cause__.what == "/metadata"
+    with pytest.raises(ConfigError, match="cannot reach the environment"):
+        openenv.env_identity(nowhere)
+
+
 # ---- what the env reports of its configuration ------------------------------------------------------------
 
 

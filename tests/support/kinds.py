@@ -17,7 +17,8 @@
 - `crash`: a typed env whose step 9 returns what the server cannot send (dipg's EXECUTION_ERROR), whose
   step 8 raises, whose step 7 is an illegal move it answers in its observation, and whose schema refuses
   anything past 9 (VALIDATION_ERROR).
-- `slow`: answers /health at once, but its reset takes `delay` seconds (a sandbox being set up).
+- `slow`: answers /health at once, but its reset takes `delay` seconds (a sandbox being set up); with
+  `setup=True`, building the env does, so `/metadata` is slow too.
 
 Start one in a test with `Served(<name>_app(...))`, or from a shell (Ctrl-C stops it):
 
@@ -372,10 +373,19 @@ def crash_app():
 # ---- slow: a reset that takes its time --------------------------------------------------------------------
 
 
-def slow_app(delay: float = 2.0):
+def slow_app(delay: float = 2.0, setup: bool = False):
+    """Its reset takes `delay` seconds; with `setup`, building the env does (so `/metadata`, which OpenEnv
+    answers from a new instance, is slow too)."""
+
     class SlowEnv(CrashEnv):
+        def __init__(self):
+            super().__init__()
+            if setup:
+                time.sleep(delay)
+
         def reset(self, seed=None, episode_id=None, **kwargs):
-            time.sleep(delay)
+            if not setup:
+                time.sleep(delay)
             return super().reset(seed, episode_id, **kwargs)
 
     return create_app(SlowEnv, PokeAction, PokeObservation, env_name="slow", max_concurrent_envs=8)
@@ -405,11 +415,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", default="state", choices=["state", "metadata"], help="games: where")
     parser.add_argument("--no-status", action="store_true", help="dead: done without an error status")
     parser.add_argument("--delay", type=float, default=2.0, help="slow: seconds a reset takes")
+    parser.add_argument("--setup", action="store_true", help="slow: building the env takes them instead")
     args = parser.parse_args(argv)
     kw: dict = {
         "games": {"game": args.game, "report": args.report},
         "dead": {"status": not args.no_status},
-        "slow": {"delay": args.delay},
+        "slow": {"delay": args.delay, "setup": args.setup},
     }.get(args.name, {})
     uvicorn.run(APPS[args.name](**kw), host="127.0.0.1", port=args.port, log_level="info")
 
