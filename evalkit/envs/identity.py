@@ -78,3 +78,17 @@ def mismatch(recorded: dict | None, now: dict | None) -> str | None:
             is_ = json.dumps(now[key]) if key in now else "(not reported)"
             parts.append(f"{key} {was} → {is_}")
     return "the env reports another configuration than the run was made against: " + ", ".join(parts)
+
+
+def of_session(session: Any, sent: Iterable[str] | None = None) -> dict:
+    """The configuration `session` reports after its reset (`OpenEnvSession.configuration`); {} for a
+    session that has no such notion (a Python env) or cannot say."""
+    from evalkit.errors import EnvError
+
+    read = getattr(session, "configuration", None)
+    if not callable(read):
+        return {}
+    try:
+        return read(sent)
+    except EnvError:
+        return {}

@@ -376,3 +376,20 @@ def task_text(meta: dict, fields: dict) -> tuple[str | None, str | None]:
 def meta_task_key(meta: dict) -> str | None:
     """The reset metadata key the task text comes from, if any (see `task_text`)."""
     return next((k for k in TASK_KEYS if isinstance(meta.get(k), str) and meta[k].strip()), None)
+
+
+def fingerprint(meta: dict, fields: dict) -> str:
+    """A short hash of what a reset shows the model: its task text, its observation's fields and the
+    metadata it is shown (not ids or other bookkeeping), pictures by their bytes. Two resets that should
+    give two tasks but have one fingerprint gave one task twice (an env that ignores its split and index)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    head, used = task_text(meta, fields)
+    body, images = render(fields, skip=(used,) if used else ())
+    known, pictures = render_metadata(meta, skip={meta_task_key(meta), *fields})
+    for part in (head or "", body, known):
+        digest.update(part.encode() + b"\0")
+    for image in images + pictures:
+        digest.update(hashlib.sha256(image.data).digest())
+    return digest.hexdigest()[:16]

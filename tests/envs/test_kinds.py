@@ -119,6 +119,22 @@ def test_an_env_that_ignores_its_task_opens_every_task_the_same(copycat):
             s.reset(**task.reset)
             openings.add(observation.render(s.observation)[0])
     assert openings == {"question: What is 2 + 2?"}
+    prints = set()
+    with connect(copycat.base_url) as s:
+        for task in drawn:
+            prints.add(observation.fingerprint(s.reset(**task.reset), s.observation))
+    assert len(prints) == 1  # ids differ (episode_id), the opening does not
+
+
+def test_distinct_tasks_have_distinct_fingerprints(catalog, pixels):
+    prints = set()
+    with connect(catalog.base_url) as s:
+        for index in range(3):
+            prints.add(observation.fingerprint(s.reset(split="train", index=index), s.observation))
+    with connect(pixels.base_url) as s:
+        prints.add(observation.fingerprint(s.reset(), s.observation))
+        assert observation.fingerprint(s.reset(), s.observation) in prints  # one picture, one print
+    assert len(prints) == 4
 
 
 # ---- pictures anywhere ------------------------------------------------------------------------------------
@@ -307,3 +323,9 @@ def test_an_mcp_tools_picture_in_text_or_data_is_a_picture():
         snap = s.call("snap", {})
         assert [i.to_pil().size for i in snap.images] == [(8, 8)]
         assert '"image": "[image 1]"' in snap.text and '"t": 3' in snap.text
+
+
+def test_a_sessions_configuration_is_empty_where_it_has_none():
+    from tests.support.pictures import PictureEnv
+
+    assert identity.of_session(PictureEnv()) == {}
