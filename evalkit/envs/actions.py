@@ -129,3 +129,16 @@ def sample_action(schema: dict, legal: list | None = None, root: dict | None = N
             return None
         action[name] = value
     return action
+
+
+def sample_step(tools: list, legal: list | None = None, skip: str | None = None) -> tuple[str, dict] | None:
+    """The first tool (but `skip`, the finishing one) whose arguments `sample_action` can fill, with them;
+    None when no tool's can be. `tools` are `evalkit.types.ToolSpec`s (a typed env's one `step` among
+    them, whose parameters are its action schema)."""
+    for tool in tools:
+        if tool.name == skip:
+            continue
+        args = sample_action(tool.parameters or {}, legal)
+        if args is not None:
+            return tool.name, args
+    return None

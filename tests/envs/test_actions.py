@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.envs.actions import fits, legal_actions, sample_action
+from evalkit.envs.actions import fits, legal_actions, sample_action, sample_step
 
 
 def test_a_legal_action_goes_only_to_a_field_it_fits():
@@ -50,3 +50,17 @@ def test_values_of_every_type():
     assert sample_action({"properties": {"f": {"type": "madeup"}}, "required": ["f"]}) is None
     assert fits(True, {"type": "integer"}, {}) is False and fits(2.0, {"type": "integer"}, {}) is True
     assert legal_actions({"turn": 1}, {"legal_actions": [], "valid_moves": ["e4"]}) == ["e4"]
+
+
+def test_a_sample_step_skips_the_finishing_tool_and_tools_it_cannot_fill():
+    from evalkit.types import ToolSpec
+
+    odd = ToolSpec("odd", parameters={"properties": {"f": {"type": "madeup"}}, "required": ["f"]})
+    chat = ToolSpec(
+        "say", parameters={"properties": {"message": {"type": "string"}}, "required": ["message"]}
+    )
+    submit = ToolSpec(
+        "submit", parameters={"properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    )
+    assert sample_step([submit, odd, chat], [3], skip="submit") == ("say", {"message": ""})
+    assert sample_step([odd], [3]) is None and sample_step([]) is None

@@ -329,3 +329,21 @@ def test_a_sessions_configuration_is_empty_where_it_has_none():
     from tests.support.pictures import PictureEnv
 
     assert identity.of_session(PictureEnv()) == {}
+
+
+def test_an_episode_sends_plain_field_pictures_as_images_and_stores_them_as_frames(pixels, tmp_path):
+    from evalkit.records.traces import safe_path
+    from evalkit.run.episode import run_episode
+    from evalkit.types import Turn
+    from tests.support.scripted import call, factory
+
+    sink: list = []
+    turns = [Turn(calls=[call("step", values=[0.1])]), Turn(calls=[call("step", values=[0.2])])]
+    rec = run_episode(factory(turns, sink), pixels.base_url, out=tmp_path, max_turns=3)
+    assert (rec.error_class, rec.end_reason, rec.reward) == (None, "done", 0.5)
+    opening, pictures = sink[0].users[0]
+    assert len(pictures) == 2 and "pixels: [image 1]" in opening and len(opening) < 1500
+    [(_, first)] = sink[0].results_seen[0]
+    assert len(first.images) == 2 and len(first.text) < 1500
+    assert rec.frame0 and all(t.frame for t in rec.turns) and rec.episode_id  # a typed env's, from its state
+    assert safe_path(tmp_path, rec.frame0).read_bytes()[:4] in (b"\x89PNG", b"RIFF")  # a picture, not text
