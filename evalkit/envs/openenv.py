@@ -27,6 +27,7 @@ from evalkit.errors import (
     EnvDeadError,
     EnvError,
     EnvSlowError,
+    EnvStepError,
     EnvUnreachableError,
     reason,
 )
@@ -389,8 +390,10 @@ class OpenEnvSession:
                 "reset",
                 err.seconds,
             )
-        return EnvUnreachableError(f"the environment at {where} stopped answering: no /health, and no reset "
-                                   f"within {err.seconds:g}s")  # fmt: skip
+        gone = (
+            f"the environment at {where} stopped answering: no /health, and no reset within {err.seconds:g}s"
+        )
+        return EnvUnreachableError(gone)
 
     def tools(self) -> list[ToolSpec]:
         tools = self._conn.mcp("tools/list").get("tools") or []
@@ -413,6 +416,8 @@ class OpenEnvSession:
             payload = self._conn.step({"type": "call_tool", "tool_name": name, "arguments": args})
         except ActionRefused as e:
             return ToolOutcome(f"error: {e}", is_error=True)
+        except EnvStepError as e:
+            raise EnvStepError(f"{e} (while running {name})", e.code) from None
         return tool_outcome(payload, self.hidden)
 
     # ---- pictures, each route on its own
