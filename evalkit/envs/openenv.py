@@ -376,7 +376,7 @@ class OpenEnvSession:
         """What the env reports of its configuration (`identity.configuration` over the reset's metadata
         and observation, its state and the server's `/metadata`), without the keys the reset was `sent`."""
         try:
-            described = _server_json(self.http_base, "/metadata")
+            described = _server_json(self.http_base, "/metadata", METADATA_TIMEOUT)
         except httpx.HTTPError:
             described = {}
         return identity.configuration(self.metadata, self.observation, self.state(), described, sent)
