@@ -10,7 +10,11 @@
     │   └── EvalsetError
     ├── EndpointError            the model endpoint failed after its retries → error_class "endpoint_error"
     ├── EnvError                 the environment connection failed → error_class "env_error"
-    │   └── EnvCapacityError     every session the server allows is in use: waited on, then env_error
+    │   ├── EnvCapacityError     every session the server allows is in use: waited on, then env_error
+    │   ├── EnvUnreachableError  nothing answers at the env's address (no /health, a refused connection)
+    │   ├── EnvSlowError         the server answers /health, but a reset (or /metadata) took too long
+    │   ├── EnvDeadError         a reset answered `done`: the env cannot play this episode
+    │   └── EnvStepError         the server failed to run a step (OpenEnv's EXECUTION_ERROR)
     ├── TraceError               a run directory that cannot be read or written safely
     ├── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
     └── EpisodeOver              a debugger asked to step an episode past its end
@@ -82,6 +86,50 @@ class EnvCapacityError(EnvError):
     def __init__(self, message: str, active: int | None = None, limit: int | None = None):
         super().__init__(message)
         self.active, self.limit = active, limit
+
+
+class EnvUnreachableError(EnvError):
+    """Nothing answers at the env's address: the connection was refused or dropped, and `/health` is
+    silent. Said apart from `EnvSlowError`, whose server is there but slow."""
+
+
+class EnvSlowError(EnvError):
+    """The server answers `/health`, but a request (`what`: the reset, `/metadata`) took more than `seconds`:
+    an env slow to set up (a browser, a sandbox), not an unreachable one."""
+
+    def __init__(self, message: str, what: str = "", seconds: float | None = None):
+        super().__init__(message)
+        self.what, self.seconds = what, seconds
+
+    def __reduce__(self) -> tuple:  # pickled as made (a Ray task sends it back to the driver)
+        return type(self), (str(self), self.what, self.seconds)
+
+
+class EnvDeadError(EnvError):
+    """The env answered its reset with `done: true` (jupyter's `status: error` when a key is missing on the
+    server, or a dataset with nothing left): no turn can be played, so the episode ends unscored, without a
+    model call. `status` and `detail` are what the server said, scrubbed of anything shaped like a key."""
+
+    def __init__(self, message: str, status: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status, self.detail = status, detail
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self), self.status, self.detail)
+
+
+class EnvStepError(EnvError):
+    """The server failed to run a step (its `EXECUTION_ERROR` frame: the env raised, or returned something
+    the server could not send): the environment's failure, not the model's, so the episode ends unscored.
+    An action the env refuses (`VALIDATION_ERROR`, or an illegal move it answers in its observation) is
+    not this: the model reads it."""
+
+    def __init__(self, message: str, code: str = "EXECUTION_ERROR"):
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self), self.code)
 
 
 class TraceError(EvalkitError):

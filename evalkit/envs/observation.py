@@ -1,9 +1,12 @@
 """An OpenEnv observation as a model reads it: its own fields as readable text, its pictures as images.
 
 Observations are whatever the env's `Observation` class holds: a question, a board, a page's text, a
-screenshot. Pictures are recognised by their shape, not by the env's name for them: a base64 string under a
-`*_b64` / `*_base64` key or as a `data:image/...` URL, an MCP image item (`{"type": "image", "data", ...}`),
-a pixel array (height × width × 1/3/4 channels), or a flat pixel list beside a `<name>_shape` field.
+screenshot. Pictures are recognised by their content, not by the env's name for them, in any field and
+nested: a base64 PNG / JPEG / WebP / GIF string (dm_control's `pixels`) or `data:image/...` URL whose bytes
+are a real picture (its magic bytes, and a size its header gives), an MCP image item (`{"type": "image",
+"data", ...}`), a pixel array (height × width × 1/3/4 channels), or a flat pixel list beside a
+`<name>_shape` field. A picture is sent as an image and its place in the text says `[image N]`, never its
+characters; a base64 string that is not a picture stays text.
 
 What an env puts only in an observation's `metadata` (a maze's layout, a game's next player) is the model's
 to read too: `shown_metadata` keeps all of it but the keys the env marks as hidden (`hidden_keys`, or a
@@ -25,8 +28,9 @@ from evalkit.types import Image
 SKIP = frozenset({"done", "reward", "metadata"})
 """Fields every OpenEnv observation has that are not the observation itself."""
 
-TASK_KEYS = ("prompt", "question", "task", "goal")
-"""Where an env puts the task text, in order of preference (reset metadata first, then observation fields)."""
+TASK_KEYS = ("prompt", "task_prompt", "question", "task", "instruction", "goal", "objective", "problem")
+"""Where an env puts the task text, in order of preference (reset metadata first, then observation fields):
+textarena's `prompt`, repl's `task_prompt`, reasoning_gym's `question`, BrowserGym's `goal`, ..."""
 
 BOOKKEEPING = frozenset(
     {
@@ -39,24 +43,62 @@ BOOKKEEPING = frozenset(
 METADATA_CAP = 2000
 """Characters of one metadata value the model is shown; the rest is cut, with a note saying so."""
 
-_MAGIC = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif", b"RIFF": "image/webp"}
-_MAX_DEPTH = 4
+_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+_B64_HEADS = ("iVBORw0KGgo", "/9j/", "UklGR", "R0lGOD")
+"""How the base64 of a PNG, JPEG, RIFF (WebP) and GIF file begins: a string that does not begin so is not
+decoded at all, so a long text costs one prefix test."""
+MIN_B64 = 64
+"""Characters below which an unlabelled base64 string is never taken for a picture (none is that small)."""
+_MAX_DEPTH = 6
 
 
-def _mime_of(data: bytes) -> str | None:
+_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
+
+
+def _magic(data: bytes) -> str | None:
+    """The picture type `data`'s first bytes say (a WebP's RIFF header says WEBP: a WAV's does not)."""
+    if data[8:12] == b"WEBP" and data.startswith(b"RIFF"):
+        return "image/webp"
     return next((mime for magic, mime in _MAGIC.items() if data.startswith(magic)), None)
 
 
-def _from_b64(text: str) -> Image | None:
+def _sized(data: bytes) -> str | None:
+    """The picture's type when its header also gives a size; None for anything else (a corrupt header,
+    bytes that only begin like a PNG). PIL reads only the header here: the pixels are not decoded."""
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            mime = _FORMATS.get(str(img.format))
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return None
+    return mime if width > 0 and height > 0 else None
+
+
+def _from_b64(text: str, labelled: bool = True) -> Image | None:
+    """The picture base64 `text` holds. A `labelled` one (a `data:image/` URL, a `*_b64` key, an MCP image
+    item: the env says it is a picture) needs only a picture's magic bytes; an unlabelled string must also
+    begin as a picture's base64 does and have a header that gives a size, so that no other base64 is
+    taken for one."""
     if text.startswith("data:image/"):
         head, _, text = text.partition(",")
         if ";base64" not in head:
             return None
+    text = text.strip()
+    if not labelled and not text.startswith(_B64_HEADS):
+        return None
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        return None
-    mime = _mime_of(data)
+        try:  # wrapped at 76 characters, as MIME base64 is
+            data = base64.b64decode("".join(text.split()), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    mime = _magic(data)
+    if mime is not None and not labelled:
+        mime = _sized(data)
     return Image(data, mime) if mime else None
 
 
@@ -103,7 +145,7 @@ def as_image(key: str, value: Any, siblings: dict | None = None) -> Image | None
     if isinstance(value, str):
         if value.startswith("data:image/") or key.endswith(("_b64", "_base64")):
             return _from_b64(value)
-        return None
+        return _from_b64(value, labelled=False) if len(value) >= MIN_B64 else None
     if isinstance(value, dict) and value.get("type") == "image" and isinstance(value.get("data"), str):
         img = _from_b64(value["data"])
         mime = value.get("mimeType") or value.get("mime_type")  # fastmcp 3 and 4 spell it differently
@@ -118,17 +160,40 @@ def as_image(key: str, value: Any, siblings: dict | None = None) -> Image | None
 
 
 def images_in(value: Any, key: str = "", siblings: dict | None = None, depth: int = 0) -> list[Image]:
-    """Every picture in a JSON value, outermost first."""
+    """Every picture in a JSON value, outermost first, in the order `lift` numbers them."""
+    found: list[Image] = []
+    lift(value, key, siblings, found, 1, depth)
+    return found
+
+
+def lift(
+    value: Any, key: str, siblings: dict | None, found: list[Image], first: int = 1, depth: int = 0
+) -> Any:
+    """`value` with each picture in it (at any depth) replaced by its reference `[image N]`, N counted from
+    `first` over `found`, to which the picture is appended: the text keeps what surrounds a picture (a
+    frame's step number beside it) without the picture's own characters."""
     img = as_image(key, value, siblings)
     if img is not None:
-        return [img]
+        found.append(img)
+        return f"[image {first + len(found) - 1}]"
     if depth >= _MAX_DEPTH:
-        return []
+        return value
     if isinstance(value, dict):
-        return [i for k, v in value.items() for i in images_in(v, str(k), value, depth + 1)]
+        return {k: lift(v, str(k), value, found, first, depth + 1) for k, v in value.items()}
     if isinstance(value, list) and not (value and isinstance(value[0], int | float)):
-        return [i for v in value for i in images_in(v, key, None, depth + 1)]
-    return []
+        return [lift(v, key, None, found, first, depth + 1) for v in value]
+    return value
+
+
+def _refs(lifted: Any, n: int) -> str | None:
+    """The text of a value whose every part was a picture (`[image 1], [image 2]`); None otherwise."""
+    if n == 0:
+        return None
+    if isinstance(lifted, str):
+        return lifted
+    if isinstance(lifted, list) and len(lifted) == n and all(isinstance(v, str) for v in lifted):
+        return ", ".join(lifted)
+    return None
 
 
 def _scalar(value: Any) -> bool:
@@ -137,6 +202,11 @@ def _scalar(value: Any) -> bool:
 
 def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if value is None or isinstance(value, bool) else str(value)
+
+
+COLUMN_CAP = 40
+"""Widest cell of a column other than the last that a table pads the others to; past it (or with a cell of
+several lines) a list of records is written record by record instead of as a table."""
 
 
 def _table(value: Any) -> str | None:
@@ -156,6 +226,10 @@ def _table(value: Any) -> str | None:
     else:
         return None
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    # Padding every row to one long or multi-line cell buries a short table in spaces (an opening of 2,841
+    # characters, 1,330 of them spaces): such records are written one by one, a grid as JSON.
+    if any("\n" in c for r in rows for c in r) or any(w > COLUMN_CAP for w in widths[:-1]):
+        return _records(value) if isinstance(value[0], dict) else None
     sep = " | " if isinstance(value[0], dict) else " "
 
     def line(row: list[str]) -> str:  # numbers right-aligned, as a table of them is read
@@ -163,6 +237,23 @@ def _table(value: Any) -> str | None:
         return sep.join(cells).rstrip()
 
     return "\n".join(map(line, rows))
+
+
+def _records(records: list[dict]) -> str:
+    """Flat records one after the other, a `key: value` line each, a value of several lines indented under
+    its key, with a blank line between two records."""
+    blocks = []
+    for i, record in enumerate(records, 1):
+        lines = [f"[{i}]"]
+        for k, v in record.items():
+            text = _cell(v)
+            if "\n" in text:
+                lines.append(f"{k}:")
+                lines += [f"  {t}".rstrip() for t in text.splitlines()]
+            else:
+                lines.append(f"{k}: {text}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _number(text: str) -> bool:
@@ -222,18 +313,27 @@ def render(
         for k, v in fields.items()
         if k not in SKIP and k not in skip and v is not None and v != "" and v != [] and v != {}
     }
-    pictures = {k: found for k, v in shown.items() if (found := images_in(v, k, fields))}
     lines: list[str] = []
     images: list[Image] = []
+    pictured: set[str] = set()
     for key, value in shown.items():
-        if key in pictures:
-            refs = ", ".join(f"[image {first + len(images) + i}]" for i in range(len(pictures[key])))
-            images += pictures[key]
-            lines.append(f"{key}: {refs}")
-        elif not (key.endswith("_shape") and key.removesuffix("_shape") in pictures):
-            text = readable(value, cap)
-            lines.append(f"{key}:\n{text}" if "\n" in text else f"{key}: {text}")
-    return "\n".join(lines), images
+        before = len(images)
+        lifted = lift(value, key, fields, images, first)
+        if len(images) > before:
+            pictured.add(key)
+        lines.append(_line(key, lifted, len(images) - before, cap))
+    # A flat pixel list's `<name>_shape` says nothing once the list is a picture.
+    return "\n".join(
+        line
+        for key, line in zip(shown, lines, strict=True)
+        if not (key.endswith("_shape") and key.removesuffix("_shape") in pictured)
+    ), images
+
+
+def _line(key: str, lifted: Any, pictures: int, cap: int | None) -> str:
+    refs = _refs(lifted, pictures)
+    text = refs if refs is not None else readable(lifted, cap)
+    return f"{key}:\n{text}" if "\n" in text else f"{key}: {text}"
 
 
 def render_metadata(
@@ -251,18 +351,13 @@ def render_metadata(
     shown = {k: v for k, v in shown_metadata(meta, hidden).items() if k not in skip}
     if not attached:
         return render(shown, first=first, cap=METADATA_CAP)
-    numbers: dict[str, range] = {}
-    n = first
-    for k, v in meta.items():
-        found = images_in(v, str(k), meta, 1)
-        if found:
-            numbers[k], n = range(n, n + len(found)), n + len(found)
-    lines = []
-    for k, v in shown.items():
-        if k in numbers:
-            lines.append(f"{k}: " + ", ".join(f"[image {i}]" for i in numbers[k]))
-        else:
-            lines.append(render({k: v}, cap=METADATA_CAP)[0])
+    lifted: dict[str, tuple[Any, int]] = {}
+    found: list[Image] = []
+    for k, v in meta.items():  # every picture of the metadata is attached, a hidden one too: count them all
+        before = len(found)
+        value = lift(v, str(k), meta, found, first, 1)
+        lifted[str(k)] = (value, len(found) - before)
+    lines = [_line(k, *lifted[str(k)], METADATA_CAP) for k in shown]
     return "\n".join(line for line in lines if line), []
 
 
@@ -281,3 +376,20 @@ def task_text(meta: dict, fields: dict) -> tuple[str | None, str | None]:
 def meta_task_key(meta: dict) -> str | None:
     """The reset metadata key the task text comes from, if any (see `task_text`)."""
     return next((k for k in TASK_KEYS if isinstance(meta.get(k), str) and meta[k].strip()), None)
+
+
+def fingerprint(meta: dict, fields: dict) -> str:
+    """A short hash of what a reset shows the model: its task text, its observation's fields and the
+    metadata it is shown (not ids or other bookkeeping), pictures by their bytes. Two resets that should
+    give two tasks but have one fingerprint gave one task twice (an env that ignores its split and index)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    head, used = task_text(meta, fields)
+    body, images = render(fields, skip=(used,) if used else ())
+    known, pictures = render_metadata(meta, skip={meta_task_key(meta), *fields})
+    for part in (head or "", body, known):
+        digest.update(part.encode() + b"\0")
+    for image in images + pictures:
+        digest.update(hashlib.sha256(image.data).digest())
+    return digest.hexdigest()[:16]

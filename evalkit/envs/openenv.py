@@ -20,10 +20,18 @@ from typing import Any
 
 import httpx
 
-from evalkit.envs import loopback, observation
-from evalkit.envs.wire import ActionRefused, Connection
-from evalkit.errors import ConfigError, EnvError, reason
-from evalkit.secrets import redact_url
+from evalkit.envs import identity, loopback, observation
+from evalkit.envs.wire import ActionRefused, Connection, ServerError
+from evalkit.errors import (
+    ConfigError,
+    EnvDeadError,
+    EnvError,
+    EnvSlowError,
+    EnvStepError,
+    EnvUnreachableError,
+    reason,
+)
+from evalkit.secrets import redact_url, scrub
 from evalkit.types import Image, ToolOutcome, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -91,10 +99,15 @@ def resolve(env: Any, name: str | None = None) -> Endpoint:
     return Endpoint(url, name or env_identity(env), action_schema(url), mirrors)
 
 
-def _server_json(url: str, route: str) -> dict:
+METADATA_TIMEOUT = 30.0
+"""Seconds `/metadata` may take: OpenEnv builds an instance of the env to answer it, which for an env that
+sets up a browser or a sandbox takes seconds."""
+
+
+def _server_json(url: str, route: str, timeout: float = 10.0) -> dict:
     """A route of the server as a JSON object; {} when it has no such route or answers something else.
     Raises httpx.HTTPError when the server cannot be reached."""
-    with http_client(url, timeout=10.0) as client:
+    with http_client(url, timeout=timeout) as client:
         r = client.get(f"{url}{route}")
     try:
         body = r.json() if r.status_code == 200 else None
@@ -111,7 +124,17 @@ def env_identity(env: Any) -> str:
         return env.name
     url = http_url(str(getattr(env, "base_url", env)))
     try:
-        name = _server_json(url, "/metadata").get("name")
+        name = _server_json(url, "/metadata", METADATA_TIMEOUT).get("name")
+    except httpx.TimeoutException as e:
+        if not _answers(url, "/health"):
+            raise ConfigError(f"cannot reach the environment at {redact_url(url)} ({reason(e)})") from None
+        # Said apart from an unreachable server: this one is there, and slow to build its env.
+        where = redact_url(url)
+        said = (
+            f"answers /health but its /metadata took more than {METADATA_TIMEOUT:g}s (an env slow to set up)"
+        )
+        slow = EnvSlowError(f"the environment at {where} {said}", "/metadata", METADATA_TIMEOUT)
+        raise ConfigError(str(slow)) from slow
     except httpx.HTTPError as e:
         raise ConfigError(f"cannot reach the environment at {redact_url(url)} ({reason(e)})") from None
     return str(name) if name else redact_url(url)  # the name goes into every record: no credentials
@@ -208,15 +231,35 @@ def tool_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOut
             if isinstance(item, dict) and item.get("type") == "image":
                 images += observation.images_in(item)
             elif isinstance(item, dict) and item.get("type") == "text":
-                texts.append(str(item.get("text", "")))
+                texts.append(_text_item(str(item.get("text", "")), images))
         if not content and result.get("data") is not None:
-            data = result["data"]
+            data = observation.lift(result["data"], "data", None, images, 1)
             texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
     elif result is not None:
         texts.append(str(result))
     known, pictures = observation.render_metadata(meta, hidden, first=len(images) + 1)
     texts.append(known)
     return _outcome("\n".join(t for t in texts if t), images + pictures, is_error, payload, obs, meta)
+
+
+def _text_item(text: str, images: list[Image]) -> str:
+    """An MCP text item as the model reads it. A tool that returns a picture as base64 text (a data URI, a
+    PNG's base64), or JSON holding one (fastmcp sends a tool's dict as JSON text), returns a picture: it is
+    moved to `images` and its place says `[image N]`."""
+    picture = observation.as_image("", text.strip())
+    if picture is not None:
+        images.append(picture)
+        return f"[image {len(images)}]"
+    if len(text) >= observation.MIN_B64 and text.lstrip()[:1] in ("{", "["):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        before = len(images)
+        lifted = observation.lift(data, "", None, images, 1)
+        if len(images) > before:
+            return json.dumps(lifted, ensure_ascii=False, default=str)
+    return text
 
 
 def typed_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:
@@ -249,6 +292,22 @@ def _outcome(
     )
 
 
+DEAD_DETAIL = ("error", "message", "reason", "detail")
+"""Metadata keys a dead reset's explanation is read from, for the message only (never to classify it)."""
+
+
+def dead_reset(meta: dict) -> EnvDeadError:
+    """The error a reset that answered `done` stands for: what the server said (its `status` and the first
+    of its `error` / `message` / ... texts), scrubbed of anything shaped like a key and cut short."""
+    status = meta.get("status")
+    status = scrub(str(status))[:80] if status is not None else None
+    detail = next((meta[k] for k in DEAD_DETAIL if isinstance(meta.get(k), str) and meta[k].strip()), None)
+    detail = scrub(" ".join(detail.split()))[:300] if detail else None
+    said = f", status: {status}" if status else ""
+    text = f"the environment ended the episode at its reset (done: true{said})"
+    return EnvDeadError(f"{text}: {detail}" if detail else text, status, detail)
+
+
 class OpenEnvSession:
     """One episode's connection to an OpenEnv MCP server."""
 
@@ -267,6 +326,8 @@ class OpenEnvSession:
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
+        self.state_seen: dict | None = None
+        """The env's state as `state()` last read it this episode."""
         self._timeout, self._headers = message_timeout_s, headers
         local = loopback.is_loopback(self.http_base)
         self._http = None if local else shared_http(self.http_base, message_timeout_s, headers)
@@ -277,14 +338,62 @@ class OpenEnvSession:
             raise not_openenv(self.http_base, e) or e from None
 
     def reset(self, **kwargs: Any) -> dict:
-        """Start an episode; returns the reset observation's metadata (instructions, task id, ...)."""
-        payload = self._conn.reset(**{k: v for k, v in kwargs.items() if v is not None})
+        """Start an episode; returns the reset observation's metadata (instructions, task id, ...), with the
+        `episode_id` the env's state reports when the metadata has none (a typed env's).
+
+        Raises EnvDeadError when the reset answers `done` (nothing can be played), EnvSlowError when the
+        server answers `/health` but not the reset in time, EnvUnreachableError when it answers neither."""
+        try:
+            payload = self._conn.reset(**{k: v for k, v in kwargs.items() if v is not None})
+        except EnvSlowError as e:
+            raise self._slow_or_gone(e) from None
         obs = payload.get("observation") or {}
         self.metadata = dict(payload.get("metadata") or obs.get("metadata") or {})
         self.observation = {k: v for k, v in obs.items() if k not in observation.SKIP}
         self.hidden = frozenset(observation.hidden_keys(self.metadata))
         self._missing.clear()
+        self.state_seen = None
+        if payload.get("done") or obs.get("done"):
+            raise dead_reset(self.metadata)
+        if not self.metadata.get("episode_id"):
+            episode = self.state().get("episode_id")
+            if episode:
+                self.metadata["episode_id"] = str(episode)
         return self.metadata
+
+    def state(self) -> dict:
+        """The env's own state (OpenEnv's `state` message: its episode id, step count, and for many envs
+        their configuration, e.g. OpenSpiel's `game_name`); {} when the env cannot say."""
+        if self.state_seen is None:
+            try:
+                self.state_seen = self._conn.request("state")
+            except ServerError as e:  # an env whose `state` raises: it simply has none to give
+                log.debug("no state from %s: %s", redact_url(self.base_url), e)
+                self.state_seen = {}
+        return self.state_seen
+
+    def configuration(self, sent: dict | None = None) -> dict:
+        """What the env reports of its configuration (`identity.configuration` over the reset's metadata
+        and observation, its state and the server's `/metadata`), without the keys the reset was `sent`."""
+        try:
+            described = _server_json(self.http_base, "/metadata", METADATA_TIMEOUT)
+        except httpx.HTTPError:
+            described = {}
+        return identity.configuration(self.metadata, self.observation, self.state(), described, sent)
+
+    def _slow_or_gone(self, err: EnvSlowError) -> EnvError:
+        where = redact_url(self.http_base)
+        if _answers(self.http_base, "/health"):
+            return EnvSlowError(
+                f"the environment at {where} answers /health but its reset took more than {err.seconds:g}s "
+                "(an env slow to set up: give it a longer message timeout)",
+                "reset",
+                err.seconds,
+            )
+        gone = (
+            f"the environment at {where} stopped answering: no /health, and no reset within {err.seconds:g}s"
+        )
+        return EnvUnreachableError(gone)
 
     def tools(self) -> list[ToolSpec]:
         tools = self._conn.mcp("tools/list").get("tools") or []
@@ -300,15 +409,15 @@ class OpenEnvSession:
         ]
 
     def call(self, name: str, args: dict) -> ToolOutcome:
+        # An MCP env answers a failing tool inside its observation (OpenEnv's MCPEnvironment catches it): an
+        # EXECUTION_ERROR frame means the env's step itself broke (e.g. the browser under the session
+        # crashed), and the wire raises it as the environment's failure (EnvStepError), not the model's.
         try:
             payload = self._conn.step({"type": "call_tool", "tool_name": name, "arguments": args})
         except ActionRefused as e:
-            if e.code == "EXECUTION_ERROR":
-                # An MCP env answers a failing tool inside its observation (OpenEnv's MCPEnvironment catches
-                # it): an error frame means the env's step itself broke (e.g. the browser under the session
-                # crashed), which is the environment's failure, not the model's.
-                raise EnvError(f"the environment failed while running {name}: {e}") from None
             return ToolOutcome(f"error: {e}", is_error=True)
+        except EnvStepError as e:
+            raise EnvStepError(f"{e} (while running {name})", e.code) from None
         return tool_outcome(payload, self.hidden)
 
     # ---- pictures, each route on its own
@@ -384,6 +493,8 @@ class TypedSession(OpenEnvSession):
     def call(self, name: str, args: dict) -> ToolOutcome:
         if name != "step":
             return ToolOutcome(f"unknown tool {name!r}: this environment has one tool, step", is_error=True)
+        # An action that does not fit the schema is the model's to read; a step the env failed to run
+        # (EXECUTION_ERROR, e.g. dipg answering with what its server cannot send) raises EnvStepError.
         try:
             payload = self._conn.step(args)
         except ActionRefused as e:

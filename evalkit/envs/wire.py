@@ -2,10 +2,14 @@
 
 Messages are `{"type": "reset" | "step" | "state" | "mcp" | "close", "data": ...}`; the server answers
 `observation`, `state`, `mcp` or `error` frames. Error frames carry a `code`, so a refusal is classified by
-it (`CAPACITY_REACHED` → `EnvCapacityError`; `VALIDATION_ERROR` / `EXECUTION_ERROR` of a step → an
-`ActionRefused` the session judges: a typed env's refusal is a tool error for the model, an MCP env's failed
-step the environment's error) and never by its message. Owning the wire also keeps OpenEnv's client
-package, whose import pulls in its web UI, off the client's start-up path.
+it and never by its message: `CAPACITY_REACHED` → `EnvCapacityError`; a step's `VALIDATION_ERROR` (the
+action does not fit the env's schema) → `ActionRefused`, which the model is told; a step's
+`EXECUTION_ERROR` (the env raised while running it, or returned what the server could not send) →
+`EnvStepError`, the environment's failure; any other error frame → `ServerError`. A socket that cannot be
+opened is `EnvUnreachableError`; an open one whose answer does not come in time, `EnvSlowError`.
+
+Owning the wire also keeps OpenEnv's client package, whose import pulls in its web UI, off the client's
+start-up path.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from websockets.protocol import State
 from websockets.uri import parse_uri
 
 from evalkit.envs import loopback
-from evalkit.errors import EnvCapacityError, EnvError, reason
-from evalkit.secrets import redact_url
+from evalkit.errors import EnvCapacityError, EnvError, EnvSlowError, EnvStepError, EnvUnreachableError, reason
+from evalkit.secrets import redact_url, scrub
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +39,8 @@ MAX_MESSAGE = 100 * 2**20
 
 
 class ActionRefused(Exception):
-    """The server rejected or failed one step (its `VALIDATION_ERROR` / `EXECUTION_ERROR`); the connection
-    stays usable, and the session decides whether the model is told or the episode ends as an env error."""
+    """The server rejected one action (its `VALIDATION_ERROR`: the action does not fit the env's schema);
+    the connection stays usable, and the model is told."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -204,7 +208,10 @@ class Connection:
                 )
         except Exception as e:
             where = redact_url(self.url)
-            raise EnvError(f"cannot connect to the environment at {where}: {reason(e)}") from e
+            # Nothing listening (or a silent host) is said apart from a server that answered as something
+            # else, which `openenv.not_openenv` names from the handshake's failure.
+            kind = EnvUnreachableError if isinstance(e, OSError) else EnvError
+            raise kind(f"cannot connect to the environment at {where}: {reason(e)}") from e
         self._open = True
 
     def request(self, kind: str, data: Any = None) -> dict:
@@ -221,7 +228,11 @@ class Connection:
         except TimeoutError:
             # A late answer would be read as the answer to the next request: this socket is done.
             self._drop()
-            raise EnvError(f"the environment did not answer {kind} within {self.timeout:.0f}s") from None
+            raise EnvSlowError(
+                f"the environment accepted the session but did not answer {kind} within {self.timeout:g}s",
+                kind,
+                self.timeout,
+            ) from None
         except ConnectionClosed as e:
             self._drop()
             raise EnvError(f"the environment closed the connection during {kind} ({e})") from None
@@ -240,8 +251,10 @@ class Connection:
         if code == "CAPACITY_REACHED":
             self._drop()
             raise EnvCapacityError(text, data.get("active_sessions"), data.get("max_sessions"))
-        if kind == "step" and code in ("VALIDATION_ERROR", "EXECUTION_ERROR"):
+        if kind == "step" and code == "VALIDATION_ERROR":
             raise ActionRefused(code, text)
+        if kind == "step" and code == "EXECUTION_ERROR":
+            raise EnvStepError(f"the environment failed to run the step: {scrub(text)}", code)
         raise ServerError(code, text)
 
     def reset(self, **kwargs: Any) -> dict:

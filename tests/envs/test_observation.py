@@ -97,3 +97,29 @@ def test_metadata_the_model_reads_tables_cuts_and_what_it_never_sees():
     png = "data:image/png;base64," + base64.b64encode(_png()).decode()
     text, images = observation.render_metadata({"hidden_keys": ["ref"], "ref": png, "map": png}, first=3)
     assert text == "map: [image 3]" and len(images) == 1  # a hidden picture is not sent either
+
+
+def test_long_or_multi_line_cells_are_not_padded_to_the_widest_line():
+    rows = [
+        {"cell": 1, "source": "x = 1\ny = 2", "out": "ok"},
+        {"cell": 2, "source": "print(x)", "out": "1"},
+    ]
+    text = observation.readable(rows)
+    assert (
+        text == "[1]\ncell: 1\nsource:\n  x = 1\n  y = 2\nout: ok\n\n[2]\ncell: 2\nsource: print(x)\nout: 1"
+    )
+    long = [{"path": "a/" * 40, "size": 3}, {"path": "b", "size": 4}]
+    assert "  " not in observation.readable(long)  # one 80-character path pads no other row
+    last = [{"n": 1, "note": "y" * 300}, {"n": 2, "note": "z"}]
+    assert observation.readable(last).splitlines() == ["n | note", f"1 | {'y' * 300}", "2 | z"]
+    assert observation.readable([["a\nb", "c"], ["d", "e"]]) == '[["a\\nb", "c"], ["d", "e"]]'
+
+
+def test_the_usual_task_keys_open_the_episode():
+    for key in ("task_prompt", "instruction", "objective", "problem"):
+        assert observation.task_text({key: " Do it. "}, {}) == ("Do it.", None)
+        assert observation.task_text({}, {key: "Do it."}) == ("Do it.", key)
+    assert observation.task_text({"goal": "G", "task_prompt": "T"}, {}) == (
+        "T",
+        None,
+    )  # the order of TASK_KEYS
