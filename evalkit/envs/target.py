@@ -176,6 +176,13 @@ class Found:
     """Sessions tried at most: a capacity equal to it means "at least that many"."""
     session: Any = field(default=None, repr=False)
     """The session, still open, when the caller asked to hold it (and must close it)."""
+    tasks: list[tuple[dict, str]] = field(default_factory=list)
+    """The tasks a batch runs (`start`): reset arguments and identity of each."""
+    copies: int = 1
+    """How many of the tasks drawn by position were one task (their resets showed the same): run as its
+    repeats."""
+    config: dict = field(default_factory=dict)
+    """What the env reports of its configuration (`evalkit.envs.identity`)."""
 
 
 def preflight(
@@ -278,14 +285,38 @@ def check_resets(target: Target, asked: list[tuple[str, Any, str, str, str | Non
             sessions_close(session)
 
 
+@dataclass(frozen=True)
+class Draw:
+    """Tasks drawn from a split by position: `tasks` of them (None or "all": every one the env has) from
+    index `start`, every `stride`."""
+
+    split: str
+    tasks: int | str | None
+    start: int = 0
+    stride: int = 1
+
+    def indices(self, count: int | None = None) -> range:
+        """The indices drawn, among `count` tasks (None: not known, `tasks` must be a number)."""
+        n = None if self.tasks in (None, "all") else int(self.tasks)
+        stop = self.start + n * self.stride if n is not None else (count if count is not None else self.start)
+        return range(self.start, stop, self.stride)
+
+
 def start(
-    target: Target, task: Any, surface: str, mode: str | None, concurrency: int, serve: bool = False
+    target: Target,
+    tasks: list[tuple[dict, str]] | Draw,
+    surface: str,
+    mode: str | None,
+    concurrency: int,
+    serve: bool = False,
 ) -> tuple[Target, Found, Any]:
     """The env ready for a batch of `concurrency` episodes at once: an embedded one served for it (`serve`;
-    `evalkit.envs.process.serve_embedded`), then its preflight on `task` — counting the sessions a server
-    of someone else's accepts, up to `concurrency`. Returns the env with what was measured, what was found,
-    and the server to stop when the batch is over (None when it was not served here). What fails stops the
-    server it started."""
+    `evalkit.envs.process.serve_embedded`); `tasks` (reset arguments and identity of each) drawn from the
+    env's own list where it has a Task API; then its preflight on the first — counting the sessions a
+    server of someone else's accepts, up to `concurrency` — and, for tasks drawn by position, a look at the
+    second (`Found.copies`). Returns the env with what was measured, what was found (its `tasks`), and the
+    server to stop when the batch is over (None when it was not served here). What fails stops the server
+    it started."""
     server = None
     try:
         if serve:
@@ -293,10 +324,71 @@ def start(
 
             server = process.serve_embedded(target.name, concurrency)
             target = served_by(target, server)
+        chosen = draw_tasks(target, tasks) if isinstance(tasks, Draw) else tasks
         sessions = 1 if server is not None else concurrency
-        found = preflight(target, task=task, surface=surface, mode=mode, sessions=sessions)
+        found = preflight(target, task=chosen[0][0], surface=surface, mode=mode, sessions=sessions, hold=True)
+        try:
+            found.tasks = chosen
+            if isinstance(tasks, Draw) and len(chosen) > 1:
+                _one_task(target, found, surface, mode)
+            found.config = _configuration(found)
+        finally:
+            sessions_close(found.session)
+            found.session = None
     except BaseException:
         if server is not None:
             server.stop()
         raise
-    return target.with_(capacity=found.capacity, modes=found.modes), found, server
+    return target.with_(capacity=found.capacity, modes=found.modes, config=found.config), found, server
+
+
+def draw_tasks(target: Target, draw: Draw) -> list[tuple[dict, str]]:
+    """The tasks of `draw`: the env's own (their ids from its Task API), else split and index as asked."""
+    from evalkit.envs import tasks as task_api
+
+    api = task_api.task_api(target.url) if target.url and not target.embedded else None
+    if api is None:
+        if draw.tasks in (None, "all"):
+            raise ConfigError(f"--tasks all needs an env that lists its tasks (the Task API); {target.name} "
+                              "does not: give a number")  # fmt: skip
+        return [
+            ({"split": draw.split, "index": i}, f"{target.name}-{draw.split}-{i:04d}") for i in draw.indices()
+        ]
+    everything = draw.tasks in (None, "all")
+    with api:
+        last = None if everything else draw.indices()[-1] + 1
+        refs = api.draw(draw.split, "all" if everything else last)
+    refs = (refs or [])[draw.start :: draw.stride]
+    if not refs:
+        raise ConfigError(f"split {draw.split!r} of {target.name} has no task from index {draw.start}")
+    return [(r.reset, r.id or f"{target.name}-{r.split}-{r.index:04d}") for r in refs]
+
+
+def _one_task(target: Target, found: Found, surface: str, mode: str | None) -> None:
+    """Tasks drawn by position whose first two resets show the model the same thing are one task: an env
+    that ignores its split and index (reasoning_gym without a seed) would have the statistics count copies
+    as independent tasks. They are run as one task, its repeats (`Found.copies`)."""
+    from evalkit.envs import observation
+
+    if target.embedded:  # evalkit's own envs draw a task per split and index
+        return
+    session = found.session
+
+    def seen(meta: dict) -> tuple:
+        fields = dict(getattr(session, "observation", None) or {})
+        picture = getattr(session, "target", None)  # a task may live in its target picture alone
+        shown = picture() if callable(picture) else None
+        return observation.fingerprint(meta, fields), shown.data if shown is not None else None
+
+    first = seen(found.meta)
+    mode = target.default_mode if mode is None else mode
+    kw = target.reset_kwargs(found.tasks[1][0], surface, mode)
+    if seen(session.reset(**{k: v for k, v in kw.items() if v is not None})) == first:
+        found.copies, found.tasks = len(found.tasks), found.tasks[:1]
+        found.session.reset(**found.reset)  # the configuration is read on the first task's reset
+
+
+def _configuration(found: Found) -> dict:
+    from evalkit.envs import identity
+
+    return identity.of_session(found.session, sent=found.reset)

@@ -24,8 +24,8 @@ from typing import Any
 
 from evalkit.envs import loopback, target
 from evalkit.envs.evalsets import load_evalset
-from evalkit.envs.target import Target
-from evalkit.errors import ConfigError, EnvCapacityError, EnvError
+from evalkit.envs.target import Draw, Target
+from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
 from evalkit.providers import check_endpoints
 from evalkit.providers.common import release_clients
@@ -100,17 +100,21 @@ def select_tasks(
     tiers: list[str] | None = None,
     task_ids: list[str] | None = None,
     limit: int | None = None,
-    split: str = "test",
-    tasks: int | None = None,
+    split: str | None = None,
+    tasks: int | str | None = None,
     start: int = 0,
     stride: int = 1,
     reset: dict | list[dict] | None = None,
-) -> tuple[list[tuple[dict, str]], str | None]:
-    """(reset arguments, identity) per task, and the evalset id. Raises ConfigError on a bad selection.
-    `reset` gives the reset arguments themselves: one dict, or a list of them (one task each)."""
+) -> tuple[list[tuple[dict, str]] | Draw, str | None]:
+    """(reset arguments, identity) per task — or, drawn from a split by position, the `Draw` the env
+    resolves (`evalkit.envs.target.start`: its own tasks where it has a Task API) — and the evalset id.
+    Raises ConfigError on a bad selection. `reset` gives the reset arguments themselves: one dict, or a list
+    of them (one task each)."""
     if reset is not None:
-        if evalset is not None or task_ids or tasks is not None:
-            raise ConfigError("--reset-json names the tasks itself: drop --evalset, --task-ids and --tasks")
+        if evalset is not None or task_ids or tasks is not None or split is not None:
+            raise ConfigError(
+                "--reset-json names the tasks itself: drop --evalset, --task-ids, --split and --tasks"
+            )
         resets = [reset] if isinstance(reset, dict) else list(reset)
         if not resets or not all(isinstance(r, dict) for r in resets):
             raise ConfigError("--reset-json wants a JSON object or a non-empty list of objects")
@@ -131,10 +135,9 @@ def select_tasks(
     if stride < 1 or start < 0:
         raise ConfigError("--start must be ≥ 0 and --stride ≥ 1")
     n = tasks if tasks is not None else (limit if limit is not None else 10)
-    if n < 1:
+    if n != "all" and n < 1:
         raise ConfigError("--tasks must be ≥ 1")
-    idx = range(start, start + n * stride, stride)
-    return [({"split": split, "index": i}, f"{env_name}-{split}-{i:04d}") for i in idx], None
+    return Draw(split or "test", n, start, stride), None
 
 
 COORDINATES = ("auto", "pixels", "normalized")
@@ -240,10 +243,11 @@ def run_batch(
             stride=s.stride,
             reset=s.reset,
         )
-        env, found, served, said, s = _start(env, s, surfaces, task_list[0], to_serve)
+        env, found, served, said, s = _start(env, s, surfaces, task_list, to_serve)
         modes = _resolve_modes(env.name, s.modes or [], found.modes)
+        repeats = s.repeats * found.copies  # copies of one task are run as its repeats
         jobs = plan_jobs(
-            models, env, task_list, surfaces, modes, s.repeats, evalset_id, s.skins, s.coordinates
+            models, env, found.tasks, surfaces, modes, repeats, evalset_id, s.skins, s.coordinates
         )
         meta = _meta(models, env, s, found.kind, surfaces, modes, evalset_id, len(jobs))
         _check_resume(out, meta)
@@ -305,7 +309,7 @@ def _resolve_modes(name: str, asked: list[str], declared: tuple[str, ...] | None
     return [declared[0]] if declared else [""]
 
 
-def _start(env: Target, s: Settings, surfaces: list[str], first: tuple[dict, str], serve: bool) -> tuple:
+def _start(env: Target, s: Settings, surfaces: list[str], tasks: list | Draw, serve: bool) -> tuple:
     """The env served (an embedded one, for the batch) and its preflight: the first task reset once, tools
     listed, capacity counted (`evalkit.envs.target.start`). A task the env refuses, an unreachable server or
     an env with no tools is the user's mistake, better said now than recorded as an env error per episode.
@@ -313,16 +317,23 @@ def _start(env: Target, s: Settings, surfaces: list[str], first: tuple[dict, str
     and the settings with the concurrency the server allows."""
     mode = s.modes[0] if s.modes else None
     try:
-        env, found, served = target.start(env, first[0], surfaces[0], mode, s.concurrency, serve)
+        env, found, served = target.start(env, tasks, surfaces[0], mode, s.concurrency, serve)
     except EnvCapacityError as e:
         raise ConfigError(f"{env.name} has had no free session for a minute ({e}); try again later") from None
+    except (EnvSlowError, EnvUnreachableError) as e:
+        raise ConfigError(f"{env.name}: {e}") from None
     except EnvError as e:
-        raise ConfigError(f"the environment refused task {first[1]}: {e}") from None
+        first = tasks[0][1] if isinstance(tasks, list) else f"{env.name}-{tasks.split}-{tasks.start:04d}"
+        raise ConfigError(f"the environment refused task {first}: {e}") from None
     if not found.tools:
         if served is not None:
             served.stop()
         raise ConfigError(f"{env.name} offers no tools: a model could not act in it")
     said = [_summary(env, found)] if s.progress else []
+    if found.copies > 1:
+        said.append(f"{env.name} showed the same task at {tasks.split} indices {tasks.start} and "
+                    f"{tasks.start + tasks.stride} (its reset ignores split and index): running it as one "
+                    f"task, {found.copies} time(s) per repeat")  # fmt: skip
     if found.capacity is not None and found.capacity < s.concurrency:
         said.append(f"{env.name} accepts {found.capacity} session(s) at a time: running "
                     f"{found.capacity} episode(s) at once instead of {s.concurrency}")  # fmt: skip
@@ -366,6 +377,7 @@ def _meta(
         "evalset_id": evalset_id,
         "split": None if s.evalset or s.reset is not None else s.split,
         "server_sessions": env.capacity,
+        "env_config": env.config,
         "n_jobs": n_jobs,
         "evalkit_version": __version__,
     }
@@ -375,6 +387,12 @@ def _check_resume(out: Path, meta: dict) -> None:
     """A run resumed with settings that change what an episode is would mix incomparable records."""
     if not (out / TRACE).exists():
         return
+    from evalkit.envs.identity import mismatch
+
+    recorded = read_run_json(out).get("env_config")
+    differs = mismatch(recorded, meta["env_config"]) if isinstance(recorded, dict) else None
+    if differs:
+        raise ConfigError(f"{out}: {differs}; use a new --out for it")
     old = outcome_settings(out)
 
     def norm(v: Any) -> Any:

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evalkit.envs import actions, tasks
 from evalkit.envs.sessions import close_quietly
 from evalkit.envs.target import Target, preflight, resolve
 from evalkit.errors import ConfigError, EnvError
@@ -60,8 +61,8 @@ class EnvReport:
     """That step's result as the model gets it (the turns-left note on it, a screenshot added)."""
     no_step: str = ""
     """Why the probe took no step, when it was asked to."""
-    notices: list[str] = field(default_factory=list)
-    """What a batch says of the env before its episodes (the kind, a capacity it runs within)."""
+    splits: list[dict] | None = None
+    """The env's own tasks by split (`{"name", "type", "num_tasks"}`), where it has a Task API."""
 
     def capacity_text(self) -> str:
         if self.capacity is None:
@@ -69,6 +70,14 @@ class EnvReport:
         if self.capacity >= self.tried:
             return f"at least {self.capacity} at once"
         return f"{self.capacity} at a time"
+
+    def splits_text(self) -> str:
+        """The env's own tasks: `train 3, test 2 (evalkit run --split S --tasks N|all)`."""
+        if not self.splits:
+            return "no task list (the Task API): tasks are drawn by split and index, or given by --reset-json"
+        counts = ", ".join(f"{s['name']} {'?' if s.get('num_tasks') is None else s['num_tasks']}"
+                           for s in self.splits)  # fmt: skip
+        return f"{counts} (run them with --split S --tasks N or all)"
 
     def summary(self) -> str:
         """One line: which kind of env this is and how it will be driven."""
@@ -95,6 +104,7 @@ class EnvReport:
             "capacity_tried": self.tried,
             "pictures": self.pictures,
             "modes": list(self.modes) if self.modes else None,
+            "splits": self.splits,
             "reset": self.reset,
             "reset_metadata_keys": sorted(self.meta),
             "observation_fields": sorted(self.observation),
@@ -117,6 +127,7 @@ class EnvReport:
             f"kind:       {KINDS.get(self.kind, self.kind)}",
             f"sessions:   {self.capacity_text()}",
             f"modes:      {', '.join(self.modes) if self.modes else 'none declared'}",
+            f"tasks:      {self.splits_text()}",
             "pictures:   "
             + (", ".join(f"{k} {'yes' if v else 'no'}" for k, v in self.pictures.items()) or "-"),
             f"reset with: {json.dumps(self.reset, default=str)}",
@@ -230,6 +241,8 @@ def probe(
         )
         if pictures:
             report.pictures = _pictures(session, meta)
+        if env.url and not env.embedded:
+            report.splits = tasks.summary(env.url)
         if step is not False:
             _take_step(report, session, step, shot, budget)
     finally:
@@ -264,75 +277,18 @@ def _take_step(report: EnvReport, session: Any, step: bool | dict, shot: str | N
     report.step, report.result = chosen, wording.with_note(outcome, note, fresh)
 
 
-LEGAL = ("legal", "valid", "available", "allowed")
-"""Words in the name of an observation field or metadata key that lists the actions the env accepts now."""
-
-
 def example_step(
     tools: list[ToolSpec], meta: dict, fields: dict, shot: str | None = None
 ) -> tuple[str, dict] | None:
     """A step the probe can take to show a result: the screenshot tool; else the first tool but the
-    finishing one whose required arguments can be filled in — from a default, an enum, the first of the
-    actions the observation lists as legal (for a tool of one argument), a number's minimum, false, or an
-    empty string and list. None when no tool can be."""
+    finishing one whose arguments can be filled in, typed from its schema (`evalkit.envs.actions`): one of
+    the actions the env lists as legal where it fits, else a default, an enum's first, a minimum. None when
+    no tool can be."""
     if shot:
         return shot, {}
     finish = wording.finishing_tool(tools)
-    legal = next(
-        (v for k, v in {**meta, **fields}.items()
-         if any(w in str(k).lower() for w in LEGAL) and isinstance(v, list) and v),
-        None,
-    )  # fmt: skip
-    for tool in tools:
-        if finish is not None and tool.name == finish.name:
-            continue
-        schema = tool.parameters or {}
-        props = schema.get("properties") or {}
-        required = [r for r in schema.get("required") or [] if r in props]
-        if legal is not None and len(required) == 1:
-            return tool.name, {required[0]: legal[0]}
-        args = {}
-        for name in required:
-            value = _example(props[name], schema)
-            if value is _NONE:
-                break
-            args[name] = value
-        else:
-            return tool.name, args
-    return None
-
-
-_NONE = object()
-
-
-def _example(prop: dict, root: dict, depth: int = 0) -> Any:
-    """A value that fits the JSON schema `prop`, or _NONE."""
-    if depth > 4 or not isinstance(prop, dict):
-        return _NONE
-    ref = prop.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        return _example(target or {}, root, depth + 1)
-    if "default" in prop and prop["default"] is not None:
-        return prop["default"]
-    for key in ("enum", "examples"):
-        if isinstance(prop.get(key), list) and prop[key]:
-            return prop[key][0]
-    if "const" in prop:
-        return prop["const"]
-    for key in ("anyOf", "oneOf"):
-        for option in prop.get(key) or []:
-            if isinstance(option, dict) and option.get("type") != "null":
-                value = _example(option, root, depth + 1)
-                if value is not _NONE:
-                    return value
-    kind = prop.get("type")
-    if kind in ("integer", "number"):
-        low = prop.get("minimum", prop.get("exclusiveMinimum", 0) + (1 if "exclusiveMinimum" in prop else 0))
-        return int(low) if kind == "integer" else low
-    return {"boolean": False, "string": "", "array": [], "object": {}}.get(kind, _NONE)
+    legal = actions.legal_actions(meta, fields)
+    return actions.sample_step(tools, legal, skip=finish.name if finish else None)
 
 
 def _pictures(session: Any, meta: dict) -> dict[str, bool]:

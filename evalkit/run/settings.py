@@ -79,6 +79,14 @@ def positive(flag: str, v: Any) -> float | None:
     return v
 
 
+def count_or_all(flag: str, v: Any) -> int | str | None:
+    return v if v == "all" else whole()(flag, v)
+
+
+def _int_or_all(text: str) -> int | str:
+    return "all" if text == "all" else _int(text)
+
+
 def number(flag: str, v: Any) -> float | None:
     if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
         raise ConfigError(f"{flag} must be a finite number, got {v!r}")
@@ -181,8 +189,13 @@ class Settings:
     tiers: list[str] | None = knob(None, "only these tiers (easy,medium,hard)", names)
     task_ids: list[str] | None = knob(None, "only these task ids", names)
     limit: int | None = knob(None, "at most N tasks, balanced across tiers", whole(), parse=_int)
-    split: str = knob("test", "without an evalset: the split to draw tasks from")
-    tasks: int | None = knob(None, "without an evalset: number of tasks", whole(), parse=_int)
+    split: str | None = knob(None, "without an evalset: the split to draw tasks from (default: test)")
+    tasks: int | str | None = knob(
+        None,
+        "without an evalset: number of tasks, or all (the env's own list, where it has one)",
+        count_or_all,
+        parse=_int_or_all,
+    )
     start: int = knob(0, "without an evalset: first task index", whole(0), parse=_count)
     stride: int = knob(1, "without an evalset: index step", whole(), parse=_int)
     reset: dict | list[dict] | None = knob(

@@ -291,7 +291,7 @@ def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
 
 def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     from evalkit.analysis import load_runs
-    from evalkit.envs.target import embedded
+    from evalkit.envs.target import draw_tasks, embedded
     from evalkit.run.batch import plan_jobs, select_tasks
     from evalkit.run.episode import task_identity
 
@@ -307,7 +307,8 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     assert [r.task_id for r in recs] == ["canvas-test-0003", "canvas-test-0004"]
     assert recs[0].key != recs[1].key and load_runs([tmp_path]).height == 2
     # the key a batch gives the same task, so a batch resumes what run_episode ran
-    tasks, _ = select_tasks("canvas", split="test", tasks=2, start=3)
+    draw, _ = select_tasks("canvas", split="test", tasks=2, start=3)
+    tasks = draw_tasks(embedded("canvas"), draw)
     jobs = plan_jobs(["scripted"], embedded("canvas"), tasks, ["tools"], ["reference"], 1)
     assert [j.key for j in jobs] == [r.key for r in recs]
     assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
