@@ -6,7 +6,8 @@ and makes no run directory; values are checked where they enter (`evalkit.run.va
 Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored or ended by the model; 2 a
 configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
 ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
-stopped answering and the batch stopped (rerun to resume); 130 interrupted. A traceback (status 1) is a bug.
+stopped answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM,
+129 by SIGHUP (each stops as Ctrl-C does; rerun to resume). A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations
@@ -495,21 +496,55 @@ def _log_on_stderr() -> Iterator[None]:
         logger.setLevel(level)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (`timeout`, `docker stop`, systemd, a cluster's preemption, a closed terminal):
+    stopped as Ctrl-C stops a command — the same clean-up, the env's child gone at once, one line — with the
+    signal's own exit status (128 + its number)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    import signal
+    import threading
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _log_on_stderr():
+        with _log_on_stderr(), _stop_signals():
             return COMMANDS[args.cmd](args)
     except EvalkitError as e:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
         return 2
-    except KeyboardInterrupt:
-        print("evalkit: interrupted; finished episodes are saved, rerun the same command to resume",
+    except KeyboardInterrupt as e:
+        import signal
+
+        status, why = 130, "interrupted"
+        if isinstance(e, Stopped):
+            status, why = 128 + e.signum, f"stopped by {signal.Signals(e.signum).name}"
+        print(f"evalkit: {why}; finished episodes are saved, rerun the same command to resume",
               file=sys.stderr, flush=True)  # fmt: skip
         sys.stdout.flush()
         # Episodes still running in worker threads would hold the interpreter open until they end; every
         # record already written is complete on disk, so leave now and let resume re-run the rest.
-        os._exit(130)
+        os._exit(status)
 
 
 if __name__ == "__main__":

@@ -236,6 +236,9 @@ def _main(name: str, host: str, app_kw: str) -> None:
             tail = (tail + chunk)[-len(_STOP) :]
         if tail != _STOP:
             os._exit(0)
+        # The sessions the parent stopped with it fail as the server closes them: the user, whose batch is
+        # stopping, is not told each one's traceback.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         server.should_exit = True
         time.sleep(GRACE_S)
         os._exit(0)  # sessions that would not close must not keep an orphan alive

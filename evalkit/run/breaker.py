@@ -118,7 +118,11 @@ class Guard:
         return rec
 
     def ended(self, rec: Any) -> None:
-        """An episode ended: `env_error` in a row counts towards the breaker, anything else resets it."""
+        """An episode ended: `env_error` in a row counts towards the breaker, anything else resets it. Once
+        the batch has stopped (interrupted, stopped by a signal), episodes ending then broke because it did,
+        and its server with it: they say nothing of the env."""
+        if self._stop.is_set():
+            return
         with self._lock:
             if rec.error_class != "env_error":
                 self._row = 0

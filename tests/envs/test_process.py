@@ -134,14 +134,19 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+    ids=["ctrl-c", "sigterm", "sighup", "sigkill"],
+)
 def test_the_env_process_goes_with_its_batch(sig, tmp_path):
-    """Ctrl-C (the batch stops it) and SIGKILL of the batch (its stdin closes with the parent)."""
+    """Ctrl-C, SIGTERM and SIGHUP (the batch stops it, with one line and the signal's status) and SIGKILL of
+    the batch (its stdin closes with the parent)."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "evalkit.cli", "run", "--env", "canvas", "--models", "baseline:random",
            "--evalset", EVALSET, "--limit", "200", "--max-turns", "2",
            "--concurrency", str(process.PROCESS_FROM), "--no-progress", "--out", str(out)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     trace = out / "trace.jsonl"
     deadline = time.monotonic() + 120
     while not (trace.exists() and trace.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:
@@ -151,8 +156,11 @@ def test_the_env_process_goes_with_its_batch(sig, tmp_path):
     ]
     assert len(kids) == 1, "the batch serves its env in one child process"
     proc.send_signal(sig)
-    proc.wait(timeout=30)
-    deadline = time.monotonic() + GRACE_S + 5
+    _, err = proc.communicate(timeout=30)
+    if sig != signal.SIGKILL:
+        assert proc.returncode == (130 if sig == signal.SIGINT else 128 + sig)
+        assert err.count("\n") == 1 and "rerun the same command to resume" in err, err
+    deadline = time.monotonic() + (2 if sig != signal.SIGKILL else GRACE_S + 5)
     while alive(kids[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(kids[0]), "the env's process outlived its batch"

@@ -1,6 +1,6 @@
-"""OpenEnv envs as their users run them, through `run_batch` and `evalkit run` on loopback: the env's own tasks
-(its Task API), copies of one task counted once, a run kept to the configuration it was made against, dead
-resets and failed steps as env errors."""
+"""OpenEnv envs as their users run them, through `run_batch` and `evalkit run` on loopback: the env's own
+tasks (its Task API), copies of one task counted once, a run kept to the configuration it was made
+against, dead resets and failed steps as env errors."""
 
 from __future__ import annotations
 
