@@ -116,6 +116,20 @@ def test_atif_round_trip_keeps_keys_rewards_turns_and_calls(sample, atif_job):
     assert back.filter(pl.col("error_class").is_not_null())["reward"].null_count() == 2  # unscored stays so
 
 
+def test_a_synthetic_run_round_trips_too(tmp_path):
+    """Turns counted from 0, a frame per turn, repeats, no transcript (the conversation is rebuilt)."""
+    pytest.importorskip("inspect_ai")
+    from tests.fixtures.synth import make_run
+
+    run = make_run(tmp_path / "synth", n_tasks=6, repeats=2)
+    convert(run, "atif", tmp_path / "job")
+    logs = convert(run, "inspect", tmp_path / "synth.eval").paths
+    for back in (tmp_path / "job", logs):
+        _round_trip(run, back)
+    frames = ek.turns(tmp_path / "job")["frame"]
+    assert frames.null_count() == 0 and all((tmp_path / "job" / f).is_file() for f in frames)
+
+
 def test_atif_is_valid_for_harbor(atif_job, harbor):
     steps = images = 0
     for f in sorted(atif_job.glob("*/agent/trajectory.json")):

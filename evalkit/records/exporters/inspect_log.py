@@ -164,12 +164,12 @@ class _Builder:
                         working_time=_share(turns.get(m.turn)),
                     ))  # fmt: skip
         mark = outcome(rec)
-        # Inspect's tool call takes arguments as an object: arguments that did not parse are kept here.
-        mark["turns"] = {str(t.turn): {"stop": t.stop, "usage": dict(t.usage or {}), "model_s": t.model_s,
-                                       "env_s": t.env_s,
-                                       "raw_args": {c.id: c.args for c in t.calls
-                                                    if not isinstance(c.args, dict)}}
-                         for t in rec.turns}  # fmt: skip
+        # What Inspect's messages do not say of each turn, in order. Its tool call takes arguments as an
+        # object: arguments that did not parse are kept here.
+        mark["turns"] = [{"turn": t.turn, "stop": t.stop, "usage": dict(t.usage or {}), "model_s": t.model_s,
+                          "env_s": t.env_s,
+                          "raw_args": {c.id: c.args for c in t.calls if not isinstance(c.args, dict)}}
+                         for t in rec.turns]  # fmt: skip
         final = [M.ChatCompletionChoice(message=last)] if (last := _last(messages)) else []
         first_user = next((x for x in messages if x.role == "user"), None)
         usage = self.usage(rec.usage or {})

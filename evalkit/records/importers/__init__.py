@@ -33,7 +33,7 @@ from evalkit.errors import TraceError
 from evalkit.records.importers import atif, canvas_rollout, inspect_log, ownloop, tool_planning
 from evalkit.records.jsonl import iter_lines, load_json
 
-VERSION = 5
+VERSION = 4
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
 
 GRADED_ELSEWHERE = frozenset({ownloop.NAME})

@@ -183,7 +183,7 @@ def _turns(steps: list, paths: _Paths) -> tuple[list[dict], list[str]]:
             })  # fmt: skip
         usage = extra["usage"] if isinstance(extra.get("usage"), dict) else _usage(s.get("metrics"))
         turn = {
-            "turn": count(extra.get("turn")) or len(turns) + 1,
+            "turn": extra["turn"] if isinstance(extra.get("turn"), int) else len(turns) + 1,
             "text": _text(s.get("message"))[0],
             "reasoning": str(s.get("reasoning_content") or ""),
             "stop": str(extra.get("stop") or ""),

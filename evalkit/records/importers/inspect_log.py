@@ -195,7 +195,7 @@ def _usage(u: Any) -> dict:
     }
 
 
-def _turns(sample: Any, ek_turns: dict) -> tuple[list[dict], list[str]]:
+def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
     att = sample.attachments or {}
     model_events = [e for e in sample.events or [] if getattr(e, "event", None) == "model"]
     turns: list[dict] = []
@@ -205,7 +205,7 @@ def _turns(sample: Any, ek_turns: dict) -> tuple[list[dict], list[str]]:
         if m.role == "assistant":
             n = len(turns) + 1
             text, reasoning, _ = _content(m.content, att)
-            extra = ek_turns.get(str(n)) or {}
+            extra = ek_turns[n - 1] if len(ek_turns) >= n and isinstance(ek_turns[n - 1], dict) else {}
             raw = extra.get("raw_args") if isinstance(extra.get("raw_args"), dict) else {}
             calls = []
             for i, c in enumerate(m.tool_calls or []):
@@ -220,7 +220,8 @@ def _turns(sample: Any, ek_turns: dict) -> tuple[list[dict], list[str]]:
             out = ev.output if ev is not None else None
             usage = _usage(out.usage) if out is not None else {}
             turns.append({
-                "turn": n, "text": text, "reasoning": reasoning,
+                "turn": extra["turn"] if isinstance(extra.get("turn"), int) else n,
+                "text": text, "reasoning": reasoning,
                 "stop": str(extra.get("stop") or (out.stop_reason if out is not None else "")),
                 "usage": extra.get("usage") if isinstance(extra.get("usage"), dict) else usage,
                 "model_s": float(extra.get("model_s") or (ev.working_time if ev is not None else 0) or 0),
@@ -246,7 +247,7 @@ def episode(log: Any, sample: Any, scorer: str | None) -> dict:
     task = str(sample.id)
     repeat = max(int(sample.epoch or 1) - 1, 0)
     rec = skeleton(model, env, surface, mode, task, skin, repeat, (task, skin))
-    turns, told = _turns(sample, ek.get("turns") if isinstance(ek.get("turns"), dict) else {})
+    turns, told = _turns(sample, ek.get("turns") if isinstance(ek.get("turns"), list) else [])
     calls = [c for t in turns for c in t["calls"]]
     score = (sample.scores or {}).get(scorer) if scorer else None
     reward = to_float(score.value) if score is not None else None
