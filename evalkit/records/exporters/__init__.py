@@ -14,6 +14,7 @@ turns and calls. What each format keeps and drops is in docs/run-directory.md.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ class Converted:
     images: int = 0
 
 
+@functools.cache  # reading a distribution's metadata took a third of a conversion
 def version() -> str:
     try:
         return importlib.metadata.version("evalkit")

@@ -72,7 +72,8 @@ class _Images:
             name = f"{digest}{src.suffix.lower()}"
             dst = self.dir / name
             if not dst.exists():
-                self.dir.mkdir(parents=True, exist_ok=True)
+                if not self.count:
+                    self.dir.mkdir(parents=True, exist_ok=True)
                 try:
                     os.link(src, dst)
                 except OSError:
@@ -290,9 +291,10 @@ def write(run: Path, out: Path) -> Converted:
         name = trial_name(rec, n)
         trial = out / name
         traj, images = trajectory(rec, run, trial / "agent")
-        # Not fsynced: a conversion interrupted is simply run again, and a thousand fsyncs cost seconds.
+        # Not fsynced: a conversion interrupted is simply run again, and a thousand fsyncs cost seconds. Not
+        # indented: that is json's pure-Python encoder, several times slower on a long trajectory.
         traces.atomic_write(
-            trial / "agent" / "trajectory.json", json.dumps(traj, indent=2, ensure_ascii=False), sync=False
+            trial / "agent" / "trajectory.json", json.dumps(traj, ensure_ascii=False), sync=False
         )
         result = trial_result(rec, name, trial)
         traces.atomic_write(

@@ -197,7 +197,7 @@ class _Builder:
             total_time=rec.seconds, working_time=rec.seconds,
             error=error,
         )  # fmt: skip
-        return self.log.condense_sample(sample)
+        return sample  # write_eval_log condenses it (images and repeated texts into attachments)
 
     def eval_log(self, run_name: str, group: tuple, recs: list[EpisodeRecord]) -> Any:
         from inspect_ai.log._log import EvalScorer  # not re-exported by inspect_ai.log
