@@ -319,7 +319,10 @@ def _log(path: Path, scorers: dict[str, list], epochs: int = 2) -> Path:
 def test_an_inspect_log_of_3_samples_by_2_epochs_scored_c_i(tmp_path):
     pytest.importorskip("inspect_ai")
     values = ["C", "I", "C", "I", "I", "C"]
-    df = ek.load_runs(_log(tmp_path / "quiz.eval", {"match": values})).sort("repeat", "task_id")
+    path = _log(tmp_path / "quiz.eval", {"match": values})
+    before = _snapshot(tmp_path)
+    df = ek.load_runs(path).sort("repeat", "task_id")
+    assert _snapshot(tmp_path) == before  # read-only: the index went to the user cache
     assert df.height == 6 and df["repeat"].to_list() == [0, 0, 0, 1, 1, 1]
     assert df["task_id"].to_list() == ["q1", "q2", "q3"] * 2
     assert df["reward"].to_list() == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]

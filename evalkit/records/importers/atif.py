@@ -14,6 +14,7 @@ Field by field (ATIF → EpisodeRecord):
       else agent.name)                        → model
     result.json task_name (else the trial
       folder's or the file's name)             → task_id; repeats numbered 0, 1 … per model and task
+    result.json source (else `atif`)           → env (surface and mode empty); end_reason done
     steps[] source system, user (before the
       first agent step)                        → info.prompt
     steps[] source agent                       → a turn each: message text, reasoning_content,
