@@ -163,6 +163,9 @@ def test_atif_trials_carry_the_outcome_where_harbor_keeps_it(sample, atif_job):
             assert res["verifier_result"] == {"rewards": {"reward": rec.reward}}
             assert float((trial / "verifier" / "reward.txt").read_text()) == rec.reward
         assert traj["final_metrics"].get("total_cost_usd") == rec.cost_usd  # absent when unknown, never 0
+        u = rec.usage
+        assert traj["final_metrics"]["total_completion_tokens"] == u["output"]
+        assert traj["final_metrics"]["total_prompt_tokens"] == u["input"] + u["cache_read"] + u["cache_write"]
 
 
 def _job(root: Path) -> Path:

@@ -194,11 +194,16 @@ def trajectory(rec: EpisodeRecord, run: Path, agent_dir: Path) -> tuple[dict, in
     image files it copied into `agent_dir/images/`."""
     store = _Images(run, agent_dir)
     steps = _steps(rec, run, store)
-    agent_steps = [s for s in steps if s["source"] == "agent" and "metrics" in s]
+    # The episode's usage, not the steps' sum: it also counts requests that failed and were retried, which
+    # were billed but are no step. A record that kept no usage at all sums its steps (zero when none).
+    metrics = [s["metrics"] for s in steps if "metrics" in s]
+    total = _metrics(rec.usage or {}) or {
+        k: sum(m[k] for m in metrics) for k in ("prompt_tokens", "completion_tokens", "cached_tokens")
+    }
     final = {
-        "total_prompt_tokens": sum(s["metrics"]["prompt_tokens"] for s in agent_steps),
-        "total_completion_tokens": sum(s["metrics"]["completion_tokens"] for s in agent_steps),
-        "total_cached_tokens": sum(s["metrics"]["cached_tokens"] for s in agent_steps),
+        "total_prompt_tokens": total["prompt_tokens"],
+        "total_completion_tokens": total["completion_tokens"],
+        "total_cached_tokens": total["cached_tokens"],
         "total_steps": len(steps),
         "extra": {"seconds": rec.seconds, "model_seconds": rec.model_seconds, "env_seconds": rec.env_seconds,
                   "tool_calls": rec.tool_calls, "tool_errors": rec.tool_errors, "n_turns": rec.n_turns},
