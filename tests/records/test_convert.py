@@ -126,6 +126,14 @@ def test_a_synthetic_run_round_trips_too(tmp_path):
     logs = convert(run, "inspect", tmp_path / "synth.eval").paths
     for back in (tmp_path / "job", logs):
         _round_trip(run, back)
+    from inspect_ai.log import read_eval_log
+
+    scored = ek.load_runs(run).filter(pl.col("reward").is_not_null())
+    for log in map(read_eval_log, map(str, logs)):  # as Inspect: the mean over samples of their epochs' mean
+        tasks = (
+            scored.filter(pl.col("model") == log.eval.model).group_by("task_id").agg(pl.col("reward").mean())
+        )
+        assert log.results.scores[0].metrics["mean"].value == pytest.approx(tasks["reward"].mean())
     frames = ek.turns(tmp_path / "job")["frame"]
     assert frames.null_count() == 0 and all((tmp_path / "job" / f).is_file() for f in frames)
 

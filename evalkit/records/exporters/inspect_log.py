@@ -216,7 +216,14 @@ class _Builder:
         costs = [r.cost_usd for r in recs if r.cost_usd is not None]
         if costs and len(costs) == len(recs):  # a sum of some costs would read as the whole cost
             total.total_cost = sum(costs)
-        metrics = {"mean": L.EvalMetric(name="mean", value=statistics.fmean(rewards))} if rewards else {}
+        # Inspect reduces a sample's epochs to their mean before its metric, as evalkit makes each task one
+        # value before any mean: the mean of the tasks' means, the same number in both.
+        by_task: dict[str, list[float]] = defaultdict(list)
+        for r in recs:
+            if r.scored:
+                by_task[r.task_id].append(r.reward)
+        means = [statistics.fmean(v) for v in by_task.values()]
+        metrics = {"mean": L.EvalMetric(name="mean", value=statistics.fmean(means))} if means else {}
         return L.EvalLog(
             version=2,
             status="success",
