@@ -194,7 +194,15 @@ def _job(root: Path) -> Path:
                     "tool_calls": [
                         {"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "pytest"}}
                     ],
-                    "observation": {"results": [{"source_call_id": "c1", "content": "1 failed"}]},
+                    "observation": {
+                        "results": [
+                            {
+                                "source_call_id": "c1",
+                                "content": "1 failed",
+                                "extra": {"is_error": rewards is None},
+                            }
+                        ]
+                    },
                     "metrics": {"prompt_tokens": 120, "completion_tokens": 30, "cached_tokens": 100},
                 },
             ],
@@ -225,6 +233,10 @@ def test_a_harbor_job_reads_its_reward_from_the_result_file_and_is_never_written
     verified = df.filter(pl.col("repeat") == 0).row(0, named=True)
     assert verified["reward"] == 1.0 and verified["error_class"] is None
     assert df.filter(pl.col("repeat") == 1)["reward"].to_list() == [None]  # no reward → none, never 0
+    assert df.sort("repeat")["tool_errors"].to_list() == [
+        0,
+        1,
+    ]  # a result's is_error, as other writers say it
     assert ek.summarise(df)["no_reward"].to_list() == [1]
     (rec,) = [r for r in traces.read_records(job) if r.reward == 1.0]
     call = rec.turns[0].calls[0]

@@ -212,8 +212,10 @@ def _observe(turn: dict, obs: dict, paths: _Paths) -> None:
         call["result"] = result(text)
         call["images"] = [p for p in (paths.rel(i) for i in images) if p]
         rx = r.get("extra") if isinstance(r.get("extra"), dict) else {}
-        if "ok" in rx:
+        if "ok" in rx:  # evalkit's own
             call["ok"] = bool(rx["ok"]) and not call["parse_error"]
+        elif "is_error" in rx:  # the MCP word, which other ATIF writers use
+            call["ok"] = not rx["is_error"] and not call["parse_error"]
 
 
 def _reward(res: dict) -> float | None:
