@@ -69,6 +69,7 @@ class _Builder:
         self.run = run
         self.log, self.model, self.scorer, self.tool = _inspect()
         self._uris: dict[str, str | None] = {}
+        self._tools: dict[str, list] = {}
 
     def image(self, rel: str | None) -> Any:
         """A ContentImage of the run's image `rel` (a data URI), or a text part when the run lacks it."""
@@ -97,6 +98,12 @@ class _Builder:
         )  # fmt: skip
 
     def tools(self, rec: EpisodeRecord) -> list:
+        """The tools as declared to the model, as Inspect's ToolInfo; built once per tool list (a run's
+        episodes share one, stored once in its text store)."""
+        tx = rec.transcript if isinstance(rec.transcript, dict) else {}
+        ref = tx.get("tools") if isinstance(tx.get("tools"), str) else None
+        if ref is not None and ref in self._tools:
+            return self._tools[ref]
         out = []
         for t in transcripts.tools(rec, self.run) if self.run.is_dir() else []:
             try:
@@ -108,6 +115,8 @@ class _Builder:
                 out.append(
                     self.tool.ToolInfo(name=str(t.get("name")), description=t.get("description") or "")
                 )
+        if ref is not None:
+            self._tools[ref] = out
         return out
 
     def sample(self, rec: EpisodeRecord) -> Any:
@@ -163,6 +172,7 @@ class _Builder:
                         result=c.result or "", error=err, timestamp=start + timedelta(seconds=clock),
                         working_time=_share(turns.get(m.turn)),
                     ))  # fmt: skip
+                    clock += _share(turns.get(m.turn)) or 0.0
         mark = outcome(rec)
         # What Inspect's messages do not say of each turn, in order. Its tool call takes arguments as an
         # object: arguments that did not parse are kept here.
