@@ -1,0 +1,103 @@
+"""ATIF trajectories and Harbor jobs as other writers leave them: the reward from each trial's result file
+(none, never 0, without one), the calls and usage from the steps, one line for a trajectory that is not ATIF,
+and the job left as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+import evalkit as ek
+from evalkit.cli import main
+from evalkit.records import traces
+
+
+def _job(root: Path) -> Path:
+    """A Harbor job as Harbor's own agents write one: two trials, one verified, one not."""
+    step_user = {"step_id": 1, "source": "user", "message": "Fix the failing test."}
+    for name, rewards in (("fix-tests__a1", {"reward": 1}), ("fix-tests__b2", None)):
+        traj = {
+            "schema_version": "ATIF-v1.4",
+            "session_id": name,
+            "agent": {"name": "terminus-2", "version": "2.0", "model_name": "openai/gpt-x"},
+            "steps": [
+                step_user,
+                {
+                    "step_id": 2,
+                    "source": "agent",
+                    "message": "Running the tests.",
+                    "reasoning_content": "First look.",
+                    "tool_calls": [
+                        {"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "pytest"}}
+                    ],
+                    "observation": {
+                        "results": [
+                            {
+                                "source_call_id": "c1",
+                                "content": "1 failed",
+                                "extra": {"is_error": rewards is None},
+                            }
+                        ]
+                    },
+                    "metrics": {"prompt_tokens": 120, "completion_tokens": 30, "cached_tokens": 100},
+                },
+            ],
+        }
+        (root / name / "agent").mkdir(parents=True)
+        (root / name / "agent" / "trajectory.json").write_text(json.dumps(traj))
+        result = {
+            "task_name": "fix-tests",
+            "trial_name": name,
+            "verifier_result": {"rewards": rewards} if rewards else None,
+            "exception_info": None,
+        }
+        (root / name / "result.json").write_text(json.dumps(result))
+    (root / "config.json").write_text("{}")
+    return root
+
+
+def _snapshot(root: Path) -> dict:
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_a_harbor_job_reads_its_reward_from_the_result_file_and_is_never_written(tmp_path):
+    job = _job(tmp_path / "job")
+    before = _snapshot(job)
+    df = ek.load_runs(job)
+    assert df.height == 2 and set(df["model"]) == {"openai/gpt-x"} and set(df["task_id"]) == {"fix-tests"}
+    assert sorted(df["repeat"]) == [0, 1]
+    verified = df.filter(pl.col("repeat") == 0).row(0, named=True)
+    assert verified["reward"] == 1.0 and verified["error_class"] is None
+    assert df.filter(pl.col("repeat") == 1)["reward"].to_list() == [None]  # no reward → none, never 0
+    assert df.sort("repeat")["tool_errors"].to_list() == [
+        0,
+        1,
+    ]  # a result's is_error, as other writers say it
+    assert ek.summarise(df)["no_reward"].to_list() == [1]
+    (rec,) = [r for r in traces.read_records(job) if r.reward == 1.0]
+    call = rec.turns[0].calls[0]
+    assert (call.name, call.args, call.result) == ("bash", {"cmd": "pytest"}, "1 failed")
+    assert rec.turns[0].usage == {"input": 20, "output": 30, "cache_read": 100, "cache_write": 0}
+    assert rec.turns[0].reasoning == "First look." and "Fix the failing test." in rec.info["prompt"]
+    assert _snapshot(job) == before  # its index went to the user cache, nothing beside the trials
+
+
+def test_a_trajectory_file_alone_loads_without_a_reward(tmp_path):
+    f = _job(tmp_path / "job") / "fix-tests__a1" / "agent" / "trajectory.json"
+    one = tmp_path / "traj.json"
+    one.write_bytes(f.read_bytes())
+    df = ek.load_runs(one)
+    assert df.height == 1 and df["reward"].to_list() == [None] and df["n_turns"].to_list() == [1]
+
+
+def test_a_trajectory_missing_fields_is_one_line(tmp_path, capsys):
+    job = _job(tmp_path / "job")
+    f = job / "fix-tests__a1" / "agent" / "trajectory.json"
+    traj = json.loads(f.read_text())
+    del traj["steps"][1]["source"]
+    f.write_text(json.dumps(traj))
+    assert main(["summarise", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ATIF step 2 has no source" in err
