@@ -3,6 +3,7 @@ Inspect's own reader and dataframes), and back in with the same keys, rewards, t
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import shutil
@@ -17,7 +18,7 @@ from polars.testing import assert_frame_equal
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import traces
+from evalkit.records import traces, transcripts
 from evalkit.records.exporters import convert
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-run"
@@ -39,7 +40,7 @@ EPISODE = [
     "cost_usd",
 ]
 TURN = ["key", "turn", "text", "reasoning", "stop", "n_calls", "input_tokens", "output_tokens"]
-CALL = ["key", "turn", "index", "id", "name", "args", "ok", "parse_error"]
+CALL = ["key", "turn", "index", "id", "name", "args", "ok", "parse_error", "result"]
 
 
 @pytest.fixture(scope="session")
@@ -114,6 +115,27 @@ def test_atif_round_trip_keeps_keys_rewards_turns_and_calls(sample, atif_job):
     _round_trip(sample, atif_job)
     back = ek.load_runs(atif_job)
     assert back.filter(pl.col("error_class").is_not_null())["reward"].null_count() == 2  # unscored stays so
+
+
+def _seen(run: Path, rec) -> list:
+    """The conversation as the model saw it, images by their bytes' hash."""
+
+    def digest(img: dict) -> str | None:
+        return hashlib.sha256((run / img["path"]).read_bytes()).hexdigest() if img["path"] else None
+
+    return [(m.role, m.turn, m.text, m.call_id, [digest(i) for i in m.images])
+            for m in transcripts.messages(rec, run)]  # fmt: skip
+
+
+def test_atif_keeps_what_the_model_saw(sample, atif_job):
+    """System prompt, opening message with the target, each result as sent (notes and screenshots)."""
+    original = {r.key: r for r in traces.read_records(sample)}
+    images = 0
+    for rec in traces.read_records(atif_job):
+        seen = _seen(atif_job, rec)
+        assert seen == _seen(sample, original[rec.key])
+        images += sum(len(x[-1]) for x in seen)
+    assert images >= 30
 
 
 def test_a_synthetic_run_round_trips_too(tmp_path):

@@ -161,6 +161,9 @@ def _steps(rec: EpisodeRecord, run: Path, store: _Images) -> list[dict]:
                 result["extra"]["name"] = m.name
             if m.note:
                 result["extra"]["note"] = m.note
+            call = calls_of.get(m.turn, {}).get(m.call_id)
+            if call is not None and call.result != m.text:  # the loop appended a note to what it sent
+                result["extra"]["result"] = call.result
             ids = {c["tool_call_id"] for c in (agent or {}).get("tool_calls") or []}
             if agent is None:  # a result with no turn before it: ATIF puts observations on a step
                 agent = {"source": "system", "message": ""}

@@ -209,13 +209,65 @@ def _observe(turn: dict, obs: dict, paths: _Paths) -> None:
         if call is None:
             continue
         text, images = _text(r.get("content"))
-        call["result"] = result(text)
-        call["images"] = [p for p in (paths.rel(i) for i in images) if p]
         rx = r.get("extra") if isinstance(r.get("extra"), dict) else {}
+        # The observation is what the model was sent; a trajectory evalkit wrote also keeps the call's result
+        # as its record had it (without the notes the loop appended) where the two differ.
+        call["result"] = result(rx["result"] if isinstance(rx.get("result"), str) else text)
+        call["images"] = [p for p in (paths.rel(i) for i in images) if p]
         if "ok" in rx:  # evalkit's own
             call["ok"] = bool(rx["ok"]) and not call["parse_error"]
         elif "is_error" in rx:  # the MCP word, which other ATIF writers use
             call["ok"] = not rx["is_error"] and not call["parse_error"]
+
+
+def _image(paths: _Paths, p: str) -> dict:
+    suffix = p.rsplit(".", 1)[-1].lower()
+    mime = {"jpg": "image/jpeg", "jpeg": "image/jpeg"}.get(suffix, f"image/{suffix}")
+    return {"path": paths.rel(p), "mime": mime}
+
+
+def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
+    """What the model was sent, in the shape of a record's transcript (`evalkit.records.transcripts`), texts
+    inline: system and user steps before the first agent step are the system prompt and the opening message;
+    each agent step's observation results, and user steps after it (nudges), are what answered that turn."""
+    system: list[str] = []
+    opening: dict = {"text": "", "images": []}
+    after: dict[str, list] = {}
+    current: dict | None = None
+    agents = iter(turns)
+    for s in steps:
+        if not isinstance(s, dict):
+            continue
+        text, images = _text(s.get("message"))
+        extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
+        if s.get("source") == "agent":
+            current = next(agents, None)
+        elif current is None:
+            if s.get("source") == "system":
+                system.append(text)
+            else:
+                opening["text"] = "\n\n".join(t for t in (opening["text"], text) if t)
+                opening["images"] += [_image(paths, p) for p in images]
+            continue
+        elif s.get("source") == "user":
+            entry = {"role": "user", "text": text, "images": [_image(paths, p) for p in images]}
+            if isinstance(extra.get("note"), str):
+                entry["note"] = extra["note"]
+            after.setdefault(str(current["turn"]), []).append(entry)
+        if current is None:
+            continue
+        ids = [c["id"] for c in current["calls"]]
+        obs = s.get("observation") if isinstance(s.get("observation"), dict) else {}
+        for r in obs.get("results") or []:
+            if isinstance(r, dict) and r.get("source_call_id") in ids:
+                text, images = _text(r.get("content"))
+                entry = {"call": ids.index(r["source_call_id"]), "text": text,
+                         "images": [_image(paths, p) for p in images]}  # fmt: skip
+                after.setdefault(str(current["turn"]), []).append(entry)
+    out: dict = {"version": 1, "opening": opening, "after": after}
+    if system:
+        out["system_text"] = "\n\n".join(system)
+    return out
 
 
 def _reward(res: dict) -> float | None:
@@ -298,6 +350,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
         model_seconds=number(ek.get("model_seconds")) or 0.0,
         env_seconds=number(ek.get("env_seconds")) or 0.0,
         turns=turns,
+        transcript=_transcript(steps, turns, paths) if steps else None,
         info={
             "importer": NAME,
             "prompt": "\n\n".join(t for t in told if t),

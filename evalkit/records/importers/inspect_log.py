@@ -13,7 +13,8 @@ One log is one task run by one model; a sample run several times has one entry p
     messages[] assistant {content, tool_calls} → a turn each: text (text parts), reasoning (reasoning
                                                 parts), a call per tool call {id, function, arguments}
     messages[] tool {tool_call_id, content,
-      error}                                  → that call's result; not ok when `error` is set
+      error}                                  → that call's result (the ToolEvent's, when it is text); not
+                                                ok when `error` is set
     events[] model, in order                  → each turn's usage (else none per turn)
     scores[SCORER].value                      → reward, as Inspect's `value_to_float` reads it: numbers,
                                                 booleans, C / I / P / N (1, 0, 0.5, 0), yes / no, numeric
@@ -198,6 +199,9 @@ def _usage(u: Any) -> dict:
 def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
     att = sample.attachments or {}
     model_events = [e for e in sample.events or [] if getattr(e, "event", None) == "model"]
+    # A ToolEvent holds what the tool returned; the tool message, what the model was sent (a harness may
+    # append to it, as evalkit's loop appends the turns left).
+    returned = {e.id: e.result for e in sample.events or [] if getattr(e, "event", None) == "tool"}
     turns: list[dict] = []
     told: list[str] = []
     by_id: dict[str, dict] = {}
@@ -230,7 +234,10 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
         elif m.role == "tool":
             call = by_id.get(str(m.tool_call_id))
             if call is not None:
-                call["result"] = result(_content(m.content, att)[0])
+                got = returned.get(call["id"])
+                call["result"] = result(
+                    _attached(got, att) if isinstance(got, str) else _content(m.content, att)[0]
+                )
                 call["ok"] = call["ok"] and m.error is None
         elif m.role in ("system", "user") and not turns:
             told.append(_content(m.content, att)[0])
