@@ -223,6 +223,18 @@ def test_inspect_round_trip_keeps_keys_rewards_turns_and_calls(sample, inspect_l
     _round_trip(sample, inspect_logs)
 
 
+def test_inspect_keeps_what_the_model_saw_but_its_image_files(sample, inspect_logs):
+    """Texts as sent, in order; images travel inside the log, so read back they are images not stored."""
+    original = {r.key: r for r in traces.read_records(sample)}
+
+    def seen(run: Path, rec) -> list:
+        return [(m.role, m.turn, m.text, m.call_id, len(m.images)) for m in transcripts.messages(rec, run)]
+
+    for log in inspect_logs:
+        for rec in traces.read_records(log):
+            assert seen(log, rec) == seen(sample, original[rec.key])
+
+
 def test_cli_convert(sample, tmp_path, capsys):
     assert main(["convert", str(sample), "--to", "atif", "-o", str(tmp_path / "job")]) == 0
     assert "wrote 36 episode(s)" in capsys.readouterr().out

@@ -30,6 +30,7 @@ Field by field (ATIF → EpisodeRecord):
                                                  info.harness_reward)
     extra.evalkit (a trajectory evalkit wrote) → identity (so the key is the original's), end reason,
                                                  grade, error class, timings
+    the steps as the model was sent them       → transcript (texts inline, images by path)
 
 Multi-step trials (`steps/<name>/agent/`) and continuation files are not read.
 """

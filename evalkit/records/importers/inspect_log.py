@@ -29,11 +29,12 @@ One log is one task run by one model; a sample run several times has one entry p
     total_time, started_at                    → seconds, started
     metadata.evalkit (a log evalkit wrote)    → identity (so the key is the original's), end reason,
                                                 grade, error class, timings
+    the messages as sent                      → transcript (texts inline; images as not stored)
 
 SCORER: the log's only scorer; where it has several, the one `scoring(name)` or the environment variable
 `EVALKIT_SCORER` names (the CLI's `--scorer`), else the first the log declares, said in a warning that names
 the others. Images in messages are not extracted (a record's images are files in its run, and a log is one
-file): the calls keep their text.
+file): the transcript marks where they were.
 """
 
 from __future__ import annotations
@@ -196,7 +197,10 @@ def _usage(u: Any) -> dict:
     }
 
 
-def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
+def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
+    """The turns, the texts before the first one, and what the model was sent in the shape of a record's
+    transcript (`evalkit.records.transcripts`; texts inline, images as not stored: a log holds them inline,
+    not as files of a run)."""
     att = sample.attachments or {}
     model_events = [e for e in sample.events or [] if getattr(e, "event", None) == "model"]
     # A ToolEvent holds what the tool returned; the tool message, what the model was sent (a harness may
@@ -205,6 +209,9 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
     turns: list[dict] = []
     told: list[str] = []
     by_id: dict[str, dict] = {}
+    system: list[str] = []
+    opening: dict = {"text": "", "images": []}
+    after: dict[str, list] = {}
     for m in sample.messages or []:
         if m.role == "assistant":
             n = len(turns) + 1
@@ -239,9 +246,33 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str]]:
                     _attached(got, att) if isinstance(got, str) else _content(m.content, att)[0]
                 )
                 call["ok"] = call["ok"] and m.error is None
+                text, _, images = _content(m.content, att)
+                ids = [c["id"] for c in turns[-1]["calls"]]
+                if call["id"] in ids:
+                    after.setdefault(str(turns[-1]["turn"]), []).append(
+                        {"call": ids.index(call["id"]), "text": text, "images": _unstored(images)}
+                    )
         elif m.role in ("system", "user") and not turns:
-            told.append(_content(m.content, att)[0])
-    return turns, told
+            text, _, images = _content(m.content, att)
+            told.append(text)
+            if m.role == "system":
+                system.append(text)
+            else:
+                opening["text"] = "\n\n".join(t for t in (opening["text"], text) if t)
+                opening["images"] += _unstored(images)
+        elif m.role == "user":
+            text, _, images = _content(m.content, att)
+            after.setdefault(str(turns[-1]["turn"]), []).append(
+                {"role": "user", "text": text, "images": _unstored(images)}
+            )
+    transcript: dict = {"version": 1, "opening": opening, "after": after}
+    if system:
+        transcript["system_text"] = "\n\n".join(system)
+    return turns, told, transcript
+
+
+def _unstored(n: int) -> list[dict]:
+    return [{"path": None, "mime": "image/png"} for _ in range(n)]
 
 
 def episode(log: Any, sample: Any, scorer: str | None) -> dict:
@@ -254,7 +285,7 @@ def episode(log: Any, sample: Any, scorer: str | None) -> dict:
     task = str(sample.id)
     repeat = max(int(sample.epoch or 1) - 1, 0)
     rec = skeleton(model, env, surface, mode, task, skin, repeat, (task, skin))
-    turns, told = _turns(sample, ek.get("turns") if isinstance(ek.get("turns"), list) else [])
+    turns, told, transcript = _turns(sample, ek.get("turns") if isinstance(ek.get("turns"), list) else [])
     calls = [c for t in turns for c in t["calls"]]
     score = (sample.scores or {}).get(scorer) if scorer else None
     reward = to_float(score.value) if score is not None else None
@@ -289,6 +320,7 @@ def episode(log: Any, sample: Any, scorer: str | None) -> dict:
         env_seconds=float(ek.get("env_seconds") or 0.0),
         started=ek.get("started") or (str(sample.started_at) if sample.started_at else None),
         turns=turns,
+        transcript=transcript,
         info={"importer": NAME, "prompt": "\n\n".join(t for t in told if t), "scorer": scorer,
               "score": _plain(score.value) if score is not None else None},
     )  # fmt: skip
