@@ -179,10 +179,13 @@ def test_atif_is_valid_for_harbor(atif_job, harbor):
 
 def test_atif_trials_carry_the_outcome_where_harbor_keeps_it(sample, atif_job):
     recs = {r.key: r for r in traces.read_records(sample)}
+    job = json.loads((atif_job / "config.json").read_text())  # how Harbor's viewer tells a job folder
+    assert job["job_name"] == atif_job.name and len(job["agents"]) == 3
     for trial in sorted(p for p in atif_job.iterdir() if p.is_dir()):
         res = json.loads((trial / "result.json").read_text())
         rec = recs[res["evalkit"]["key"]]
         assert res["trial_name"] == trial.name and res["task_name"] == rec.task_id
+        assert json.loads((trial / "config.json").read_text()) == res["config"]
         traj = json.loads((trial / "agent" / "trajectory.json").read_text())
         assert traj["extra"]["evalkit"]["reward"] == rec.reward
         assert traj["extra"]["evalkit"]["unscored"] is (not rec.scored)

@@ -8,6 +8,8 @@ OUT/<task>__<key>/             one trial per episode
   verifier/reward.txt          the reward, when the episode has one
   result.json                  the trial's result, in the shape of Harbor's TrialResult: the reward under
                                verifier_result.rewards.reward, an infrastructure error as exception_info
+  config.json                  the trial's config (Harbor's TrialConfig: the task, the model)
+OUT/config.json                the job's config (Harbor's JobConfig: its name, the models)
 ```
 
 Record → ATIF: the system prompt is a `system` step; the opening message (with the target image) and any
@@ -295,7 +297,9 @@ def write(run: Path, out: Path) -> Converted:
     """Every episode of `run` as a trial of the job folder `out` (see the module doc)."""
     done = Converted(paths=[out])
     out.mkdir(parents=True, exist_ok=True)
+    models: dict[str, None] = {}
     for n, rec in enumerate(traces.read_records(run)):
+        models[rec.model] = None
         name = trial_name(rec, n)
         trial = out / name
         traj, images = trajectory(rec, run, trial / "agent")
@@ -308,8 +312,13 @@ def write(run: Path, out: Path) -> Converted:
         traces.atomic_write(
             trial / "result.json", json.dumps(result, indent=2, ensure_ascii=False, default=str), sync=False
         )
+        traces.atomic_write(trial / "config.json", json.dumps(result["config"], indent=2), sync=False)
         if rec.reward is not None:
             traces.atomic_write(trial / "verifier" / "reward.txt", f"{rec.reward}\n", sync=False)
         done.episodes += 1
         done.images += images
+    # A job's config.json is how Harbor's viewer tells a folder of jobs from one of tasks.
+    job = {"schema_version": 1, "job_name": out.name,
+           "agents": [{"name": AGENT, "model_name": m or None} for m in models]}  # fmt: skip
+    traces.atomic_write(out / "config.json", json.dumps(job, indent=2), sync=False)
     return done
