@@ -121,6 +121,9 @@ def test_score_values_read_as_inspect_reads_them_but_never_a_made_up_zero(value,
     from evalkit.records.importers.inspect_log import to_float
 
     assert to_float(value) == reward
+    if reward is not None:  # what it reads, it reads as Inspect's own function does
+        value_to_float = pytest.importorskip("inspect_ai.scorer").value_to_float
+        assert value_to_float()(value) == reward
 
 
 def test_corrupt_logs_are_one_line(tmp_path, capsys):
