@@ -101,3 +101,10 @@ def test_a_trajectory_missing_fields_is_one_line(tmp_path, capsys):
     assert main(["summarise", str(job)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ATIF step 2 has no source" in err
+
+
+def test_a_folder_of_jobs_reads_as_each_job(tmp_path):
+    for name in ("job-a", "job-b"):
+        _job(tmp_path / "jobs" / name)
+    df = ek.load_runs(tmp_path / "jobs")
+    assert df.height == 4 and sorted(set(df["run_name"])) == ["job-a", "job-b"]
