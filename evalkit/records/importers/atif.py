@@ -25,9 +25,13 @@ Field by field (ATIF → EpisodeRecord):
       metrics {prompt_tokens, completion_tokens,
       cached_tokens}                           → the turn's usage (input = prompt − cached)
     final_metrics total_cost_usd               → cost_usd (null when absent)
-    result.json verifier_result.rewards        → reward; exception_info → error, error_class
-                                                 harness_error, unscored (the reward kept in
-                                                 info.harness_reward)
+    result.json verifier_result.rewards        → reward
+    result.json exception_info                 → error; when Harbor says the reward stays valid
+                                                 (`reward_valid`: an agent timeout, a full context, a
+                                                 non-zero exit) scored, end_reason deadline for a timeout,
+                                                 else done; otherwise end_reason error, error_class
+                                                 endpoint_error (an API failure) or harness_error,
+                                                 unscored (the reward kept in info.harness_reward)
     extra.evalkit (a trajectory evalkit wrote) → identity (so the key is the original's), end reason,
                                                  grade, error class, timings
     the steps as the model was sent them       → transcript (texts inline, images by path)
@@ -51,6 +55,12 @@ MARK = (
     "evalkit"  # evalkit.records.exporters.MARK: importers may not import the exporters (they import traces)
 )
 TRAJECTORY = Path("agent") / "trajectory.json"
+_KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",
+         "started", "final_doc")  # fmt: skip
+"""Fields of a record evalkit wrote that only its `extra.evalkit` holds, read back as they are."""
+_ENDPOINT = frozenset({"RateLimitError", "InternalServerError", "ServiceUnavailableError", "Timeout",
+                       "NetworkConnectionError", "UnknownApiError"})  # fmt: skip
+"""Exception types of Harbor's (and litellm's) for a model endpoint that failed, besides those named Api…."""
 
 
 def is_trajectory(d: Any) -> bool:
@@ -321,21 +331,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
     exc = res.get("exception_info") if isinstance(res.get("exception_info"), dict) else None
     usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else _sum_usage(turns)
     rec.update(
-        {
-            k: ek.get(k)
-            for k in (
-                "split",
-                "evalset_task",
-                "tier",
-                "difficulty_score",
-                "coordinates",
-                "episode_id",
-                "prompt_version",
-                "started",
-                "final_doc",
-            )
-            if k in ek
-        },  # fmt: skip
+        {k: ek[k] for k in _KEPT if k in ek},
         reward=reward,
         grade=ek.get("grade") if isinstance(ek.get("grade"), dict) else None,
         end_reason=str(ek.get("end_reason") or "done"),
@@ -357,26 +353,45 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
             "prompt": "\n\n".join(t for t in told if t),
             "trial": name,
             "schema_version": traj.get("schema_version"),
-        },  # fmt: skip
+        },
     )
     if not rec.get("started") and isinstance(res.get("started_at"), str):
         rec["started"] = res["started_at"]
     for k in ("target", "render", "frame0"):
         if isinstance(ek.get(k), str):
             rec[k] = paths.rel(ek[k])
-    harness(rec, reward, (exc or {}).get("exception_message") or (exc or {}).get("exception_type"))
+    harness(rec, reward, _said(exc) if exc else None)
     if exc and not rec["error_class"]:
-        rec.update(end_reason="error", error_class="harness_error",
-                   error=f"{exc.get('exception_type')}: {exc.get('exception_message')}")  # fmt: skip
-        if reward is not None:
-            unscored(
-                rec, "the trial recorded an exception; evalkit leaves an episode the harness broke unscored"
-            )
+        _exception(rec, res, exc, reward)
     elif rec["error_class"]:
         rec["reward"] = None
     if not traj:
         rec["info"]["missing"] = "no agent/trajectory.json in the trial"
     return rec
+
+
+def _said(exc: dict) -> str:
+    return f"{exc.get('exception_type')}: {exc.get('exception_message') or ''}".strip()
+
+
+def _exception(rec: dict, res: dict, exc: dict, reward: float | None) -> None:
+    """A trial that recorded an exception. Harbor classifies each by its type (`reward_valid`, and the
+    exception's `policy`): an agent that ran out of time, context or output, or exited non-zero, is graded
+    on what it left — evalkit's own rule for an episode its loop ended — while an API, sandbox or verifier
+    failure leaves no valid reward: unscored. A result that does not say (written before Harbor recorded
+    it) is unscored too: evalkit never reads a reward the infrastructure may have broken."""
+    kind = str(exc.get("exception_type") or "")
+    policy = exc.get("policy") if isinstance(exc.get("policy"), dict) else {}
+    valid = res.get("reward_valid", policy.get("has_valid_reward"))
+    rec["error"] = _said(exc)
+    if valid is True:
+        rec["end_reason"] = "deadline" if kind == "AgentTimeoutError" else "done"
+        return
+    api = kind.startswith(("Api", "API")) or kind in _ENDPOINT
+    rec.update(end_reason="error", error_class="endpoint_error" if api else "harness_error")
+    if reward is not None:
+        why = "Harbor" if valid is False else "the result (which does not say whether its reward is valid)"
+        unscored(rec, f"the trial recorded {kind}, after which {why} holds no valid reward")
 
 
 def _sum_usage(turns: list[dict]) -> dict:

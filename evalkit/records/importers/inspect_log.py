@@ -56,6 +56,9 @@ NAME = "inspect"
 MARK = "evalkit"
 ENV_VAR = "EVALKIT_SCORER"
 _chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_scorer", default=None)
+_KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",
+         "final_doc")  # fmt: skip
+"""Fields of a record evalkit wrote that only its `metadata.evalkit` holds, read back as they are."""
 _WORDS = {"c": 1.0, "i": 0.0, "p": 0.5, "n": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 
@@ -300,14 +303,13 @@ def episode(log: Any, sample: Any, scorer: str | None) -> dict:
     end = "deadline" if limit in ("time", "working") else "turn_limit" if limit else "done"
     err = sample.error.message if sample.error else None
     rec.update(
-        {k: ek.get(k) for k in ("split", "evalset_task", "tier", "difficulty_score", "coordinates",
-                                "episode_id", "prompt_version", "final_doc") if k in ek},  # fmt: skip
+        {k: ek[k] for k in _KEPT if k in ek},
         reward=reward,
         grade=ek.get("grade") if isinstance(ek.get("grade"), dict) else
         ({k: v.value for k, v in sample.scores.items()} if sample.scores else None),
         end_reason=str(ek.get("end_reason") or end),
         error_class=ek.get("error_class") if isinstance(ek.get("error_class"), str) else None,
-        error=err,
+        error=ek["error"] if "error" in ek else err,
         traceback=sample.error.traceback if sample.error else None,
         usage=ek.get("usage") if isinstance(ek.get("usage"), dict) else usage,
         cost_usd=cost if "cost_usd" not in ek else ek["cost_usd"],

@@ -108,3 +108,40 @@ def test_a_folder_of_jobs_reads_as_each_job(tmp_path):
         _job(tmp_path / "jobs" / name)
     df = ek.load_runs(tmp_path / "jobs")
     assert df.height == 4 and sorted(set(df["run_name"])) == ["job-a", "job-b"]
+
+
+def _trial(root: Path, name: str, reward: float | None, exc: str | None, valid: bool | None) -> None:
+    (root / name).mkdir(parents=True)
+    result = {"task_name": name, "trial_name": name,
+              "verifier_result": {"rewards": {"reward": reward}} if reward is not None else None}  # fmt: skip
+    if exc:
+        when = "2026-12-01T10:00:00Z"
+        result["exception_info"] = {"exception_type": exc, "exception_message": "it failed",
+                                    "exception_traceback": "", "occurred_at": when}  # fmt: skip
+    if valid is not None:
+        result["reward_valid"] = valid
+    (root / name / "result.json").write_text(json.dumps(result))
+
+
+def test_an_exception_leaves_the_reward_as_harbor_classifies_it(tmp_path):
+    """Harbor marks by exception type whether the verifier's reward stands: an agent timeout is graded on
+    what it left (as evalkit's own deadline), an API failure is not (unscored, never 0)."""
+    job = tmp_path / "job"
+    _trial(job, "timeout", 0.5, "AgentTimeoutError", True)
+    _trial(job, "ratelimit", 0.0, "ApiRateLimitError", False)
+    _trial(job, "sandbox", None, "SandboxBuildFailedError", False)
+    _trial(job, "unsaid", 1.0, "SomethingElse", None)
+    got = {r.task_id: r for r in traces.read_records(job)}
+    assert (got["timeout"].reward, got["timeout"].end_reason, got["timeout"].error_class) == (
+        0.5,
+        "deadline",
+        None,
+    )
+    assert got["timeout"].error == "AgentTimeoutError: it failed"
+    assert (got["ratelimit"].reward, got["ratelimit"].error_class) == (None, "endpoint_error")
+    assert got["ratelimit"].info["harness_reward"] == 0.0 and "ApiRateLimitError" in got["ratelimit"].info[
+        "unscored_because"
+    ]  # fmt: skip
+    assert (got["sandbox"].reward, got["sandbox"].error_class) == (None, "harness_error")
+    assert (got["unsaid"].reward, got["unsaid"].error_class) == (None, "harness_error")
+    assert not got["sandbox"].turns and got["sandbox"].info["missing"]
