@@ -246,6 +246,8 @@ def test_cli_convert(sample, tmp_path, capsys):
     assert main(["convert", str(sample), "--to", "inspect", "-o", str(tmp_path / "x.json")]) == 2
     assert "a .eval file" in capsys.readouterr().err
     assert main(["convert", str(tmp_path / "missing"), "--to", "atif", "-o", str(tmp_path / "j2")]) == 2
+    assert main(["convert", str(sample), "--to", "inspect", "-o", str(sample / "x.eval")]) == 2
+    assert "is inside the run" in capsys.readouterr().err and not list(sample.glob("*.eval"))
     assert not (tmp_path / "j2").exists()
 
 

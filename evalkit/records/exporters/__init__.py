@@ -88,6 +88,9 @@ def convert(run: str | Path, to: str, out: str | Path) -> Converted:
     """Write the episodes of `run` (each key once, its latest record) as `to` (`atif` or `inspect`) at `out`:
     a folder for ATIF, a `.eval` file for Inspect (one file per model × env × surface × mode × skin when the
     run holds several: `out` with that group's name added to its stem)."""
+    src, dst = Path(run).resolve(), Path(out).resolve()
+    if dst == src or src in dst.parents:  # a run is only read: nothing is written into it
+        raise ConfigError(f"convert: {out} is inside the run {run}; write the conversion elsewhere")
     if to == "atif":
         from evalkit.records.exporters import atif
 

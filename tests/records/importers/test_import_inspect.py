@@ -132,3 +132,16 @@ def test_corrupt_logs_are_one_line(tmp_path, capsys):
     assert main(["summarise", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a readable Inspect log" in err
+
+
+def test_inspect_json_logs_read_too(tmp_path):
+    pytest.importorskip("inspect_ai")
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    log = read_eval_log(str(_log(tmp_path / "quiz.eval", {"match": ["C", "I", "C", "I", "I", "C"]})))
+    write_eval_log(log, str(tmp_path / "quiz.json"), format="json")
+    df = ek.load_runs(tmp_path / "quiz.json").sort("repeat", "task_id")
+    assert (
+        df["reward"].to_list() == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+        and df["repeat"].to_list() == [0] * 3 + [1] * 3
+    )
