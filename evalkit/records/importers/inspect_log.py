@@ -59,7 +59,8 @@ _chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_sc
 _KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",
          "final_doc")  # fmt: skip
 """Fields of a record evalkit wrote that only its `metadata.evalkit` holds, read back as they are."""
-_WORDS = {"c": 1.0, "i": 0.0, "p": 0.5, "n": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
+_GRADES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # matched exactly, as Inspect matches them
+_WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}  # in any case
 
 
 @contextlib.contextmanager
@@ -108,11 +109,12 @@ def to_float(value: Any) -> float | None:
     if isinstance(value, int | float):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, str):
-        v = value.strip().lower()
-        if v in _WORDS:
-            return _WORDS[v]
+        if value in _GRADES:
+            return _GRADES[value]
+        if value.lower() in _WORDS:
+            return _WORDS[value.lower()]
         try:
-            f = float(v)
+            f = float(value)
         except ValueError:
             return None
         return f if math.isfinite(f) else None

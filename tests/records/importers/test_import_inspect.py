@@ -112,6 +112,8 @@ def test_a_log_with_several_scorers_reads_the_one_asked(tmp_path, caplog, capsys
         ("yes", 1.0),
         ("0.75", 0.75),
         ("maybe", None),
+        ("c", None),
+        ("Yes", 1.0),
         ({"a": 1}, None),
         ([1], None),
         (float("nan"), None),
