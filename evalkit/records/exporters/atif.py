@@ -133,18 +133,25 @@ def _steps(rec: EpisodeRecord, run: Path, store: _Images) -> list[dict]:
     agent: dict | None = None
     calls_of: dict[int, dict] = {t.turn: {c.id: c for c in t.calls} for t in rec.turns}
     turn_of = {t.turn: t for t in rec.turns}
+    start = _start(rec)
+    clock = 0.0  # seconds into the episode: a turn's step is timed when its request went out
+
+    def at() -> dict:
+        return {"timestamp": (start + timedelta(seconds=clock)).isoformat()} if start else {}
+
     for m in transcripts.messages(rec, run):
         if m.role == "system":
-            steps.append({"source": "system", "message": m.text})
+            steps.append({**at(), "source": "system", "message": m.text})
         elif m.role == "user":
             agent = None
-            step = {"source": "user", "message": _content(m.text, m.images, store)}
+            step = {**at(), "source": "user", "message": _content(m.text, m.images, store)}
             if m.note:
                 step["extra"] = {"note": m.note}
             steps.append(step)
         elif m.role == "assistant":
             t = turn_of.get(m.turn)
-            agent = {"source": "agent", "model_name": rec.model or None, "message": m.text}
+            agent = {**at(), "source": "agent", "model_name": rec.model or None, "message": m.text}
+            clock += (t.model_s + t.env_s) if t is not None else 0.0
             if m.reasoning:
                 agent["reasoning_content"] = m.reasoning
             if m.calls:
@@ -242,10 +249,16 @@ def _drop_none(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _when(rec: EpisodeRecord) -> tuple[str | None, str | None]:
+def _start(rec: EpisodeRecord) -> datetime | None:
     try:
-        start = datetime.fromisoformat(str(rec.started).replace("Z", "+00:00"))
+        return datetime.fromisoformat(str(rec.started).replace("Z", "+00:00"))
     except ValueError:
+        return None
+
+
+def _when(rec: EpisodeRecord) -> tuple[str | None, str | None]:
+    start = _start(rec)
+    if start is None:
         return None, None
     return start.isoformat(), (start + timedelta(seconds=rec.seconds or 0)).isoformat()
 
