@@ -1,4 +1,4 @@
-"""`evalkit run | probe | summarise | compare | report | export | view | bundle | serve | ownloop`.
+"""`evalkit run | probe | summarise | compare | report | export | view | bundle | convert | serve | ownloop`.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
@@ -146,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("runs", nargs="+")
     bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
 
+    _convert_parser(sub)
+    for reads in (s, c, rp, v, bu):
+        _scorer_option(reads)
+
     sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
     sv.add_argument("name")
     sv.add_argument("--port", type=validate.port, default=8000)
@@ -200,6 +204,71 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--seed", type=int, default=0, help="random baseline")
     o.add_argument("--quiet", action="store_true", help="no line per finished task")
     return p
+
+
+def _scorer_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scorer",
+        help="an Inspect log with several scorers: read rewards from this one (default: its first)",
+    )
+
+
+def _convert_parser(sub: Any) -> None:
+    cv = sub.add_parser("convert", help="write a run as ATIF trajectories (a Harbor job) or as Inspect logs")
+    cv.add_argument("run", help="a run evalkit wrote or one it imports")
+    cv.add_argument("--to", required=True, choices=("atif", "inspect"))
+    cv.add_argument(
+        "-o", "--output", required=True,
+        help="atif: a new or empty folder (one trial per episode); inspect: a .eval file (one per model, env,"
+        " surface, mode and skin when the run holds several: FILE-<group>.eval)",
+    )  # fmt: skip
+    _scorer_option(cv)
+
+
+@contextlib.contextmanager
+def _scoring(name: str | None) -> Iterator[None]:
+    """`--scorer` for the length of a command, in this process (`importers.scoring`) and in the processes it
+    starts (the viewer's Streamlit, the report's kernel) through EVALKIT_SCORER."""
+    if name is None:
+        yield
+        return
+    from evalkit.records import importers
+    from evalkit.records.importers.inspect_log import ENV_VAR
+
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = name
+    try:
+        with importers.scoring(name):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
+def cmd_convert(a: argparse.Namespace) -> int:
+    from evalkit.records.exporters import convert
+
+    runs = validate.runs([a.run], "convert")
+    if len(runs) != 1:
+        raise ConfigError(f"convert: {a.run} is a folder of {len(runs)} runs; convert one run at a time")
+    run = runs[0]
+    out = Path(a.output)
+    if a.to == "atif":
+        validate.writable_dir("-o", out)
+        if out.is_dir() and any(out.iterdir()):
+            raise ConfigError(f"-o {out} is not empty: give a new or empty folder")
+    else:
+        if out.suffix != ".eval":
+            raise ConfigError(f"-o {out}: an Inspect log is a .eval file")
+        validate.writable_file("-o", out)
+    done = convert(run, a.to, out)
+    where = ", ".join(str(p) for p in done.paths[:6]) + (
+        f" and {len(done.paths) - 6} more" if len(done.paths) > 6 else ""
+    )
+    print(f"wrote {done.episodes:,} episode(s) of {run} as {a.to}: {where}")
+    return 0
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -459,6 +528,7 @@ COMMANDS = {
     "export": cmd_export,
     "view": cmd_view,
     "bundle": cmd_bundle,
+    "convert": cmd_convert,
     "serve": cmd_serve,
     "ownloop": cmd_ownloop,
 }
@@ -528,7 +598,7 @@ def _stop_signals() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _log_on_stderr(), _stop_signals():
+        with _log_on_stderr(), _stop_signals(), _scoring(getattr(args, "scorer", None)):
             return COMMANDS[args.cmd](args)
     except EvalkitError as e:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes

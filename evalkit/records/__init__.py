@@ -7,7 +7,8 @@
   index reader, the cached index, `load_runs` / `turns` / `calls`;
 - `grades`, `plans`, `marks` — rewards given elsewhere, the plans a text env was sent, where a computer-use
   action landed on the screen it was taken on; `settings` — a run's settings that change an episode;
-- `importers/` — runs other harnesses wrote, read as they wrote them (a foreign directory is never written).
+- `importers/` — runs other harnesses wrote, read as they wrote them (a foreign directory is never written),
+  ATIF trajectories and Inspect logs among them; `exporters/` — runs written out in those two formats.
 
 May import: the modules at evalkit's top (`types`, `wellformed`, `errors`, `secrets`). A reader needs no
 model and no environment: nothing here imports `envs`, `providers`, `run`, `analysis` or `view`.

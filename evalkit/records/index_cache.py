@@ -70,7 +70,7 @@ def index_path(run: str | Path) -> Path:
     size, mtime = traces.trace_signature(run)
     if traces.is_native(run):
         return Path(run) / ".evalkit" / f"index-v{VERSION}-{size}-{mtime}.parquet"
-    return traces.derived_dir(run) / f"index-v{VERSION}-i{importers.VERSION}-{size}-{mtime}.parquet"
+    return traces.derived_dir(run) / f"index-v{VERSION}-i{importers.cache_tag(run)}-{size}-{mtime}.parquet"
 
 
 def _fingerprint(f: Any, size: int) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.records import grades as grades_
-from evalkit.records import index_cache, jsonl, traces
+from evalkit.records import importers, index_cache, jsonl, traces
 from evalkit.records.columns import (
     CALL_COLUMNS,
     EPISODE_COLUMNS,
@@ -38,7 +38,10 @@ log = logging.getLogger(__name__)
 
 
 def load_runs(
-    paths: str | Path | Iterable[str | Path], cache: bool | str = True, grades: str | Path | None = None
+    paths: str | Path | Iterable[str | Path],
+    cache: bool | str = True,
+    grades: str | Path | None = None,
+    scorer: str | None = None,
 ) -> pl.DataFrame:
     """One row per episode of every run in `paths` (native run dirs or formats `evalkit.records.importers`
     reads), with exactly the columns of `EPISODE_COLUMNS`. A key recorded twice yields its latest record. A
@@ -48,7 +51,8 @@ def load_runs(
     matched nothing are named in a warning. `cache`: True reads and writes each run's cached index, "read"
     only reads a current one, False neither. Malformed records (`evalkit.wellformed`) are left out, with one
     warning per run (`malformed` lists them). A frame from an earlier `load_runs`, eager or lazy, comes back
-    as it is (collected)."""
+    as it is (collected). `scorer`: the scorer an Inspect log's rewards are read from, where a log has
+    several (default: the environment variable EVALKIT_SCORER, else the log's first, said in a warning)."""
     if not isinstance(paths, str | os.PathLike | list | tuple):
         if isinstance(paths, pl.DataFrame | pl.LazyFrame) or "pandas" in type(paths).__module__:
             return eager(paths, "load_runs")
@@ -61,7 +65,8 @@ def load_runs(
     frames = []
     for p in paths:
         run = Path(p)
-        df, unreadable = index_cache.read(run, cache)
+        with importers.scoring(scorer):
+            df, unreadable = index_cache.read(run, cache)
         df = _sound(run, df, unreadable)
         frames.append(
             df.with_columns(

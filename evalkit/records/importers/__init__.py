@@ -8,7 +8,11 @@ yields one dict per record in the shape of `EpisodeRecord.to_dict()`, image fiel
   `frames/`, `renders/`): seed 000;
 - `ownloop` — an own-loop GUI run, one folder per task with `session.json` or `session_failed.json`: seed 001;
 - `tool_planning` — tool-planning rollout records (`messages`, `steps`, `final`) in a `.jsonl` file, a `.json`
-  file or a folder of them: seed 003.
+  file or a folder of them: seed 003;
+- `atif` — ATIF trajectories (Harbor's format): a Harbor job folder, one trial, a folder of trajectory files
+  or one file; the reward from each trial's `result.json`;
+- `inspect_log` — an Inspect log (`.eval`, or Inspect's `.json` log): a sample per episode, the reward from
+  one scorer's score (`scoring(name)` / `EVALKIT_SCORER` when a log has several). Needs `evalkit[inspect]`.
 
 Shared rules. Every record gets a key built from the job as its harness tells jobs apart, so keys never
 collide and a record a resume appended later has the key of the one it replaces: `evalkit.records.traces`
@@ -26,7 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from evalkit.errors import TraceError
-from evalkit.records.importers import canvas_rollout, ownloop, tool_planning
+from evalkit.records.importers import atif, canvas_rollout, inspect_log, ownloop, tool_planning
 from evalkit.records.jsonl import iter_lines, load_json
 
 VERSION = 4
@@ -40,7 +44,17 @@ _READERS = {
     canvas_rollout.NAME: canvas_rollout.read,
     ownloop.NAME: ownloop.read,
     tool_planning.NAME: tool_planning.read,
+    atif.NAME: atif.read,
+    inspect_log.NAME: inspect_log.read,
 }
+
+scoring = inspect_log.scoring
+
+
+def cache_tag(path: str | Path) -> str:
+    """What names a foreign run's cached index besides its content: the importers' version, and for an
+    Inspect log the scorer its rewards are read from (another scorer, another index)."""
+    return f"{VERSION}{inspect_log.cache_tag(Path(path))}"
 
 
 def _first(path: Path) -> object:
@@ -48,11 +62,19 @@ def _first(path: Path) -> object:
 
 
 def detect(path: str | Path) -> str:
-    """The importer for `path` (`design-canvas`, `ownloop-gui` or `tool-planning`); TraceError otherwise."""
+    """The importer for `path` (`design-canvas`, `ownloop-gui`, `tool-planning`, `atif` or `inspect`);
+    TraceError otherwise."""
     path = Path(path)
     if path.is_file():
-        if path.suffix in (".jsonl", ".json") and tool_planning.is_planning(_first(path)):
+        if path.suffix == ".eval":
+            return inspect_log.NAME
+        first = _first(path) if path.suffix in (".jsonl", ".json") else None
+        if tool_planning.is_planning(first):
             return tool_planning.NAME
+        if atif.is_trajectory(first):
+            return atif.NAME
+        if inspect_log.is_json_log(first):
+            return inspect_log.NAME
         raise TraceError(f"{path}: not a run directory or a rollout file evalkit can read")
     if not path.is_dir():
         raise TraceError(f"{path}: no such run directory")
@@ -67,8 +89,11 @@ def detect(path: str | Path) -> str:
         return ownloop.NAME
     if any(tool_planning.is_planning(load_json(p)) for p in sorted(path.glob("*.json"))):
         return tool_planning.NAME
+    if atif.is_atif_dir(path):
+        return atif.NAME
     raise TraceError(
-        f"{path}: no evalkit trace and no known rollout format (design-canvas, tool-planning, own-loop GUI)"
+        f"{path}: no evalkit trace and no known rollout format (design-canvas, tool-planning, own-loop GUI, "
+        "ATIF or Harbor job, Inspect log)"
     )
 
 
