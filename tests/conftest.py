@@ -100,6 +100,26 @@ def guess_server():
 
 
 @pytest.fixture(scope="session")
+def catalog():
+    """A typed env with openenv's Task API and ids of its own (`tests.support.kinds`)."""
+    from tests.support import kinds
+    from tests.support.foreign_envs import Served
+
+    with Served(kinds.catalog_app()) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def copycat():
+    """A Task API env whose reset ignores its split and index (`tests.support.kinds`)."""
+    from tests.support import kinds
+    from tests.support.foreign_envs import Served
+
+    with Served(kinds.copycat_app()) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
 def walk_server():
     from tests.support.foreign_envs import Served, walk_app
 

@@ -22,18 +22,6 @@ from tests.support.foreign_envs import Served
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    with Served(kinds.catalog_app()) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def copycat():
-    with Served(kinds.copycat_app()) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def pixels():
     with Served(kinds.pixels_app()) as s:
         yield s

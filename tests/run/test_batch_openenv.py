@@ -18,18 +18,6 @@ from tests.support.foreign_envs import Served
 RANDOM = "baseline:random"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    with Served(kinds.catalog_app()) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def copycat():
-    with Served(kinds.copycat_app()) as s:
-        yield s
-
-
 def test_tasks_are_drawn_from_the_envs_own_list_with_its_ids(catalog, tmp_path, capsys):
     run = run_batch(RANDOM, catalog.base_url, out=tmp_path / "a", split="test", tasks="all", progress=False)
     recs = sorted(read_records(tmp_path / "a"), key=lambda r: r.task_id)
