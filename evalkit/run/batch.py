@@ -221,7 +221,7 @@ def run_batch(
     s = Settings.make(settings, **kw)
     models = _as_list(models)
     out = _check(models, s, out)
-    env, to_serve = _door(env, s)
+    env, to_serve = _door(env)
     served = None
     try:
         surfaces = s.surfaces or [env.default_surface]
@@ -279,7 +279,7 @@ def _check(models: list[str], s: Settings, out: str | Path) -> Path:
     return out
 
 
-def _door(env: Any, s: Settings) -> tuple[Target, bool]:
+def _door(env: Any) -> tuple[Target, bool]:
     """The env, resolved: a name is an embedded env to serve for the batch (True), anything else is asked
     its name and kind once."""
     if isinstance(env, str) and "://" not in env:

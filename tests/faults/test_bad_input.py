@@ -62,6 +62,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("reset-json-not-json", [*R, *OUT, "--reset-json", "{"], "--reset-json is not JSON"),
     ("reset-json-empty-list", [*R, *OUT, "--reset-json", "[]"], "a non-empty list of objects"),
     ("reset-json-missing-file", [*R, *OUT, "--reset-json", "@missing.json"], "cannot read missing.json"),
+    ("reset-json-and-split", [*R, *OUT, "--reset-json", '{"seed": 1}', "--split", "train"], "drop --evalset"),
+    ("tasks-word", [*R, *OUT, "--tasks", "some"], "--tasks: expected a whole number > 0, got 'some'"),
     # ---- run: what to run
     ("base-url-ftp", ["run", "--base-url", "ftp://h/", "--models", "baseline:random", *OUT], "--base-url"),
     ("base-url-no-host", ["run", "--base-url", "http://", "--models", "baseline:random", *OUT], "a host"),
