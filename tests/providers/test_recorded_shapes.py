@@ -341,6 +341,56 @@ def test_openai_refusal_field_is_a_refused_turn(fake, stream):
     assert [m["role"] for m in fake.bodies()[-1]["messages"]] == ["system", "user"]
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_responses_refusal_part_is_a_refused_turn(fake, stream):
+    refusal = {"type": "refusal", "refusal": "I can't help with that."}
+    usage = {
+        "input_tokens": 30,
+        "output_tokens": 8,
+        "total_tokens": 38,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    message = {
+        "id": "msg_R",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [refusal],
+    }
+    response = {
+        "id": "resp_R",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "gpt-6-luna",
+        "output": [message],
+        "usage": usage,
+    }
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    delta = {
+        "type": "response.refusal.delta",
+        "sequence_number": 1,
+        "item_id": "msg_R",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": refusal["refusal"],
+    }
+    recorded = sse(
+        ("response.created", {"type": "response.created", "sequence_number": 0, "response": started}),
+        ("response.refusal.delta", delta),
+        ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": response}),
+    )  # fmt: skip
+    fake.reset(Reply(recorded=recorded, body=response), Reply(text="ok"))
+    a = agent("openai:gpt-6-luna", stream=stream)
+    a.user("Recreate this.")
+    turn = a.step()
+    assert turn.refused and turn.text == "I can't help with that."
+    a.user("Go on.")
+    a.step()
+    assert "I can't help with that." not in json.dumps(fake.bodies()[-1])
+
+
 # ---- DeepSeek: thinking with tool calls --------------------------------------------------------------------
 
 
