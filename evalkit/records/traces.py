@@ -175,8 +175,13 @@ class TraceWriter:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = trace_file(self.run_dir)
         self._lock = threading.Lock()
-        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-        self._heal()
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+            self._heal()
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            raise disk_full(self.path, exc, f"{self.path} is as it was; rerun once there is room") from None
 
     def _heal(self) -> None:
         # A kill mid-write leaves a last line without its newline; start the next record on a line of its own
