@@ -338,7 +338,7 @@ class AnthropicAgent(Recorded):
         policy = persist(self.options.max_retries)
         url = str(self.client.base_url)
         turn: Turn | None = None
-        for _ in range(1 + MAX_CONTINUATIONS):
+        for asked in range(1 + MAX_CONTINUATIONS):
             msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
             if self.keep_raw:
                 self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
@@ -346,7 +346,7 @@ class AnthropicAgent(Recorded):
             turn = part if turn is None else merge_turns(turn, part)
             if content:
                 self._append_assistant(content)
-            if part.stop != "pause_turn":
+            if part.stop != "pause_turn" or asked == MAX_CONTINUATIONS:
                 break
             # The API paused its own server-tool loop: the paused reply goes back as the last assistant
             # message, unchanged, and the same request asks the model to go on from it.

@@ -261,6 +261,7 @@ def test_pause_turn_continuations_are_bounded(fake):
     turn = a.step()
     assert len(fake.bodies()) == 1 + anthropic.MAX_CONTINUATIONS
     assert turn.stop == "pause_turn" and turn.usage.input == 2679 * (1 + anthropic.MAX_CONTINUATIONS)
+    assert a.info["pause_turn_continuations"] == anthropic.MAX_CONTINUATIONS
 
 
 # ---- refusals ----------------------------------------------------------------------------------------------
