@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, DiskFullError, no_space
+from evalkit.records.traces import mount_point
 
 LOCK_FILE = ".evalkit/writer.lock"
 
@@ -103,6 +104,16 @@ class RunLock:
         self._key = ""
 
     def acquire(self) -> RunLock:
+        """Take the lock, or raise RunLockedError naming its holder (DiskFullError when there is no room
+        for its file)."""
+        try:
+            return self._acquire()
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            raise DiskFullError(self.out / LOCK_FILE, mount_point(self.out), "nothing was written") from None
+
+    def _acquire(self) -> RunLock:
         key = str(self.out.resolve())
         with _guard:
             if key in _held:
@@ -121,8 +132,12 @@ class RunLock:
             now = time.time()
             info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now}).encode()
             # Written over the old one, then cut to length: a reader never finds the file empty.
-            os.pwrite(fd, info, 0)
-            os.ftruncate(fd, len(info))
+            try:
+                os.pwrite(fd, info, 0)
+                os.ftruncate(fd, len(info))
+            except OSError:
+                os.close(fd)
+                raise
             self._fd, self._key = fd, key
             _held[key] = now
         return self

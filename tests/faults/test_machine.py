@@ -219,3 +219,13 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken
         assert list(traces.iter_dicts(SAMPLE))  # a reader beside a writer
     with RunLock(out) as lock:
         assert lock.took_over is None
+
+
+def test_the_run_lock_on_a_full_disk_says_so_and_holds_nothing(small_fs):
+    out = small_fs / "run"
+    ballast = fill(small_fs)
+    with pytest.raises(DiskFullError, match="writer.lock"):
+        RunLock(out).acquire()
+    ballast.unlink()
+    with RunLock(out) as lock:
+        assert lock.held and lock.took_over is None
