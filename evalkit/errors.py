@@ -16,6 +16,7 @@
     │   ├── EnvDeadError         a reset answered `done`: the env cannot play this episode
     │   └── EnvStepError         the server failed to run a step (OpenEnv's EXECUTION_ERROR)
     ├── TraceError               a run directory that cannot be read or written safely
+    ├── DiskFullError            the file system holding a run (or a report) is full: the CLI exits 5
     ├── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
     └── EpisodeOver              a debugger asked to step an episode past its end
 
@@ -25,6 +26,9 @@ never by the text of a message.
 """
 
 from __future__ import annotations
+
+import errno
+import os
 
 
 class EvalkitError(Exception):
@@ -134,6 +138,32 @@ class EnvStepError(EnvError):
 
 class TraceError(EvalkitError):
     """A run directory or trace file cannot be used safely."""
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+"""The errnos of a write that found no room: the file system is full, or the user's quota on it is."""
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether `exc` is a write that found no room (classified by errno, never by its text)."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+class DiskFullError(EvalkitError):
+    """A write found its file system full (ENOSPC) or the user's quota used up (EDQUOT). Whatever was
+    written before is whole, and `kept` says what that is; rerunning once there is room completes the work.
+    Its own exit status (`exit_status`), so that a script can tell "make room" from a setup mistake."""
+
+    error_class = "disk_full"
+    exit_status = 5
+
+    def __init__(self, path: str | os.PathLike, mount: str, kept: str, code: int = errno.ENOSPC):
+        why = "its quota is used up" if code == errno.EDQUOT else "it is full"
+        super().__init__(f"cannot write {path}: the file system at {mount} has no room ({why}); {kept}")
+        self.path, self.mount, self.kept, self.code = os.fspath(path), mount, kept, code
+
+    def __reduce__(self) -> tuple:  # pickled as made (a Ray task sends it back to the driver)
+        return type(self), (self.path, self.mount, self.kept, self.code)
 
 
 class EpisodeCancelled(EvalkitError):

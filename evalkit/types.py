@@ -23,14 +23,16 @@ from evalkit import wellformed
 FORMAT_VERSION = 1
 
 END_REASONS = (
-    "submitted", "done", "answered", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "error",
+    "submitted", "done", "answered", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "refused",
+    "error",
 )  # fmt: skip
 """`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env
 ended it on another action (a typed env's step, a game won or lost); `answered`: in an env with no
 finishing tool, the model replied in text without a tool call, and that reply is its answer;
 `auto_submitted`: the env ended it on its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop
 ended it (then submitting on the model's behalf through a finishing tool that needs no arguments, when the
-env has one); `error`: the infrastructure broke it."""
+env has one); `refused`: the model declined to go on (`Turn.refused`), and the loop ended the episode as
+data; `error`: the infrastructure broke it."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,13 @@ class Turn:
     provider: str = ""
     """Who answered: the provider behind a router route, else the spec's provider (`anthropic`, `vllm`)."""
 
+    @property
+    def refused(self) -> bool:
+        """The API said the model declined (Anthropic's stop reason `refusal`, an OpenAI reply's `refusal`
+        field; `stop` is then `refusal`). The refused text is in `text` but not in the agent's history: the
+        episode ends here, with end reason `refused`."""
+        return self.stop == "refusal"
+
 
 @dataclass
 class ToolOutcome:
@@ -207,6 +216,9 @@ class AgentOptions:
     """(MAX, KEEP): let images build up to MAX, then drop to the newest KEEP; the opening message is kept."""
     temperature: float | None = None
     seed: int | None = None
+    send_reasoning: bool | None = None
+    """Chat completions: send an assistant tool-call turn's `reasoning_content` back in the history (True),
+    never (False), or as the model's rule says (None: DeepSeek thinking models yes, deepseek-reasoner no)."""
 
 
 class Agent(Protocol):

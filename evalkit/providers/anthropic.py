@@ -7,6 +7,7 @@ prefix, and replies are streamed because long generations time out otherwise.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -16,6 +17,9 @@ from evalkit.providers.common import Recorded, exchange, load_env, make_call, no
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 EFFORTS = ("low", "medium", "high")
+MAX_CONTINUATIONS = 4
+"""A turn the API paused (`pause_turn`: a server tool's loop ran long) is continued at most this many times
+within one `step()`; then it is returned as it stands, stop `pause_turn`."""
 
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
@@ -111,6 +115,9 @@ def accumulate(events: Iterable[dict], msg: dict | None = None) -> dict:
     msg = msg if msg is not None else {}
     msg.update({"content": [], "usage": {}, "stop_reason": None})
     blocks: dict[int, dict] = {}
+    # Inputs arrive as pieces of JSON text for every kind of block that has one (`tool_use`, and the
+    # server's own `server_tool_use`, whose start carries an empty dict): joined once the block ends.
+    inputs: dict[int, list[str]] = {}
     stopped = False
     for ev in events:
         kind = ev.get("type")
@@ -125,6 +132,7 @@ def accumulate(events: Iterable[dict], msg: dict | None = None) -> dict:
             if block.get("type") == "tool_use":
                 block["input"] = ""
             blocks[ev["index"]] = block
+            inputs.pop(ev["index"], None)
             msg["content"].append(block)
         elif kind == "content_block_delta":
             block, delta = blocks[ev["index"]], ev["delta"]
@@ -136,13 +144,33 @@ def accumulate(events: Iterable[dict], msg: dict | None = None) -> dict:
             elif dkind == "signature_delta":
                 block["signature"] = delta["signature"]
             elif dkind == "input_json_delta":
-                block["input"] += delta["partial_json"]
+                inputs.setdefault(ev["index"], []).append(delta.get("partial_json") or "")
+        elif kind == "content_block_stop" and ev.get("index") in blocks:
+            _close_input(blocks[ev["index"]], inputs.pop(ev["index"], None))
         elif kind == "message_delta":
             msg["stop_reason"] = ev["delta"].get("stop_reason")
             msg["usage"].update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
+    for index, pieces in inputs.items():  # blocks whose stop never came (a cut stream)
+        _close_input(blocks[index], pieces)
     if not stopped:
         raise StreamError("the stream ended before message_stop", usage_from_wire(msg["usage"]))
     return msg
+
+
+def _close_input(block: dict, pieces: list[str] | None) -> None:
+    """Set a finished block's input from its JSON pieces: a client `tool_use` keeps the raw text (its
+    arguments are checked as the model's, `make_call`); any other block is the server's own, re-sent as
+    it came, so it gets the parsed object."""
+    if pieces is None:
+        return
+    raw = "".join(pieces)
+    if block.get("type") == "tool_use":
+        block["input"] = raw
+        return
+    try:
+        block["input"] = json.loads(raw) if raw.strip() else block.get("input") or {}
+    except ValueError:
+        block["input"] = raw
 
 
 def usage_from_wire(u: dict, reasoning_chars: int = 0) -> Usage:
@@ -158,7 +186,8 @@ def usage_from_wire(u: dict, reasoning_chars: int = 0) -> Usage:
 
 
 def turn_from_message(msg: dict) -> tuple[Turn, list[dict]]:
-    """A reply → the Turn, and the content blocks to keep in the history."""
+    """A reply → the Turn, and the content blocks to keep in the history (none for a refusal: its text is
+    not sent again)."""
     content = msg.get("content") or []
     calls = [make_call(b["id"], b["name"], b.get("input")) for b in content if b.get("type") == "tool_use"]
     text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
@@ -172,9 +201,24 @@ def turn_from_message(msg: dict) -> tuple[Turn, list[dict]]:
         usage=usage_from_wire(msg.get("usage") or {}, len(reasoning)),
         truncated=stop == "max_tokens",
     )
+    if turn.refused:
+        return turn, []
     by_id = {c.id: c for c in calls}
     kept = [b for b in (history_block(b, by_id) for b in content) if b is not None]
     return turn, kept
+
+
+def merge_turns(first: Turn, then: Turn) -> Turn:
+    """One turn of a reply the API paused and then continued: texts and calls in order, usage summed, the
+    last stop reason."""
+    return Turn(
+        text=first.text + then.text,
+        reasoning="\n\n".join(r for r in (first.reasoning, then.reasoning) if r),
+        calls=first.calls + then.calls,
+        stop=then.stop,
+        usage=first.usage + then.usage,
+        truncated=then.truncated,
+    )
 
 
 def thinking_params(thinking: str | None) -> dict:
@@ -293,10 +337,26 @@ class AnthropicAgent(Recorded):
         log: list[Attempt] = []
         policy = persist(self.options.max_retries)
         url = str(self.client.base_url)
-        msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
-        if self.keep_raw:
-            self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
-        turn, content = turn_from_message(msg)
-        if content:
-            self.messages.append({"role": "assistant", "content": content})
+        turn: Turn | None = None
+        for asked in range(1 + MAX_CONTINUATIONS):
+            msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
+            if self.keep_raw:
+                self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
+            part, content = turn_from_message(msg)
+            turn = part if turn is None else merge_turns(turn, part)
+            if content:
+                self._append_assistant(content)
+            if part.stop != "pause_turn" or asked == MAX_CONTINUATIONS:
+                break
+            # The API paused its own server-tool loop: the paused reply goes back as the last assistant
+            # message, unchanged, and the same request asks the model to go on from it.
+            self.info["pause_turn_continuations"] = self.info.get("pause_turn_continuations", 0) + 1
+        assert turn is not None
         return settle(turn, log, self.model_id, "anthropic")
+
+    def _append_assistant(self, content: list[dict]) -> None:
+        # A continued reply extends the paused one: one assistant message, as the API joins them anyway.
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages[-1]["content"].extend(content)
+        else:
+            self.messages.append({"role": "assistant", "content": content})

@@ -43,6 +43,9 @@ CHAR_CAP_PER_TOKEN = 5
 JPEG_OVER = 150_000
 HARNESS_CAP = "length (harness cap)"
 EFFORTS = ("low", "medium", "high")
+REJECT_REASONING = ("reasoner", "-r1")
+"""Parts of a DeepSeek model name whose API refuses `reasoning_content` in the history."""
+REFUSAL = "refusal"
 
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
@@ -153,8 +156,21 @@ def result_messages(pairs: list[tuple[Call, ToolOutcome]], shrink_over: int | No
     return out
 
 
-def assistant_message(turn: Turn) -> dict | None:
-    if not turn.text and not turn.calls:
+def sends_reasoning(model: str, option: bool | None = None) -> bool:
+    """Whether an assistant turn with tool calls goes back with its `reasoning_content`. DeepSeek's thinking
+    mode requires it on every such turn of the history (a 400 otherwise, even when it was empty), while
+    deepseek-reasoner (R1) rejects the field in any input message, and other servers have no use for it.
+    `option` (`AgentOptions.send_reasoning`) overrides the rule, for a server the rule does not know."""
+    if option is not None:
+        return option
+    name = model.lower().rpartition("/")[2].partition(":")[0]
+    return "deepseek" in name and not any(tag in name for tag in REJECT_REASONING)
+
+
+def assistant_message(turn: Turn, with_reasoning: bool = False) -> dict | None:
+    """The assistant message a turn leaves in the history, or None for none: an empty reply, or a refusal,
+    whose text is not sent again (the episode ends on it)."""
+    if turn.refused or (not turn.text and not turn.calls):
         return None
     msg: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.calls:
@@ -162,6 +178,8 @@ def assistant_message(turn: Turn) -> dict | None:
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": wire_args(c)}}
             for c in turn.calls
         ]
+        if with_reasoning:
+            msg["reasoning_content"] = turn.reasoning
     return msg
 
 
@@ -203,6 +221,7 @@ class Accumulator:
     def __init__(self) -> None:
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.refusal: list[str] = []
         self.calls: dict[int, dict] = {}
         self.chars = 0
         self.finish: str | None = None
@@ -222,6 +241,7 @@ class Accumulator:
             self._take(self.content, delta.get("content") or "")
             # Some servers send the same text as both fields; one of them is enough.
             self._take(self.reasoning, delta.get("reasoning_content") or delta.get("reasoning") or "")
+            self._take(self.refusal, delta.get("refusal") or "")
             for i, tc in enumerate(delta.get("tool_calls") or []):
                 index = tc.get("index") if tc.get("index") is not None else i
                 entry = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
@@ -244,6 +264,7 @@ class Accumulator:
             "content": "".join(self.content),
             "reasoning_content": "".join(self.reasoning),
             "tool_calls": calls,
+            "refusal": "".join(self.refusal) or None,
         }
         finish = HARNESS_CAP if self.capped else self.finish
         return {"choices": [{"message": msg, "finish_reason": finish}], "usage": self.usage}
@@ -260,6 +281,9 @@ def turn_from_completion(resp: dict) -> Turn:
         fn = tc.get("function") or {}
         calls.append(make_call(tc.get("id") or f"call_{i}", fn.get("name") or "", fn.get("arguments")))
     stop = choice.get("finish_reason") or ""
+    if isinstance(msg.get("refusal"), str) and msg["refusal"]:
+        # OpenAI says a model declined in the message's `refusal` field, its finish reason a plain `stop`.
+        text, stop = "\n\n".join(t for t in (text, msg["refusal"]) if t), REFUSAL
     return Turn(
         text=text,
         reasoning=reasoning,
@@ -389,15 +413,32 @@ class ChatAgent(Recorded):
             return self._post(params, stream=False)
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
+        openai = sdk("openai")
         chunks = self._post({**streamed, **params}, stream=True)
-        with chunks, reading_stream(sdk("openai")):
-            for chunk in chunks:
-                acc.add(chunk if isinstance(chunk, dict) else {})
-                if acc.chars > cap:
-                    # Leaving closes the stream before its usage chunk: the turn's usage is unknown.
-                    acc.capped = True
-                    break
+        try:
+            with chunks, reading_stream(openai):
+                for chunk in chunks:
+                    acc.add(chunk if isinstance(chunk, dict) else {})
+                    if acc.chars > cap:
+                        # Leaving closes the stream before its usage chunk: the turn's usage is unknown.
+                        acc.capped = True
+                        break
+        except openai.APIError as exc:
+            if isinstance(exc, openai.APIStatusError) or acc.finish is None:
+                raise
+            self._error_after_finish(acc, exc, getattr(chunks, "error_event", None) or {})
         return acc.message()
+
+    def _error_after_finish(self, acc: Accumulator, exc: Any, event: dict) -> None:
+        """An error event after the reply's finish reason (OpenRouter sends one after a `length` stop, with
+        the usage beside it): the generation had ended, so the reply stands as it came, cut or whole, with
+        what it was billed; asking again would pay for the same cut reply. The error is kept in `info`."""
+        if isinstance(event.get("usage"), dict):
+            acc.usage = event["usage"]
+        body = exc.body if isinstance(exc.body, dict) else {}
+        self.info.setdefault("errors_after_finish", []).append(
+            {"turn": self._turn, "route": self.route, "finish": acc.finish, "code": body.get("code")}
+        )
 
     def _post(self, params: dict, stream: bool) -> Any:
         """POST the request as evalkit built it (`openai_wire.post`): the reply as the server's JSON."""
@@ -434,7 +475,7 @@ class ChatAgent(Recorded):
             self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
         turn = settle(turn_from_completion(resp), log, self.route, self.answered_by)
         turn.usage_known = turn.usage_known and bool(resp.get("usage"))
-        msg = assistant_message(turn)
+        msg = assistant_message(turn, sends_reasoning(self.route, self.options.send_reasoning))
         if msg:
             self.messages.append(msg)
         return turn

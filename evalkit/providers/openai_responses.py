@@ -115,13 +115,15 @@ def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
 
 
 def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
-    """A response → the Turn, and the output items to carry back in the next input."""
+    """A response → the Turn, and the output items to carry back in the next input (none for a refusal)."""
     output = resp.get("output") or []
     text, reasoning, calls = [], [], []
+    refused = False
     for item in output:
         kind = item.get("type")
         if kind == "message":
             text += [p.get("text") or p.get("refusal") or "" for p in item.get("content") or []]
+            refused = refused or any(p.get("type") == "refusal" for p in item.get("content") or [])
         elif kind == "reasoning":
             reasoning += [s.get("text", "") for s in item.get("summary") or []]
             reasoning += [c.get("text", "") for c in item.get("content") or []]
@@ -130,6 +132,7 @@ def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
     status = resp.get("status") or ""
     reason = (resp.get("incomplete_details") or {}).get("reason")
     stop = (reason or status) if status == "incomplete" else ("tool_calls" if calls else status)
+    stop = "refusal" if refused else stop
     reasoning_text = "\n\n".join(r for r in reasoning if r)
     turn = Turn(
         text="".join(text),
@@ -139,6 +142,8 @@ def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
         usage=usage_from_wire(resp.get("usage"), len(reasoning_text)),
         truncated=reason == "max_output_tokens",
     )
+    if turn.refused:  # the refused reply is not sent again: the episode ends on it
+        return turn, []
     by_id = {c.id: c for c in calls}
     carried = []
     for item in output:

@@ -15,6 +15,7 @@ A streamed reply is also read to the end of its body, so that its connection goe
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, TypeVar
@@ -49,12 +50,29 @@ def draining_stream(openai: ModuleType) -> Any:
     T = TypeVar("T")
 
     class DrainingStream(openai.Stream[T]):
+        error_event: dict | None = None
+        """The whole event an error inside the stream came in. The SDK raises an APIError carrying only
+        its `error` object, but a router may put the reply's usage beside it (OpenRouter does, after a
+        `length` stop), and what was billed must not be lost with it."""
+
         def _iter_events(self) -> Iterator[Any]:
             events = super()._iter_events()
             for sse in events:
-                if str(getattr(sse, "data", "")).startswith("[DONE]"):
+                data = str(getattr(sse, "data", ""))
+                if data.startswith("[DONE]"):
                     for _ in events:  # the rest of the body (its end): then the connection is reusable
                         pass
+                elif '"error"' in data:  # cheap test first: most events are never parsed twice
+                    self.error_event = _error_event(data)
                 yield sse
 
     return DrainingStream
+
+
+def _error_event(data: str) -> dict | None:
+    """The event `data` holds when it is a JSON object with an `error` member (as the SDK tests it)."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and event.get("error") else None

@@ -1,6 +1,7 @@
 """The run directory and its readers: everything evalkit knows of a run is read or written here.
 
 - `traces` — the trace writer and reader (one "latest record per key" rule), the frame store, `run.json`;
+  `lock` the one-writer lock of a run directory;
   `jsonl` its line reader, `live` the progress files of a batch still running;
 - `transcripts` — what the model was sent and answered, message by message;
 - `columns`, `_index`, `index_cache`, `loading` — runs as Polars frames: the declared columns, the fast

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from evalkit.errors import TraceError
+from evalkit.errors import DiskFullError, TraceError
 from evalkit.records import _index, importers, traces
 from evalkit.records.columns import CACHED, INDEX_COLUMNS, episode_row, frame
 
@@ -51,7 +51,7 @@ def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
     """The index of a run, read anew; `counts` gets the unreadable lines of a native trace (see
     `_index.records`)."""
     if traces.is_native(run):
-        trace = run / traces.TRACE
+        trace = traces.trace_file(run)
         return _latest(_index.records(trace.read_bytes(), episode_row, SCHEMA, trace, counts))
     return frame([episode_row(d, None) for d in traces.iter_dicts(run)], dict(SCHEMA))
 
@@ -94,7 +94,7 @@ def _covered(recs: pl.DataFrame, indexed: int) -> bool:
 def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
     """The index of a native run, extended from a cached one when the trace only grew since; and what it
     covers (None when a later one cannot extend it)."""
-    trace = run / traces.TRACE
+    trace = traces.trace_file(run)
     with open(trace, "rb") as f:
         base = _extendable(run, f)
         start = base[1]["indexed"] if base else 0
@@ -158,8 +158,8 @@ def _write(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
         for old in path.parent.glob("index-v*.parquet"):
             if old != path:
                 old.unlink(missing_ok=True)
-    except OSError:
-        pass  # a read-only place just goes without a cache
+    except (OSError, DiskFullError):
+        pass  # a read-only or full place just goes without a cache
 
 
 def load(run: Path, cache: bool | str = True) -> pl.DataFrame:
@@ -173,6 +173,8 @@ def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
     """`load`, and how many lines of the run's trace hold no JSON object (a torn last line included)."""
     if not run.exists():
         raise TraceError(f"{run}: no such run directory")
+    if run.is_dir():
+        traces.trace_file(run)  # a trace that leads out of the run is refused, even with an index cached
     if not cache:
         counts: dict = {}
         df = build(run, counts)

@@ -14,6 +14,7 @@ and every reader of runs (records, the analysis index, resume, the viewer's sear
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import json
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from evalkit import secrets
-from evalkit.errors import TraceError
+from evalkit.errors import DiskFullError, TraceError, no_space
 from evalkit.records import importers
 from evalkit.records.jsonl import iter_lines
 from evalkit.types import EpisodeRecord, Image, record_problems
@@ -39,16 +40,41 @@ RUN_JSON = "run.json"
 _tmp_names = itertools.count()
 
 
+def mount_point(path: str | Path) -> str:
+    """The mount point of the file system `path` is (or would be) on, to name it in a message."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return str(p)
+
+
+def disk_full(path: str | Path, exc: OSError, kept: str) -> DiskFullError:
+    return DiskFullError(path, mount_point(path), kept, exc.errno or 0)
+
+
 def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
     """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
     the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
-    place (fsync), not only in the page cache, which a killed process does not lose either.
+    place (fsync), not only in the page cache, which a killed process does not lose either. A full file
+    system (or quota) is a DiskFullError saying so, the old file left in place.
 
     In few system calls, each a point where a thread hands the GIL on (fifty episodes at once write several
     files each): the temporary file is made with the mode a new file of the user's gets (0666 less the
     umask, as the kernel applies it), and its directory only when it is missing."""
     path = Path(path)
     raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
+    try:
+        _write_whole(path, raw, sync)
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        kept = f"{path.name} is as it was" if path.exists() else f"{path.name} was not written"
+        raise disk_full(path, exc, kept) from None
+
+
+def _write_whole(path: Path, raw: bytes, sync: bool) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     made = False
     for _ in range(100):
@@ -138,15 +164,24 @@ def read_text(run_dir: str | Path, rel: str | None) -> str | None:
 class TraceWriter:
     """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe. The trace is
     made at once, empty: a run that has begun is a run with no episode yet to every reader, whatever
-    happens before its first episode ends (every model's key refused, a kill)."""
+    happens before its first episode ends (every model's key refused, a kill).
+
+    A record is written whole or not at all: a write that wrote less (a full file system) is cut back to
+    the end of the record before it, and DiskFullError says so; once there is room, the next append lands
+    on a line of its own and a resume runs the episode that could not be recorded."""
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / TRACE
+        self.path = trace_file(self.run_dir)
         self._lock = threading.Lock()
-        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-        self._heal()
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+            self._heal()
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            raise disk_full(self.path, exc, f"{self.path} is as it was; rerun once there is room") from None
 
     def _heal(self) -> None:
         # A kill mid-write leaves a last line without its newline; start the next record on a line of its own
@@ -163,8 +198,23 @@ class TraceWriter:
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, data)
-                os.fsync(fd)
+                start = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        n = os.write(fd, view)
+                        if n <= 0:  # no progress and no error: as good as a full disk
+                            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+                        view = view[n:]
+                    os.fsync(fd)  # a file system that allocates late may find no room only here
+                except OSError as exc:
+                    # Whole records or none: what this record wrote goes, so that a later append is never
+                    # glued onto half of it (shrinking a file needs no room).
+                    os.ftruncate(fd, start)
+                    if not no_space(exc):
+                        raise
+                    kept = f"{self.path} keeps every record before this one, whole; resume runs the rest"
+                    raise disk_full(self.path, exc, kept) from None
             finally:
                 os.close(fd)
 
@@ -176,7 +226,7 @@ def write_run_json(run_dir: str | Path, meta: dict) -> None:
 
 
 def read_run_json(run_dir: str | Path) -> dict:
-    path = Path(run_dir) / RUN_JSON
+    path = run_file(run_dir, RUN_JSON)
     if not path.exists():
         return {}
     try:
@@ -188,7 +238,7 @@ def read_run_json(run_dir: str | Path) -> dict:
 def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
     """(byte offset, dict) of each readable line of a native trace: an index of offsets lets a reader open
     one episode of a large run with `read_at` instead of parsing every line."""
-    path = Path(run_dir) / TRACE
+    path = trace_file(run_dir)
     with open(path, "rb") as f:
         offset = 0
         for raw in f:
@@ -203,7 +253,7 @@ def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
 
 def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
     """The record on the line starting at byte `offset` of the run's trace."""
-    path = Path(run_dir) / TRACE
+    path = trace_file(run_dir)
     with open(path, "rb") as f:
         f.seek(int(offset))
         raw = f.readline()
@@ -230,13 +280,48 @@ def store_files(out: Path, files: dict[str, bytes] | Path) -> None:
             atomic_write(path, data)
 
 
+def run_file(run_dir: str | Path, name: str) -> Path:
+    """`run_dir/name`, refused (TraceError) when it is a symlink that leads out of the run: a reader must not
+    publish another file's records as the run's, as it never shows a symlinked frame or text."""
+    path = Path(run_dir) / name
+    if path.is_symlink():
+        root = Path(run_dir).resolve()
+        target = path.resolve()
+        if root not in target.parents:
+            raise TraceError(f"{path} is a symlink to {target}, outside the run; refused")
+    return path
+
+
+def trace_file(run_dir: str | Path) -> Path:
+    """The run's `trace.jsonl` (see `run_file`)."""
+    return run_file(run_dir, TRACE)
+
+
+def _leads_out(run_dir: str | Path, name: str) -> bool:
+    try:
+        run_file(run_dir, name)
+    except TraceError:
+        return True
+    return False
+
+
 def is_native(run_dir: str | Path) -> bool:
-    """True for a run directory evalkit wrote (its trace lines carry `format_version`)."""
+    """True for a run directory evalkit wrote (its trace lines carry `format_version`). A trace that is a
+    symlink out of the run counts as native without being read, so that the readers refuse it (TraceError)
+    instead of an importer reading it. Quiet: the readers say what lines they skipped, once."""
     path = Path(run_dir) / TRACE
     if not path.exists():
-        return False
-    for obj in iter_lines(path):
-        return "format_version" in obj and "key" in obj
+        return path.is_symlink() and _leads_out(run_dir, TRACE)
+    if _leads_out(run_dir, TRACE):
+        return True
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return "format_version" in obj and "key" in obj
     return (Path(run_dir) / RUN_JSON).exists()
 
 
@@ -284,7 +369,7 @@ def iter_dicts(run_dir: str | Path, latest: bool = True) -> Iterator[dict]:
     if not run_dir.exists():
         raise TraceError(f"{run_dir}: no such run directory")
     rows: Iterable[dict] = (
-        iter_lines(run_dir / TRACE) if is_native(run_dir) else importers.read_foreign(run_dir)
+        iter_lines(trace_file(run_dir)) if is_native(run_dir) else importers.read_foreign(run_dir)
     )
     yield from latest_records(rows) if latest else rows
 
@@ -314,7 +399,7 @@ def find_record(run_dir: str | Path, key: str) -> EpisodeRecord:
 def completed_keys(run_dir: str | Path) -> set[str]:
     """Keys whose latest record ended without an infrastructure error: resume skips these. A malformed latest
     record (`evalkit.wellformed`) is run again, as analysis cannot count it."""
-    path = Path(run_dir) / TRACE
+    path = trace_file(run_dir)
     if not path.exists():
         return set()
     return {

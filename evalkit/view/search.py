@@ -117,7 +117,7 @@ def step_index(run: str | Path, imported: Any) -> pl.DataFrame:
         if prev is None or prev[0] != sig:
             prev = _INDEXES[name] = (sig, _rows(name, imported(run).items()))
         return prev[1]
-    path = run / traces.TRACE
+    path = traces.trace_file(run)  # one that leads out of the run is refused, as by every reader
     start, base = 0, None
     size = path.stat().st_size
     if prev is not None and isinstance(prev[0], tuple) and len(prev[0]) == 3 and prev[0][0] == "native":

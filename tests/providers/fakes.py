@@ -56,6 +56,10 @@ class Reply:
     """Fields added to an error reply's `error` object (`param`, `code`), as an API explains a 400."""
     retry_after: float | None = 0.005
     """Seconds an error reply asks to wait (as `retry-after-ms` and `retry-after`); None: no header."""
+    recorded: bytes | None = None
+    """A recorded stream answered byte for byte (an SSE body as a live API sent it) to a streamed request."""
+    body: dict | None = None
+    """A recorded JSON reply answered as it is to a plain request."""
 
 
 Script = Reply | Callable[[dict], Reply]
@@ -483,6 +487,10 @@ class FakeModelServer:
             wait = reply.retry_after
             headers = {"retry-after-ms": f"{wait * 1000:g}", "retry-after": f"{wait:g}"} if wait else {}
             return JSONResponse(error_body(path, reply.status, reply.error), reply.status, headers=headers)
+        if body.get("stream") and reply.recorded is not None:
+            return StreamingResponse(iter([reply.recorded]), media_type="text/event-stream")
+        if not body.get("stream") and reply.body is not None:
+            return JSONResponse(reply.body)
         plain, stream = RENDER[path]
         if body.get("stream"):
             events = stream(reply, body, n)

@@ -1,0 +1,231 @@
+"""The machine under a run: a file system that fills up (a small tmpfs this test mounts, as root), a second
+writer into the same run directory, a holder killed with its lock held, and a trace that is a symlink out of
+its run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalkit.cli import main
+from evalkit.errors import DiskFullError, TraceError
+from evalkit.records import jsonl, traces
+from evalkit.records.lock import RunLock, RunLockedError
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample-run"
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 512 KiB tmpfs mounted on a fresh directory, unmounted after the test."""
+    where = tmp_path / "fs"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root; no other way to fill a file system safely")
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)], capture_output=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(where: Path, leave: int = 0) -> Path:
+    """A ballast file that takes all the room but `leave` bytes (in whole pages)."""
+    ballast = where / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    if leave:
+        os.truncate(ballast, max(0, ballast.stat().st_size - leave))
+    return ballast
+
+
+def record(i: int, size: int = 9000) -> dict:
+    return {"format_version": 1, "key": f"k{i:03d}", "task_id": f"t{i}", "pad": "x" * size}
+
+
+def lines(path: Path) -> list[dict]:
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), "the trace ends in a torn line"
+    return [json.loads(raw) for raw in data.splitlines()]
+
+
+def test_a_full_disk_keeps_whole_trace_records_and_room_lets_the_next_one_in(small_fs):
+    run = small_fs / "run"
+    writer = traces.TraceWriter(run)
+    ballast = fill(small_fs, leave=30_000)
+    written = 0
+    with pytest.raises(DiskFullError) as caught:
+        for i in range(20):  # 9 KB records into ~30 KB: the fourth finds room for only part of itself
+            writer.append(record(i))
+            written += 1
+    assert 1 <= written < 20
+    message = str(caught.value)
+    assert str(small_fs) in message and "trace.jsonl" in message and "\n" not in message
+    assert caught.value.mount == str(small_fs) and caught.value.exit_status == 5
+    assert [d["key"] for d in lines(run / "trace.jsonl")] == [f"k{i:03d}" for i in range(written)]
+
+    ballast.unlink()  # room again: the record that failed goes in whole, on its own line
+    traces.TraceWriter(run).append(record(written))
+    assert [d["key"] for d in lines(run / "trace.jsonl")] == [f"k{i:03d}" for i in range(written + 1)]
+    assert traces.completed_keys(run) == {f"k{i:03d}" for i in range(written + 1)}
+
+
+def test_atomic_write_on_a_full_disk_says_so_and_keeps_the_old_file(small_fs):
+    path = small_fs / "run" / "summary.json"
+    traces.atomic_write(path, '{"old": true}\n')
+    ballast = fill(small_fs)
+    with pytest.raises(DiskFullError) as caught:
+        traces.atomic_write(path, "y" * 200_000)
+    assert "summary.json is as it was" in str(caught.value) and str(small_fs) in str(caught.value)
+    assert path.read_text() == '{"old": true}\n'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["summary.json"], "a temporary file was left"
+    with pytest.raises(DiskFullError, match="report.html was not written"):
+        traces.atomic_write(small_fs / "report.html", "z" * 200_000)
+    ballast.unlink()
+    traces.atomic_write(path, "y" * 50_000)
+    assert path.stat().st_size == 50_000
+
+
+def test_summarise_on_a_full_disk_is_one_line(small_fs, capsys):
+    run = small_fs / "run"
+    run.mkdir()
+    for name in ("run.json", "trace.jsonl"):
+        (run / name).write_bytes((SAMPLE / name).read_bytes())
+    fill(small_fs)
+    status = main(["summarise", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and status != 1
+    assert len(err) == 1 and "has no room" in err[0] and str(small_fs) in err[0], err
+
+
+# ---- a trace that leads out of its run ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def symlinked(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "trace.jsonl").write_bytes((SAMPLE / "trace.jsonl").read_bytes())
+    (outside / "run.json").write_bytes((SAMPLE / "run.json").read_bytes())
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_bytes((SAMPLE / "run.json").read_bytes())
+    (run / "trace.jsonl").symlink_to(outside / "trace.jsonl")
+    return run, outside
+
+
+def test_a_trace_symlinked_out_of_its_run_is_refused_by_every_reader(symlinked, capsys):
+    import evalkit
+
+    run, outside = symlinked
+    for read in (
+        lambda: evalkit.load_runs(run),
+        lambda: list(traces.read_records(run)),
+        lambda: traces.completed_keys(run),
+        lambda: list(traces.iter_offsets(run)),
+        lambda: traces.TraceWriter(run),
+    ):
+        with pytest.raises(TraceError, match="outside the run"):
+            read()
+    for command in (["summarise", str(run)], ["bundle", str(run), "-o", str(run.parent / "b.html")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "outside the run" in err[0], err
+    assert not (run.parent / "b.html").exists()
+    # A symlink that stays inside the run is the run's own file.
+    (run / "trace.jsonl").unlink()
+    (run / "data").mkdir()
+    (run / "data" / "trace.jsonl").write_bytes((SAMPLE / "trace.jsonl").read_bytes())
+    (run / "trace.jsonl").symlink_to(run / "data" / "trace.jsonl")
+    assert len(list(traces.read_records(run))) > 0
+
+
+def test_a_run_json_symlinked_out_of_its_run_is_refused(symlinked):
+    run, outside = symlinked
+    (run / "run.json").unlink()
+    (run / "run.json").symlink_to(outside / "run.json")
+    with pytest.raises(TraceError, match="outside the run"):
+        traces.read_run_json(run)
+
+
+def test_a_trace_of_only_unreadable_lines_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(jsonl, "_said", set())
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_bytes((SAMPLE / "run.json").read_bytes())
+    (run / "trace.jsonl").write_text("not json\n{torn")
+    assert main(["summarise", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 unreadable line(s)" in err[0], err
+
+
+# ---- one writer per run directory --------------------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from evalkit.records.lock import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def hold(out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, env=env)
+    assert child.stdout is not None and child.stdout.readline().strip() == b"held"
+    return child
+
+
+def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over(tmp_path):
+    out = tmp_path / "run"
+    child = hold(out)
+    try:
+        before = time.time()
+        with pytest.raises(RunLockedError) as caught:
+            RunLock(out).acquire()
+        message = str(caught.value)
+        assert f"PID {child.pid}" in message and "since " in message and "\n" not in message
+        assert time.strftime("%Y-%m-%d", time.gmtime(before)) in message
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    # Killed with its lock held: the kernel dropped it, and the next writer takes the run over.
+    with RunLock(out) as lock:
+        assert lock.took_over is not None and lock.took_over["pid"] == child.pid
+        with pytest.raises(RunLockedError, match=f"PID {os.getpid()}"):  # a second writer in this process
+            RunLock(out).acquire()
+    # Released cleanly: the next writer replaces nobody, and readers never needed the lock.
+    child = hold(out)
+    child.send_signal(signal.SIGTERM)
+    child.wait(10)
+    with RunLock(out) as lock:
+        assert list(traces.iter_dicts(SAMPLE))  # a reader beside a writer
+    with RunLock(out) as lock:
+        assert lock.took_over is None
+
+
+def test_the_run_lock_on_a_full_disk_says_so_and_holds_nothing(small_fs):
+    out = small_fs / "run"
+    ballast = fill(small_fs)
+    with pytest.raises(DiskFullError, match="writer.lock"):
+        RunLock(out).acquire()
+    ballast.unlink()
+    with RunLock(out) as lock:
+        assert lock.held and lock.took_over is None
