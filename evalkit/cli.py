@@ -7,7 +7,8 @@ Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored
 configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
 ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
 stopped answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM,
-129 by SIGHUP (each stops as Ctrl-C does; rerun to resume). A traceback (status 1) is a bug.
+129 by SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is
+whole; rerun once there is room). A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalkit.errors import ConfigError, EvalkitError
+from evalkit.errors import ConfigError, DiskFullError, EvalkitError
 from evalkit.run import validate
 from evalkit.run.settings import Settings, argtype
 
@@ -286,7 +287,14 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.evalset and not Path(a.evalset).is_file():
         raise ConfigError(f"evalset not found: {a.evalset}")
     settings = Settings.from_flags(a, argv=sys.argv[1:])
-    run = run_batch(a.models, a.env or a.base_url, settings, out=a.out)
+    try:
+        run = run_batch(a.models, a.env or a.base_url, settings, out=a.out)
+    except DiskFullError as e:
+        # Episodes still running in worker threads would hold the interpreter open until they end (each
+        # failing to write): every record written is whole on disk, and resume runs the rest.
+        print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(e.exit_status)
     if not run.ran and set(run.refused) >= set(run.meta["models"]):
         return run.exit_status  # every model's key was refused, each in its line: nothing ran, no summary
     print(
@@ -602,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
             return COMMANDS[args.cmd](args)
     except EvalkitError as e:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
-        return 2
+        return getattr(e, "exit_status", 2)  # (a full disk: 5)
     except KeyboardInterrupt as e:
         import signal
 

@@ -30,6 +30,7 @@ from evalkit.envs.webapp.grade import grade
 from evalkit.envs.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
 from evalkit.notices import notice
+from evalkit.records.lock import RunLock
 from evalkit.records.traces import (
     FrameStore,
     TraceWriter,
@@ -167,6 +168,7 @@ def run_ownloop(
     say = log or (lambda line: notice(logger, line))
     n_servers = len(ports) if ports else min(servers, len(todo))
     with ExitStack() as stack:
+        stack.enter_context(RunLock(out))  # one writer per run directory
         if fake:
             from .fake import FakeEndpoint, TaskPolicy
 

@@ -31,6 +31,7 @@ from evalkit.providers import check_endpoints
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
+from evalkit.records.lock import RunLock
 from evalkit.records.settings import outcome_settings
 from evalkit.records.traces import (
     TRACE,
@@ -256,7 +257,8 @@ def run_batch(
             notice(log, line)
         guard = breaker.Guard(env.url, s.env_breaker, _error, models)
         health = health if health is not None else ProviderHealth()
-        return _execute(jobs, Episodes(env, out, s), meta, health, guard)
+        with RunLock(out):  # one writer per run directory
+            return _execute(jobs, Episodes(env, out, s), meta, health, guard)
     finally:
         if served is not None:
             served.stop()

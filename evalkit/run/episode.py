@@ -10,9 +10,10 @@ discard what the model does, never the rules.
 
 The rules: the turn budget is the env's own (reset metadata `max_turns`) unless one is asked for; the episode
 ends when the env says done, at the budget, after MAX_NUDGES turns in a row without a tool call, at the
-deadline, or — in an env with no finishing tool — when the model replies in text, which is its answer
-(`answered`, unless the reset metadata says `answer_ends_episode: false`). An env that shows a screen
-(`screenshot_tool`) gets a screenshot in the opening and after every turn in which the model took none.
+deadline, when the model refuses (`refused`: its refusal is not sent back to it), or — in an env with no
+finishing tool — when the model replies in text, which is its answer (`answered`, unless the reset metadata
+says `answer_ends_episode: false`). An env that shows a screen (`screenshot_tool`) gets a screenshot in the
+opening and after every turn in which the model took none.
 Mistakes the model makes are data in the turn; an infrastructure failure ends the episode unscored (`reward`
 None, `error_class` set) so that resume runs it again.
 """
@@ -36,7 +37,7 @@ from typing import Any
 from evalkit import secrets
 from evalkit.envs.sessions import close_quietly
 from evalkit.envs.target import Target, resolve
-from evalkit.errors import ConfigError, EndpointError, EpisodeCancelled, error_class_of
+from evalkit.errors import ConfigError, DiskFullError, EndpointError, EpisodeCancelled, error_class_of
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
 from evalkit.providers.common import notes_text
@@ -267,7 +268,7 @@ def play(
             while not episode.over:
                 episode.step()
             episode.conclude()
-        except ConfigError:
+        except (ConfigError, DiskFullError):  # every episode would fail alike: the batch stops
             raise
         except Exception as e:  # the episode boundary: record what broke, never let it kill a batch
             episode.fail(e)
@@ -487,7 +488,10 @@ class Episode:
         trec = self._turn_record(n, turn)
         env_before = self.rec.env_seconds
         self.last_pairs = []
-        if turn.calls:
+        if turn.refused:  # data: the model declined; what it said is not sent back to it
+            self.end("refused")
+            images = []
+        elif turn.calls:
             self.nudges = 0
             images = self._calls(n, turn, trec)
         else:

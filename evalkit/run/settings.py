@@ -270,6 +270,9 @@ class Settings:
     seed: int | None = knob(
         None, "sampling seed, for providers that take one", whole(0), outcome=True, parse=_count, agent=True
     )
+    send_reasoning: bool | None = knob(
+        None, "chat completions: send a tool-call turn's reasoning back (None: as the model's rule says)",
+        flag=None, agent=True)  # fmt: skip
     # How the batch runs
     concurrency: int = knob(4, "episodes at once (in all, on Ray)", whole(), parse=_int)
     executor: str = knob(

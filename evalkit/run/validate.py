@@ -132,7 +132,8 @@ def run_out(name: str, path: str | Path) -> Path:
     from evalkit.records import traces
 
     path = writable_dir(name, path)
-    if path.is_dir() and any(path.iterdir()):
+    # (a run killed before its run.json was written holds only evalkit's own `.evalkit/`: its writer's lock)
+    if path.is_dir() and any(p.name != ".evalkit" for p in path.iterdir()):
         if traces.begun(path):
             return path
         if (path / traces.TRACE).exists():

@@ -229,3 +229,43 @@ def test_the_run_lock_on_a_full_disk_says_so_and_holds_nothing(small_fs):
     ballast.unlink()
     with RunLock(out) as lock:
         assert lock.held and lock.took_over is None
+
+
+RUN = ["run", "--env", "canvas", "--models", "baseline:tracer", "--evalset",
+       str(ROOT / "data" / "evalsets" / "canvas-test-300.json"), "--no-progress"]  # fmt: skip
+
+
+def test_two_evalkit_runs_into_one_out_one_is_refused(tmp_path, capsys):
+    """The second writer exits 2 in one line naming the first, which goes on and finishes its batch."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "evalkit.cli", *RUN, "--limit", "6", "--concurrency", "1", "--out", str(out)]
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "trace.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert main([*RUN, "--limit", "6", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"PID {first.pid}" in err, err
+    finally:
+        _, said = first.communicate(timeout=300)
+    assert first.returncode == 0, said
+    keys = [d["key"] for d in lines(out / "trace.jsonl")]
+    assert len(keys) == 6 == len(set(keys)), "every episode paid for once"
+
+
+def test_evalkit_run_on_a_full_disk_stops_in_one_line_and_resume_completes(small_fs):
+    out = small_fs / "run"
+    cmd = [sys.executable, "-m", "evalkit.cli", *RUN, "--limit", "6", "--no-frames", "--concurrency", "2",
+           "--out", str(out)]  # fmt: skip
+    ballast = fill(small_fs, leave=100 * 1024)
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 5, ran.stderr
+    assert ran.stderr.count("\n") == 1 and str(small_fs) in ran.stderr and "no room" in ran.stderr
+    kept = lines(out / "trace.jsonl")  # whole records only
+    assert len(kept) < 6
+    ballast.unlink()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    keys = [d["key"] for d in lines(out / "trace.jsonl")]
+    assert len(set(keys)) == 6 and len(keys) == 6 + sum(1 for d in kept if d.get("error_class"))

@@ -387,3 +387,14 @@ def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
     assert (
         shown[0] != shown[1] == shown[2]
     )  # the blank canvas, then the shape (the final render: the last frame)
+
+
+def test_a_refusal_ends_the_episode_as_data_and_is_not_sent_back(canvas_server):
+    turns = [Turn(calls=[call("add_element", **RECT)]), Turn(text="I won't do that.", stop="refusal")]
+    rec = run_episode(factory(turns + [Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0007")
+    assert rec.end_reason == "refused" and rec.error_class is None and rec.n_turns == 2
+    assert rec.turns[-1].text == "I won't do that." and rec.auto_submitted and rec.reward is not None
+    from evalkit.records import transcripts
+
+    said = transcripts.messages(rec, ".")
+    assert not any(m.role == "user" and m.turn == 2 for m in said)  # nothing answered the refusal

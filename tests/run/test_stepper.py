@@ -230,6 +230,11 @@ def test_run_batch_takes_a_settings_object_and_its_keywords(tmp_path):
         ek.run_batch(["baseline:random"], "canvas", out=tmp_path / "x", max_turn=3)
     with pytest.raises(ek.ConfigError, match="--max-turns must be a whole number"):
         ek.run_batch(["baseline:random"], "canvas", Settings(), out=tmp_path / "x", max_turns=0)
+    import dataclasses
+
+    from evalkit.run.settings import _agent_names
+
+    assert set(_agent_names()) == {f.name for f in dataclasses.fields(AgentOptions)}  # every model knob
     s = Settings(max_turns=5)
     assert s.outcome()["max_turns"] == 5 and "concurrency" not in s.outcome()
     assert Settings.make(s, options=AgentOptions(max_tokens=99)).max_tokens == 99
