@@ -82,6 +82,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("subset-without-evalset", [*R, *OUT, "--subset", "lite"], "need --evalset"),
     # ---- summarise
     ("summarise-missing", ["summarise", "missing"], "no such run directory: missing"),
+    ("convert-missing", ["convert", "missing", "--to", "atif", "-o", "new"], "no such run directory: missing"),
+    ("convert-to-what", ["convert", "run", "--to", "xml", "-o", "new"], "invalid choice: 'xml'"),
+    ("convert-not-eval", ["convert", "run", "--to", "inspect", "-o", "new.log"], "an Inspect log is a .eval"),
+    ("convert-into-a-file", ["convert", "run", "--to", "atif", "-o", "file.txt"], "is not a directory"),
     ("summarise-a-file", ["summarise", "file.txt"], "file.txt is not a run"),
     ("summarise-not-a-run", ["summarise", "notrun"], "notrun is not a run"),
     ("summarise-out-a-file", ["summarise", "run", "--out", "file.txt"], "exists and is not a directory"),
