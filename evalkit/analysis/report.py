@@ -105,15 +105,16 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
     if not n:
         said = f"<b>{esc(a)}</b> and <b>{esc(b)}</b> share no scored task: no paired comparison."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    p = esc(p_phrase(row["p_value"]))
+    d, lo, hi, pv = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
+    p = esc(p_phrase(pv, row.get("p_exact")))
     tally = (f"{esc(a)} better on <b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, "
              f"{row['ties']} tied.")  # fmt: skip
-    how_p = (f"p from a sign-flip permutation test over the tasks' differences "
-             f"({'exact' if n <= stats.EXACT_FLIPS else f'{n_boot:,} random sign assignments'})")  # fmt: skip
+    flips = "exact" if stats.p_is_exact(n) else f"≈: {stats.N_FLIPS:,} random sign assignments"
+    how_p = f"p from a sign-flip permutation test over the tasks' differences ({flips})"
     unscored = row["n_unscored_a"] + row["n_unscored_b"]
-    means = (f"Means {row['mean_a']:.3f} vs {row['mean_b']:.3f} over the paired tasks; {unscored} episode(s) "
-             "without a score left out (unscored is not zero)")  # fmt: skip
+    means = (f"Task-weighted means {row['mean_a']:.3f} vs {row['mean_b']:.3f} over the paired tasks (each "
+             "model's episodes of a task averaged first, all repeats); "
+             f"{unscored} episode(s) without a score left out (unscored is not zero)")  # fmt: skip
     if lo is None:
         said = (f"No conclusion: only {n} task(s) in common. Mean reward {esc(a)} − {esc(b)} = "
                 f"<b>{d:+.3f}</b> ({p}): {tally}")  # fmt: skip
@@ -122,7 +123,8 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
                f"shown; {how_p}.")  # fmt: skip
         return f'{STYLE}<div class="ekr"><div class="head">{said}<div class="muted">{why}</div></div></div>'
     better, worse = (a, b) if d >= 0 else (b, a)
-    clear = lo > 0 or hi < 0
+    # The verdict is the test's; the interval is that test inverted, so it excludes 0 exactly then.
+    clear = pv is not None and pv < stats.ALPHA
     what = (f"<b>{esc(better)}</b> scores higher than <b>{esc(worse)}</b>" if clear
             else f"No clear difference between <b>{esc(a)}</b> and <b>{esc(b)}</b>")  # fmt: skip
     return (
@@ -130,8 +132,9 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
         f"<b>{d:+.3f}</b> "
         f"(95% CI {ci_text(lo, hi, d, signed=True)}, {p}), paired on {n} task(s): {tally} "
         f"The smallest difference these tasks would detect is {mde_text(row['mde'], n)}."
-        f'<div class="muted">{means}; CI from a bootstrap over tasks ({n_boot:,} resamples); {how_p}; '
-        f"smallest detectable difference at 80% power and α = 0.05.</div></div></div>"
+        f'<div class="muted">{means}; CI: the sign-flip test inverted (the shifts it does not reject), so it '
+        f"excludes 0 exactly when p &lt; 0.05; {how_p}; smallest detectable difference: the sign-flip "
+        f"test's, at 80% power and α = 0.05.</div></div></div>"
     )
 
 

@@ -112,11 +112,12 @@ def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP, as_harness: bool = Fa
     turns, tool calls and errors, tokens, reasoning per turn, cost.
 
     `n` = `scored` + `unscored` + `no_reward`: `unscored` are infrastructure errors (`error_class` set, no
-    reward); `no_reward` are episodes that ended without error and without a reward (an env that gives
-    none), among them `nan_reward` whose reward was not a number. `mean_reward` is over scored episodes,
+    reward); `no_reward` are episodes that ended without error and without a reward (an env that gives none),
+    among them `nan_reward` whose reward was not a number. `mean_reward` is over scored episodes,
     task-weighted (each task's episodes are first averaged into one value, then the tasks);
-    `mean_reward_unscored_as_0` also counts the unscored as zero. No-reward episodes are in neither mean: there is no score to take, and no failure to charge. A
-    group with no scored episode (an ungraded run) has both means null: no grades, not a zero.
+    `mean_reward_unscored_as_0` also counts the unscored as zero. No-reward episodes are in neither mean:
+    there is no score to take, and no failure to charge. A group with no scored episode (an ungraded run) has
+    both means null: no grades, not a zero.
 
     `as_harness`: instead, each imported run's numbers as its own harness summarised them
     (`evalkit.analysis.harness`)."""
@@ -282,13 +283,14 @@ def mean_interval(
     """The interval of a task-weighted mean: `y` holds one value per task (the mean of its scored
     episodes), `episodes` how many episodes are behind them. None below MIN_TASKS tasks.
 
-    Pass/fail rewards (every reward 0 or 1): Wilson's score interval over the effective number of
-    episodes (the tasks' clustering, Kish's design effect, capped at the episodes there are), with Student's
-    t quantile on n − 1 degrees of freedom (Korn and Graubard's interval for clustered proportions). Where
-    every task succeeded (or failed) it is Wilson's over the episodes: 20 tasks at 1.0 give [0.82, 1], not
-    [1, 1]. Other rewards: Student's t over the tasks' values; where they are all equal (no spread to
-    measure), `_constant` on the rewards' range, [0, 1] or wider when rewards lie outside it. Chosen by simulation (benchmarks/coverage.py): 93–97% from six tasks where the percentile
-    bootstrap covered 82–89%."""
+    Wilson's score interval on the rewards' range ([0, 1], or wider where rewards lie outside it) over the
+    effective number of observations, u(1 − u) / (s² / n) with s the SD of the tasks' values (Kish's design
+    effect), with Student's t quantile on n − 1 degrees of freedom (Korn and Graubard's interval for
+    clustered proportions). Pass/fail rewards (every reward 0 or 1): the effective number is capped at the
+    episodes, and where every task succeeded (or failed) it is the episodes: 20 tasks at 1.0 give
+    [0.82, 1], not [1, 1]. Other rewards: where the tasks' values are all equal (no spread to measure),
+    `_constant`. Chosen by simulation (benchmarks/coverage.py): 93–97% from six tasks, where the percentile
+    bootstrap covered 82–89% and Student's t 88–91% on skewed rewards."""
     y = np.asarray(y, float)
     y = y[np.isfinite(y)]
     n = len(y)
@@ -303,14 +305,14 @@ def mean_interval(
     u = (mean - lo_b) / width
     if not pass_fail and sd <= 1e-12 * width:
         return _constant(mean, n, lo_b, hi_b, 1 - level)
-    if pass_fail:
-        var_u = (sd / width) ** 2 / n
-        n_eff = u * (1 - u) / var_u if var_u > 0 and 0 < u < 1 else float(episodes)
-        lo, hi = _wilson(u, min(max(n_eff, 1.0), float(episodes)), z)
-        return lo_b + lo * width, lo_b + hi * width
-    half = z * sd / math.sqrt(n)
-    # A mean of rewards in a known range is never outside it; the interval need not be either.
-    return max(lo_b, mean - half), min(hi_b, mean + half)
+    var_u = (sd / width) ** 2 / n
+    n_eff = u * (1 - u) / var_u if var_u > 0 and 0 < u < 1 else float(episodes)
+    # Pass/fail: no more information than the episodes hold. Continuous rewards may be far less spread than
+    # a share's u(1 − u), so n_eff may exceed the episodes; Wilson is then Student's t, pulled toward the
+    # middle of the range where the rewards are skewed against a bound (as a share near 0 or 1 is).
+    n_eff = min(max(n_eff, 1.0), float(episodes)) if pass_fail else max(n_eff, 1.0)
+    lo, hi = _wilson(u, n_eff, z)
+    return lo_b + lo * width, lo_b + hi * width
 
 
 def _constant(c: float, n: int, low: float, high: float, alpha: float) -> tuple[float, float]:
@@ -527,7 +529,10 @@ def _per_task_differences(
     # Sorted, so that sums (and the seeded sign assignments over them) come out the same on every call.
     j = ca.join(cb, on=keys, how="inner", suffix="_b", nulls_equal=True).sort(keys, nulls_last=True)
     per_task = j.select(
-        *keys, pl.col("r").alias("mean_a"), pl.col("r_b").alias("mean_b"), (pl.col("r") - pl.col("r_b")).alias("d")
+        *keys,
+        pl.col("r").alias("mean_a"),
+        pl.col("r_b").alias("mean_b"),
+        (pl.col("r") - pl.col("r_b")).alias("d"),
     )
     unpaired = int(ca["k"].sum() + cb["k"].sum() - j["k"].sum() - j["k_b"].sum())
     return per_task, unpaired
@@ -623,7 +628,9 @@ def compare(
     groups.append(("all", da, db))
     rows = []
     for g, xa, xb in groups:
-        rows.append({"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, N_FLIPS, seed, margin))
+        rows.append(
+            {"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, N_FLIPS, seed, margin)
+        )
     cols = list(COMPARE_COLUMNS) + (["margin", "ni_upper", "noninferior"] if margin is not None else [])
     schema = {c: (_S if c in ("a", "b", "by", "group") else _F) for c in cols}
     for c in ("n_tasks", "n_dropped", "n_unpaired", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):

@@ -72,7 +72,7 @@ def test_unscored_is_never_zero(run):
     bad = df.filter(pl.col("error_class").is_not_null())
     assert bad.height == 1 and bad["reward"][0] is None and not bad["scored"][0]
     s = A.summarise(df).filter(pl.col("model") == "baseline:random").row(0, named=True)
-    scored = df.filter((pl.col("model") == "baseline:random") & pl.col("scored"))["reward"]
+
     assert s["unscored"] == 1 and s["scored"] == 23
     # Task-weighted: each task's scored episodes first become one value.
     mine = df.filter(pl.col("model") == "baseline:random")
@@ -258,7 +258,9 @@ def test_compare_pairs_each_sides_mean_over_all_its_repeats():
     df = df.filter(~((pl.col("model") == "B") & (pl.col("repeat") == 2)))  # B has no repeat 2
     row = A.compare(df, "A", "B", by=None).row(0, named=True)
     assert row["n_tasks"] == 2 and row["n_unpaired"] == 0 and row["n_dropped"] == 0
-    assert row["mean_a"] == pytest.approx((1.6 / 3 + 0.5) / 2) and row["mean_b"] == pytest.approx((0.15 + 0.4) / 2)
+    assert row["mean_a"] == pytest.approx((1.6 / 3 + 0.5) / 2) and row["mean_b"] == pytest.approx(
+        (0.15 + 0.4) / 2
+    )
     assert row["diff"] == pytest.approx(((1.6 / 3 - 0.15) + (0.5 - 0.4)) / 2)
 
 
