@@ -14,7 +14,6 @@ import pytest
 import evalkit as ek
 from evalkit import analysis as A
 from evalkit.analysis import report, stats
-from evalkit.analysis.repeats import format_plan
 
 
 def episodes(rows: list[tuple]) -> pl.DataFrame:
@@ -244,6 +243,8 @@ def test_plan_recovers_the_variances_of_a_simulated_pilot():
         need = p.filter(pl.col("repeats") == reps)["n_tasks"][0]
         z = (stats.Z_975 + stats.Z_80) ** 2 * (row["var_between"] + row["var_within"] / reps) / 0.05**2
         assert math.ceil(z) <= need <= math.ceil(z) + 3
+    from evalkit.analysis.repeats import format_plan
+
     assert "tasks" in format_plan(p) and "intraclass correlation" in format_plan(p)
 
 
