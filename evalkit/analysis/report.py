@@ -15,12 +15,22 @@ from urllib.parse import quote
 from evalkit.analysis import export
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
 from evalkit.analysis.stats import N_BOOT
-from evalkit.analysis.tables import COMPARE_TABLE, STYLE, ci_text, esc, mde_text, p_phrase, table_html
+from evalkit.analysis.tables import (
+    COMPARE_MANY_TABLE,
+    COMPARE_TABLE,
+    STYLE,
+    ci_text,
+    esc,
+    mde_text,
+    p_phrase,
+    table_html,
+)
 from evalkit.errors import ConfigError
 
-__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc", "examples_html",
-           "execute_notebook", "headline_html", "inject_parameters", "pick_pair", "ranked_models",
-           "settings_html", "strip_network", "table_html", "to_html", "with_links"]  # fmt: skip
+__all__ = ["COMPARE_MANY_TABLE", "COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc",
+           "examples_html", "pass_k_html", "execute_notebook", "headline_html", "inject_parameters",
+           "pick_pair", "ranked_models", "settings_html", "strip_network", "table_html", "to_html",
+           "with_links"]  # fmt: skip
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_report.ipynb"
 
@@ -136,6 +146,33 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
         f"excludes 0 exactly when p &lt; 0.05; {how_p}; smallest detectable difference: the sign-flip "
         f"test's, at 80% power and α = 0.05.</div></div></div>"
     )
+
+
+def pass_k_html(df: Any, threshold: float = 1.0) -> str:
+    """pass@k and pass^k per model (tier "all") when a task has at least two scored repeats; a line saying
+    why not otherwise."""
+    import polars as pl
+
+    from evalkit.analysis.repeats import max_repeats, pass_at_k, pass_hat_k
+
+    top = max_repeats(df)
+    if top < 2:
+        return f'{STYLE}<div class="ekr"><p class="muted">One repeat per task: no pass@k or pass^k.</p></div>'
+    parts = []
+    for k in sorted({2, top}):
+        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all")
+        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
+        short = f"tasks with < {k} repeats"
+        cols = [("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
+                ("n_tasks", "tasks", "int"), ("n_tasks_short", short, "int")]  # fmt: skip
+        parts.append(f"<h3>k = {k}</h3>" + table_html(at, [*cols, ("pass_at_k", f"pass@{k}", ".3f"),
+                                                             ("ci", "95% CI", "ci")]))  # fmt: skip
+        parts.append(table_html(hat.rename({"pass_hat_k": "v"}), [*cols, ("v", f"pass^{k}", ".3f"),
+                                                                  ("ci", "95% CI", "ci")]))  # fmt: skip
+    head = (f"<h2>pass@k and pass^k</h2><p>Success: reward ≥ {threshold:g}. pass@k: the chance that "
+            "some of k attempts at a task succeed; pass^k: that all k do; unbiased estimators per task from "
+            "its scored repeats, then task-weighted means with 95% CIs over tasks.</p>")  # fmt: skip
+    return f'{STYLE}<div class="ekr">{head}{"".join(parts)}</div>'
 
 
 def _thinking(model: str) -> str:
