@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -287,3 +288,26 @@ def test_cost_frontier_draws_points_intervals_and_the_frontier():
     assert "frontier" in text and "cost" in text
     table = ek.plots.frontier_table(df)
     assert table.filter(pl.col("on_frontier"))["model"].sort().to_list() == ["cheap", "mid"]
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_cli_plan_compare_margin_and_summarise_pass_k(tmp_path, capsys):
+    from fixtures.synth import make_run
+
+    from evalkit.cli import main
+
+    run = make_run(
+        tmp_path / "r", models={"A": 0.6, "B": 0.5}, n_tasks=12, repeats=3, frames=False, unscored=0
+    )
+    assert main(["plan", str(run), "--a", "A", "--b", "B", "--delta", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"3 repeat\(s\) per task: [\d,]+ tasks", out) and "intraclass correlation" in out
+    assert main(["compare", str(run), "--a", "A", "--b", "B", "--margin", "0.03"]) == 0
+    out = capsys.readouterr().out
+    assert "B non-inferior (margin 0.03)" in out and "Paired by task" in out
+    assert main(["summarise", str(run), "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "pass@k" in out and "task-weighted" in out
+    assert main(["plan", str(run), "--a", "A", "--b", "B", "--delta", "0"]) == 2
