@@ -20,10 +20,10 @@ from typing import Any
 
 _NAMES = {
     **dict.fromkeys(
-        ["COMPARE_COLUMNS", "GROUP", "MIN_TASKS", "N_BOOT", "PAIR_KEYS", "TIER_ORDER", "Z_80", "Z_975",
-         "by_tier", "cluster_bootstrap", "compare", "compare_many", "grade_components", "min_detectable",
-         "paired_bootstrap", "sign_flip_p", "summarise", "holm", "mean_interval", "sign_flip_interval",
-         "N_FLIPS", "ALPHA"],
+        ["COMPARE_COLUMNS", "GROUP", "MIN_TASKS", "N_BOOT", "PAIR_KEYS", "TASK_KEYS", "TIER_ORDER",
+         "Z_80", "Z_975", "by_tier", "cluster_bootstrap", "compare", "compare_many", "grade_components",
+         "min_detectable", "paired_bootstrap", "sign_flip_p", "summarise", "holm", "mean_interval",
+         "sign_flip_interval", "N_FLIPS", "ALPHA"],
         "evalkit.analysis.stats",
     ),
     **dict.fromkeys(["pass_at_k", "pass_hat_k", "plan", "format_plan"], "evalkit.analysis.repeats"),

@@ -459,7 +459,10 @@ def by_tier(
 
 # ---------------------------------------------------------------- paired comparison
 
-PAIR_KEYS = ("env", "task_id")
+PAIR_KEYS = ("env", "surface", "mode", "task_id", "skin")
+"""What makes an A episode and a B episode the same attempt, for showing them side by side (the viewer's and
+the bundle's A vs B). Not the unit of a comparison's statistics: that is TASK_KEYS."""
+TASK_KEYS = ("env", "task_id")
 """What makes two episodes the same task in a paired comparison: skins, surfaces, modes and repeats of a
 task are that task's episodes, averaged into one value per side before pairing (unless `by` splits them)."""
 
@@ -541,7 +544,7 @@ def _per_task_differences(
 def _compare_block(
     a_df: pl.DataFrame, b_df: pl.DataFrame, n_flips: int, seed: int, margin: float | None = None
 ) -> dict:
-    keys = [k for k in PAIR_KEYS if k in a_df.columns]
+    keys = [k for k in TASK_KEYS if k in a_df.columns]
     per_task, unpaired = _per_task_differences(a_df, b_df, keys)
     n = per_task.height
     row: dict[str, Any] = {
