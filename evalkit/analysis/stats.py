@@ -673,8 +673,9 @@ class Comparison(pl.DataFrame):
         else:
             ci = ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
             ci = f"95% CI {ci}" if r["ci_low"] is not None else f"no CI: {ci}"
-            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> mean reward ({ci}, "
-                    f"{esc(p_phrase(r['p_value']))}) over {n} paired task(s): A better on <b>{r['wins']}</b>,"
+            p = esc(p_phrase(r["p_value"], r.get("p_exact")))
+            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> task-weighted mean reward ({ci}, "
+                    f"{p}) over {n} paired task(s): A better on <b>{r['wins']}</b>,"
                     f" B better on <b>{r['losses']}</b>, {r['ties']} tied; smallest detectable difference "
                     f"{mde_text(r['mde'], n)}.")  # fmt: skip
             if r["ci_low"] is None:
