@@ -183,7 +183,7 @@ def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
     few = r.get("ci_low") is None
     ci = "no CI" if few else "95% CI " + ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
     line = (
-        f"A − B = {r['diff']:+.3f} ({where}, task-weighted) · {ci} · "
+        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · "
         f"{p_phrase(r.get('p_value'), r.get('p_exact'))} · smallest detectable "
         f"{mde_text(r.get('mde'), n)} · wins / ties / losses {r['wins']} / {r['ties']} / {r['losses']} "
         f"over {tasks}"
