@@ -41,6 +41,9 @@ _EXPORTS = {
     "by_tier": "evalkit.analysis.stats",
     "compare": "evalkit.analysis.stats",
     "compare_many": "evalkit.analysis.stats",
+    "pass_at_k": "evalkit.analysis.repeats",
+    "pass_hat_k": "evalkit.analysis.repeats",
+    "plan": "evalkit.analysis.repeats",
     **dict.fromkeys(
         ["EvalkitError", "ConfigError", "UnknownProviderError", "MissingKeyError", "KeyRejectedError",
          "EvalsetError", "EndpointError", "EnvError", "EnvCapacityError", "TraceError", "EpisodeCancelled",

@@ -117,6 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--a", required=True, help="model label or run directory")
     c.add_argument("--b", required=True, help="model label or run directory")
     c.add_argument("--by", default="tier", help="column to break the comparison down by")
+    c.add_argument(
+        "--margin",
+        type=float,
+        help="non-inferiority: say whether B is worse than A by less than this (one-sided 97.5%% bound)",
+    )
+
+    pl_ = sub.add_parser("plan", help="how many tasks (and repeats) a difference needs, from a pilot run")
+    pl_.add_argument("runs", nargs="+")
+    pl_.add_argument("--a", required=True, help="model label or run directory")
+    pl_.add_argument("--b", required=True, help="model label or run directory")
+    pl_.add_argument("--delta", type=float, required=True, help="the true difference to detect, e.g. 0.05")
+    pl_.add_argument("--power", type=float, default=0.8, help="the chance of detecting it (default 0.8)")
 
     rp = sub.add_parser("report", help="execute the report notebook and write standalone HTML")
     rp.add_argument("runs", nargs="+")
@@ -406,7 +418,22 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by)))
+    print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)))
+    return 0
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from evalkit import analysis
+    from evalkit.analysis.repeats import format_plan, plan
+
+    if not a.delta > 0 or not 0 < a.power < 1:
+        raise ConfigError("plan: --delta must be above 0 and --power between 0 and 1")
+    df = analysis.load_runs(validate.runs(a.runs, "plan"), cache="read")
+    _check_sides(df, "plan", a.a, a.b)
+    try:
+        print(format_plan(plan(df, a.a, a.b, a.delta, power=a.power)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     return 0
 
 
@@ -532,6 +559,7 @@ COMMANDS = {
     "summarise": cmd_summarise,
     "summarize": cmd_summarise,
     "compare": cmd_compare,
+    "plan": cmd_plan,
     "report": cmd_report,
     "export": cmd_export,
     "view": cmd_view,

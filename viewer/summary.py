@@ -1,4 +1,4 @@
-"""The Summary view: per model the means and counts, per tier the mean reward with its bootstrap CI, the
+"""The Summary view: per model the means and counts, per tier the task-weighted mean reward and its CI, the
 charts (reward per tier, how episodes ended, reward against cost and against turns, grade components), and
 the paired comparison of every side against a reference, per tier.
 
@@ -94,8 +94,9 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         t = _said(tiers)
         data, config = no_none(t.select([c for c in TIERS if c in t.columns]), NAMES)
         st.dataframe(data, hide_index=True, column_config=config)
-        st.caption(f"95% percentile bootstrap over tasks (repeats travel with their task), none below "
-                   f"{vs.MIN_TASKS} tasks; unscored episodes are in no mean but the second.")  # fmt: skip
+        st.caption(f"Task-weighted means (each task's episodes averaged first); 95% CI over tasks, "
+                   f"none below {vs.MIN_TASKS} tasks; unscored episodes are in no mean but "
+                   "the second.")  # fmt: skip
     st.subheader("Charts")
     charts = {
         # the per-tier chart draws the table above rather than bootstrapping it again
@@ -129,6 +130,7 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
         data, config = no_none(vs.clip_columns(table), config)
         st.dataframe(data, hide_index=True, column_config=config)
         st.caption(
-            "Paired by task and repeat; A − B is the mean over tasks of the per-task difference; the CI is a "
-            "bootstrap over tasks; tasks without a scored episode on both sides are left out."
+            "Paired by task (each side's mean over all its episodes of a task); A − B is the mean over tasks "
+            "of the per-task difference; p from a sign-flip test (≈ above 16 tasks), the CI is that test "
+            "inverted; tasks without a scored episode on both sides are left out."
         )

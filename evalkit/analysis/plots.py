@@ -60,6 +60,13 @@ def _tiers(df: pl.DataFrame) -> pl.DataFrame:
     return df if "ci_low" in df.columns else stats.by_tier(df)
 
 
+def reward_domain(frame: pl.DataFrame, *cols: str) -> list[float]:
+    """A reward axis: [0, 1], widened to whatever the rewards (and their intervals) reach, so that a reward
+    of 7.5 or −3 is drawn, not clipped off the chart."""
+    vals = [v for c in cols if c in frame.columns for v in frame[c].drop_nulls().drop_nans().to_list()]
+    return [min(0.0, *vals), max(1.0, *vals)]
+
+
 def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Chart:
     """Mean reward per tier with 95% CI bars, one colour per model (and surface/mode when several). A tier
     with too few tasks for a CI has its point alone; a model none of whose episodes was graded is written
@@ -96,7 +103,7 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
         else "Mean reward per tier (scored episodes)"
     )
     points = base.mark_point(filled=True, size=60).encode(
-        y=alt.Y("mean:Q", title="mean reward", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("mean:Q", title="mean reward", scale=alt.Scale(domain=reward_domain(t, "mean", "lo", "hi"))),
         tooltip=[
             "series:N",
             "tier:N",
@@ -112,7 +119,7 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
         .encode(y=alt.datum(0.02), text="note:N")
     )
     chart = bars + points + notes
-    title += f", 95% bootstrap CI (none below {stats.MIN_TASKS} tasks)"
+    title += f", 95% CI over tasks (none below {stats.MIN_TASKS} tasks)"
     return chart.properties(title=title, width=360, height=240)
 
 
@@ -166,14 +173,20 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
     col = x
     if x == "cost_usd" and df["cost_usd"].drop_nulls().len() == 0:
         col = "tokens"  # offline agents and imported runs often carry no price; tokens are the next best cost
-    agg = (
+    # Task-weighted like every reward mean: each task's scored episodes become one value first.
+    per_task = (
         df.with_columns(pl.col("tier").fill_null("(none)"))
-        .group_by("model", "tier")
+        .group_by("model", "tier", "task_id")
         .agg(
-            pl.col("reward").filter(pl.col("scored")).mean().alias("mean_reward"),
-            pl.col(col).cast(pl.Float64).mean().alias("x"),
+            pl.col("reward").filter(pl.col("scored") & ~pl.col("reward").is_nan()).mean().alias("r"),
+            pl.col(col).cast(pl.Float64).sum().alias("xs"),
             pl.len().alias("n"),
         )
+    )
+    agg = (
+        per_task.group_by("model", "tier")
+        .agg(pl.col("r").mean().alias("mean_reward"), (pl.col("xs").sum() / pl.col("n").sum()).alias("x"),
+             pl.col("n").sum().alias("n"))  # fmt: skip
         .sort("model", "tier")
     )
     name = NAMES.get(col, col.replace("_", " "))
@@ -182,7 +195,8 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
         .mark_point(filled=True, size=80)
         .encode(
             x=alt.X("x:Q", title=f"mean {name} per episode"),
-            y=alt.Y("mean_reward:Q", title="mean reward (scored)", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("mean_reward:Q", title="mean reward (scored, task-weighted)",
+                    scale=alt.Scale(domain=reward_domain(agg, "mean_reward"))),
             color=colour("model:N", "model"),
             shape=alt.Shape("tier:N", sort=TIER_SORT, legend=legend("tier")),
             tooltip=[
@@ -266,3 +280,75 @@ def to_svg(chart: alt.TopLevelMixin) -> str:
     import vl_convert as vlc
 
     return vlc.vegalite_to_svg(chart.to_json())
+
+
+def frontier_table(df: pl.DataFrame) -> pl.DataFrame:
+    """Per model: task-weighted mean reward with its 95% CI over tasks (`by_tier`, tier "all", over every
+    surface and mode), mean cost per episode with a 95% t interval over the tasks' mean costs, and
+    `on_frontier`: no other model has at least its reward for at most its cost (and better on one)."""
+    df = eager(df, "frontier_table")
+    t = stats.by_tier(df, by=["model"]).filter(pl.col("tier") == "all")
+    per_task = (
+        df.filter(pl.col("cost_usd").is_not_null())
+        .group_by("model", "task_id")
+        .agg(pl.col("cost_usd").mean().alias("c"))
+    )
+    rows = []
+    for (model,), g in per_task.group_by("model", maintain_order=True):
+        c = g["c"].to_numpy()
+        mean = float(c.mean())
+        half = None
+        if len(c) >= stats.MIN_TASKS:
+            half = stats._t_quantile(stats.Z_975, len(c) - 1) * float(c.std(ddof=1)) / len(c) ** 0.5
+        rows.append((model, mean, None if half is None else max(0.0, mean - half),
+                     None if half is None else mean + half))  # fmt: skip
+    cost = pl.DataFrame(rows, schema={"model": pl.Utf8, "cost": pl.Float64, "cost_low": pl.Float64,
+                                      "cost_high": pl.Float64}, orient="row")  # fmt: skip
+    out = t.select("model", "n_tasks", "mean_reward", "ci_low", "ci_high").join(cost, on="model", how="inner")
+    out = out.filter(pl.col("mean_reward").is_not_null())
+    pts = list(zip(out["model"], out["mean_reward"], out["cost"], strict=True))
+    def dominated(m: str, r: float, c: float) -> bool:
+        return any(r2 >= r and c2 <= c and (r2 > r or c2 < c) for m2, r2, c2 in pts if m2 != m)
+
+    front = [not dominated(*p) for p in pts]
+    return out.with_columns(pl.Series("on_frontier", front, dtype=pl.Boolean)).sort("cost")
+
+
+def cost_frontier(df: pl.DataFrame) -> alt.Chart:
+    """Reward against cost per model, each with its 95% interval (reward: over tasks, task-weighted; cost:
+    mean per episode, over tasks), and the Pareto frontier (models no other beats on both) drawn as a line.
+    Models without a price for any episode are left out (an unknown cost is not a small one)."""
+    t = frontier_table(df)
+    t = t.with_columns(
+        ci_column(t, "ci_low", "ci_high", "mean_reward").alias("reward_ci"),
+        pl.when(pl.col("on_frontier"))
+        .then(pl.lit("on the frontier"))
+        .otherwise(pl.lit("dominated"))
+        .alias("frontier"),
+    )
+    base = alt.Chart(_data(t)).encode(
+        x=alt.X("cost:Q", title="mean cost (USD) per episode"),
+        y=alt.Y("mean_reward:Q", title="mean reward (task-weighted)",
+                scale=alt.Scale(domain=reward_domain(t, "mean_reward", "ci_low", "ci_high"))),  # fmt: skip
+        color=colour("model:N", "model"),
+    )
+    points = base.mark_point(filled=True, size=90).encode(
+        shape=alt.Shape("frontier:N", legend=legend("frontier")),
+        tooltip=["model:N", "n_tasks:Q", alt.Tooltip("mean_reward:Q", format=".3f"),
+                 alt.Tooltip("reward_ci:N", title="95% CI"), alt.Tooltip("cost:Q", format=".4f"),
+                 "frontier:N"],
+    )  # fmt: skip
+    ybars = base.transform_filter("isValid(datum.ci_low)").mark_rule().encode(y="ci_low:Q", y2="ci_high:Q")
+    xbars = (
+        base.transform_filter("isValid(datum.cost_low)").mark_rule().encode(x="cost_low:Q", x2="cost_high:Q")
+    )
+    line = (
+        alt.Chart(_data(t.filter(pl.col("on_frontier"))))
+        .mark_line(color="#888", strokeDash=[4, 3])
+        .encode(x="cost:Q", y="mean_reward:Q", order="cost:Q")
+    )
+    return (line + ybars + xbars + points).properties(
+        title=f"Reward vs cost per model, 95% CIs (none below {stats.MIN_TASKS} tasks); dashed: the frontier",
+        width=360,
+        height=260,
+    )

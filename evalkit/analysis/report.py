@@ -15,12 +15,22 @@ from urllib.parse import quote
 from evalkit.analysis import export
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
 from evalkit.analysis.stats import N_BOOT
-from evalkit.analysis.tables import COMPARE_TABLE, STYLE, ci_text, esc, mde_text, p_phrase, table_html
+from evalkit.analysis.tables import (
+    COMPARE_MANY_TABLE,
+    COMPARE_TABLE,
+    STYLE,
+    ci_text,
+    esc,
+    mde_text,
+    p_phrase,
+    table_html,
+)
 from evalkit.errors import ConfigError
 
-__all__ = ["COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc", "examples_html",
-           "execute_notebook", "headline_html", "inject_parameters", "pick_pair", "ranked_models",
-           "settings_html", "strip_network", "table_html", "to_html", "with_links"]  # fmt: skip
+__all__ = ["COMPARE_MANY_TABLE", "COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc",
+           "examples_html", "pass_k_html", "execute_notebook", "headline_html", "inject_parameters",
+           "pick_pair", "ranked_models", "settings_html", "strip_network", "table_html", "to_html",
+           "with_links"]  # fmt: skip
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_report.ipynb"
 
@@ -105,15 +115,16 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
     if not n:
         said = f"<b>{esc(a)}</b> and <b>{esc(b)}</b> share no scored task: no paired comparison."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    p = esc(p_phrase(row["p_value"]))
+    d, lo, hi, pv = row["diff"], row["ci_low"], row["ci_high"], row["p_value"]
+    p = esc(p_phrase(pv, row.get("p_exact")))
     tally = (f"{esc(a)} better on <b>{row['wins']}</b>, {esc(b)} better on <b>{row['losses']}</b>, "
              f"{row['ties']} tied.")  # fmt: skip
-    how_p = (f"p from a sign-flip permutation test over the tasks' differences "
-             f"({'exact' if n <= stats.EXACT_FLIPS else f'{n_boot:,} random sign assignments'})")  # fmt: skip
+    flips = "exact" if stats.p_is_exact(n) else f"≈: {stats.N_FLIPS:,} random sign assignments"
+    how_p = f"p from a sign-flip permutation test over the tasks' differences ({flips})"
     unscored = row["n_unscored_a"] + row["n_unscored_b"]
-    means = (f"Means {row['mean_a']:.3f} vs {row['mean_b']:.3f} over the paired tasks; {unscored} episode(s) "
-             "without a score left out (unscored is not zero)")  # fmt: skip
+    means = (f"Task-weighted means {row['mean_a']:.3f} vs {row['mean_b']:.3f} over the paired tasks (each "
+             "model's episodes of a task averaged first, all repeats); "
+             f"{unscored} episode(s) without a score left out (unscored is not zero)")  # fmt: skip
     if lo is None:
         said = (f"No conclusion: only {n} task(s) in common. Mean reward {esc(a)} − {esc(b)} = "
                 f"<b>{d:+.3f}</b> ({p}): {tally}")  # fmt: skip
@@ -122,7 +133,8 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
                f"shown; {how_p}.")  # fmt: skip
         return f'{STYLE}<div class="ekr"><div class="head">{said}<div class="muted">{why}</div></div></div>'
     better, worse = (a, b) if d >= 0 else (b, a)
-    clear = lo > 0 or hi < 0
+    # The verdict is the test's; the interval is that test inverted, so it excludes 0 exactly then.
+    clear = pv is not None and pv < stats.ALPHA
     what = (f"<b>{esc(better)}</b> scores higher than <b>{esc(worse)}</b>" if clear
             else f"No clear difference between <b>{esc(a)}</b> and <b>{esc(b)}</b>")  # fmt: skip
     return (
@@ -130,9 +142,37 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
         f"<b>{d:+.3f}</b> "
         f"(95% CI {ci_text(lo, hi, d, signed=True)}, {p}), paired on {n} task(s): {tally} "
         f"The smallest difference these tasks would detect is {mde_text(row['mde'], n)}."
-        f'<div class="muted">{means}; CI from a bootstrap over tasks ({n_boot:,} resamples); {how_p}; '
-        f"smallest detectable difference at 80% power and α = 0.05.</div></div></div>"
+        f'<div class="muted">{means}; CI: the sign-flip test inverted (the shifts it does not reject), so it '
+        f"excludes 0 exactly when p &lt; 0.05; {how_p}; smallest detectable difference: the sign-flip "
+        f"test's, at 80% power and α = 0.05.</div></div></div>"
     )
+
+
+def pass_k_html(df: Any, threshold: float = 1.0) -> str:
+    """pass@k and pass^k per model (tier "all") when a task has at least two scored repeats; a line saying
+    why not otherwise."""
+    import polars as pl
+
+    from evalkit.analysis.repeats import max_repeats, pass_at_k, pass_hat_k
+
+    top = max_repeats(df)
+    if top < 2:
+        return f'{STYLE}<div class="ekr"><p class="muted">One repeat per task: no pass@k or pass^k.</p></div>'
+    parts = []
+    for k in sorted({2, top}):
+        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all")
+        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
+        short = f"tasks with < {k} repeats"
+        cols = [("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
+                ("n_tasks", "tasks", "int"), ("n_tasks_short", short, "int")]  # fmt: skip
+        parts.append(f"<h3>k = {k}</h3>" + table_html(at, [*cols, ("pass_at_k", f"pass@{k}", ".3f"),
+                                                             ("ci", "95% CI", "ci")]))  # fmt: skip
+        parts.append(table_html(hat.rename({"pass_hat_k": "v"}), [*cols, ("v", f"pass^{k}", ".3f"),
+                                                                  ("ci", "95% CI", "ci")]))  # fmt: skip
+    head = (f"<h2>pass@k and pass^k</h2><p>Success: reward ≥ {threshold:g}. pass@k: the chance that "
+            "some of k attempts at a task succeed; pass^k: that all k do; unbiased estimators per task from "
+            "its scored repeats, then task-weighted means with 95% CIs over tasks.</p>")  # fmt: skip
+    return f'{STYLE}<div class="ekr">{head}{"".join(parts)}</div>'
 
 
 def _thinking(model: str) -> str:

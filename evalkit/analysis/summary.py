@@ -124,6 +124,35 @@ _TIER_COLS = [
 ]
 
 
+def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1.0) -> str:
+    """pass@k and pass^k per model (tier "all"), for k = 2 up to the most repeats a task has (at most 3
+    values of k), when a run has repeats; "" otherwise."""
+    from evalkit.analysis.repeats import max_repeats, pass_at_k, pass_hat_k
+
+    top = max_repeats(df)
+    if top < 2:
+        return ""
+    ks = sorted({2, (top + 2) // 2, top}) if top > 2 else [2]
+    rows = []
+    for k in ks:
+        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all")
+        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
+        keys = ["model", "env", "surface", "mode"]
+        hat = hat.select(*keys, "pass_hat_k", pl.col("ci_low").alias("lo2"), pl.col("ci_high").alias("hi2"))
+        rows.append(at.join(hat, on=keys, nulls_equal=True))
+    t = pl.concat(rows).sort("model", "surface", "mode", "k", nulls_last=True)
+    t = t.with_columns(
+        ci_column(t, "ci_low", "ci_high", "pass_at_k").str.replace("–", "-").alias("ci"),
+        ci_column(t, "lo2", "hi2", "pass_hat_k").str.replace("–", "-").alias("ci2"),
+    )
+    cols = [("model", "model"), ("surface", "surface"), ("mode", "mode"), ("k", "k"), ("n_tasks", "tasks"),
+            ("n_tasks_short", "tasks < k repeats"), ("pass_at_k", "pass@k"), ("ci", "95% CI"),
+            ("pass_hat_k", "pass^k"), ("ci2", "95% CI")]  # fmt: skip
+    head = (f"pass@k (some of k attempts succeed) and pass^k (all k do), success = reward ≥ {threshold:g}, "
+            "unbiased estimators per task, task-weighted, 95% CI over tasks")  # fmt: skip
+    return head + "\n" + _table(t, cols, markdown)
+
+
 def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False) -> str:
     """The summary tables of an episode frame as text (the CLI's `evalkit summarise`)."""
     if df.height == 0:
@@ -132,8 +161,19 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
     if tiers:
         parts += [
             "",
-            f"Per tier (95% bootstrap CI over tasks; none below {MIN_TASKS} tasks)",
+            f"Per tier (task-weighted means, 95% CI over tasks; none below {MIN_TASKS} tasks)",
             _table(_with_ci(by_tier(df)), _TIER_COLS, markdown),
+        ]
+    passk = format_pass_k(df, markdown)
+    if passk:
+        parts += ["", passk]
+    nan = df.filter(pl.col("reward").is_nan().fill_null(False))
+    if nan.height:
+        counts = nan.group_by("model").len().sort("model")
+        parts += [
+            "",
+            "Reward not a number (counted as no reward, in neither mean): "
+            + ", ".join(f"{r['model']} ×{r['len']}" for r in counts.iter_rows(named=True)),
         ]
     errs = df.filter(pl.col("error_class").is_not_null())
     if errs.height:
@@ -232,12 +272,36 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         ("wtl", "win/tie/loss"),
         ("mde", "MDE (80%)"),
     ]
+    if "p_holm" in result.columns:
+        r = r.with_columns(
+            p_column(result.with_columns(pl.col("p_holm").alias("p_value")), "p_value")
+            .str.replace("–", "-")
+            .str.replace(" ", "")
+            .alias("p_holm_text")
+        )
+        cols.insert(cols.index(("p", "p")) + 1, ("p_holm_text", "p (Holm)"))
+    if "noninferior" in result.columns:
+        r = r.with_columns(
+            pl.when(pl.col("noninferior").is_null())
+            .then(pl.lit("-"))
+            .when(pl.col("noninferior"))
+            .then(pl.lit("yes"))
+            .otherwise(pl.lit("no"))
+            .alias("ni"),
+        )
+        cols += [("ni_upper", "A − B ≤ (97.5%)"), ("ni", f"B non-inferior (margin {result['margin'][0]:g})")]
     note = (
-        "Paired by task and repeat; per task, the mean of the paired differences; CI from a bootstrap over "
-        f"tasks (repeats travel with their task), none below {MIN_TASKS} tasks; p from a sign-flip "
-        "permutation test over the tasks' differences; MDE: the smallest difference these tasks would "
-        "detect (80% power, α = 0.05); unscored episodes left out."
+        "Paired by task: each side's scored episodes of a task (all repeats, skins, surfaces) averaged "
+        "first, then A − B per task; means are task-weighted. p: sign-flip permutation test over the tasks' "
+        "differences (exact up to 16 tasks, ≈ from 20,000 random sign assignments above); 95% CI: that test "
+        f"inverted, so it excludes 0 exactly when p < 0.05 (none below {MIN_TASKS} tasks); MDE: the smallest "
+        "difference that test would detect with 80% power at α = 0.05; unscored episodes left out."
     )
+    if "p_holm" in result.columns:
+        note += " p (Holm): p adjusted for the number of models compared with the same reference (Holm)."
+    if "noninferior" in result.columns:
+        note += (f" Non-inferior: the one-sided 97.5% upper bound of A − B is below the margin "
+                 f"{result['margin'][0]:g}, so B is worse than A by less than it.")  # fmt: skip
     return _table(r, cols, markdown) + "\n" + note
 
 
@@ -273,10 +337,10 @@ def write_summary(
         "n_no_reward": int((~df["scored"] & df["error_class"].is_null()).sum()),
         "grades": merged.line() if merged else None,
         "harness_differences": harness.differences(df),
-        "notes": "mean_reward is over scored episodes; mean_reward_unscored_as_0 counts unscored "
-        "(infrastructure errors) as zero; episodes with no reward and no error are in neither mean "
-        "(no_reward). CIs: 95% percentile bootstrap over tasks (repeats travel with their task), "
-        "2,000 resamples, seed 0.",
+        "notes": "mean_reward is over scored episodes, task-weighted (each task's episodes averaged first); "
+        "mean_reward_unscored_as_0 counts unscored (infrastructure errors) as zero; episodes with no reward "
+        "and no error are in neither mean (no_reward; nan_reward: a reward that was not a number). CIs: 95% "
+        "over tasks (Wilson's score interval over the effective number of episodes, Student's t quantile).",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
     }
@@ -288,7 +352,11 @@ def write_summary(
     if data["harness_differences"]:
         md += _md_text(data["harness_differences"]) + ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
-    md += "## Per tier (95% bootstrap CI over tasks)\n\n" + _table(_with_ci(tiers), _TIER_COLS, True) + "\n\n"
+    md += (
+        "## Per tier (task-weighted, 95% CI over tasks)\n\n"
+        + _table(_with_ci(tiers), _TIER_COLS, True)
+        + "\n\n"
+    )
     md += data["notes"] + "\n"
     traces.atomic_write(where / "summary.md", md)
     return data

@@ -88,7 +88,7 @@ def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
                 mean = next((r[m] for m in _MEAN_OF.get(col, ()) if m in r), 0.0)
                 cells.append(f"<td>{esc(ci_text(lo, hi, mean, signed='diff' in r))}</td>")
             elif fmt == "p":
-                cells.append(f"<td>{esc(p_text(r.get(col)))}</td>")
+                cells.append(f"<td>{esc(p_text(r.get(col), r.get('p_exact')))}</td>")
             elif fmt == "mde":
                 cells.append(f"<td>{esc(mde_text(r.get(col), r.get('n_tasks')))}</td>")
             elif fmt == "reward":
@@ -106,6 +106,8 @@ COMPARE_TABLE = [
     ("wins", "A better", "int"), ("ties", "ties", "int"), ("losses", "B better", "int"),
     ("mde", "MDE (80%)", "mde"),
 ]  # fmt: skip
+COMPARE_MANY_TABLE = [*COMPARE_TABLE[:11], ("p_holm", "p (Holm)", "p"), *COMPARE_TABLE[11:]]
+"""`compare_many`'s columns: beside p, the Holm-adjusted p over the models compared with the reference."""
 """The columns of a `compare` frame as a report shows them."""
 
 
@@ -122,22 +124,25 @@ def ci_text(lo: float | None, hi: float | None, mean: float | None = 0.0, signed
     return f"[{lo:{f}}, {hi:{f}}]"
 
 
-def p_text(p: float | None) -> str:
-    """`0.031`, or "< 0.001" only when p is below it; "–" for none. Exact small-sample p-values (1, 0.5,
+def p_text(p: float | None, exact: bool | None = True) -> str:
+    """`0.031`, or "< 0.001" only when p is below it; "–" for none; "≈ 0.031" when the p is approximate
+    (random sign assignments, above 16 tasks: `exact` false). Exact small-sample p-values (1, 0.5,
     0.0625, …) are shown as they are: with three decimals they are never rounded to zero."""
     if p is None:
         return "–"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+    t = "< 0.001" if p < 0.001 else f"{p:.3f}"
+    return t if exact is not False or t.startswith("<") else "≈ " + t
 
 
-def p_phrase(p: float | None) -> str:
-    """`p_text` in a sentence: "p = 0.031", "p < 0.001"."""
-    t = p_text(p)
-    return f"p {t}" if t.startswith("<") else f"p = {t}"
+def p_phrase(p: float | None, exact: bool | None = True) -> str:
+    """`p_text` in a sentence: "p = 0.031", "p < 0.001", "p ≈ 0.031"."""
+    t = p_text(p, exact)
+    return f"p {t}" if t.startswith(("<", "≈")) else f"p = {t}"
 
 
 def mde_text(mde: float | None, n_tasks: int | None = None) -> str:
-    """The smallest difference this many tasks would detect (80% power, α = 0.05), or "too few tasks"."""
+    """The smallest difference this many tasks would detect with the sign-flip test (80% power, α = 0.05),
+    or "too few tasks"."""
     if mde is None:
         return TOO_FEW if n_tasks else "–"
     return f"{mde:.3f}"
@@ -159,7 +164,8 @@ def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any
 
 
 def p_column(df: Any, col: str) -> Any:
-    """`p_text` of every row of a Polars frame, as a string Series."""
+    """`p_text` of every row of a Polars frame, as a string Series ("≈" where `p_exact` says so)."""
     import polars as pl
 
-    return pl.Series([p_text(p) for p in df[col].to_list()], dtype=pl.String)
+    exact = df["p_exact"].to_list() if "p_exact" in df.columns else [True] * df.height
+    return pl.Series([p_text(p, e) for p, e in zip(df[col].to_list(), exact, strict=True)], dtype=pl.String)

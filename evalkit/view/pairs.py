@@ -161,8 +161,9 @@ def _as_sides(df: pl.DataFrame, names: Sequence[str]) -> pl.DataFrame:
 
 
 def ab_difference(df: pl.DataFrame, a: str, b: str, tier: str | None = None) -> dict[str, Any]:
-    """The paired comparison of side `a` against side `b` on the tasks both ran (`analysis.compare`: mean of
-    per-task differences, task-clustered bootstrap CI, p, wins/ties/losses), in one tier or all."""
+    """The paired comparison of side `a` against side `b` on the tasks both ran (`analysis.compare`: each
+    side's mean over its episodes of a task, the mean of the per-task differences, the sign-flip test's p and
+    the interval that inverts it, wins/ties/losses), in one tier or all."""
     d = _as_sides(df, [a, b])
     if tier is not None:
         d = d.filter(pl.col("tier").cast(pl.String).fill_null(NONE_LABEL) == tier)
@@ -182,7 +183,8 @@ def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
     few = r.get("ci_low") is None
     ci = "no CI" if few else "95% CI " + ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
     line = (
-        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · {p_phrase(r.get('p_value'))} · smallest detectable "
+        f"A − B = {r['diff']:+.3f} ({where}) · {ci} · "
+        f"{p_phrase(r.get('p_value'), r.get('p_exact'))} · smallest detectable "
         f"{mde_text(r.get('mde'), n)} · wins / ties / losses {r['wins']} / {r['ties']} / {r['losses']} "
         f"over {tasks}"
     )
@@ -190,7 +192,8 @@ def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
 
 
 def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
-    """A paired comparison row of A against B as the row of B against A (the same tasks, resamples and p)."""
+    """A paired comparison row of A against B as the row of B against A (the same tasks, sign assignments
+    and p)."""
     out = dict(r)
     for x, y in (("a", "b"), ("mean_a", "mean_b"), ("wins", "losses"), ("n_unscored_a", "n_unscored_b")):
         if x in r or y in r:

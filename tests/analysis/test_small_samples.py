@@ -48,7 +48,7 @@ def test_one_task_is_never_significant_and_more_tasks_sample_the_flips():
     exact = stats.sign_flip_p(d)
     sampled = stats.sign_flip_p(np.concatenate([d, [0.0]]), n_flips=20_000)  # 17 tasks: random flips
     assert sampled == pytest.approx(exact, abs=0.015)  # a zero difference changes no sum
-    assert stats.sign_flip_p(np.full(40, 0.3)) == pytest.approx(1 / (1 + stats.N_BOOT))  # never 0
+    assert stats.sign_flip_p(np.full(40, 0.3)) == pytest.approx(1 / (1 + stats.N_FLIPS))  # never 0
 
 
 def test_the_smallest_detectable_difference_is_the_paired_t_tests():
