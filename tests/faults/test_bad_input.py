@@ -24,6 +24,7 @@ GARBAGE = "garbage holds no readable episode (1 unreadable line(s), 1 malformed 
 R = ["run", "--env", "canvas", "--models", "baseline:random"]
 """A run command that is right but for what a case adds (and its --out)."""
 OUT = ["--out", "new"]
+AB = ["--a", "m-a", "--b", "m-b"]
 
 CASES: list[tuple[str, list[str], str]] = [
     # ---- run: numbers
@@ -82,7 +83,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("subset-without-evalset", [*R, *OUT, "--subset", "lite"], "need --evalset"),
     # ---- summarise
     ("summarise-missing", ["summarise", "missing"], "no such run directory: missing"),
-    ("convert-missing", ["convert", "missing", "--to", "atif", "-o", "new"], "no such run directory: missing"),
+    ("plan-missing", ["plan", "missing", *AB, "--delta", "0.1"], "no such run directory"),
+    ("plan-delta-zero", ["plan", "run", *AB, "--delta", "0"], "--delta must be above 0"),
+    ("plan-typo", ["plan", "run", "--a", "m-x", "--b", "m-b", "--delta", "0.1"], "'m-x' is neither a model"),
+    ("convert-missing", ["convert", "missing", "--to", "atif", "-o", "new"], "no such run directory"),
     ("convert-to-what", ["convert", "run", "--to", "xml", "-o", "new"], "invalid choice: 'xml'"),
     ("convert-not-eval", ["convert", "run", "--to", "inspect", "-o", "new.log"], "an Inspect log is a .eval"),
     ("convert-into-a-file", ["convert", "run", "--to", "atif", "-o", "file.txt"], "is not a directory"),
