@@ -178,6 +178,43 @@ def test_stepping_faster_than_the_server_answers(browser, long_served):
     page.close()
 
 
+PICTURE_TOPS = """() => ['target', 'frame'].map(k => {
+  const img = [...document.querySelectorAll('[class*="st-key-enlarge_' + k + '_ep"] img')]
+    .find(i => i.offsetParent !== null);
+  return img ? img.getBoundingClientRect().top : null;
+})"""
+"""The top of the target and of the step's picture on screen (null where none is shown)."""
+
+
+def test_the_pictures_hold_still_over_thirty_steps(browser, long_served):
+    """At 1280 × 720, with → and with Next, over every step of a 30-step episode (steps drawn by the browser
+    and steps the server is asked for): the target and the step's picture stay where they were (±2 px).
+    They went down 16 px a step: each step drawn hidden above the one on screen kept its gap."""
+    from evalkit.types import episode_key
+
+    key = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0001", None, 0)
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+    page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+    page.wait_for_function(f"({SHOWN_RED})() === 30", timeout=15_000)
+    first = page.evaluate(PICTURE_TOPS)
+    assert None not in first and first[0] < 720 - 200, first
+    for how in ("ArrowRight", "Next"):
+        if how == "Next":  # back to the start, the server drawing it, then the other way of stepping
+            page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+            page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+        for step in range(2, 31):
+            if how == "Next":
+                page.locator(".st-key-step_next button >> visible=true").first.click()
+            else:
+                page.keyboard.press("ArrowRight")
+            page.locator(f"text=Step {step} of 30 >> visible=true").wait_for(timeout=15_000)
+            page.wait_for_function(f"({SHOWN_RED})() === {(30 * step) % 256}", timeout=15_000)
+            tops = page.evaluate(PICTURE_TOPS)
+            assert all(abs(t - f) <= 2 for t, f in zip(tops, first, strict=True)), (how, step, tops, first)
+    page.close()
+
+
 def test_a_running_batch_shows_up_while_the_page_is_open(browser, served, live_run, synth_run):
     """No click, no reload: a progress file appears as a running episode, an appended record as a row."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
