@@ -1,6 +1,7 @@
 """Altair charts of analysis frames. Each function takes a DataFrame (episodes from `load_runs`, or the
 result of `by_tier` / `compare`) and returns a chart; aggregation happens in Polars first, so a chart embeds
-a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no network (vl-convert)."""
+a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no network (vl-convert), and
+so does a chart shown in a notebook once this module is imported (`evalkit.analysis.offline`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import hashlib
 import altair as alt
 import polars as pl
 
-from evalkit.analysis import stats
+from evalkit.analysis import offline, stats
 from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, p_column
 from evalkit.records.columns import eager
+
+offline.use()
 
 TIER_SORT = [*stats.TIER_ORDER, "all"]
 MODEL_SCHEME = "tableau10"
