@@ -256,3 +256,74 @@ def test_summary_charts_render(browser, served):
     assert ended.bounding_box()["height"] > 120
     page.get_by_text("Paired comparison").wait_for()
     page.close()
+
+
+@pytest.fixture(scope="module")
+def sample_served(tmp_path_factory):
+    """The viewer on the committed sample run: three models, two modes, six series per tier."""
+    from evalkit.view.support import running_app
+    from tests.viewer.viewer_runs import SAMPLE_RUN
+
+    with running_app([SAMPLE_RUN], log=tmp_path_factory.mktemp("sample") / "streamlit.log") as url:
+        yield url
+
+
+DRAWN = """el => {
+  const box = el.getBoundingClientRect();
+  const svg = el.querySelector('svg.marks');
+  if (!svg) return null;
+  // The plot area: the extent of the grid lines (horizontal ones span its height from the first tick to
+  // the last, vertical ones span it whole).
+  const grids = [...svg.querySelectorAll('.role-axis-grid')].map(g => g.getBoundingClientRect().height);
+  const labels = [...svg.querySelectorAll('.role-legend-label text')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, inside: r.height > 0 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1
+      && r.left >= box.left - 1 && r.right <= box.right + 1};
+  });
+  return {plot: Math.max(0, ...grids), labels, width: box.width};
+}"""
+"""What a reader sees of a Summary chart, read from the SVG Vega drew: its plot area's height and each legend
+entry, with whether it lies inside the chart's box on the page (not cut off)."""
+
+
+def test_summary_charts_are_readable_at_1280(browser, sample_served):
+    """Each chart's plot area at least 120 px tall, every series in its legend and in view. They were
+    squashed: Streamlit fitted plot, axes and legend into the chart's height, leaving the plot ~25 px and
+    the legend three entries of six."""
+    import polars as pl
+
+    from evalkit.records.loading import load_runs
+    from tests.viewer.viewer_runs import SAMPLE_RUN
+
+    df = load_runs([SAMPLE_RUN])
+    series = {f"{m} · {s}/{mo}" for m, s, mo in df.select("model", "surface", "mode").unique().iter_rows()}
+    models = set(df["model"].unique())
+    priced = set(df.filter(pl.col("cost_usd").is_not_null())["model"].unique())
+    tiers = set(df["tier"].drop_nulls().unique())
+    reasons = set(df["end_reason"].unique()) - {"error"} | {
+        f"error: {e}" for e in df["error_class"].drop_nulls()
+    }
+    expected = {
+        "reward_by_tier": series, "end_reasons": reasons, "reward_vs_cost": priced | tiers,
+        "reward_vs_turns": models | tiers, "grade_components": models,
+    }  # fmt: skip
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{sample_served}/?view=summary")
+    for name, want in expected.items():
+        chart = page.locator(f'.st-key-chart_{name} [data-testid="stVegaLiteChart"]')
+        chart.wait_for(timeout=30_000)
+        chart.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "el => el.querySelector('svg.marks .role-legend-label')", arg=chart.element_handle()
+        )
+        drawn = chart.evaluate(DRAWN)
+        assert drawn["plot"] >= 120, (name, drawn)
+        shown = {label["text"] for label in drawn["labels"] if label["inside"]}
+        assert shown >= want, (name, want - shown, drawn["labels"])
+    # The tables beside them: no column runs past the page (the grid scrolls sideways when one does).
+    for key in ("sum_outcome", "sum_effort", "sum_tiers", "sum_paired"):
+        grid = page.locator(f'.st-key-{key} [data-testid="stDataFrame"] .dvn-scroller')
+        grid.wait_for(timeout=15_000)
+        wide, room = grid.evaluate("s => [s.scrollWidth, s.clientWidth]")
+        assert wide <= room, (key, wide, room)
+    page.close()
