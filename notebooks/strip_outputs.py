@@ -1,7 +1,10 @@
 """Git's clean filter for the shipped notebooks: a notebook read on stdin, written to stdout as it is
 committed (no outputs, no execution counts, no saved widget state, no per-cell timings, the kernel named
 but not its version). Running the notebooks in JupyterLab or VS Code saves their outputs into these files;
-with this filter git sees only what a person changed in the cells, so `git status` stays clean.
+with this filter git sees only what a person changed in the cells: `git diff` is empty, `git add` stages
+nothing, nothing is committed. `git status` may still list a notebook that was saved with outputs until it
+is added (git takes a changed file size as a change without running the filter); `git add notebooks` then
+clears it, staging no change.
 
 `make venv` (and so `make demo` and `make test`) sets it up for the checkout, as `.gitattributes` names it:
 
