@@ -140,6 +140,12 @@ def _record_html(rec: Any) -> str:
     return record_html(rec)
 
 
+def _conversation_html(msgs: Any) -> str:
+    from evalkit.analysis.display import conversation_html
+
+    return conversation_html(msgs)
+
+
 def _notebook_display() -> None:
     """Show episode records as HTML in IPython. The formatter is registered by the record type's module and
     name, so neither `evalkit.types` nor anything else imports `evalkit.analysis.display` until a record is
@@ -149,6 +155,7 @@ def _notebook_display() -> None:
     if shell is not None:
         html = shell.display_formatter.formatters["text/html"]
         html.for_type_by_name("evalkit.types", "EpisodeRecord", _record_html)
+        html.for_type_by_name("evalkit.records.transcripts", "Conversation", _conversation_html)
         _offline_charts()
 
 
