@@ -88,3 +88,23 @@ def test_chart_outputs_load_nothing_from_a_network(executed, browser, tmp_path):
     page.close()
     assert asked == [], asked
     assert len(sizes) == 3 and all(s > 100 for s in sizes), sizes
+
+
+@pytest.mark.slow
+def test_import_evalkit_alone_covers_the_users_own_charts(tmp_path):
+    """`import evalkit` and nothing else of it, then Altair: the user's chart is drawn in the kernel too
+    (Altair was not loaded when evalkit was imported; the renderer is chosen as it loads)."""
+    from evalkit.analysis.export import execute_notebook
+
+    cells = [
+        "import evalkit as ek",
+        "import altair as alt\nimport polars as pl\n"
+        "alt.Chart(pl.DataFrame({'x': [1, 2], 'y': [3, 4]})).mark_point().encode(x='x', y='y')",
+        "alt.renderers.active",
+    ]
+    path = tmp_path / "alone.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), str(path))
+    nb = execute_notebook(path, timeout=180)
+    chart, active = (c["outputs"][0]["data"] for c in nb.cells[1:])
+    assert "text/html" not in chart and "image/svg+xml" in chart and "image/png" in chart
+    assert active["text/plain"] == "'evalkit'"
