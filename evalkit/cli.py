@@ -151,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("runs", nargs="*")
     v.add_argument("--port", type=validate.port, help="default: the first free port from 8501")
     v.add_argument(
-        "--wait", type=validate.argtype(float, low=0, strict=False), default=600.0,
-        help="seconds to wait for a run a batch is still creating (default 600; 0: refuse it at once)",
+        "--wait", type=validate.argtype(float, low=0, strict=False), default=None,
+        help="seconds to wait for a run that is not there yet (default: only a run a batch is creating, "
+        "up to 600; 0: refuse at once)",
     )  # fmt: skip
 
     bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")

@@ -447,12 +447,15 @@ def stepper(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step]) -> Non
     _search_hits(run, key, "step", steps)
     stepping.hide_others(pos, _turn(steps[pos].turn) if steps[pos].turn is not None else None)
     pictures = vs.has_pictures(rec)
-    for i in shown:
-        with st.container(key=f"stepv_{i}"):
-            if pictures:
-                picture_step(run, rec, steps[i], f"ep{i}", f"ep_{steps[i].index}")
-            else:
-                text_step(run, rec, steps[i], f"ep_{i}")
+    # One block with no gap between its children: the hidden steps are still flex items, and each one's gap
+    # pushed the step on screen down by 16 px for every hidden step above it.
+    with st.container(key="steps", gap=None):
+        for i in shown:
+            with st.container(key=f"stepv_{i}"):
+                if pictures:
+                    picture_step(run, rec, steps[i], f"ep{i}", f"ep_{steps[i].index}")
+                else:
+                    text_step(run, rec, steps[i], f"ep_{i}")
     stepping.written(indices[pos])
 
 

@@ -8,6 +8,7 @@ agree in those settings one row, and the page says which."""
 
 from __future__ import annotations
 
+import altair as alt
 import polars as pl
 import streamlit as st
 
@@ -36,12 +37,19 @@ NAMES = {
     "cost_usd": N("cost", format="$%.4f", help="Unknown (empty) when an episode's cost is unknown"),
     "mean_seconds": N("seconds", format="%.1f"),
 }
-SUMMARY = ["model", "env", "surface", "mode", "n", "scored", "unscored", "no_reward", "mean_reward",
-           "mean_reward_unscored_as_0", "min_reward", "max_reward", "mean_turns", "mean_tool_calls",
-           "mean_tool_errors", "mean_parse_errors", "mean_tokens", "reasoning_tokens_per_turn", "cost_usd",
-           "mean_seconds"]  # fmt: skip
-TIERS = ["model", "surface", "mode", "tier", "n", "n_tasks", "unscored", "mean_reward", "ci",
-         "mean_reward_unscored_as_0", "ci0", "mean_turns"]  # fmt: skip
+SIDE = ["model", "env", "surface", "mode"]
+SUMMARY = [*SIDE, "n", "scored", "unscored", "no_reward", "mean_reward", "mean_reward_unscored_as_0",
+           "min_reward", "max_reward"]  # fmt: skip
+EFFORT = [*SIDE, "mean_turns", "mean_tool_calls", "mean_tool_errors", "mean_parse_errors", "mean_tokens",
+          "reasoning_tokens_per_turn", "cost_usd", "mean_seconds"]  # fmt: skip
+"""The summary in two tables, outcome then effort and cost: in one, its twenty columns ran past the page at
+1280 px and the last ones were cut."""
+TIERS = [*SIDE, "tier", "n", "n_tasks", "unscored", "mean_reward", "ci"]
+TIERS_AS_ZERO = [*SIDE, "tier", "n", "n_tasks", "unscored", "mean_reward_unscored_as_0", "ci0"]
+"""By tier, the rewards of scored episodes or (a toggle) with unscored ones as 0: the two side by side ran
+past the page at 1280 px."""
+WIDE_CSS = '[data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }'
+"""The Summary's tables and charts take the page's width beside the sidebar (Streamlit leaves 5 rem)."""
 
 
 def _said(table: pl.DataFrame) -> pl.DataFrame:
@@ -65,9 +73,17 @@ def _shown(title: str, make) -> object | None:
         return None
 
 
+def wide(chart):
+    """`chart` as wide as the page, its plot area as tall as the chart says. Streamlit's default for a chart
+    as wide as its container (`autosize: fit`) fits the whole chart, legend and axes included, into that
+    height: the plot was left a line, the legend cut after a few entries."""
+    return chart.properties(width="container", autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+
+
 def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
     # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
     df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
+    st.html(f"<style>{WIDE_CSS}</style>")
     from evalkit import analysis
     from evalkit.analysis import plots
 
@@ -83,24 +99,31 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         st.caption(said)
     table = _shown("Summary", lambda: analysis.summarise(rows))
     if table is not None:
-        cols = vs.varying_columns(
-            table, [c for c in SUMMARY if c in table.columns], ("env", "surface", "mode")
-        )
-        data, config = no_none(_said(table).select(cols), NAMES)
-        st.dataframe(data, hide_index=True, column_config=config)
-    st.subheader("By tier")
+        said_table = _said(table)
+        for columns, key in ((SUMMARY, "sum_outcome"), (EFFORT, "sum_effort")):
+            cols = vs.varying_columns(table, [c for c in columns if c in table.columns], SIDE[1:])
+            data, config = no_none(said_table.select(cols), NAMES)
+            st.container(key=key).dataframe(data, hide_index=True, column_config=config)
+    head, zero_box = st.columns([4, 1], vertical_alignment="bottom")
+    head.subheader("By tier")
+    zero = zero_box.toggle(
+        "Unscored as 0", key="sum_zero",
+        help="Count the episodes an infrastructure error ended (unscored: in no mean by default) as 0.",
+    )  # fmt: skip
     tiers = _shown("By tier", lambda: memo(("by_tier", fingerprint, pool), lambda: analysis.by_tier(rows)))
     if tiers is not None:
         t = _said(tiers)
-        data, config = no_none(t.select([c for c in TIERS if c in t.columns]), NAMES)
-        st.dataframe(data, hide_index=True, column_config=config)
+        shown = TIERS_AS_ZERO if zero else TIERS
+        cols = vs.varying_columns(t, [c for c in shown if c in t.columns], SIDE[1:])
+        data, config = no_none(t.select(cols), NAMES)
+        st.container(key="sum_tiers").dataframe(data, hide_index=True, column_config=config)
         st.caption(f"Task-weighted means (each task's episodes averaged first); 95% CI over tasks, "
-                   f"none below {vs.MIN_TASKS} tasks; unscored episodes are in no mean but "
-                   "the second.")  # fmt: skip
+                   f"none below {vs.MIN_TASKS} tasks; unscored episodes in no mean unless counted "
+                   "as 0.")  # fmt: skip
     st.subheader("Charts")
     charts = {
         # the per-tier chart draws the table above rather than bootstrapping it again
-        "reward_by_tier": lambda: plots.reward_by_tier(tiers if tiers is not None else df),
+        "reward_by_tier": lambda: plots.reward_by_tier(tiers if tiers is not None else df, zero),
         "end_reasons": lambda: plots.end_reasons(rows),
         "reward_vs_cost": lambda: plots.reward_vs_cost(rows),
         "reward_vs_turns": lambda: plots.reward_vs_turns(rows),
@@ -109,7 +132,7 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
     for name, make in charts.items():
         chart = _shown(f"Chart {name}", make)
         if chart is not None:
-            st.altair_chart(chart.properties(width="container"), width="stretch")
+            st.container(key=f"chart_{name}").altair_chart(wide(chart), width="stretch")
     paired(df, fingerprint)
 
 
@@ -126,11 +149,24 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
         "Paired comparison", lambda: memo(("paired", fingerprint, ref), lambda: vs.paired_table(df, ref))
     )
     if table is not None:
-        config = {"mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f")}
-        data, config = no_none(vs.clip_columns(table), config)
-        st.dataframe(data, hide_index=True, column_config=config)
+        text = st.column_config.TextColumn
+        config = {"mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f"),
+                  "wins / ties / losses": text("W / T / L", help="Wins / ties / losses"),
+                  "smallest detectable": text("detectable", help="Smallest detectable difference"),
+                  }  # fmt: skip
+        # B is the side chosen above on every row, and "tasks left out" mostly 0 on every row: those columns
+        # only pushed the last ones off the page at 1280 px.
+        table = vs.clip_columns(table).drop("B", strict=False)
+        run = ref.rsplit(" · ", 1)[-1] if " · " in ref else None
+        if run and "A" in table.columns and table["A"].str.ends_with(f" · {run}").all():
+            table = table.with_columns(pl.col("A").str.strip_suffix(f" · {run}"))  # one run: said once, above
+        if "tasks left out" in table.columns and not (table["tasks left out"].fill_null(0) != 0).any():
+            table = table.drop("tasks left out")
+        data, config = no_none(table, config)
+        st.container(key="sum_paired").dataframe(data, hide_index=True, column_config=config)
         st.caption(
-            "Paired by task (each side's mean over all its episodes of a task); A − B is the mean over tasks "
-            "of the per-task difference; p from a sign-flip test (≈ above 16 tasks), the CI is that test "
-            "inverted; tasks without a scored episode on both sides are left out."
+            "Each side (A) against the one chosen above (B), paired by task (each side's mean over all "
+            "its episodes of a task); A − B is the mean over tasks of the per-task difference; p from a "
+            "sign-flip test (≈ above 16 tasks), the CI is that test inverted; tasks without a scored "
+            "episode on both sides are left out."
         )

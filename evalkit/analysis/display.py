@@ -215,3 +215,67 @@ class RunView:
 
     def __len__(self) -> int:
         return self.df.height
+
+
+TEXT_SHOWN = 3000
+"""Characters of one message shown in a notebook; the rest is behind "more"."""
+ROLE_COLOURS = {"system": "#6b7280", "user": "#2563eb", "assistant": "#b45309", "tool": "#047857"}
+CONVERSATION_STYLE = (
+    "<style>.ek .msg{border-left:4px solid #999;padding:4px 8px;margin:6px 0;background:#fafafa}"
+    ".ek .msg .who{font-weight:600}.ek .msg pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;"
+    "font-size:12px}.ek .msg .call{font-family:ui-monospace,monospace;font-size:12px;color:#7c2d12}"
+    ".ek .msg.err{background:#fff1f0}</style>"
+)
+
+
+def _long_text(text: str) -> str:
+    """Escaped text in a <pre>, the part past TEXT_SHOWN behind a "more" that opens in place."""
+    if len(text) <= TEXT_SHOWN:
+        return f"<pre>{_e(text)}</pre>"
+    rest = len(text) - TEXT_SHOWN
+    return (
+        f"<pre>{_e(text[:TEXT_SHOWN])}</pre><details><summary>{rest:,} more characters</summary>"
+        f"<pre>{_e(text[TEXT_SHOWN:])}</pre></details>"
+    )
+
+
+def conversation_html(msgs: Any, run_dir: str | Path | None = None, width: int = 160) -> str:
+    """A conversation (`ek.transcripts.messages(rec, run)`) as a notebook shows it: each message a box with
+    its role, turn and note; the text (escaped, long ones folded); the assistant's tool calls as
+    `name(args)`; its reasoning folded; images as thumbnails (pruned ones said so)."""
+    run_dir = run_dir if run_dir is not None else getattr(msgs, "run", None)
+    parts = []
+    for m in msgs:
+        colour = ROLE_COLOURS.get(m.role, "#999")
+        head = [f'<span class="who" style="color:{colour}">{_e(m.role)}</span>', f"turn {_e(m.turn)}"]
+        if m.name:
+            head.append(f"<code>{_e(m.name)}</code>")
+        if m.error:
+            head.append('<b class="bad">error</b>')
+        if m.stop:
+            head.append(f"stop {_e(m.stop)}")
+        if m.note:
+            head.append(f'<i class="muted">{_e(m.note)}</i>')
+        body = [" · ".join(head)]
+        if m.text:
+            body.append(_long_text(m.text if isinstance(m.text, str) else json.dumps(m.text)))
+        for c in m.calls or []:
+            c = c if isinstance(c, dict) else {}
+            args = json.dumps(c.get("args"), ensure_ascii=False)
+            args = args if len(args) <= 300 else args[:300] + "…"
+            body.append(f'<div class="call">→ {_e(c.get("name"))}({_e(args)})</div>')
+        if m.reasoning:
+            body.append(
+                f"<details><summary>reasoning ({len(m.reasoning):,} characters)</summary>"
+                f"{_long_text(m.reasoning)}</details>"
+            )
+        figs = []
+        for j, img in enumerate(m.images or []):
+            img = img if isinstance(img, dict) else {}
+            label = f"image {j + 1}" + (" (pruned later)" if img.get("pruned") else "")
+            figs.append(_figure(run_dir, img.get("path"), label, width))
+        if figs:
+            body.append('<div class="strip">' + "".join(figs) + "</div>")
+        cls = "msg err" if m.error else "msg"
+        parts.append(f'<div class="{cls}" style="border-left-color:{colour}">' + "".join(body) + "</div>")
+    return STYLE + CONVERSATION_STYLE + '<div class="ek">' + "".join(parts) + "</div>"

@@ -89,6 +89,16 @@ def execute_notebook(
     client.km = client.create_kernel_manager()
     # A user-installed `python3` kernelspec may point at another interpreter; run ours.
     client.km.kernel_spec.argv[0] = sys.executable
+    if os.name != "nt":
+        # Over TCP, ipykernel warns on the user's terminal that the kernel's traffic is unencrypted, for every
+        # report and export. Unix sockets in a private folder are local by construction: nothing to warn of.
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="evalkit-kernel-") as sockets:
+            client.km.transport = "ipc"
+            client.km.ip = str(Path(sockets) / "kernel")
+            client.execute(env=env)
+        return nb
     client.execute(env=env)
     return nb
 

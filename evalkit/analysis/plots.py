@@ -1,6 +1,7 @@
 """Altair charts of analysis frames. Each function takes a DataFrame (episodes from `load_runs`, or the
 result of `by_tier` / `compare`) and returns a chart; aggregation happens in Polars first, so a chart embeds
-a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no network (vl-convert)."""
+a few rows, not a run. `to_png` / `to_svg` render a chart with no browser and no network (vl-convert), and
+so does a chart shown in a notebook once this module is imported (`evalkit.analysis.offline`)."""
 
 from __future__ import annotations
 
@@ -9,29 +10,40 @@ import hashlib
 import altair as alt
 import polars as pl
 
-from evalkit.analysis import stats
+from evalkit.analysis import offline, stats
 from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, p_column
 from evalkit.records.columns import eager
 
+offline.use()
+
 TIER_SORT = [*stats.TIER_ORDER, "all"]
-MODEL_SCHEME = "tableau10"
-"""Colours of models (and other series): ten that tell apart at a glance. Streamlit's own theme would draw
-two models in two near-identical blues."""
+PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#bab0ac", "#1f1f1f", "#5d2e8c"]  # fmt: skip
+"""Colours of models (and other series): Tableau's ten and two dark ones, twelve a reader tells apart (no two
+closer than 25 in CIE Lab). Streamlit's own theme drew two models in two blues of one hue; a scheme of ten
+gave the eleventh series the first one's colour."""
 REASON_SCHEME = "set2"
 """Colours of end reasons: another palette, so that a reason is never read as a model."""
 NAMES = {"cost_usd": "cost (USD)", "tokens": "tokens", "n_turns": "turns", "seconds": "seconds",
          "tool_calls": "tool calls"}  # fmt: skip
 """Axis titles of the columns a chart plots: words, not column names."""
+PLOT_HEIGHT = 240
+"""Height of a chart's plot area in pixels (axes, title and legend come on top of it)."""
 
 
 def legend(title: str | None) -> alt.Legend:
     """A legend under the chart, one entry a line, names whole (up to LABEL_CAP characters, as `label`
-    cuts them): at the right, long model names squeezed the plot and were cut at 160 pixels."""
-    return alt.Legend(title=title, orient="bottom", direction="vertical", labelLimit=0, symbolLimit=0)
+    cuts them), every entry shown: at the right, long model names squeezed the plot and were cut at 160
+    pixels."""
+    return alt.Legend(
+        title=title, orient="bottom", direction="vertical", labelLimit=0, symbolLimit=0, columns=1
+    )
 
 
-def colour(field: str, title: str | None, scheme: str = MODEL_SCHEME, sort: list | None = None) -> alt.Color:
-    return alt.Color(field, title=title, legend=legend(title), scale=alt.Scale(scheme=scheme), sort=sort)
+def colour(field: str, title: str | None, scheme: str | None = None, sort: list | None = None) -> alt.Color:
+    """A colour per value of `field`: PALETTE, or a named Vega `scheme`."""
+    scale = alt.Scale(scheme=scheme) if scheme else alt.Scale(range=PALETTE)
+    return alt.Color(field, title=title, legend=legend(title), scale=scale, sort=sort)
 
 
 LABEL_CAP = 60
@@ -112,7 +124,11 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
             alt.Tooltip("ci:N", title="95% CI"),
         ],
     )
-    bars = base.transform_filter("isValid(datum.lo)").mark_rule(strokeWidth=2).encode(y="lo:Q", y2="hi:Q")
+    bars = (
+        base.transform_filter("isValid(datum.lo)")
+        .mark_rule(strokeWidth=2)
+        .encode(y=alt.Y("lo:Q", title="mean reward"), y2="hi:Q")
+    )
     notes = (
         base.transform_filter("isValid(datum.note)")
         .mark_text(angle=270, align="left", dy=0, fontSize=11, color="#555")
@@ -120,7 +136,7 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
     )
     chart = bars + points + notes
     title += f", 95% CI over tasks (none below {stats.MIN_TASKS} tasks)"
-    return chart.properties(title=title, width=360, height=240)
+    return chart.properties(title=title, width=360, height=PLOT_HEIGHT)
 
 
 def forest(cmp: pl.DataFrame) -> alt.Chart:
@@ -143,7 +159,11 @@ def forest(cmp: pl.DataFrame) -> alt.Chart:
     base = alt.Chart(_data(shown)).encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
     )
-    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888", strokeDash=[4, 3]).encode(x="x:Q")
+    zero = (
+        alt.Chart(alt.Data(values=[{"x": 0}]))
+        .mark_rule(color="#888", strokeDash=[4, 3])
+        .encode(x=alt.X("x:Q", title="difference in mean reward (A − B)"))
+    )
     rule = (
         base.transform_filter("isValid(datum.ci_low)")
         .mark_rule(strokeWidth=2)
@@ -153,7 +173,7 @@ def forest(cmp: pl.DataFrame) -> alt.Chart:
         )
     )
     pt = base.mark_point(filled=True, size=70, color="black").encode(
-        x="diff:Q",
+        x=alt.X("diff:Q", title="difference in mean reward (A − B)"),
         tooltip=[
             "row:N",
             alt.Tooltip("diff:Q", format="+.3f"),
@@ -164,7 +184,8 @@ def forest(cmp: pl.DataFrame) -> alt.Chart:
         ],
     )
     title = f"Paired difference per task, 95% bootstrap CI (none below {stats.MIN_TASKS} tasks)"
-    return (zero + rule + pt).properties(title=title, width=360, height=max(60, 24 * len(order)))
+    # Never under 120 px: one comparison in 24 px was a line with a dot, its axis crowded.
+    return (zero + rule + pt).properties(title=title, width=360, height=max(120, 24 * len(order)))
 
 
 def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
@@ -185,8 +206,11 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
     )
     agg = (
         per_task.group_by("model", "tier")
-        .agg(pl.col("r").mean().alias("mean_reward"), (pl.col("xs").sum() / pl.col("n").sum()).alias("x"),
-             pl.col("n").sum().alias("n"))  # fmt: skip
+        .agg(
+            pl.col("r").mean().alias("mean_reward"),
+            (pl.col("xs").sum() / pl.col("n").sum()).alias("x"),
+            pl.col("n").sum().alias("n"),
+        )  # fmt: skip
         .sort("model", "tier")
     )
     name = NAMES.get(col, col.replace("_", " "))
@@ -195,8 +219,11 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
         .mark_point(filled=True, size=80)
         .encode(
             x=alt.X("x:Q", title=f"mean {name} per episode"),
-            y=alt.Y("mean_reward:Q", title="mean reward (scored, task-weighted)",
-                    scale=alt.Scale(domain=reward_domain(agg, "mean_reward"))),
+            y=alt.Y(
+                "mean_reward:Q",
+                title="mean reward (scored, task-weighted)",
+                scale=alt.Scale(domain=reward_domain(agg, "mean_reward")),
+            ),
             color=colour("model:N", "model"),
             shape=alt.Shape("tier:N", sort=TIER_SORT, legend=legend("tier")),
             tooltip=[
@@ -207,7 +234,7 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
                 alt.Tooltip("mean_reward:Q", format=".3f", title="mean reward"),
             ],
         )
-        .properties(title=f"Reward vs {name} (per model × tier)", width=320, height=240)
+        .properties(title=f"Reward vs {name} (per model × tier)", width=320, height=PLOT_HEIGHT)
     )
 
 
@@ -237,14 +264,19 @@ def end_reasons(df: pl.DataFrame) -> alt.Chart:
         alt.Chart(_data(d))
         .mark_bar()
         .encode(
-            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=0)),
-            x=alt.X("len:Q", stack="normalize", title="share of episodes"),
+            y=alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=0)),
+            x=alt.X(
+                "len:Q",
+                stack="normalize",
+                title="share of episodes",
+                axis=alt.Axis(format=".0%", tickCount=5),
+            ),
             color=colour("reason:N", "end reason", REASON_SCHEME),
             tooltip=["model:N", "reason:N", alt.Tooltip("len:Q", title="episodes")],
         )
-        # A band per model: a fixed total height with a legend and title left the bars no room, and the
-        # chart collapsed in Streamlit ("Infinite extent for field x").
-        .properties(title="How episodes ended", width=360, height=alt.Step(28))
+        # A band of 28 px per model, never under 120 px in all: a fixed total height with a legend and
+        # title left the bars no room, and the chart collapsed in Streamlit ("Infinite extent for field x").
+        .properties(title="How episodes ended", width=360, height=max(120, 28 * d["model"].n_unique()))
     )
 
 
@@ -260,13 +292,13 @@ def grade_components(df: pl.DataFrame) -> alt.Chart:
         alt.Chart(_data(g))
         .mark_bar()
         .encode(
-            x=alt.X("component:N", title=None, axis=alt.Axis(labelAngle=0)),
+            x=alt.X("component:N", title="grade component", axis=alt.Axis(labelAngle=0)),
             xOffset="model:N",
             y=alt.Y("value:Q", title="mean score", scale=alt.Scale(domain=[0, 1])),
             color=colour("model:N", "model"),
             tooltip=["model:N", "component:N", alt.Tooltip("value:Q", format=".3f")],
         )
-        .properties(title="Grade components (scored episodes)", width=360, height=220)
+        .properties(title="Grade components (scored episodes)", width=360, height=PLOT_HEIGHT)
     )
 
 
@@ -307,6 +339,7 @@ def frontier_table(df: pl.DataFrame) -> pl.DataFrame:
     out = t.select("model", "n_tasks", "mean_reward", "ci_low", "ci_high").join(cost, on="model", how="inner")
     out = out.filter(pl.col("mean_reward").is_not_null())
     pts = list(zip(out["model"], out["mean_reward"], out["cost"], strict=True))
+
     def dominated(m: str, r: float, c: float) -> bool:
         return any(r2 >= r and c2 <= c and (r2 > r or c2 < c) for m2, r2, c2 in pts if m2 != m)
 
@@ -328,8 +361,11 @@ def cost_frontier(df: pl.DataFrame) -> alt.Chart:
     )
     base = alt.Chart(_data(t)).encode(
         x=alt.X("cost:Q", title="mean cost (USD) per episode"),
-        y=alt.Y("mean_reward:Q", title="mean reward (task-weighted)",
-                scale=alt.Scale(domain=reward_domain(t, "mean_reward", "ci_low", "ci_high"))),  # fmt: skip
+        y=alt.Y(
+            "mean_reward:Q",
+            title="mean reward (task-weighted)",
+            scale=alt.Scale(domain=reward_domain(t, "mean_reward", "ci_low", "ci_high")),
+        ),  # fmt: skip
         color=colour("model:N", "model"),
     )
     points = base.mark_point(filled=True, size=90).encode(

@@ -77,6 +77,28 @@ def holder(out: str | os.PathLike) -> dict | None:
         os.close(fd)
 
 
+def writing(out: str | os.PathLike) -> bool:
+    """Whether a writer holds the run now, as far as a reader can tell without touching the lock (taking it
+    even for an instant could refuse a writer starting then): its file names a live process of this host.
+    A writer releases it by emptying the file; one that died leaves a PID that is gone."""
+    try:
+        found = json.loads((Path(out) / LOCK_FILE).read_bytes() or b"null")
+    except (OSError, ValueError):
+        return False
+    if not isinstance(found, dict) or found.get("host") != socket.gethostname():
+        return False
+    pid = found.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 def _read(fd: int) -> dict:
     try:
         data = json.loads(os.pread(fd, 4096, 0) or b"null")

@@ -253,7 +253,23 @@ def _assistant(t: Any, raw_dir: str | None) -> Message:
     )
 
 
-def messages(rec: EpisodeRecord | dict, run: str | Path) -> list[Message]:
+class Conversation(list):
+    """The messages of one episode (a list of `Message`), with the run they came from: in a notebook it
+    shows as the conversation (roles, tool calls, thumbnails), through the HTML formatter `import evalkit`
+    registers for this type by name (`evalkit.analysis.display.conversation_html`): records never import
+    analysis."""
+
+    def __init__(self, msgs: list[Message] = (), run: str | Path | None = None):
+        super().__init__(msgs)
+        self.run = str(run) if run is not None else None
+
+
+def messages(rec: EpisodeRecord | dict, run: str | Path) -> Conversation:
+    """The conversation of one episode (see `_messages`), which a notebook shows as a conversation."""
+    return Conversation(_messages(rec, run), run)
+
+
+def _messages(rec: EpisodeRecord | dict, run: str | Path) -> list[Message]:
     """The conversation of one episode, in order, as the model saw it: the system prompt, the opening
     message, then for each turn the model's message and what the loop sent back (tool results with the
     notes it appended, nudges, notes from a cut turn). Texts are read from `run`'s text store."""

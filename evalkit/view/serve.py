@@ -132,26 +132,49 @@ def _ready(path: Path) -> bool:
     return any(p.name not in ("run.json", ".live", ".evalkit") for p in path.iterdir())
 
 
+WAIT_S = 600.0
+"""How long `evalkit view` waits for a run a batch is creating, unless told (`--wait`)."""
+
+
 def wait_for_runs(
-    runs: Sequence[str], wait_s: float, say: Callable[[str], None], poll_s: float = 0.5
+    runs: Sequence[str],
+    wait_s: float | None,
+    say: Callable[[str], None],
+    poll_s: float = 0.5,
 ) -> list[str]:
-    """Wait up to `wait_s` seconds for the runs a batch is creating (the folder not there yet, or only its
-    run.json: no episode has ended), saying so in one line; returns `runs` (what is still missing then is
-    refused by the caller with its own one line). A path whose parent folder does not exist is no run being
-    created: it is not waited for."""
-    pending = [r for r in runs if not _ready(Path(r)) and Path(r).parent.is_dir()]
-    if not pending or wait_s <= 0:
+    """Wait for the runs that are not ready yet, saying so in one line; returns `runs` (what is still missing
+    then is refused by the caller with its own one line). Without `wait_s` (not asked), only a run a batch
+    is creating is waited for, up to WAIT_S: its folder holds a live marker of a running process or a lock
+    file (`being_created`). A path that is nothing yet (a typo, most often) is refused at once. With `wait_s`
+    (asked), any run not there yet whose parent folder exists is waited for, up to `wait_s` (0: none)."""
+    asked = wait_s is not None
+    limit = wait_s if asked else WAIT_S
+    pending = [
+        r for r in runs
+        if not _ready(Path(r)) and (being_created(Path(r)) or (asked and Path(r).parent.is_dir()))
+    ]  # fmt: skip
+    if not pending or limit <= 0:
         return list(runs)
     names = ", ".join(pending)
     say(
-        f"evalkit view: waiting up to {wait_s:.0f} s for {names} to be created by a batch (Ctrl-C to stop; "
+        f"evalkit view: waiting up to {limit:.0f} s for {names} to be created by a batch (Ctrl-C to stop; "
         "--wait 0 refuses at once)"
     )
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + limit
     while pending and time.monotonic() < deadline:
         time.sleep(poll_s)
         pending = [r for r in pending if not _ready(Path(r))]
     return list(runs)
+
+
+def being_created(path: Path) -> bool:
+    """Whether a batch is creating the run at `path` now: its writer's lock held by a live process
+    (`evalkit.records.lock`), or a live marker (`evalkit.records.live`) of a process that is still there."""
+    from evalkit.records import live, lock
+
+    if not path.is_dir():
+        return False
+    return lock.writing(path) or bool(live.running(path))
 
 
 def serve(runs: Sequence[str | Path], port: int | None = None, app: Path = APP_PATH) -> int:

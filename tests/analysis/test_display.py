@@ -78,3 +78,30 @@ def test_run_view(run):
     assert "data:image" in display.record_html(view.episode(0))
     assert display.run_html(run, max_episodes=2).count('class="strip"') == 2
     assert A.load_runs(run).height == 6
+
+
+def test_a_conversation_shows_as_one_in_a_notebook():
+    """`ek.transcripts.messages(...)` in a notebook: the conversation as HTML (roles, tool calls, thumbnails),
+    not ~5,000 characters of dataclass reprs."""
+    import json
+    from pathlib import Path
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import evalkit as ek
+
+    run = Path(__file__).resolve().parents[2] / "data" / "sample-run"
+    rec = next(
+        r for r in map(json.loads, (run / "trace.jsonl").read_text().splitlines())
+        if r["model"].startswith("anthropic") and r["mode"] == "reference"
+    )  # fmt: skip
+    msgs = ek.transcripts.messages(rec, run)
+    assert isinstance(msgs, list) and msgs[0].role == "system"  # still the list it was
+    shell = InteractiveShell.instance()
+    ek._notebook_display()
+    data, _ = shell.display_formatter.format(msgs)
+    page = data["text/html"]
+    for role in ("system", "user", "assistant", "tool"):
+        assert f">{role}</span>" in page
+    assert "→ add_element(" in page and '<img src="data:image/jpeg;base64,' in page
+    assert "<script" not in page

@@ -7,6 +7,7 @@ import json
 import re
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from evalkit.analysis.export import WIDGET_STATE, WIDGET_VIEW, math_to_mathml, offline
@@ -105,3 +106,20 @@ def test_a_missing_or_broken_notebook_is_one_line(tmp_path, capsys):
     assert main(["export", str(tmp_path / "bad.ipynb")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "no notebook" in err[0] and "not a readable notebook" in err[1]
+
+
+@pytest.mark.slow
+def test_executing_says_nothing_of_the_kernels_transport(tmp_path):
+    """`evalkit export --execute` (and `report`, which runs its notebook the same way) prints no warning of
+    ipykernel's about a kernel over TCP without encryption: the kernel speaks over Unix sockets."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]), str(path))
+    out = tmp_path / "n.html"
+    cmd = [sys.executable, "-m", "evalkit.cli", "export", str(path), "-o", str(out), "--execute"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "TCP" not in done.stderr and "WARNING" not in done.stderr, done.stderr
+    assert "42" in out.read_text()

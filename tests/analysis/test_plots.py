@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import altair as alt
+import polars as pl
 import pytest
 from fixtures.synth import make_run
 
@@ -46,10 +47,41 @@ def _encodings(spec: dict) -> list[dict]:
 def test_models_in_colours_that_tell_apart_named_whole_on_words_not_columns(df, fn):
     spec = fn(df).to_dict()
     colours = [e["color"] for e in _encodings(spec) if "color" in e]
-    assert colours and all(c["scale"]["scheme"] == plots.MODEL_SCHEME for c in colours)
+    assert colours and all(c["scale"]["range"] == plots.PALETTE for c in colours)
     assert all(c["legend"]["labelLimit"] == 0 and c["legend"]["orient"] == "bottom" for c in colours)
     titles = [e[a].get("title") for e in _encodings(spec) for a in ("x", "y") if isinstance(e.get(a), dict)]
     assert not any(t in ("cost_usd", "n_turns", "tokens") or "_" in str(t or "") for t in titles), titles
+    fields = [
+        e[a] for e in _encodings(spec) for a in ("x", "y") if isinstance(e.get(a), dict) and "field" in e[a]
+    ]
+    assert all(f.get("title") for f in fields), fields  # every axis drawn from a column says what it measures
+
+
+def _lab(colour: str) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a #rrggbb colour, computed here independently of any library."""
+    rgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92 for c in rgb)
+    xyz = ((r * 0.4124 + g * 0.3576 + b * 0.1805) / 0.95047, r * 0.2126 + g * 0.7152 + b * 0.0722,
+           (r * 0.0193 + g * 0.1192 + b * 0.9505) / 1.08883)  # fmt: skip
+    fx, fy, fz = (v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def test_the_palette_keeps_twelve_series_apart():
+    import itertools
+    import math
+
+    assert len(set(plots.PALETTE)) >= 12
+    closest = min(math.dist(_lab(a), _lab(b)) for a, b in itertools.combinations(plots.PALETTE, 2))
+    assert closest >= 20, closest
+
+
+def test_plot_areas_are_tall_enough(df):
+    """A plot area under 120 px is a line with dots on it (one model's end reasons were 28 px)."""
+    one = df.filter(pl.col("model") == df["model"][0])
+    for chart in (plots.reward_by_tier(df), plots.end_reasons(one), plots.grade_components(df),
+                  plots.reward_vs_turns(df)):  # fmt: skip
+        assert chart.to_dict()["height"] >= 120
 
 
 def test_axis_titles_are_words(df):

@@ -176,3 +176,19 @@ def test_the_matcher_is_scipys_own_without_the_rest_of_its_optimize_package():
 
     out = subprocess.run([sys.executable, "-c", MATCHER], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_order_counts_only_elements_that_overlap():
+    """Stacking shows only where two elements overlap: two apart, drawn in the other order, look the same
+    and keep order 1.0; two overlapping, drawn in the other order, score 0. (All pairs counted, the tracer
+    working from the picture lost order for stackings nobody could see.)"""
+    from evalkit.envs.canvas.model import build_element
+
+    a = build_element("a", "rect", x=10, y=10, width=50, height=50, fill="#ff0000")
+    b = build_element("b", "rect", x=200, y=10, width=50, height=50, fill="#0000ff")
+    c = build_element("c", "rect", x=30, y=30, width=50, height=50, fill="#00ff00")
+    apart = _with(Doc(400, 300), [a, b])
+    assert grade_doc(apart, _with(apart, [b, a]))["order"] == 1.0
+    over = _with(Doc(400, 300), [a, c])
+    assert grade_doc(over, _with(over, [c, a]))["order"] == 0.0
+    assert grade_doc(over, over)["order"] == 1.0

@@ -269,3 +269,21 @@ def test_evalkit_run_on_a_full_disk_stops_in_one_line_and_resume_completes(small
     assert again.returncode == 0, again.stderr
     keys = [d["key"] for d in lines(out / "trace.jsonl")]
     assert len(set(keys)) == 6 and len(keys) == 6 + sum(1 for d in kept if d.get("error_class"))
+
+
+def test_a_reader_tells_a_run_being_written_without_touching_its_lock(tmp_path):
+    """`evalkit view` waits for a run whose writer holds its lock: told from the lock's file alone (taking
+    the lock to look could refuse a writer starting at that instant)."""
+    from evalkit.records.lock import LOCK_FILE, writing
+    from evalkit.view.serve import being_created
+
+    out = tmp_path / "run"
+    out.mkdir()
+    assert not writing(out) and not being_created(out)
+    with RunLock(out):
+        assert writing(out) and being_created(out)
+    assert not writing(out) and not being_created(out)  # released: its file emptied
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    held = json.loads((out / LOCK_FILE).read_text() or "{}") or {"host": os.uname().nodename}
+    (out / LOCK_FILE).write_text(json.dumps({**held, "pid": int(dead.stdout), "host": os.uname().nodename}))
+    assert not writing(out)  # a holder that died

@@ -185,6 +185,21 @@ def test_random_calls_are_schema_valid_and_reproducible():
     assert calls(1) != calls(2)
 
 
+def test_random_is_seeded_per_task():
+    """Same instructions, other tasks (another opening message, or only another target image): other moves.
+    Seeded by the instructions alone, 60 canvas tasks ended in 3 distinct designs."""
+    from evalkit.types import Image
+
+    def first_turn(text: str, picture: bytes | None = None) -> list:
+        agent = create("random", system=SYSTEM, tools=CANVAS_TOOLS, options=AgentOptions(seed=0))
+        agent.user(text, [Image(picture)] if picture else [])
+        return [(c.name, c.args) for c in agent.step().calls]
+
+    assert first_turn("task one") == first_turn("task one")
+    assert first_turn("task one") != first_turn("task two")
+    assert first_turn("recreate", b"target 1") != first_turn("recreate", b"target 2")
+
+
 def test_random_is_generic_over_any_schema():
     tools = [
         ToolSpec(

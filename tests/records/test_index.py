@@ -251,3 +251,43 @@ def test_load_runs_uses_the_fast_index(tmp_path):
     assert_frame_equal(df.drop("run", "run_name"), ref, check_exact=True)
     assert_frame_equal(A.load_runs(run), df, check_exact=True)  # written to the cache
     assert_frame_equal(A.load_runs(run), df, check_exact=True)  # read back from it
+
+
+def test_grades_edited_as_text_are_what_json_dumps_writes():
+    """The fast reader turns a plain grade's raw text into its `json.dumps` text by a string edit: for every
+    grade it takes that way, the text and total are the exact path's (`json.loads` then `json.dumps`), and
+    what it cannot be sure of (a "-0", "1.50", 1e-05, a duplicate key, a total written as text, {}) goes
+    the exact way."""
+    import json
+    import random
+
+    import polars as pl
+
+    from evalkit.records._index import _grades, _plain_grades
+
+    tricky = ['{"a":-0}', '{"total":"0.5"}', '{"a":1.50}', '{"a":0.00001}', '{"a":1,"a":2}', "{}",
+              '{"a":"x,y"}', '{"a":0.1234567890123456}', '{"a":1e5}', '{"total":true}']  # fmt: skip
+    rng = random.Random(0)
+    made = []
+    for _ in range(5000):
+        big = rng.random() * 10 ** rng.randint(-8, 18)
+        values = [
+            round(rng.random(), rng.randint(0, 17)),
+            rng.randint(-5, 5),
+            big,
+            None,
+            True,
+            "s t",
+            -0.0,
+            0.0001,
+        ]
+        keys = rng.sample(["structure", "visual", "coverage", "order", "total", "n_gt"], rng.randint(1, 6))
+        made.append(json.dumps({k: rng.choice(values) for k in keys}, separators=(",", ":")))
+    raw = tricky + made
+    plain, text, total = _plain_grades(pl.Series(raw))
+    want_text, want_total = _grades(raw)
+    assert not any(plain.to_list()[: len(tricky)])
+    assert plain.sum() > 1000  # most grades as a batch writes them take the string edit
+    for p, t, tot, wt, wtot in zip(plain, text, total, want_text, want_total, strict=True):
+        if p:
+            assert (t, tot) == (wt, wtot)

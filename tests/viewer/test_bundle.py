@@ -252,4 +252,11 @@ def test_report_links_open_their_episodes_in_the_bundle(browser, tmp_path, synth
     heads = page.locator(".pair").first.inner_text()
     assert "baseline:tracer · synth" in heads and "baseline:random · synth" in heads
     assert page.locator("#pairs tr.sel td").first.inner_text() == task
+    # The page says which task it is on, and its row is in the list's view.
+    assert page.locator("#ab-task").inner_text().startswith(f"Task {task} · tools/reference")
+    inside = page.evaluate("""() => {
+      const s = document.querySelector('#pairs tr.sel').getBoundingClientRect();
+      const box = document.querySelector('#pairs').closest('.scroll').getBoundingClientRect();
+      return s.top >= box.top - 1 && s.bottom <= box.bottom + 1; }""")
+    assert inside
     ctx.close()

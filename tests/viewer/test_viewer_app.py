@@ -298,7 +298,7 @@ def test_summary_tab(app, sample_copy):
     at.radio(key="view").set_value("Summary").run()
     healthy(at)  # a table or chart that fails says so in a warning
     assert [s.value for s in at.subheader] == ["Summary", "By tier", "Charts", "Paired comparison"]
-    assert len(at.dataframe) == 3 and len(at.get("vega_lite_chart")) == 5
+    assert len(at.dataframe) == 4 and len(at.get("vega_lite_chart")) == 5  # the summary is two tables
     # One row per model and run, and the page says so; pooled, runs with the same settings are one row.
     models = list(at.dataframe[0].value["model"])  # three models in two runs, in two modes
     assert len(models) == 12 and f"{TRACER} · again" in models and f"{TRACER} · {LABEL}" in models

@@ -178,6 +178,43 @@ def test_stepping_faster_than_the_server_answers(browser, long_served):
     page.close()
 
 
+PICTURE_TOPS = """() => ['target', 'frame'].map(k => {
+  const img = [...document.querySelectorAll('[class*="st-key-enlarge_' + k + '_ep"] img')]
+    .find(i => i.offsetParent !== null);
+  return img ? img.getBoundingClientRect().top : null;
+})"""
+"""The top of the target and of the step's picture on screen (null where none is shown)."""
+
+
+def test_the_pictures_hold_still_over_thirty_steps(browser, long_served):
+    """At 1280 × 720, with → and with Next, over every step of a 30-step episode (steps drawn by the browser
+    and steps the server is asked for): the target and the step's picture stay where they were (±2 px).
+    They went down 16 px a step: each step drawn hidden above the one on screen kept its gap."""
+    from evalkit.types import episode_key
+
+    key = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0001", None, 0)
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+    page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+    page.wait_for_function(f"({SHOWN_RED})() === 30", timeout=15_000)
+    first = page.evaluate(PICTURE_TOPS)
+    assert None not in first and first[0] < 720 - 200, first
+    for how in ("ArrowRight", "Next"):
+        if how == "Next":  # back to the start, the server drawing it, then the other way of stepping
+            page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+            page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+        for step in range(2, 31):
+            if how == "Next":
+                page.locator(".st-key-step_next button >> visible=true").first.click()
+            else:
+                page.keyboard.press("ArrowRight")
+            page.locator(f"text=Step {step} of 30 >> visible=true").wait_for(timeout=15_000)
+            page.wait_for_function(f"({SHOWN_RED})() === {(30 * step) % 256}", timeout=15_000)
+            tops = page.evaluate(PICTURE_TOPS)
+            assert all(abs(t - f) <= 2 for t, f in zip(tops, first, strict=True)), (how, step, tops, first)
+    page.close()
+
+
 def test_a_running_batch_shows_up_while_the_page_is_open(browser, served, live_run, synth_run):
     """No click, no reload: a progress file appears as a running episode, an appended record as a row."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
@@ -218,4 +255,75 @@ def test_summary_charts_render(browser, served):
     # Collapsed, it was its title over a line; drawn, a band per model (three here) and an axis.
     assert ended.bounding_box()["height"] > 120
     page.get_by_text("Paired comparison").wait_for()
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def sample_served(tmp_path_factory):
+    """The viewer on the committed sample run: three models, two modes, six series per tier."""
+    from evalkit.view.support import running_app
+    from tests.viewer.viewer_runs import SAMPLE_RUN
+
+    with running_app([SAMPLE_RUN], log=tmp_path_factory.mktemp("sample") / "streamlit.log") as url:
+        yield url
+
+
+DRAWN = """el => {
+  const box = el.getBoundingClientRect();
+  const svg = el.querySelector('svg.marks');
+  if (!svg) return null;
+  // The plot area: the extent of the grid lines (horizontal ones span its height from the first tick to
+  // the last, vertical ones span it whole).
+  const grids = [...svg.querySelectorAll('.role-axis-grid')].map(g => g.getBoundingClientRect().height);
+  const labels = [...svg.querySelectorAll('.role-legend-label text')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, inside: r.height > 0 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1
+      && r.left >= box.left - 1 && r.right <= box.right + 1};
+  });
+  return {plot: Math.max(0, ...grids), labels, width: box.width};
+}"""
+"""What a reader sees of a Summary chart, read from the SVG Vega drew: its plot area's height and each legend
+entry, with whether it lies inside the chart's box on the page (not cut off)."""
+
+
+def test_summary_charts_are_readable_at_1280(browser, sample_served):
+    """Each chart's plot area at least 120 px tall, every series in its legend and in view. They were
+    squashed: Streamlit fitted plot, axes and legend into the chart's height, leaving the plot ~25 px and
+    the legend three entries of six."""
+    import polars as pl
+
+    from evalkit.records.loading import load_runs
+    from tests.viewer.viewer_runs import SAMPLE_RUN
+
+    df = load_runs([SAMPLE_RUN])
+    series = {f"{m} · {s}/{mo}" for m, s, mo in df.select("model", "surface", "mode").unique().iter_rows()}
+    models = set(df["model"].unique())
+    priced = set(df.filter(pl.col("cost_usd").is_not_null())["model"].unique())
+    tiers = set(df["tier"].drop_nulls().unique())
+    reasons = set(df["end_reason"].unique()) - {"error"} | {
+        f"error: {e}" for e in df["error_class"].drop_nulls()
+    }
+    expected = {
+        "reward_by_tier": series, "end_reasons": reasons, "reward_vs_cost": priced | tiers,
+        "reward_vs_turns": models | tiers, "grade_components": models,
+    }  # fmt: skip
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{sample_served}/?view=summary")
+    for name, want in expected.items():
+        chart = page.locator(f'.st-key-chart_{name} [data-testid="stVegaLiteChart"]')
+        chart.wait_for(timeout=30_000)
+        chart.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "el => el.querySelector('svg.marks .role-legend-label')", arg=chart.element_handle()
+        )
+        drawn = chart.evaluate(DRAWN)
+        assert drawn["plot"] >= 120, (name, drawn)
+        shown = {label["text"] for label in drawn["labels"] if label["inside"]}
+        assert shown >= want, (name, want - shown, drawn["labels"])
+    # The tables beside them: no column runs past the page (the grid scrolls sideways when one does).
+    for key in ("sum_outcome", "sum_effort", "sum_tiers", "sum_paired"):
+        grid = page.locator(f'.st-key-{key} [data-testid="stDataFrame"] .dvn-scroller')
+        grid.wait_for(timeout=15_000)
+        wide, room = grid.evaluate("s => [s.scrollWidth, s.clientWidth]")
+        assert wide <= room, (key, wide, room)
     page.close()

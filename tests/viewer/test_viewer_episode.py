@@ -166,13 +166,14 @@ def test_summary_paired_comparison(monkeypatch, synth_run):
     at = open_app(monkeypatch, synth_run, view="summary")
     assert not at.warning and not at.error
     assert at.selectbox(key="sum_ref").value == f"{RANDOM} · synth"
-    paired = at.dataframe[2].value
-    assert list(paired.columns) == list(vs.COMPARE_NAMES.values())
+    paired = at.dataframe[3].value  # after the summary's two tables and the one by tier
+    # B, the side chosen, is on every row: left out, so that the table fits 1280 px
+    assert list(paired.columns) == [c for c in vs.COMPARE_NAMES.values() if c != "B"]
     assert list(paired["tier"]) == ["easy", "medium", "all"]  # no task of "hard" was scored on both sides
     df = analysis.load_runs([str(synth_run)])
     want = analysis.compare(df, TRACER, RANDOM).filter(pl.col("group") == "all").row(0, named=True)
     assert paired["A − B"].iloc[-1] == pytest.approx(want["diff"])
     assert paired["wins / ties / losses"].iloc[-1] == "3 / 0 / 0"
-    tiers = at.dataframe[1].value  # by tier, with each CI as text
+    tiers = at.dataframe[2].value  # by tier, with each CI as text
     easy = tiers[(tiers["model"] == TRACER) & (tiers["tier"] == "easy")].iloc[0]
     assert easy["ci"] == "too few tasks" and easy["mean_reward"] == f"{(0.93 + 0.41) / 2:.3f}"

@@ -163,9 +163,19 @@ def test_evalkit_view_with_a_relative_path_from_another_folder(browser, tmp_path
 
 
 def test_evalkit_view_waits_for_a_run_being_created(browser, tmp_path):
+    """A folder with the live marker of a running batch is waited for; the run appears and is shown."""
+    import json
+    import os
+    import socket
+
     from evalkit.serving import free_port
     from evalkit.view.serve import stop, wait_healthy
 
+    later = tmp_path / "later"
+    (later / ".live").mkdir(parents=True)
+    marker = {"version": 2, "pid": os.getpid(), "host": socket.gethostname(), "updated": time.time(),
+              "episodes": [{"key": "k1", "model": "baseline:tracer", "turn": 0}]}  # fmt: skip
+    (later / ".live" / f"{os.getpid()}@{socket.gethostname()}.json").write_text(json.dumps(marker))
     port = free_port()
     proc = _view(["later"], tmp_path, port)
     try:
@@ -173,11 +183,33 @@ def test_evalkit_view_waits_for_a_run_being_created(browser, tmp_path):
         assert line.startswith("evalkit view: waiting up to 600 s for ") and "later" in line
         time.sleep(1.0)
         assert proc.poll() is None  # still waiting, not refused
-        shutil.copytree(SAMPLE_RUN, tmp_path / "later", ignore=shutil.ignore_patterns(".evalkit"))
+        shutil.copytree(SAMPLE_RUN, later, ignore=shutil.ignore_patterns(".evalkit"), dirs_exist_ok=True)
         wait_healthy(f"http://127.0.0.1:{port}", proc, 60)
         page = browser.new_page(viewport=VIEWPORT)
         page.goto(f"http://127.0.0.1:{port}")
         page.get_by_text("36 of 36 episodes").wait_for(timeout=30_000)
         page.close()
+    finally:
+        stop(proc)
+
+
+def test_evalkit_view_refuses_a_typo_at_once(tmp_path):
+    """A path no batch is creating exits 2 with one line, without waiting; asked with --wait, it waits."""
+    from evalkit.serving import free_port
+    from evalkit.view.serve import stop
+
+    (tmp_path / "runs").mkdir()
+    started = time.monotonic()
+    proc = _view(["runs/typo"], tmp_path, free_port())
+    try:
+        assert proc.wait(30) == 2 and time.monotonic() - started < 30
+        err = proc.stderr.read()
+        assert "runs/typo" in err and "waiting" not in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        stop(proc)
+    proc = _view(["runs/typo", "--wait", "30"], tmp_path, free_port())
+    try:
+        assert proc.stderr.readline().startswith("evalkit view: waiting up to 30 s for runs/typo")
+        assert proc.poll() is None
     finally:
         stop(proc)

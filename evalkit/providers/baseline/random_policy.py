@@ -146,8 +146,16 @@ class RandomAgent(ScriptedAgent):
             return {"plan": random_plan(self.port, self.plan_rng)}
         return random_args(params, rng, ids, canvas)
 
+    def task(self) -> str:
+        """What tells this episode's task apart: the instructions, the opening message and its pictures (a
+        reference-mode canvas task differs from the next only by its target image)."""
+        pictures = "".join(im.sha256 for im in self.images)
+        return "\n".join((self.system, *self.messages[:1], pictures))
+
     def policy(self) -> Plan:
-        rng = random.Random(seed_for(self.system, self.options, self.name))
+        # Seeded per task: seeded by the instructions alone, every task of a surface and mode (the same
+        # instructions) got the same moves, and 60 tasks ended in 3 distinct designs.
+        rng = random.Random(seed_for(self.task(), self.options, self.name))
         canvas = canvas_info(self.system)
         self.tools_by_name = tools = {t.name: t for t in self.tools}
         self.port = next((p for p in map(parse_port, self.messages) if p is not None), None)

@@ -108,9 +108,21 @@
       el("td", {}, p.row.task_id), el("td", {}, p.row.surface), el("td", {}, p.row.mode),
       el("td", { class: "num" }, num(p.aBest, 3)), el("td", { class: "num" }, num(p.bBest, 3)),
       el("td", { class: "num" }, p.aBest !== null && p.bBest !== null ? signed(p.aBest - p.bBest, 3) : "—"))))));
+    // A link (the report's) lands on one task of many: name it above the episodes and bring its row into
+    // the list's view, which otherwise opens at the top.
+    const named = el("h3", { id: "ab-task" }, "Task " + chosen.row.task_id + " · " +
+      [chosen.row.surface, chosen.row.mode].filter((x) => x).join("/") +
+      (chosen.row.tier ? " · tier " + chosen.row.tier : ""));
+    const reveal = () => {
+      const sel = list.querySelector("tr.sel");
+      if (!sel) return;
+      const off = sel.getBoundingClientRect().top - list.getBoundingClientRect().top;
+      list.scrollTop += off - (list.clientHeight - sel.offsetHeight) / 2;
+    };
     const ea = chosen.a.find((r) => r.id === ab.ea) || chosen.a[0];
     const eb = chosen.b.find((r) => r.id === ab.eb) || chosen.b.find((r) => r.repeat === ea.repeat) || chosen.b[0];
-    app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, el("p", { class: "muted" }, "Loading both episodes…"));
+    app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, named, el("p", { class: "muted" }, "Loading both episodes…"));
+    reveal();
     Promise.all([EK.episode(ea.id), EK.episode(eb.id)]).then(([A, B]) => {
       const n = Math.max(A.steps.length, B.steps.length);
       if (ab.pos === undefined || ab.pos === null || isNaN(ab.pos)) {  // where both have a picture of a step
@@ -129,12 +141,13 @@
         const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": " + s.caption + (s.marked_actions ? " · actions marked" : ""))
           : el("div", {}, el("p", { class: "muted" }, "(this episode has ended)"), EK.picture(ep.render, name + ": final render")));
         const detail = (ep, s) => (s ? (pictures ? EK.stepDetail(ep, s) : EK.textStep(ep, s)) : el("p", { class: "muted" }, "(this episode has ended)"));
-        app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list,
+        app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, named,
           el("div", { class: "pair" }, head(A, "A"), head(B, "B")),
           EK.controls(n, pos, set),
           pictures ? el("div", { class: A.target ? "pics" : "pics two" }, A.target ? EK.picture(A.target, "Target") : null,
             frame(A, sa, "A"), frame(B, sb, "B")) : null,
           el("div", { class: "pair" }, el("div", {}, detail(A, sa)), el("div", {}, detail(B, sb))));
+        reveal();
       };
       render();
     });
