@@ -76,7 +76,7 @@ def reward_domain(frame: pl.DataFrame, *cols: str) -> list[float]:
     """A reward axis: [0, 1], widened to whatever the rewards (and their intervals) reach, so that a reward
     of 7.5 or −3 is drawn, not clipped off the chart."""
     vals = [v for c in cols if c in frame.columns for v in frame[c].drop_nulls().drop_nans().to_list()]
-    return [min(0.0, *vals), max(1.0, *vals)]
+    return [min([0.0, *vals]), max([1.0, *vals])]
 
 
 def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Chart:

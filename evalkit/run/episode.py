@@ -359,10 +359,11 @@ class Episode:
     def end(self, reason: str, outcome: ToolOutcome | None = None, auto: bool = False) -> None:
         """The episode ends, for `reason`; with `outcome`, the env's answer that ended it (its grade and
         reward); `auto` when the env ended it on its own budget or on a call made on the model's behalf.
-        The first end stands: calls after it are not run."""
+        The first end stands (calls after it are not run), but for `error`: infrastructure that broke the
+        episode, whenever it did, makes it unscored."""
         if outcome is not None:
             self._score(outcome, auto)
-        if self.ended is None:
+        if self.ended is None or reason == "error":
             self.ended = reason
             self.rec.end_reason = "auto_submitted" if auto and reason in ("submitted", "done") else reason
 
@@ -719,7 +720,7 @@ class Episode:
     def fail(self, e: BaseException) -> None:
         """Infrastructure broke the episode: unscored, with what broke it (never anything like a key)."""
         rec = self.rec
-        self.ended = rec.end_reason = "error"
+        self.end("error")
         self.concluded = True
         rec.error_class = error_class_of(e)
         rec.error = secrets.scrub(f"{type(e).__name__}: {e}")

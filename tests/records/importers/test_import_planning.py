@@ -37,15 +37,22 @@ def test_every_end_reason_maps_as_documented(seed_runs, src):
 
 def test_the_seed_mean_is_evalkits_mean_with_unscored_as_zero(seed_runs):
     """The seed scores an episode a provider failure ended as it stands (0.0); evalkit leaves it unscored and
-    says so, so its unscored-as-zero mean is the seed's plain mean."""
+    says so, so its unscored-as-zero mean is the seed's rewards averaged per task, then over tasks (the task
+    is the unit: model A's two episodes of berth-000 are one task, not two)."""
     path = seed_runs["planning_jsonl"]
     lines = [json.loads(x) for x in path.read_text().splitlines()]
+    recs = list(traces.read_records(path))
     df = A.load_runs(path)
     for row in A.summarise(df).iter_rows(named=True):
         mine = [d for d in lines if d["model"] == row["model"]]
         assert row["n"] == len(mine)
         assert row["unscored"] == sum(bool(d["errors"]) for d in mine)
-        assert row["mean_reward_unscored_as_0"] == pytest.approx(statistics.mean(d["reward"] for d in mine))
+        by_task: dict[str, list[float]] = {}
+        for d, r in zip(lines, recs, strict=True):
+            if d["model"] == row["model"]:
+                by_task.setdefault(r.task_id, []).append(d["reward"])
+        per_task = statistics.mean(statistics.mean(v) for v in by_task.values())
+        assert row["mean_reward_unscored_as_0"] == pytest.approx(per_task)
     err = next(r for r in traces.read_records(path) if r.error_class == "endpoint_error")
     assert err.info["harness_reward"] == 0.0 and "scores it as it stands" in err.info["unscored_because"]
     assert err.info["harness_error"] == err.error
