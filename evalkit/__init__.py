@@ -84,6 +84,13 @@ def _record_html(rec: Any) -> str:
     return record_html(rec)
 
 
+def _run_html(run: Any) -> str:
+    """A batch's Run (`evalkit.run.batch.Run`): episodes, summary and tiers, as its run directory has them."""
+    from evalkit.analysis.display import run_html
+
+    return run_html(run.path)
+
+
 def _conversation_html(msgs: Any) -> str:
     from evalkit.analysis.display import conversation_html
 
@@ -99,6 +106,7 @@ def _notebook_display() -> None:
     if shell is not None:
         html = shell.display_formatter.formatters["text/html"]
         html.for_type_by_name("evalkit.types", "EpisodeRecord", _record_html)
+        html.for_type_by_name("evalkit.run.batch", "Run", _run_html)
         html.for_type_by_name("evalkit.records.transcripts", "Conversation", _conversation_html)
         _offline_charts()
 

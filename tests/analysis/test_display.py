@@ -105,3 +105,12 @@ def test_a_conversation_shows_as_one_in_a_notebook():
         assert f">{role}</span>" in page
     assert "→ add_element(" in page and '<img src="data:image/jpeg;base64,' in page
     assert "<script" not in page
+
+
+def test_a_batchs_run_is_displayed_without_the_batch_importing_the_display(run):
+    """`run_batch`'s Run shows as the run's HTML in a notebook: the formatter is registered by its type's
+    name, so `evalkit.run` never imports the display (`tests/test_imports.py`)."""
+    from evalkit.run.batch import Run
+
+    html = notebook_html(Run(run))
+    assert html == display.run_html(run) and "<table" in html
