@@ -488,7 +488,7 @@ class Episode:
         n = len(self.rec.turns) + 1
         trec = self._turn_record(n, turn)
         env_before = self.rec.env_seconds
-        self.last_pairs = []
+        self.last_pairs, self.shot = [], None  # (the loop's screenshot of this turn, if it takes one)
         if turn.refused:  # data: the model declined; what it said is not sent back to it
             self.end("refused")
             images = []
