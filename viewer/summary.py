@@ -120,6 +120,7 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         st.caption(f"Task-weighted means (each task's episodes averaged first); 95% CI over tasks, "
                    f"none below {vs.MIN_TASKS} tasks; unscored episodes in no mean unless counted "
                    "as 0.")  # fmt: skip
+    repeats(rows, fingerprint, pool)
     st.subheader("Charts")
     charts = {
         # the per-tier chart draws the table above rather than bootstrapping it again
@@ -134,6 +135,38 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         if chart is not None:
             st.container(key=f"chart_{name}").altair_chart(wide(chart), width="stretch")
     paired(df, fingerprint)
+
+
+PASS_K = {
+    "k": N("k"), "n_tasks": N("tasks"),
+    "n_tasks_short": N("tasks < k repeats", help="Left out: fewer than k scored repeats"),
+    "pass_at_k": N("pass@k", format="%.3f", help="The chance that some of k attempts at a task succeed"),
+    "ci": st.column_config.TextColumn("pass@k 95% CI"),
+    "pass_hat_k": N("pass^k", format="%.3f", help="The chance that all k attempts at a task succeed"),
+    "hat": st.column_config.TextColumn("pass^k 95% CI"),
+}  # fmt: skip
+
+
+def repeats(rows: pl.DataFrame, fingerprint: tuple, pool: bool) -> None:
+    """pass@k and pass^k, as the CLI's summary and the report show them, when a task has two scored
+    repeats."""
+    from evalkit.analysis.repeats import pass_k_table
+
+    table = _shown("pass@k", lambda: memo(("pass_k", fingerprint, pool), lambda: pass_k_table(rows)))
+    if table is None or table.is_empty():
+        return
+    st.subheader("Repeats")
+    said = table.with_columns(
+        vs.ci_column(table, "ci_low", "ci_high", "pass_at_k").alias("ci"),
+        vs.ci_column(table, "hat_low", "hat_high", "pass_hat_k").alias("hat"),
+    )
+    cols = vs.varying_columns(said, [c for c in [*SIDE, *PASS_K] if c in said.columns], SIDE[1:])
+    data, config = no_none(said.select(cols), PASS_K)
+    st.container(key="sum_pass_k").dataframe(data, hide_index=True, column_config=config)
+    st.caption(
+        "Success: reward ≥ 1. pass@k: some of k attempts at a task succeed; pass^k: all k do; unbiased "
+        "estimators per task from its scored repeats, then task-weighted means, 95% CI over tasks."
+    )
 
 
 def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
@@ -169,4 +202,7 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
             "its episodes of a task); A − B is the mean over tasks of the per-task difference; p from a "
             "sign-flip test (≈ above 16 tasks), the CI is that test inverted; tasks without a scored "
             "episode on both sides are left out."
-        )
+            + (" p (Holm): p adjusted for the number of sides compared with the same one (Holm), so that a "
+               "p (Holm) below 0.05 anywhere in the table is a 5% risk when all are equal."
+               if "p (Holm)" in table.columns else "")
+        )  # fmt: skip

@@ -88,6 +88,34 @@ def pass_hat_k(df: pl.DataFrame, k: int, threshold: float = 1.0, by: Iterable[st
     return _per_task_k(df, k, threshold, list(by), _pass_hat, "pass_hat_k")
 
 
+def pass_ks(top: int) -> list[int]:
+    """The k shown for a run whose tasks have at most `top` scored repeats: 2, the middle and `top` (at most
+    three values); none below two repeats."""
+    if top < 2:
+        return []
+    return sorted({2, (top + 2) // 2, top})
+
+
+def pass_k_table(df: pl.DataFrame, threshold: float = 1.0, ks: Iterable[int] | None = None) -> pl.DataFrame:
+    """pass@k and pass^k side by side per model × env × surface × mode and k (tier "all"): the table the
+    summary, the report and the viewer show, for `ks` (default `pass_ks(max_repeats(df))`; empty when no
+    task has two scored repeats). Columns: k, n_tasks, n_tasks_short, pass_at_k, ci_low, ci_high,
+    pass_hat_k, hat_low, hat_high."""
+    ks = pass_ks(max_repeats(df)) if ks is None else list(ks)
+    keys = list(GROUP)
+    rows = []
+    for k in ks:
+        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all").drop("tier")
+        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
+        hat = hat.select(*keys, "pass_hat_k", hat_low="ci_low", hat_high="ci_high")
+        rows.append(at.join(hat, on=keys, nulls_equal=True, how="left"))
+    if not rows:
+        return pl.DataFrame(schema={**{c: _S for c in keys}, "k": _I, "n_tasks": _I, "n_tasks_short": _I,
+                                    "pass_at_k": _F, "ci_low": _F, "ci_high": _F, "pass_hat_k": _F,
+                                    "hat_low": _F, "hat_high": _F})  # fmt: skip
+    return pl.concat(rows).sort("model", "env", "surface", "mode", "k", nulls_last=True)
+
+
 def max_repeats(df: pl.DataFrame) -> int:
     """The most scored repeats any model has of one task on one surface and mode: pass@k is shown for k up
     to this (two surfaces of a task are not two attempts at the same thing)."""

@@ -149,26 +149,21 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
 
 
 def pass_k_html(df: Any, threshold: float = 1.0) -> str:
-    """pass@k and pass^k per model (tier "all") when a task has at least two scored repeats; a line saying
-    why not otherwise."""
-    import polars as pl
+    """pass@k and pass^k per model (tier "all") when a task has at least two scored repeats (the k of the
+    summary: 2, the middle and the most repeats); a line saying why not otherwise."""
+    from evalkit.analysis.repeats import pass_k_table
 
-    from evalkit.analysis.repeats import max_repeats, pass_at_k, pass_hat_k
-
-    top = max_repeats(df)
-    if top < 2:
+    t = pass_k_table(df, threshold)
+    if t.is_empty():
         return f'{STYLE}<div class="ekr"><p class="muted">One repeat per task: no pass@k or pass^k.</p></div>'
     parts = []
-    for k in sorted({2, top}):
-        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all")
-        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
+    for (k,), g in t.group_by("k", maintain_order=True):
         short = f"tasks with < {k} repeats"
         cols = [("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
-                ("n_tasks", "tasks", "int"), ("n_tasks_short", short, "int")]  # fmt: skip
-        parts.append(f"<h3>k = {k}</h3>" + table_html(at, [*cols, ("pass_at_k", f"pass@{k}", ".3f"),
-                                                             ("ci", "95% CI", "ci")]))  # fmt: skip
-        parts.append(table_html(hat.rename({"pass_hat_k": "v"}), [*cols, ("v", f"pass^{k}", ".3f"),
-                                                                  ("ci", "95% CI", "ci")]))  # fmt: skip
+                ("n_tasks", "tasks", "int"), ("n_tasks_short", short, "int"),
+                ("pass_at_k", f"pass@{k}", ".3f"), ("ci", "95% CI", "ci"),
+                ("pass_hat_k", f"pass^{k}", ".3f"), ("hat", "95% CI", "ci")]  # fmt: skip
+        parts.append(f"<h3>k = {k}</h3>" + table_html(g, cols))
     head = (f"<h2>pass@k and pass^k</h2><p>Success: reward ≥ {threshold:g}. pass@k: the chance that "
             "some of k attempts at a task succeed; pass^k: that all k do; unbiased estimators per task from "
             "its scored repeats, then task-weighted means with 95% CIs over tasks.</p>")  # fmt: skip

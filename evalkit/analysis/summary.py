@@ -127,23 +127,14 @@ _TIER_COLS = [
 def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1.0) -> str:
     """pass@k and pass^k per model (tier "all"), for k = 2 up to the most repeats a task has (at most 3
     values of k), when a run has repeats; "" otherwise."""
-    from evalkit.analysis.repeats import max_repeats, pass_at_k, pass_hat_k
+    from evalkit.analysis.repeats import pass_k_table
 
-    top = max_repeats(df)
-    if top < 2:
+    t = pass_k_table(df, threshold)
+    if t.is_empty():
         return ""
-    ks = sorted({2, (top + 2) // 2, top}) if top > 2 else [2]
-    rows = []
-    for k in ks:
-        at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all")
-        hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
-        keys = ["model", "env", "surface", "mode"]
-        hat = hat.select(*keys, "pass_hat_k", pl.col("ci_low").alias("lo2"), pl.col("ci_high").alias("hi2"))
-        rows.append(at.join(hat, on=keys, nulls_equal=True))
-    t = pl.concat(rows).sort("model", "surface", "mode", "k", nulls_last=True)
     t = t.with_columns(
         ci_column(t, "ci_low", "ci_high", "pass_at_k").str.replace("–", "-").alias("ci"),
-        ci_column(t, "lo2", "hi2", "pass_hat_k").str.replace("–", "-").alias("ci2"),
+        ci_column(t, "hat_low", "hat_high", "pass_hat_k").str.replace("–", "-").alias("ci2"),
     )
     cols = [("model", "model"), ("surface", "surface"), ("mode", "mode"), ("k", "k"), ("n_tasks", "tasks"),
             ("n_tasks_short", "tasks < k repeats"), ("pass_at_k", "pass@k"), ("ci", "95% CI"),

@@ -204,27 +204,32 @@ def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
 
 COMPARE_NAMES = {
     "a": "A", "b": "B", "group": "tier", "n_tasks": "tasks", "mean_a": "mean A", "mean_b": "mean B",
-    "diff": "A − B", "ci": "95% CI", "p": "p", "mde": "smallest detectable", "wtl": "wins / ties / losses",
-    "n_dropped": "tasks left out",
+    "diff": "A − B", "ci": "95% CI", "p": "p", "p_holm": "p (Holm)", "mde": "smallest detectable",
+    "wtl": "wins / ties / losses", "n_dropped": "tasks left out",
 }  # fmt: skip
+"""The paired table's columns as the Summary names them; "p (Holm)" only when more than one side is compared
+with the reference."""
 
 
 def paired_table(df: pl.DataFrame, ref: str, by: str = "tier") -> pl.DataFrame:
     """Every other side against `ref`, per tier and over all, as the Summary shows it: readable column
-    names, the CI and the win counts as text."""
+    names, the CI and the win counts as text; with more than one other side, the p-values Holm-adjusted over
+    them within each tier (`analysis.compare_many`) beside the raw ones."""
     others = [s for s in sides(df) if s != ref]
     if not others:
         return pl.DataFrame()
-    d = _as_sides(df, [ref, *others])
-    rows = pl.concat([analysis.compare(d, o, ref, by=by) for o in others], how="vertical")
+    d = _as_sides(df, [ref, *others]).sort("model", maintain_order=True)  # the others in `sides` order
+    rows = analysis.compare_many(d, ref, by=by)
     rows = rows.filter((pl.col("n_tasks") > 0) | (pl.col("group") == "all"))
     shown = rows.with_columns(
         ci_column(rows, "ci_low", "ci_high", "diff", signed=True).alias("ci"),
         pl.format("{} / {} / {}", "wins", "ties", "losses").alias("wtl"),
         p_column(rows, "p_value").alias("p"),
+        p_column(rows, "p_holm").alias("p_holm"),
         pl.Series([mde_text(m, n) for m, n in zip(rows["mde"], rows["n_tasks"], strict=True)]).alias("mde"),
     )
-    return shown.select(list(COMPARE_NAMES)).rename(COMPARE_NAMES)
+    names = {c: n for c, n in COMPARE_NAMES.items() if c != "p_holm" or len(others) > 1}
+    return shown.select(list(names)).rename(names)
 
 
 def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:

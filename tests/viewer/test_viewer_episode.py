@@ -167,8 +167,9 @@ def test_summary_paired_comparison(monkeypatch, synth_run):
     assert not at.warning and not at.error
     assert at.selectbox(key="sum_ref").value == f"{RANDOM} · synth"
     paired = at.dataframe[3].value  # after the summary's two tables and the one by tier
-    # B, the side chosen, is on every row: left out, so that the table fits 1280 px
-    assert list(paired.columns) == [c for c in vs.COMPARE_NAMES.values() if c != "B"]
+    # B, the side chosen, is on every row: left out, so that the table fits 1280 px; with one other side
+    # there is nothing for Holm to adjust
+    assert list(paired.columns) == [c for c in vs.COMPARE_NAMES.values() if c not in ("B", "p (Holm)")]
     assert list(paired["tier"]) == ["easy", "medium", "all"]  # no task of "hard" was scored on both sides
     df = analysis.load_runs([str(synth_run)])
     want = analysis.compare(df, TRACER, RANDOM).filter(pl.col("group") == "all").row(0, named=True)
@@ -177,3 +178,39 @@ def test_summary_paired_comparison(monkeypatch, synth_run):
     tiers = at.dataframe[2].value  # by tier, with each CI as text
     easy = tiers[(tiers["model"] == TRACER) & (tiers["tier"] == "easy")].iloc[0]
     assert easy["ci"] == "too few tasks" and easy["mean_reward"] == f"{(0.93 + 0.41) / 2:.3f}"
+
+
+def test_summary_holm_with_more_than_one_other_side(monkeypatch):
+    """Three models: each of the two others against the reference, with p adjusted for the two comparisons."""
+    from tests.viewer.viewer_runs import SAMPLE_RUN
+
+    at = open_app(monkeypatch, SAMPLE_RUN, view="summary")
+    assert not at.warning and not at.error
+    ref = at.selectbox(key="sum_ref").value
+    paired = at.dataframe[3].value
+    cols = list(paired.columns)
+    assert cols.index("p (Holm)") == cols.index("p") + 1
+    assert any("p (Holm): p adjusted" in c.value for c in at.caption)
+    raw = analysis.compare_many(analysis.load_runs([str(SAMPLE_RUN)]), ref.rsplit(" · ", 1)[0], by="tier")
+    raw = raw.filter(pl.col("group") == "all")
+    (p1, h1), (p2, h2) = sorted(raw.select("p_value", "p_holm").rows())  # Holm by hand for two p-values
+    assert h1 == pytest.approx(min(1.0, 2 * p1)) and h2 == pytest.approx(max(h1, p2))
+    got = paired[paired["tier"] == "all"]
+    assert sorted(got["p (Holm)"]) == sorted(analysis.tables.p_text(h, True) for h in (h1, h2))
+
+
+def test_summary_pass_k_with_repeats(monkeypatch, repeats_run):
+    """Two repeats of every task: pass@2 and pass^2 per side, the numbers of `pass_k_table`."""
+    from evalkit.analysis.repeats import pass_k_table
+
+    at = open_app(monkeypatch, repeats_run, view="summary")
+    assert not at.warning and not at.error
+    assert "Repeats" in [s.value for s in at.subheader]
+    table = at.dataframe[3].value  # after the summary's two tables and the one by tier
+    assert list(table["k"].unique()) == [2]
+    labelled = vs.with_labels(vs.episode_table(repeats_run), {str(repeats_run): "repeats"})
+    rows = vs.summary_rows(labelled, False)[0]
+    want = pass_k_table(rows).sort("model", "surface", "mode")
+    assert sorted(table["pass_at_k"].round(3)) == sorted(round(v, 3) for v in want["pass_at_k"])
+    # repeat 1 has half of repeat 0's reward: a task with a 1.0 succeeds once in two, pass@2 = 1, pass^2 = 0
+    assert set(table["pass_hat_k"].round(3)) == {0.0}
