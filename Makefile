@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser)
 
-.PHONY: demo test lint venv chromium pyc sample-run clean-venv notebook-filter
+.PHONY: demo test lint venv chromium pyc sample-run clean-venv notebook-filter lab-hook
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,13 +14,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
-venv: $(STAMP) notebook-filter
+venv: $(STAMP) notebook-filter lab-hook
 
 # Running the shipped notebooks saves their outputs into them; git's clean filter (.gitattributes) keeps
 # those out of `git status` and of commits. Outside a git checkout there is nothing to set up.
 notebook-filter:
 	@git rev-parse --git-dir >/dev/null 2>&1 && \
 		git config filter.evalkit-notebook.clean "python3 notebooks/strip_outputs.py" || true
+
+# JupyterLab from this venv saves the shipped notebooks without outputs, as git's filter commits them
+# (evalkit/analysis/lab.py), so that `git status` stays clean after running them.
+LAB_HOOK := $(VENV)/etc/jupyter/jupyter_server_config.d/evalkit-notebooks.json
+lab-hook: $(LAB_HOOK)
+$(LAB_HOOK): $(STAMP)
+	@mkdir -p $(dir $(LAB_HOOK))
+	@echo '{"ContentsManager": {"pre_save_hook": "evalkit.analysis.lab.strip_shipped"}}' > $(LAB_HOOK)
 
 # An editable install leaves evalkit's modules as source; where PYTHONDONTWRITEBYTECODE is set (as it is on
 # some CI machines) every process would compile them again as it starts (~0.1 s before the demo's first
@@ -40,13 +48,13 @@ $(LAB_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[lab]"
 	touch $(LAB_STAMP)
 
-demo: $(STAMP) $(LAB_STAMP) pyc notebook-filter
+demo: $(STAMP) $(LAB_STAMP) pyc notebook-filter lab-hook
 	$(BIN)/evalkit run --env canvas --models baseline:tracer,baseline:random \
 		--evalset data/evalsets/canvas-test-300.json --subset lite --concurrency 8 --out runs/demo
 	$(BIN)/evalkit summarise runs/demo
 	@echo "notebooks: $(BIN)/jupyter lab notebooks/   (or: source $(BIN)/activate)"
 
-test: $(STAMP) chromium pyc notebook-filter
+test: $(STAMP) chromium pyc notebook-filter lab-hook
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The small committed run the viewer tests and the README point at; regenerate after a trace-format change.

@@ -2,9 +2,10 @@
 committed (no outputs, no execution counts, no saved widget state, no per-cell timings, the kernel named
 but not its version). Running the notebooks in JupyterLab or VS Code saves their outputs into these files;
 with this filter git sees only what a person changed in the cells: `git diff` is empty, `git add` stages
-nothing, nothing is committed. `git status` may still list a notebook that was saved with outputs until it
-is added (git takes a changed file size as a change without running the filter); `git add notebooks` then
-clears it, staging no change.
+nothing, nothing is committed. JupyterLab started from the project's venv saves them already stripped (a
+save hook, `evalkit/analysis/lab.py`), so `git status` stays clean too; after another editor saved outputs,
+`git status` may still list the notebook until it is added (git takes a changed file size as a change
+without running the filter), and `git add notebooks` clears it, staging no change.
 
 `make venv` (and so `make demo` and `make test`) sets it up for the checkout, as `.gitattributes` names it:
 
@@ -25,6 +26,8 @@ KEEP_CELL_METADATA = ("tags",)
 
 def clean(nb: dict) -> dict:
     for cell in nb.get("cells", []):
+        if isinstance(cell.get("source"), str):  # as nbformat writes it (and so JupyterLab): a list of lines
+            cell["source"] = cell["source"].splitlines(keepends=True)
         if cell.get("cell_type") == "code":
             cell["outputs"] = []
             cell["execution_count"] = None
