@@ -159,6 +159,10 @@ class Attempt:
         return dataclasses.asdict(self)
 
 
+REFUSED_STOPS = ("refusal", "content_filter")
+"""Stop reasons that end an episode as a refusal: the model declined, or the provider's filter cut it."""
+
+
 @dataclass
 class Turn:
     """What one model call produced."""
@@ -185,9 +189,10 @@ class Turn:
     @property
     def refused(self) -> bool:
         """The API said the model declined (Anthropic's stop reason `refusal`, an OpenAI reply's `refusal`
-        field; `stop` is then `refusal`). The refused text is in `text` but not in the agent's history: the
-        episode ends here, with end reason `refused`."""
-        return self.stop == "refusal"
+        field; `stop` is then `refusal`), or the provider's content filter cut the reply (finish reason or
+        incomplete reason `content_filter`, kept as `stop`). The refused text is in `text` but not in the
+        agent's history: the episode ends here, with end reason `refused`."""
+        return self.stop in REFUSED_STOPS
 
 
 @dataclass

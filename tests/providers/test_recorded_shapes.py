@@ -343,6 +343,36 @@ def test_openai_refusal_field_is_a_refused_turn(fake, stream):
 
 
 @pytest.mark.parametrize("stream", [True, False])
+def test_openai_content_filter_finish_is_a_refused_turn(fake, stream):
+    """A reply the provider's content filter cut (finish reason `content_filter`) ends the episode as a
+    refusal, its stop kept as the API said it, and is not sent back."""
+    head = {"id": "chatcmpl-F", "object": "chat.completion.chunk", "created": 1, "model": "gpt-6-luna"}
+
+    def chunk(delta, finish=None):
+        return None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    recorded = sse(
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Sure, the first step is"}),
+        chunk({}, "content_filter"),
+        (None, {**head, "choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 6}}),
+        (None, "[DONE]"),
+    )
+    plain = {"id": "chatcmpl-F", "object": "chat.completion", "created": 1, "model": "gpt-6-luna",
+             "choices": [{"index": 0, "finish_reason": "content_filter", "message": {
+                 "role": "assistant", "content": "Sure, the first step is"}}],
+             "usage": {"prompt_tokens": 30, "completion_tokens": 6}}  # fmt: skip
+    fake.reset(Reply(recorded=recorded, body=plain), Reply(text="ok"))
+    a = agent("openai-chat:gpt-6-luna", stream=stream)
+    a.user("Recreate this.")
+    turn = a.step()
+    assert turn.refused and turn.stop == "content_filter" and turn.text == "Sure, the first step is"
+    a.user("Go on.")
+    a.step()
+    assert [m["role"] for m in fake.bodies()[-1]["messages"]] == ["system", "user"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
 def test_responses_refusal_part_is_a_refused_turn(fake, stream):
     refusal = {"type": "refusal", "refusal": "I can't help with that."}
     usage = {
