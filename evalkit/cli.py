@@ -1,4 +1,4 @@
-"""`evalkit run | probe | summarise | compare | report | export | view | bundle | convert | serve | ownloop`.
+"""evalkit: run, probe, summarise, compare, plan, report, export, view, bundle, convert, serve, ownloop.
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
@@ -57,7 +57,18 @@ def _step_json(text: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evalkit", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    _run_parser(sub)
+    _probe_parser(sub)
+    _reading_parsers(sub)
+    sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
+    sv.add_argument("name")
+    sv.add_argument("--port", type=validate.port, default=8000)
+    sv.add_argument("--host", default="127.0.0.1")
+    _ownloop_parser(sub)
+    return p
 
+
+def _run_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="run a batch of episodes into a run directory")
     where = r.add_mutually_exclusive_group(required=True)
     where.add_argument("--env", help="embedded environment to serve in-process (e.g. canvas)")
@@ -71,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--env-file", help="a .env file with API keys (default: the nearest .env up the tree)")
     Settings.add_flags(r)
 
+
+def _probe_parser(sub: Any) -> None:
     pr = sub.add_parser("probe", help="show what evalkit sees of an environment, before running anything")
     pr.add_argument("url", help="a server's base URL, or the name of an embedded environment (served for it)")
     pr.add_argument("--task-id", help="reset with this task id (default: the env's own default task)")
@@ -98,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-step", action="store_true", help="take no step: show the opening message only")
     pr.add_argument("--json", action="store_true", help="print the report as JSON")
 
+
+def _reading_parsers(sub: Any) -> None:
+    """The commands that read runs: summarise, compare, plan, report, export, view, bundle, convert."""
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
     s.add_argument("runs", nargs="+")
     s.add_argument("--grades", help="JSON or CSV of task_id → reward, merged into episodes without a reward")
@@ -164,11 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     for reads in (s, c, rp, v, bu):
         _scorer_option(reads)
 
-    sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
-    sv.add_argument("name")
-    sv.add_argument("--port", type=validate.port, default=8000)
-    sv.add_argument("--host", default="127.0.0.1")
 
+def _ownloop_parser(sub: Any) -> None:
     o = sub.add_parser(
         "ownloop", help="run an own-loop GUI agent (or an offline baseline) on the webapp tasks"
     )
@@ -217,7 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--request-timeout", type=_positive(float), default=300.0)
     o.add_argument("--seed", type=int, default=0, help="random baseline")
     o.add_argument("--quiet", action="store_true", help="no line per finished task")
-    return p
 
 
 def _scorer_option(p: argparse.ArgumentParser) -> None:
