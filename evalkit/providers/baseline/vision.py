@@ -201,7 +201,18 @@ def segment(img: np.ndarray) -> tuple[str, list[Shape]]:
     lab = label_pixels(img, pal)
     bg = background_label(lab)
     bg_hex = _median_colour(img, lab == bg)
-    H, W = lab.shape
+    comps = _whole_components(img, lab, bg, pal)
+    shapes, used = _text_shapes(img, lab, comps, pal, bg_hex)
+    rest = [c for c in comps if id(c) not in used]
+    rings: set[int] = set()  # fills seen inside an outline: drawn by the outline's own shape
+    for c in rest:
+        shapes += _component_shapes(img, lab, bg, bg_hex, c, rest, rings)
+    shapes = [s for s in shapes if getattr(s, "_comp_id", None) not in rings]
+    return bg_hex, stack(_merge_lines(shapes))
+
+
+def _whole_components(img: np.ndarray, lab: np.ndarray, bg: int, pal: np.ndarray) -> list[_Comp]:
+    """The regions of `lab` other than the background, once artefacts are merged away (`lab` is edited)."""
     for limit in (12, 40, None):
         # Blended seams and anti-aliasing fragments join the region they border most, which makes glyphs
         # and shape edges whole again; smallest first, so a glyph is not judged by the fragments around it.
@@ -211,12 +222,17 @@ def segment(img: np.ndarray) -> tuple[str, list[Shape]]:
         for c in bad:
             _absorb(lab, c)
     distinct = _distinct(lab)
-    comps = [c for c in components(lab, bg) if not _artefact(c, img, pal, distinct)]
+    return [c for c in components(lab, bg) if not _artefact(c, img, pal, distinct)]
+
+
+def _text_shapes(
+    img: np.ndarray, lab: np.ndarray, comps: list, pal: np.ndarray, bg_hex: str
+) -> tuple[list[Shape], set[int]]:
+    """A text shape per group of glyph-like regions, and the ids of the regions they took."""
+    H, W = lab.shape
     shapes: list[Shape] = []
     used: set[int] = set()
-
-    max_h = max(12, min(80, H // 6))
-    for g in _text_groups(comps, max_h, pal):
+    for g in _text_groups(comps, max(12, min(80, H // 6)), pal):
         used.update(id(c) for c in g)
         mask = np.zeros((H, W), bool)
         for c in g:
@@ -225,119 +241,86 @@ def segment(img: np.ndarray) -> tuple[str, list[Shape]]:
         x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
         paper = _paper(img, lab, (x0, y0, x1, y1), {c.label for c in g})
         ink = _ink_colour(img, mask, to_hex(paper) if paper is not None else bg_hex)
-        s = Shape(
-            "text",
-            x0,
-            y0,
-            x1,
-            y1,
-            fill=ink,
-            area=int(mask.sum()),
-            label=g[0].label,
-            mask=mask,
-            model=mask,
-            text=(_read(img, (x0, y0, x1, y1), paper, ink) if paper is not None else None) or "",
-            glyphs=len(g),
-        )
-        shapes.append(s)
-
-    rest = [c for c in comps if id(c) not in used]
-    rings: set[int] = set()
-    for c in rest:
-        line = _line_params(c)
-        mask = _paste((H, W), c.sl, c.mask)
-        if line:
-            x0, y0, x1, y1, width = line
-            colour = _ink_colour(img, mask, bg_hex) if width <= 2.5 else _median_colour(img, mask, c.sl)
-            shapes.append(
-                Shape(
-                    "line",
-                    x0,
-                    y0,
-                    x1,
-                    y1,
-                    stroke=colour,
-                    stroke_width=max(1, round(width)),
-                    area=c.area,
-                    label=c.label,
-                    mask=mask,
-                    model=mask | _line_model((H, W), x0, y0, x1, y1, width),
-                )
-            )
-            continue
-        if c.area < 10 or min(c.w, c.h) < 3:
-            continue
-        filled = ndimage.binary_fill_holes(c.mask)
-        hole = filled & ~c.mask
-        stroke, sw = None, 0
-        ring_w = c.area / max(1, 2 * (c.w + c.h))
-        hy, hx = np.nonzero(hole)
-        if (
-            len(hy)
-            and ring_w <= 6
-            and hole.sum() > 0.3 * filled.sum()
-            and hx.max() - hx.min() + 1 >= c.w - 4 * ring_w - 2
-            and hy.max() - hy.min() + 1 >= c.h - 4 * ring_w - 2
-        ):
-            # An outline: its inside shows the fill colour (or the background when the fill matches it).
-            inner = lab[c.sl][hole]
-            fill_label = int(np.bincount(inner).argmax())
-            stroke = _median_colour(img, mask, c.sl)
-            sw = max(1, round(ring_w))
-            inside = _paste((H, W), c.sl, hole & (lab[c.sl] == fill_label))
-            fill = _median_colour(img, inside) if inside.sum() else bg_hex
-            for o in rest:
-                if o is not c and o.label == fill_label and _inside(o.box, c.box):
-                    rings.add(id(o))
-            own = filled
-            vis = _paste((H, W), c.sl, filled)
-        else:
-            fill, own, vis = _median_colour(img, mask, c.sl), c.mask, mask
-        known_out = lab[c.sl] == bg
-        if stroke:
-            known_out = known_out & ~filled
-        kind, radius, local = fit_solid(own, known_out)
-        x0, y0, x1, y1 = c.box
-        misfit = float((own & ~local).sum() + (known_out & local).sum())
-        pair = _two_rects(own, known_out) if not stroke and misfit > 0.04 * own.sum() else None
-        if pair:
-            # Two overlapping shapes of one colour read as one region: split it into the two rects.
-            for bx0, by0, bx1, by1 in pair:
-                box = np.zeros(own.shape, bool)
-                box[by0:by1, bx0:bx1] = True
-                model = _paste((H, W), c.sl, box)
-                shapes.append(
-                    Shape(
-                        "rect",
-                        x0 + bx0,
-                        y0 + by0,
-                        x0 + bx1,
-                        y0 + by1,
-                        fill=fill,
-                        area=int(box.sum()),
-                        label=c.label,
-                        mask=vis & model,
-                        model=model,
-                    )
-                )
-            continue
+        text = (_read(img, (x0, y0, x1, y1), paper, ink) if paper is not None else None) or ""
         shapes.append(
-            Shape(
-                kind,
-                x0,
-                y0,
-                x1,
-                y1,
-                fill=fill,
-                stroke=stroke,
-                stroke_width=sw,
-                radius=radius,
-                area=int(own.sum()),
-                label=c.label,
-                mask=vis,
-                model=_paste((H, W), c.sl, local),
-            )
-        )
-        shapes[-1]._comp_id = id(c)  # type: ignore[attr-defined]
-    shapes = [s for s in shapes if getattr(s, "_comp_id", None) not in rings]
-    return bg_hex, stack(_merge_lines(shapes))
+            Shape("text", x0, y0, x1, y1, fill=ink, area=int(mask.sum()), label=g[0].label, mask=mask,
+                  model=mask, text=text, glyphs=len(g))
+        )  # fmt: skip
+    return shapes, used
+
+
+def _component_shapes(
+    img: np.ndarray, lab: np.ndarray, bg: int, bg_hex: str, c: _Comp, rest: list, rings: set[int]
+) -> list[Shape]:
+    """The shapes one region reads as: a line, a solid (rect, rounded rect, ellipse) with its outline if it
+    has one, two overlapping rects of one colour, or none when it is too small to say."""
+    H, W = lab.shape
+    line = _line_params(c)
+    mask = _paste((H, W), c.sl, c.mask)
+    if line:
+        x0, y0, x1, y1, width = line
+        colour = _ink_colour(img, mask, bg_hex) if width <= 2.5 else _median_colour(img, mask, c.sl)
+        model = mask | _line_model((H, W), x0, y0, x1, y1, width)
+        return [Shape("line", x0, y0, x1, y1, stroke=colour, stroke_width=max(1, round(width)), area=c.area,
+                      label=c.label, mask=mask, model=model)]  # fmt: skip
+    if c.area < 10 or min(c.w, c.h) < 3:
+        return []
+    filled = ndimage.binary_fill_holes(c.mask)
+    outline = _outline(img, lab, c, mask, filled, rest, rings=rings, bg_hex=bg_hex)
+    if outline:
+        stroke, sw, fill = outline
+        own, vis = filled, _paste((H, W), c.sl, filled)
+    else:
+        stroke, sw = None, 0
+        fill, own, vis = _median_colour(img, mask, c.sl), c.mask, mask
+    known_out = lab[c.sl] == bg
+    if stroke:
+        known_out = known_out & ~filled
+    kind, radius, local = fit_solid(own, known_out)
+    x0, y0, x1, y1 = c.box
+    misfit = float((own & ~local).sum() + (known_out & local).sum())
+    pair = _two_rects(own, known_out) if not stroke and misfit > 0.04 * own.sum() else None
+    if pair:
+        # Two overlapping shapes of one colour read as one region: split it into the two rects.
+        out = []
+        for bx0, by0, bx1, by1 in pair:
+            box = np.zeros(own.shape, bool)
+            box[by0:by1, bx0:bx1] = True
+            model = _paste((H, W), c.sl, box)
+            out.append(Shape("rect", x0 + bx0, y0 + by0, x0 + bx1, y0 + by1, fill=fill, area=int(box.sum()),
+                             label=c.label, mask=vis & model, model=model))  # fmt: skip
+        return out
+    model = _paste((H, W), c.sl, local)
+    shape = Shape(kind, x0, y0, x1, y1, fill=fill, stroke=stroke, stroke_width=sw, radius=radius,
+                  area=int(own.sum()), label=c.label, mask=vis, model=model)  # fmt: skip
+    shape._comp_id = id(c)  # type: ignore[attr-defined]
+    return [shape]
+
+
+def _outline(
+    img: np.ndarray, lab: np.ndarray, c: _Comp, mask: np.ndarray, filled: np.ndarray, rest: list, *,
+    rings: set[int], bg_hex: str,
+) -> tuple[str, int, str] | None:  # fmt: skip
+    """(stroke, stroke width, fill) when region `c` is an outline (a thin ring around most of its box), the
+    regions of its fill colour inside it added to `rings`; None otherwise."""
+    H, W = lab.shape
+    hole = filled & ~c.mask
+    ring_w = c.area / max(1, 2 * (c.w + c.h))
+    hy, hx = np.nonzero(hole)
+    if not (
+        len(hy)
+        and ring_w <= 6
+        and hole.sum() > 0.3 * filled.sum()
+        and hx.max() - hx.min() + 1 >= c.w - 4 * ring_w - 2
+        and hy.max() - hy.min() + 1 >= c.h - 4 * ring_w - 2
+    ):
+        return None
+    # An outline: its inside shows the fill colour (or the background when the fill matches it).
+    fill_label = int(np.bincount(lab[c.sl][hole]).argmax())
+    stroke = _median_colour(img, mask, c.sl)
+    inside = _paste((H, W), c.sl, hole & (lab[c.sl] == fill_label))
+    fill = _median_colour(img, inside) if inside.sum() else bg_hex
+    for o in rest:
+        if o is not c and o.label == fill_label and _inside(o.box, c.box):
+            rings.add(id(o))
+    return stroke, max(1, round(ring_w)), fill
