@@ -110,28 +110,11 @@ def run_ownloop(
     runner = runner_for(settings.agent)
     if workers < 1 or servers < 1 or settings.max_steps < 1 or settings.timeout <= 0:
         raise ConfigError("--workers, --servers, --max-steps and --timeout must be positive")
-    all_tasks = load_tasks(tasks)
-    chosen = all_tasks
-    if task_ids:
-        known = {t["task_id"] for t in all_tasks}
-        missing = [i for i in task_ids if i not in known]
-        if missing:
-            raise ConfigError(f"the task file has no task {', '.join(missing[:5])}")
-        chosen = [t for t in all_tasks if t["task_id"] in set(task_ids)]
-    if limit is not None:
-        chosen = chosen[:limit]
+    chosen = _chosen(load_tasks(tasks), task_ids, limit)
     settings.width = settings.width or runner.viewport[0]
     settings.height = settings.height or runner.viewport[1]
     runner.check(settings)
-    fake = runner.needs_endpoint and settings.endpoint == FAKE
-    if fake:
-        settings.model = settings.model or FAKE
-    elif runner.needs_endpoint:
-        if not settings.endpoint or not settings.model:
-            raise ConfigError(f"{settings.agent} needs --endpoint and --model (or --endpoint fake)")
-        from .endpoint import check_endpoint
-
-        check_endpoint(settings.endpoint, settings.model)
+    fake = _check_endpoint(runner, settings)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
@@ -147,28 +130,67 @@ def run_ownloop(
         "workers": workers,
     }
     _check_resume(out, meta)
-    done = completed_keys(out)
-    todo = [t for t in chosen if _key(label, t["task_id"]) not in done]
-
     from evalkit import __version__
 
-    old = read_run_json(out)
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_run_json(
-        out, {**old, **meta, "created": old.get("created", now), "evalkit_version": __version__, "argv": argv}
-    )
-    run = OwnloopRun(out, skipped=len(chosen) - len(todo))
-    if not todo:
-        return run
-    on_path(settings.path)
-    writer, frames = TraceWriter(out), FrameStore(out)
+    with RunLock(out):  # one writer per run directory, from before its run.json is written
+        done = completed_keys(out)
+        todo = [t for t in chosen if _key(label, t["task_id"]) not in done]
+        old = read_run_json(out)
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        created = old.get("created", now)
+        write_run_json(out, {**old, **meta, "created": created, "evalkit_version": __version__, "argv": argv})
+        run = OwnloopRun(out, skipped=len(chosen) - len(todo))
+        if not todo:
+            return run
+        on_path(settings.path)
+        say = log or (lambda line: notice(logger, line))
+        _play(runner, todo, run, settings, label, say, fake=fake, tasks=tasks, workers=workers,
+              servers=len(ports) if ports else min(servers, len(todo)), ports=ports)  # fmt: skip
+    from evalkit.analysis.summary import write_summary
+
+    write_summary(out)
+    return run
+
+
+def _chosen(all_tasks: list[dict], task_ids: list[str] | None, limit: int | None) -> list[dict]:
+    """The tasks asked for: those of `task_ids` (each must exist) in the file's order, the first `limit`."""
+    chosen = all_tasks
+    if task_ids:
+        known = {t["task_id"] for t in all_tasks}
+        missing = [i for i in task_ids if i not in known]
+        if missing:
+            raise ConfigError(f"the task file has no task {', '.join(missing[:5])}")
+        chosen = [t for t in all_tasks if t["task_id"] in set(task_ids)]
+    return chosen if limit is None else chosen[:limit]
+
+
+def _check_endpoint(runner: Any, settings: Settings) -> bool:
+    """Whether the run serves its own fake endpoint; else a model agent's endpoint must answer for its
+    model (a baseline needs none)."""
+    fake = runner.needs_endpoint and settings.endpoint == FAKE
+    if fake:
+        settings.model = settings.model or FAKE
+    elif runner.needs_endpoint:
+        if not settings.endpoint or not settings.model:
+            raise ConfigError(f"{settings.agent} needs --endpoint and --model (or --endpoint fake)")
+        from .endpoint import check_endpoint
+
+        check_endpoint(settings.endpoint, settings.model)
+    return fake
+
+
+def _play(
+    runner: Any, todo: list[dict], run: OwnloopRun, settings: Settings, label: str,
+    say: Callable[[str], None], *, fake: bool, tasks: str | Path | None, workers: int, servers: int,
+    ports: list[int] | None,
+) -> None:  # fmt: skip
+    """Play `todo` on `workers` threads over `servers` web-app servers (and the fake endpoint), each
+    episode appended to the run's trace as it ends."""
     from evalkit.envs.webapp.serve import SiteServer
 
+    writer, frames = TraceWriter(run.path), FrameStore(run.path)
     lock, queue = threading.Lock(), list(todo)
-    say = log or (lambda line: notice(logger, line))
-    n_servers = len(ports) if ports else min(servers, len(todo))
     with ExitStack() as stack:
-        stack.enter_context(RunLock(out))  # one writer per run directory
         if fake:
             from .fake import FakeEndpoint, TaskPolicy
 
@@ -176,7 +198,7 @@ def run_ownloop(
             served = stack.enter_context(FakeEndpoint(policy, model=settings.model))
             settings = dataclasses.replace(settings, endpoint=served.url)
             say(f"{settings.agent}: the fake endpoint at {served.url} answers as {settings.agent} would")
-        sites = [stack.enter_context(SiteServer(port=p)) for p in (ports or [None] * n_servers)]
+        sites = [stack.enter_context(SiteServer(port=p)) for p in (ports or [None] * servers)]
         say(
             f"{settings.agent}: {len(todo)} task(s), {workers} worker(s) on "
             + ", ".join(s.base for s in sites)
@@ -188,7 +210,7 @@ def run_ownloop(
                     if not queue:
                         return
                     task = queue.pop(0)
-                rec = run_task(runner, task, sites[i % len(sites)], out, settings, frames, label)
+                rec = run_task(runner, task, sites[i % len(sites)], run.path, settings, frames, label)
                 writer.append(rec)
                 with lock:
                     run.ran += 1
@@ -208,10 +230,6 @@ def run_ownloop(
             t.start()
         for t in threads:
             t.join()
-    from evalkit.analysis.summary import write_summary
-
-    write_summary(out)
-    return run
 
 
 def _key(label: str, task_id: str) -> str:

@@ -83,5 +83,11 @@ def test_run_files_records_and_resume(tmp_path):
 
     again = run_ownloop(Settings(agent="dom"), out, task_ids=ids, workers=1, servers=1, log=lambda _: None)
     assert (again.ran, again.skipped) == (0, 2)
+    from evalkit.records.lock import RunLock, RunLockedError
+
+    before = (out / "run.json").read_bytes()
+    with RunLock(out), pytest.raises(RunLockedError):  # another writer holds it: refused before run.json
+        run_ownloop(Settings(agent="dom"), out, task_ids=ids, workers=1, log=lambda _: None, argv=["again"])
+    assert (out / "run.json").read_bytes() == before
     with pytest.raises(Exception, match="max_steps=40"):
         run_ownloop(Settings(agent="dom", max_steps=5), out, task_ids=ids, log=lambda _: None)
