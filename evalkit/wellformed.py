@@ -179,6 +179,9 @@ def pattern(cls: type) -> str:
             by_start.setdefault(starts[kind], set()).add(name)
             if kind == OBJS:
                 objs.add(name)
+    numbers = sorted(by_start[starts[INT]])  # INT and NUM keys: a value out of range is theirs alone
+    # After a key, not after any ":" "," or "[": a pattern that starts at a byte that common ran ~3x slower.
+    number = r'"(?:' + "|".join(numbers) + rf')"{ws}*:{ws}*'
     keys = [
         r'"(?:' + "|".join(sorted(names)) + r')"' + f"{ws}*:{ws}*[^{first}n{sp}]"
         for first, names in sorted(by_start.items())
@@ -189,8 +192,9 @@ def pattern(cls: type) -> str:
         # an item after an object that is no object
         rf'\}}{ws}*,{ws}*(?:[^{sp}"{{]|"(?:[^"\\]|\\.)*"{ws}*[,\]])',
         r"NaN|Infinity",  # json.loads reads them; no field may hold them
-        rf"[:,\[]{ws}*-?[0-9.]+[eE]\+?[0-9]{{3,}}",  # a number too large for a float: infinity to json.loads
-        rf"[:,\[]{ws}*-?[0-9]{{19,}}",  # an integer that may not fit in 64 bits
+        # a number too large for a float (infinity to json.loads), an integer that may not fit in 64 bits
+        number + r"-?[0-9.]+[eE]\+?[0-9]{3,}",
+        number + r"-?[0-9]{19,}",
         r"\\u00[2-7][0-9a-fA-F]",  # an escaped plain character: maybe inside a key the patterns must see
     ]
     return "|".join(f"(?:{p})" for p in keys + others)

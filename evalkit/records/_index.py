@@ -70,8 +70,7 @@ class _Usage(msgspec.Struct, gc=False):
     reasoning_chars: _Int = None
 
 
-_NO_USAGE = (None,) * len(_USAGE)
-astuple = msgspec.structs.astuple
+_NO_USAGE = _Usage()
 
 
 class _Info(msgspec.Struct, gc=False):
@@ -257,9 +256,10 @@ def _plain_grades(raw: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     return plain, text, total
 
 
-def _fast_columns(eps: list, lines: list[int]) -> tuple[pl.DataFrame, list[int]]:
-    """The reference's columns of the decoded records, with `_line`; and the lines the reference must read
-    after all (a grade that is neither an object nor null)."""
+def _values(eps: list, lines: list[int]) -> tuple[list[pl.Series], list[int]]:
+    """The decoded records' fields as Series (of lines as `_line`), and the lines the reference must read
+    after all (a grade that is neither an object nor null). Nothing here runs in Polars' thread pool, so
+    none of it waits for the regex that may still hold it (`fast`)."""
     raw = [bytes(e.grade) for e in eps]
     odd = [i for i, g in enumerate(raw) if g[:1] != b"{" and g != b"null"]
     if odd:
@@ -267,21 +267,26 @@ def _fast_columns(eps: list, lines: list[int]) -> tuple[pl.DataFrame, list[int]]
         keep = [i for i in range(len(eps)) if i not in drop]
         eps, raw = [eps[i] for i in keep], [raw[i] for i in keep]
         lines, odd = [lines[i] for i in keep], [lines[i] for i in odd]
-    usage = list(zip(*[_NO_USAGE if e.usage is None else astuple(e.usage) for e in eps], strict=True))
+    usage = [e.usage or _NO_USAGE for e in eps]
     info = [e.info for e in eps]
     frame = attrgetter("frame")
-    cols = {k: pl.Series(k, list(map(attrgetter(k), eps)), _S) for k in _TEXT}
-    cols |= {k: pl.Series(k, list(map(attrgetter(k), eps)), _F) for k in _NUM}
-    cols |= {k: pl.Series(k, list(map(attrgetter(k), eps)), _I) for k in _COUNT}
-    cols |= {k: pl.Series(k, usage[n] if eps else [], _I) for n, k in enumerate(_USAGE)}
-    df = pl.DataFrame(cols).with_columns(
+    return [
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _S) for k in _TEXT],
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _F) for k in _NUM],
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _I) for k in _COUNT],
+        *[pl.Series(k, list(map(attrgetter(k), usage)), _I) for k in _USAGE],
         pl.Series("_line", lines, _I),
         pl.Series("auto_submitted", [e.auto_submitted for e in eps], _B),
         pl.Series("importer", [None if i is None else i.importer for i in info], _S),
         pl.Series("provider_switches", [len(e.provider_switches or ()) for e in eps], _I),
         pl.Series("n_frames", [sum(map(bool, map(frame, e.turns))) if e.turns else 0 for e in eps], _I),
         pl.Series("_grade", [g.decode() if g != b"null" else None for g in raw], _S),
-    )
+    ], odd
+
+
+def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
+    """The reference's columns from `_values`."""
+    df = pl.DataFrame(values)
     raw_grade = df["_grade"]
     has = raw_grade.is_not_null()
     plain, p_text, p_total = _plain_grades(raw_grade)
@@ -320,7 +325,7 @@ def _fast_columns(eps: list, lines: list[int]) -> tuple[pl.DataFrame, list[int]]
         pl.col("n_frames"),
         pl.lit(None, _S).alias("problem"),  # a line that might hold a malformed record took the exact path
     )
-    return out, odd
+    return out
 
 
 def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
@@ -341,13 +346,14 @@ def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame
     checker = threading.Thread(target=check, name="evalkit-index-check", daemon=True)
     checker.start()
     eps, lines = _decode(buf, starts, ends, ok)
+    values, odd = _values(eps, lines)
+    del eps
     checker.join()
     if "error" in found:
         raise found["error"]
+    df = _fast_columns(values)
     slow = np.ones(len(starts), bool)
-    slow[lines] = False
-    df, odd = _fast_columns(eps, lines)
-    slow[odd] = True
+    slow[df["_line"].to_numpy()] = False
     slow |= found["suspect"]
     return df.filter(~pl.Series(slow[df["_line"].to_numpy()])), slow
 
