@@ -330,14 +330,15 @@ def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame
     """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
     the reference."""
     arr = np.frombuffer(buf, np.uint8)
-    ok = ~_not_utf8(buf, arr, starts, ends)
+    not_utf8 = _not_utf8(buf, arr, starts, ends)
+    ok = ~not_utf8
     if ends[-1] == len(buf):
         ok[-1] = False  # a last line without its newline may be torn: the reference counts it
     found: dict[str, Any] = {}
 
     def check() -> None:
         try:
-            found["suspect"] = _suspects(buf, starts, ends, ~ok)
+            found["suspect"] = _suspects(buf, starts, ends, not_utf8)
         except BaseException as e:  # raised again in the caller's thread
             found["error"] = e
 
