@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -291,6 +292,7 @@ def main() -> int:
         def uncached() -> None:
             shutil.rmtree(run / ".evalkit", ignore_errors=True)
 
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())  # a shared machine: say how busy it was
         t_cold = median_of(lambda: analysis.load_runs(run), a.repeat, before=uncached)
         cold = analysis.load_runs(run)
         t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
@@ -321,7 +323,7 @@ def main() -> int:
         assert grown.equals(analysis.load_runs(run, cache=False))  # extended = built from scratch
     assert cold.height == len(big)
     assert grown.height == len(big) + a.append * len(appended), grown.height
-    print(f"load_runs, {a.load:,} episodes ({size / 1e6:.0f} MB trace):")
+    print(f"load_runs, {a.load:,} episodes ({size / 1e6:.0f} MB trace; load average {load}):")
     print(
         f"  cold (parse + write index) / cached index = {t_cold / t_warm:.0f}x   "
         f"({t_cold:.2f} s vs {t_warm:.3f} s; goals 3 s and 0.3 s)"

@@ -164,7 +164,11 @@ def summary(found: list[str]) -> str | None:
 @functools.cache
 def pattern(cls: type) -> str:
     """A regex that matches every raw line `problems(·, cls)` may find fault with (see the module doc). Keys
-    are matched at any depth, so sound lines with such a key nested in a tool's arguments match too."""
+    are matched at any depth, so sound lines with such a key nested in a tool's arguments match too.
+    Whitespace is JSON's four characters, not `\\s`: the same in a line `json.loads` reads, and Polars' regex
+    engine runs ~20% faster over a large trace without Unicode's."""
+    sp = r" \t\n\r"
+    ws = f"[{sp}]"
     starts = {STR: '"', INT: r"\-0-9", NUM: r"\-0-9", BOOL: "tf", OBJ: "{", LIST: r"\[", OBJS: r"\["}
     by_start: dict[str, set[str]] = {}
     objs: set[str] = set()
@@ -175,16 +179,22 @@ def pattern(cls: type) -> str:
             by_start.setdefault(starts[kind], set()).add(name)
             if kind == OBJS:
                 objs.add(name)
+    numbers = sorted(by_start[starts[INT]])  # INT and NUM keys: a value out of range is theirs alone
+    # After a key, not after any ":" "," or "[": a pattern that starts at a byte that common ran ~3x slower.
+    number = r'"(?:' + "|".join(numbers) + rf')"{ws}*:{ws}*'
     keys = [
-        r'"(?:' + "|".join(sorted(names)) + r')"\s*:\s*[^' + first + r"n\s]"
+        r'"(?:' + "|".join(sorted(names)) + r')"' + f"{ws}*:{ws}*[^{first}n{sp}]"
         for first, names in sorted(by_start.items())
     ]
-    keys.append(r'"(?:' + "|".join(sorted(objs)) + r')"\s*:\s*\[\s*[^\]{\s]')  # a first item not an object
+    # a first item not an object
+    keys.append(r'"(?:' + "|".join(sorted(objs)) + r')"' + rf"{ws}*:{ws}*\[{ws}*[^\]{{{sp}]")
     others = [
-        r'\}\s*,\s*(?:[^\s"{]|"(?:[^"\\]|\\.)*"\s*[,\]])',  # an item after an object that is no object
+        # an item after an object that is no object
+        rf'\}}{ws}*,{ws}*(?:[^{sp}"{{]|"(?:[^"\\]|\\.)*"{ws}*[,\]])',
         r"NaN|Infinity",  # json.loads reads them; no field may hold them
-        r"[:,\[]\s*-?[0-9.]+[eE]\+?[0-9]{3,}",  # a number too large for a float: infinity to json.loads
-        r"[:,\[]\s*-?[0-9]{19,}",  # an integer that may not fit in 64 bits
+        # a number too large for a float (infinity to json.loads), an integer that may not fit in 64 bits
+        number + r"-?[0-9.]+[eE]\+?[0-9]{3,}",
+        number + r"-?[0-9]{19,}",
         r"\\u00[2-7][0-9a-fA-F]",  # an escaped plain character: maybe inside a key the patterns must see
     ]
     return "|".join(f"(?:{p})" for p in keys + others)

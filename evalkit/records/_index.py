@@ -1,33 +1,43 @@
-"""The episode index of a native trace, built by Polars' NDJSON reader instead of `json.loads` per line.
+"""The episode index of a native trace, read by msgspec instead of `json.loads` per line.
 
 `columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
-row for row, and hands every line it cannot vouch for to that reference. A line takes the fast path only if
-it is one `{...}` object on a line of its own, valid UTF-8 without control characters or lone surrogate
-escapes, whose text-typed fields hold strings (Polars would print a number or `true` where `str()` gives
-`1.0` or `True`) and whose top-level `grade` is a flat object or null — the first "grade" key reached
-through scalars only, as `json.dumps` of an EpisodeRecord writes it (real records hold more grades, in
-their final_doc and tool calls). Polars itself is stricter than `json.loads` (NaN, numbers out of range, a
-string where a number belongs): a block it rejects is halved until the offending lines are found, and those
-go the reference way too. Torn and corrupt lines therefore cost a few extra parses of a small block, never
-the load.
+row for row, and hands every line it cannot vouch for to that reference. Each line is decoded by msgspec
+into only the fields the index needs (`_Episode`); everything else on the line (the final document, the
+tool calls, the turns but their frame) is skipped, though still checked to be JSON. The fields are typed
+as strictly as the reference converts them (text is a string or null, a count an integer within 64 bits, a
+reward a number, a grade an object), so a value the reference would have to coerce makes msgspec refuse
+the line, and the reference reads it. msgspec is stricter than `json.loads` in other ways (NaN, lone
+surrogates, numbers out of range): those lines go the reference way too. It is more lenient in one: it does
+not check that the text it skips is UTF-8, so a line with a byte that is not goes the reference way first.
+
+Whether a record is malformed (`evalkit.wellformed`) depends on nested fields the decode skips; a line
+`types.line_pattern` matches may be, and takes the reference path. That regex runs over every line in
+Polars, in a thread beside the decode (Polars does not hold the GIL).
 
 A line that names a harness's own reward or error (`info.harness_reward`, `info.harness_error`, which only
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-Not reproduced: objects with a key written twice (`json.loads` keeps the last, Polars the first) or keys
-spelled with escapes; `json.dumps` writes neither.
+A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaces (it builds
+every nested value) and eight regexes over the whole of every line (to pick the lines it could read) took
+~45% of the time each. Now the main thread is mostly msgspec's decode (a third of it skipping what the
+index does not need), then building the columns; the one regex left runs beside it.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import threading
 from collections.abc import Callable
-from typing import Any
+from operator import attrgetter
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from evalkit.types import line_pattern
 
@@ -35,45 +45,67 @@ log = logging.getLogger(__name__)
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 
-# Fields read as text; `str()` of anything else differs from what Polars makes of it.
+# Fields read as text (`columns.text`), as floats (`columns.number`) and as counts (`columns.integer`).
 _TEXT = (
     "key model env surface mode split task_id evalset_task tier skin coordinates episode_id prompt_version "
     "end_reason error_class error started target frame0 render"
 ).split()
-_NUM = {"difficulty_score": _F, "reward": _F, "cost_usd": _F, "seconds": _F, "model_seconds": _F}
-_NUM |= {"env_seconds": _F, "repeat": _I, "n_turns": _I, "tool_calls": _I, "tool_errors": _I}
-_NUM |= {"parse_errors": _I, "drafts": _I}
+_NUM = "difficulty_score reward cost_usd seconds model_seconds env_seconds".split()
+_COUNT = "repeat n_turns tool_calls tool_errors parse_errors drafts".split()
 _USAGE = ("input", "output", "cache_read", "cache_write", "reasoning_tokens", "reasoning_chars")
-SCHEMA = pl.Schema(
-    {c: _S for c in _TEXT}
-    | _NUM
-    | {
-        "grade": _S,  # only whether it is null: its text comes from the line (see _grades)
-        "auto_submitted": _B,
-        "usage": pl.Struct({k: _I for k in _USAGE}),
-        "info": pl.Struct({"importer": _S}),
-        "provider_switches": pl.List(_S),
-        "turns": pl.List(pl.Struct({"frame": _S})),
-    }
+
+# What the reference reads as itself, and nothing it would coerce: `columns.integer` makes 0 of an integer
+# outside 64 bits and `int()` of a float or a string; `columns.number` takes a bool or a numeric string.
+_Str = str | None
+_Num = float | None
+_Int = Annotated[int, msgspec.Meta(ge=-(2**63) + 1, le=2**63 - 1)] | None
+_NULL = msgspec.Raw(b"null")
+
+
+class _Usage(msgspec.Struct, gc=False):
+    input: _Int = None
+    output: _Int = None
+    cache_read: _Int = None
+    cache_write: _Int = None
+    reasoning_tokens: _Int = None
+    reasoning_chars: _Int = None
+
+
+_NO_USAGE = _Usage()
+
+
+class _Info(msgspec.Struct, gc=False):
+    importer: _Str = None
+    harness_reward: None = None  # a harness's own outcome: only null here, else the reference reads it
+    harness_error: None = None
+
+
+class _Turn(msgspec.Struct, gc=False):
+    frame: _Str = None
+
+
+_Episode = msgspec.defstruct(
+    "_Episode",
+    [(k, _Str, None) for k in _TEXT]
+    + [(k, _Num, None) for k in _NUM]
+    + [(k, _Int, None) for k in _COUNT]
+    + [
+        ("grade", msgspec.Raw, _NULL),  # its raw text: an object, null, or (the reference's) anything else
+        ("auto_submitted", bool | None, None),
+        ("usage", _Usage | None, None),
+        ("info", _Info | None, None),
+        ("provider_switches", list[msgspec.Raw] | None, None),
+        ("turns", list[_Turn] | None, None),
+    ],
+    gc=False,
 )
-_TURNS = pl.Schema({"turns": SCHEMA["turns"]})
-_HEAD = pl.Schema({k: v for k, v in SCHEMA.items() if k != "turns"})
-_NOT_TEXT = r'"(?:' + "|".join(_TEXT + ["frame", "importer"]) + r')"\s*:\s*[^"n\s]'
-_STR = r'"(?:[^"\\]|\\.)*"'
-# The top-level grade: a "grade" key reached from the line's opening brace through strings and scalars
-# only (so at depth 1, not the one a final_doc or a tool call's arguments may hold), whose value is a flat
-# object (strings may hold anything, values no nested {} or []) or null. `json.dumps` of an EpisodeRecord
-# writes grade after scalars alone; a line that puts it after a nested value takes the reference path.
-_GRADE = r'^\{(?:[^{}\[\]"]|' + _STR + r')*?"grade"\s*:\s*(\{(?:[^{}\[\]"]|' + _STR + r")*\}|null)"
-_FRAME = r'"frame"\s*:\s*"[^"]'  # a "frame" key, at any depth, with a non-empty string
-_HARNESS = r'"harness_(?:reward|error)"'
-_SURROGATE = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-_PAIR = r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-_BLOCK = 8 << 20  # bytes per Polars call: a rejected block is re-parsed in halves, so keep it small
-_PARSE_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, ValueError)
+_DECODER = msgspec.json.Decoder(_Episode)
+_DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
+_BLOCK = 1024  # lines per msgspec call; a block with a line it refuses is read again line by line
+_REFUSED = (msgspec.DecodeError, msgspec.ValidationError)
 
 
-def _lines(buf: bytes, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _lines(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (without the newline) of every line, as `for raw in f` splits a binary file."""
     # bytes.find is a memchr per line: on a 700 MB trace, ~10x faster than comparing every byte in numpy.
     found, find = [], buf.find
@@ -89,144 +121,79 @@ def _lines(buf: bytes, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts.astype(np.int64), ends.astype(np.int64)
 
 
-def _texts(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> pl.Series:
-    """Each line as text, null where it is not UTF-8."""
-    if b"\x01" not in buf:
-        try:
-            s = pl.read_csv(
-                buf,
-                has_header=False,
-                separator="\x01",
-                quote_char=None,
-                schema={"l": _S},
-                comment_prefix=None,
-            )["l"]
-            if s.len() == len(starts):
-                return s
-        except _PARSE_ERRORS:
-            pass  # not UTF-8 somewhere: line by line below
-    out: list[str | None] = []
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        try:
-            out.append(buf[a:b].decode())
-        except UnicodeDecodeError:
-            out.append(None)
-    return pl.Series("l", out, dtype=_S)
+def _not_utf8(buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which lines are not UTF-8 (only lines with a byte ≥ 0x80 are decoded to find out)."""
+    bad = np.zeros(len(starts), bool)
+    if buf.isascii():
+        return bad
+    step = 1 << 22  # in 4 MB chunks that stay in cache: several times faster than one 700 MB mask
+    last = -1  # a line across two chunks is decoded once
+    for lo in range(0, len(arr), step):
+        high = np.flatnonzero(arr[lo : lo + step] >= 0x80)
+        for i in np.unique(np.searchsorted(starts, high + lo, side="right") - 1).tolist():
+            if i > last:
+                try:
+                    buf[starts[i] : ends[i]].decode()
+                except UnicodeDecodeError:
+                    bad[i] = True
+                last = i
+    return bad
 
 
-def _eligible(
-    buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, pl.DataFrame]:
-    """Which lines the fast path may read; per line, the raw text of its grade object and whether any
-    "frame" in it is a non-empty string."""
-    ok = ends > starts
-    ok &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
-    if ends[-1] == len(buf):
-        ok[-1] = False  # a last line without its newline may be torn
-    # In 4 MB chunks that stay in cache: several times faster than one pass over a 700 MB mask.
-    step = 1 << 22
-    ctl = np.concatenate(
-        [np.flatnonzero(arr[i : i + step] < 32) + i for i in range(0, len(arr), step)]
-        or [np.zeros(0, np.int64)]
-    )
-    ctl = ctl[arr[ctl] != 10]
-    ok[np.searchsorted(starts, ctl, side="right") - 1] = False
-    line = pl.col("l")
-    checks = (
-        pl.DataFrame({"l": _texts(buf, starts, ends)})
-        .lazy()
-        .select(
-            line.is_not_null().alias("utf8"),
-            line.str.contains(_NOT_TEXT).fill_null(True).alias("not_text"),
-            line.str.contains(line_pattern()).fill_null(True).alias("suspect"),
-            line.str.contains(_HARNESS).fill_null(True).alias("harness"),
-            line.str.extract(_GRADE, 1).alias("grade"),
-            line.str.contains(_FRAME).fill_null(False).alias("has_frame"),
-            line.str.count_matches(_SURROGATE).fill_null(0).alias("sur"),
-            line.str.count_matches(_PAIR).fill_null(0).alias("pairs"),
-        )
-        .collect()
-    )
-    ok &= checks["utf8"].to_numpy() & ~checks["not_text"].to_numpy() & ~checks["suspect"].to_numpy()
-    ok &= ~checks["harness"].to_numpy()
-    ok &= checks["sur"].to_numpy() == 2 * checks["pairs"].to_numpy()
-    return ok, checks.select("grade", "has_frame")
-
-
-def _parse(
-    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, schema: pl.Schema
-) -> tuple[pl.DataFrame, list[int]]:
-    """Polars rows of the lines marked ok (their line number in `_line`), and the ok lines it rejected."""
-    work = buf
-    if not ok.all():
+def _suspects(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """Which lines `types.line_pattern` matches (those that may hold a malformed record); lines in `skip`
+    (not UTF-8) are not looked at."""
+    if skip.any():
         blank = np.frombuffer(buf, np.uint8).copy()
-        for a, b in zip(starts[~ok].tolist(), ends[~ok].tolist(), strict=True):
-            blank[a:b] = 32  # Polars skips blank lines; the line numbers of the others stay put
-        work = blank.tobytes()
-    cum = np.concatenate([[0], np.cumsum(ok)])
-    frames: list[pl.DataFrame] = []
-    rejected: list[int] = []
-
-    def read(lo: int, hi: int) -> None:
-        want = int(cum[hi] - cum[lo])
-        if want == 0:
-            return
-        try:
-            df = pl.read_ndjson(work[starts[lo] : ends[hi - 1]], schema=schema, low_memory=True)
-            if df.height != want:
-                raise ValueError(f"{df.height} rows from {want} lines")
-        except _PARSE_ERRORS:
-            if hi - lo == 1:
-                rejected.append(lo)
-                return
-            read(lo, (lo + hi) // 2)
-            read((lo + hi) // 2, hi)
-            return
-        frames.append(df.with_columns(pl.Series("_line", np.flatnonzero(ok[lo:hi]) + lo)))
-
-    lo = 0
-    while lo < len(starts):
-        hi = int(np.searchsorted(starts, starts[lo] + _BLOCK, side="right"))
-        hi = min(max(hi, lo + 1), len(starts))
-        read(lo, hi)
-        lo = hi
-    if not frames:
-        return schema.to_frame().with_columns(pl.Series("_line", [], _I)), rejected
-    return pl.concat(frames, how="vertical"), rejected
+        for a, b in zip(starts[skip].tolist(), ends[skip].tolist(), strict=True):
+            blank[a:b] = 32
+        buf = blank.tobytes()
+    # One string per line, newline included, over the buffer as it is: no copy, no per-line decode. In
+    # halves, so that Polars' threads share them once the decode beside them is done.
+    offsets = np.concatenate([starts, [len(buf)]]).astype(np.int64)
+    data = pa.py_buffer(buf)
+    cut = [0, len(starts) // 2, len(starts)]
+    parts = [
+        pl.LazyFrame(
+            {"l": pa.LargeStringArray.from_buffers(b - a, pa.py_buffer(offsets[a : b + 1]), data)}
+        ).select(pl.col("l").str.contains(line_pattern()).fill_null(True))
+        for a, b in zip(cut, cut[1:], strict=False)
+        if b > a
+    ]
+    return np.concatenate([df["l"].to_numpy() for df in pl.collect_all(parts)])
 
 
-def _n_frames(turns: pl.Expr) -> pl.Expr:
-    frame = pl.element().struct.field("frame")
-    return turns.list.eval(frame.is_not_null() & (frame != "")).list.sum().cast(_I).fill_null(0)
-
-
-def _read(
-    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, checks: pl.DataFrame
-) -> tuple[pl.DataFrame, np.ndarray]:
-    """Polars rows of the ok lines, with `_grade` (raw text) and `_nf` (frames); and the lines it gave up."""
-    has_frame = checks["has_frame"].to_numpy()
-    # Turns are the costliest field to read; when few episodes have frames, read them for those alone.
-    together = has_frame[ok].mean() > 0.5
-    df, rejected = _parse(buf, starts, ends, ok, SCHEMA if together else _HEAD)
-    lines = df["_line"].to_numpy()
-    if together:
-        df = df.with_columns(_n_frames(pl.col("turns")).alias("_nf")).drop("turns")
-    else:
-        nf = np.zeros(len(starts), np.int64)
-        need = np.zeros(len(starts), bool)
-        need[lines] = has_frame[lines]
-        if need.any():
-            t, rej = _parse(buf, starts, ends, need, _TURNS)
-            nf[t["_line"].to_numpy()] = t.select(_n_frames(pl.col("turns")))["turns"].to_numpy()
-            rejected += rej
-        df = df.with_columns(pl.Series("_nf", nf[lines], _I))
-    df = df.with_columns(checks["grade"].gather(lines).alias("_grade"))
-    # A top-level grade the line's text did not show (a key spelled with escapes): the reference decides.
-    lost = df["grade"].is_not_null() & df["_grade"].is_null()
-    gone = np.zeros(len(starts), bool)
-    gone[rejected] = True
-    gone[df["_line"].filter(lost).to_numpy()] = True
-    return df.filter(~pl.Series(gone[lines])), gone
+def _decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[list, list[int]]:
+    """The lines marked ok that msgspec reads as an `_Episode`, and their line numbers."""
+    view = memoryview(buf)
+    arr = np.frombuffer(buf, np.uint8)
+    # A block of lines that each open with "{" and close with "}" is decoded in one call: each of them
+    # holds at least one value, so as many values as lines means one each (and no value across lines,
+    # which would need a line ending in ":", "," or "["). Any other block is decoded line by line.
+    whole = ok & (ends > starts)
+    whole &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
+    s, e = starts.tolist(), ends.tolist()
+    eps: list = []
+    lines: list[int] = []
+    for lo in range(0, len(s), _BLOCK):
+        hi = min(lo + _BLOCK, len(s))
+        if whole[lo:hi].all():
+            try:
+                got = _DECODE_LINES(view[s[lo] : e[hi - 1]])
+            except _REFUSED:
+                got = []
+            if len(got) == hi - lo:
+                eps += got
+                lines += range(lo, hi)
+                continue
+        for i in range(lo, hi):
+            if ok[i]:
+                try:
+                    eps.append(_DECODE(view[s[i] : e[i]]))
+                except _REFUSED:
+                    continue
+                lines.append(i)
+    return eps, lines
 
 
 def _f(v: Any) -> float | None:
@@ -287,10 +254,39 @@ def _plain_grades(raw: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     return plain, text, total
 
 
-def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
-    """The reference's derived columns from the Polars rows."""
+def _values(eps: list, lines: list[int]) -> tuple[list[pl.Series], list[int]]:
+    """The decoded records' fields as Series (of lines as `_line`), and the lines the reference must read
+    after all (a grade that is neither an object nor null). Nothing here runs in Polars' thread pool, so
+    none of it waits for the regex that may still hold it (`fast`)."""
+    raw = [bytes(e.grade) for e in eps]
+    odd = [i for i, g in enumerate(raw) if g[:1] != b"{" and g != b"null"]
+    if odd:
+        drop = set(odd)
+        keep = [i for i in range(len(eps)) if i not in drop]
+        eps, raw = [eps[i] for i in keep], [raw[i] for i in keep]
+        lines, odd = [lines[i] for i in keep], [lines[i] for i in odd]
+    usage = [e.usage or _NO_USAGE for e in eps]
+    info = [e.info for e in eps]
+    frame = attrgetter("frame")
+    return [
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _S) for k in _TEXT],
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _F) for k in _NUM],
+        *[pl.Series(k, list(map(attrgetter(k), eps)), _I) for k in _COUNT],
+        *[pl.Series(k, list(map(attrgetter(k), usage)), _I) for k in _USAGE],
+        pl.Series("_line", lines, _I),
+        pl.Series("auto_submitted", [e.auto_submitted for e in eps], _B),
+        pl.Series("importer", [None if i is None else i.importer for i in info], _S),
+        pl.Series("provider_switches", [len(e.provider_switches or ()) for e in eps], _I),
+        pl.Series("n_frames", [sum(map(bool, map(frame, e.turns))) if e.turns else 0 for e in eps], _I),
+        pl.Series("_grade", [g.decode() if g != b"null" else None for g in raw], _S),
+    ], odd
+
+
+def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
+    """The reference's columns from `_values`."""
+    df = pl.DataFrame(values)
     raw_grade = df["_grade"]
-    has = df["grade"].is_not_null() & raw_grade.is_not_null() & (raw_grade != "null")
+    has = raw_grade.is_not_null()
     plain, p_text, p_total = _plain_grades(raw_grade)
     plain &= has
     other = has & ~plain
@@ -300,16 +296,16 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     g_total = p_total.zip_with(plain, pl.Series([None] * df.height, dtype=_F))
     g_text = g_text.scatter(idx, pl.Series(texts, dtype=_S))
     g_total = g_total.scatter(idx, pl.Series(totals, dtype=_F))
-    u = pl.col("usage").struct.field
-    tok = [u(k).fill_null(0) for k in _USAGE]
+    tok = [pl.col(k).fill_null(0) for k in _USAGE]
     err_cls = pl.when(pl.col("error_class") != "").then(pl.col("error_class"))
-    importer = pl.col("info").struct.field("importer")
-    return df.select(
+    importer = pl.col("importer")
+    out = df.select(
         pl.col("_line"),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
         pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
         *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
-        *[pl.col(c).fill_null(0) if _NUM[c] == _I else pl.col(c) for c in _NUM],
+        *[pl.col(c) for c in _NUM],
+        *[pl.col(c).fill_null(0) for c in _COUNT],
         (err_cls.is_null() & pl.col("reward").is_not_null()).alias("scored"),
         pl.lit(g_total).alias("grade_total"),
         pl.lit(g_text).alias("grade"),
@@ -323,10 +319,50 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
             for k, t in zip(_USAGE, tok, strict=True)
         ],
         (tok[0] + tok[1] + tok[2] + tok[3]).alias("tokens"),
-        pl.col("provider_switches").list.len().cast(_I).fill_null(0),
-        pl.col("_nf").alias("n_frames"),
+        pl.col("provider_switches"),
+        pl.col("n_frames"),
         pl.lit(None, _S).alias("problem"),  # a line that might hold a malformed record took the exact path
     )
+    return out
+
+
+def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
+    the reference."""
+    arr = np.frombuffer(buf, np.uint8)
+    not_utf8 = _not_utf8(buf, arr, starts, ends)
+    ok = ~not_utf8
+    if ends[-1] == len(buf):
+        ok[-1] = False  # a last line without its newline may be torn: the reference counts it
+    found: dict[str, Any] = {}
+
+    def check() -> None:
+        try:
+            found["suspect"] = _suspects(buf, starts, ends, not_utf8)
+        except BaseException as e:  # raised again in the caller's thread
+            found["error"] = e
+
+    checker = threading.Thread(target=check, name="evalkit-index-check", daemon=True)
+    checker.start()
+    # 100,000 records make millions of objects, none in a cycle: with the collector on, it walked them over
+    # and over (~9% of a cold load's profile).
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        eps, lines = _decode(buf, starts, ends, ok)
+        values, odd = _values(eps, lines)
+        del eps
+    finally:
+        if was:
+            gc.enable()
+    checker.join()
+    if "error" in found:
+        raise found["error"]
+    df = _fast_columns(values)
+    slow = np.ones(len(starts), bool)
+    slow[df["_line"].to_numpy()] = False
+    slow |= found["suspect"]
+    return df.filter(~pl.Series(slow[df["_line"].to_numpy()])), slow
 
 
 def records(
@@ -344,19 +380,13 @@ def records(
     empty = schema.to_frame()
     if counts is not None:  # an empty trace (a kill between its creation and its first line) counts nothing
         counts.update(unreadable=0, torn=0)
-    arr = np.frombuffer(buf, np.uint8)
     if not len(buf):
         return empty
-    starts, ends = _lines(buf, arr)
+    starts, ends = _lines(buf)
     if not len(starts):
         return empty
-    ok, checks = _eligible(buf, arr, starts, ends)
-    slow = ~ok
-    parts = []
-    if ok.any():
-        fast, gone = _read(buf, starts, ends, ok, checks)
-        slow |= gone
-        parts.append(_fast_columns(fast))
+    fast_rows, slow = fast(buf, starts, ends)
+    parts = [fast_rows] if fast_rows.height else []
     rows, lines = [], []
     bad = torn = 0
     for i in np.flatnonzero(slow).tolist():

@@ -1,7 +1,7 @@
 """The episode index of a run (one `columns.CACHED` row per episode that counts), cached as Parquet.
 
 A native run's index holds the byte offset of each record's line (for `traces.read_at`) and is built by
-Polars (`evalkit.records._index`); `build_reference`, one `json.loads` per line, is what it must equal. It is
+msgspec (`evalkit.records._index`); `build_reference`, one `json.loads` per line, is what it must equal. It is
 cached under `<run>/.evalkit/`, named by the trace's size and mtime: a changed trace gets a new index, a
 read-only run gets none. Traces are append-only, so a trace that grew since its cached index is indexed from
 where that index stopped (`_extend`), not anew. Both keep each key's latest record by `traces.survivors`.
