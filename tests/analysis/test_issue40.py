@@ -170,12 +170,14 @@ def test_rewards_outside_zero_one_and_nan_rewards():
 
 
 def test_the_mde_is_the_sign_flip_tests():
-    # At 6 tasks the sign-flip test needs all six on one side: its MDE is well above the t-test's.
+    # At 6 tasks the sign-flip test needs all six on one side: its MDE is well above the t-test's (its
+    # power: tests/analysis/test_power.py).
     rng = np.random.default_rng(2)
-    d = rng.normal(0.1, 0.2, 6)
-    lo, hi, _ = stats.sign_flip_interval(d)
-    sd = float(d.std(ddof=1))
-    assert stats.min_detectable(sd, 6, (hi - lo) / 2) > stats.min_detectable(sd, 6)
+    a = rng.uniform(0.3, 0.7, 6)
+    b = a - rng.normal(0.1, 0.2, 6)
+    rows = [("A", f"t{i}", x, 0) for i, x in enumerate(a)] + [("B", f"t{i}", x, 0) for i, x in enumerate(b)]
+    row = ek.compare(episodes(rows), "A", "B", by=None).row(0, named=True)
+    assert row["mde"] > 1.1 * stats.min_detectable(row["sd_diff"], 6)
 
 
 def test_many_equal_models_rarely_show_a_holm_p_below_alpha():
