@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import polars as pl
+import pytest
 
 import evalkit as ek
 from evalkit import analysis as A
@@ -88,3 +89,22 @@ def test_an_mde_out_of_reach_says_so():
     df = _pair(np.array([[1.0]] * 3 + [[0.0]] * 3), np.zeros((6, 1)))
     assert "beyond the reward range" in report.headline_html(df, "A", "B")
     assert A.tables.mde_text(None, 3) == "too few tasks"
+
+
+def test_plan_sizes_for_the_sign_flip_test_by_hand():
+    # Differences of SD σ, δ = 1.5σ. The t-test's formula gives 6 tasks ((t₅ + t₅,₀.₈)² / 1.5² = 5.4), but at
+    # six tasks the sign-flip test rejects only when all six differences are positive: Φ(1.5)⁶ = 0.66.
+    sd = 0.2
+    z = np.array([-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5] * 4)
+    d = z / z.std(ddof=1) * sd
+    rows = [("A", f"t{i}", 0.5 + x, 0) for i, x in enumerate(d)] + [("B", f"t{i}", 0.5, 0) for i in range(28)]
+    p = ek.plan(episodes(rows), "A", "B", delta=1.5 * sd)
+    assert p["var_diff_pilot"][0] == pytest.approx(sd**2)
+    need = p["n_tasks"][0]
+    assert (0.5 * (1 + math.erf(1.5 / math.sqrt(2)))) ** 6 == pytest.approx(0.66, abs=0.005) and need >= 7
+    # The count it gives reaches 80% with the test itself; one task fewer does not (by more than noise).
+    rng = np.random.default_rng(1)
+    for n, lo, hi in ((need, 0.77, 1.0), (need - 1, 0.0, 0.83)):
+        sims = rng.normal(1.5 * sd, sd, (600, n))
+        hits = np.mean([stats.sign_flip_p(x) < 0.05 and x.mean() > 0 for x in sims])
+        assert lo <= hits <= hi, (n, hits)
