@@ -7,7 +7,9 @@ reject when (nearly) every task's difference has the same sign, and pass/fail re
 −1, 0 and +1 whose ties carry no evidence, so the t-test's MDE had 62–80% power for continuous rewards and
 7–40% for pass/fail rewards near 0.9. Runs of the same design are drawn from a model of the tasks, a true
 difference δ is put in, and the same test is applied to each; one set of random numbers serves every δ, so
-the power is a function of δ that bisection can solve for 80%.
+the power is a smooth function of δ and the same run always prints the same MDE. For the location model
+each simulated run's threshold δ is found directly and the MDE is their 80% quantile; for pass/fail
+rewards δ is bisected.
 
 Two models of the tasks, chosen by the rewards:
   location   rewards that are not all 0 or 1: the observed per-task differences, centred, resampled and
@@ -38,7 +40,7 @@ SIM_FLIPS = 1000
 NORMAL_SIM = 300
 LATTICE_MAX = 12
 """Pass/fail differences lie on a lattice of 1/lcm(episodes per task); up to this lcm the simulated runs'
-test is exact at any number of tasks (`_lattice_rejects`), a few hundred times faster than assignments."""
+test is exact at any number of tasks (`_lattice_rejects`), and far cheaper than sign assignments."""
 POWER = 0.8
 _Z975 = 1.959963984540054
 

@@ -50,11 +50,11 @@ def test_the_printed_mde_has_80_percent_power_at_six_continuous_tasks():
     # six tasks it rejects only when all six differences are positive, so with normal differences of SD σ
     # the power at δ is Φ(δ/σ)⁶ exactly (checked against the test below). The t-test's MDE: about 62%.
     rng = np.random.default_rng(6)
-    sd = 0.15 * math.sqrt(2)
+    sd = 0.1 * math.sqrt(2)
     powers = []
     for _ in range(120):
         base = rng.uniform(0.2, 0.8, 6)[:, None]
-        a, b = base + rng.normal(0, 0.15, (6, 1)), base + rng.normal(0, 0.15, (6, 1))
+        a, b = base + rng.normal(0, 0.1, (6, 1)), base + rng.normal(0, 0.1, (6, 1))
         mde = ek.compare(_pair(a, b), "A", "B", by=None)["mde"][0]
         powers.append((0.5 * (1 + math.erf(mde / sd / math.sqrt(2)))) ** 6)
     assert 0.74 <= np.mean(powers) <= 0.86
