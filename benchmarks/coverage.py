@@ -1,8 +1,8 @@
 """Coverage of evalkit's intervals, the false-positive rate of its headline and its power at the printed MDE,
 on simulated runs (issue 40; the contract is DESIGN.md's "Statistics": 95% means 93–97% from six tasks).
 
-    PYTHONPATH=. python benchmarks/coverage.py            # 200 runs per cell, about three minutes
-    PYTHONPATH=. python benchmarks/coverage.py --reps 2000
+    PYTHONPATH=. python benchmarks/coverage.py            # 200 runs per cell, about five minutes
+    PYTHONPATH=. python benchmarks/coverage.py --reps 1000  # the table in docs/statistics.md, ~20 min
 
 Each simulated run has `n` tasks; a task has its own success rate or mean θ drawn from a Beta around the
 cell's mean (tasks differ: the intraclass correlation is about 1/3), and each of its `repeats` episodes a
