@@ -14,6 +14,8 @@ from math import comb
 import numpy as np
 import polars as pl
 
+from evalkit.analysis import power
+from evalkit.analysis.power import beta_fit
 from evalkit.analysis.stats import (
     ALPHA,
     GROUP,
@@ -143,10 +145,15 @@ def plan(
     From the pilot's paired tasks: the within-task variance σ²_w (pooled over both sides' repeats of each
     task; needs some task with two scored repeats) and the between-task variance of the true per-task
     difference σ²_b = var(d) − mean within-variance of d (floored at 0); the intraclass correlation is
-    σ²_b / (σ²_b + σ²_w). A task run r times gives a difference of variance σ²_b + σ²_w / r, and n tasks
-    are needed when (t₁₋α/₂ + t_power) · sqrt((σ²_b + σ²_w / r) / n) ≤ delta (t on n − 1 degrees of freedom;
-    the sign-flip test's power approaches the paired t-test's, and at few tasks falls short: never fewer
-    than MIN_TASKS). Returns one row per repeats with `n_tasks`, and the variances and ICC beside it."""
+    σ²_b / (σ²_b + σ²_w). A task run r times gives a difference of variance σ²_b + σ²_w / r. `n_tasks` is
+    the fewest tasks (never below MIN_TASKS) at which the sign-flip test itself, simulated
+    (`power.tasks_needed`), has `power`: on normal differences of that variance around delta, or, where
+    every pilot reward is 0 or 1, on the pass/fail model of `power` (tasks' success rates from a Beta
+    fitted to the pilot's pooled rates, r Bernoulli episodes a side, one side's rates moved by delta), which
+    also plans repeats from a one-repeat pilot. At few tasks and for pass/fail rewards this is more than the
+    paired t-test's count ((t₁₋α/₂ + t_power)² (σ²_b + σ²_w / r) / delta², where the search starts). Null
+    where delta is beyond the rates' room or 100,000 tasks fall short. One row per repeats, with the
+    variances, the ICC and `power_model` beside it."""
     if delta <= 0:
         raise ValueError(f"delta must be above 0, not {delta}")
     df = eager(df, "plan")
@@ -158,47 +165,93 @@ def plan(
             pl.col("reward").mean().alias("m"),
             pl.col("reward").var(ddof=1).alias("v"),
             pl.len().alias("r"),
+            pl.col("reward").is_in([0.0, 1.0]).all().alias("pf"),
         )
 
     j = side(a).join(side(b), on=keys, suffix="_b", nulls_equal=True)
     n_pilot = j.height
     if n_pilot < 2:
         raise ValueError(f"plan: {a!r} and {b!r} share {n_pilot} scored task(s); a pilot needs at least 2")
-    d = (j["m"] - j["m_b"]).to_numpy()
-    var_d = float(np.var(d, ddof=1))
-    both = (
-        j.filter(pl.col("r") > 1).select("v", "r"),
-        j.filter(pl.col("r_b") > 1).select(pl.col("v_b").alias("v"), pl.col("r_b").alias("r")),
-    )
-    pooled = pl.concat(both)
-    if pooled.height:
-        # Pooled within-task variance of one episode, per side, summed: the two sides' noise adds.
-        dof = (pooled["r"] - 1).cast(_F)
-        w = float((pooled["v"] * dof).sum() / dof.sum()) * 2
-        noise = float(np.mean(w / 2 / j["r"].to_numpy() + w / 2 / j["r_b"].to_numpy()))
-        var_b = max(0.0, var_d - noise)
-        icc = var_b / (var_b + w) if var_b + w > 0 else None
-    else:  # one repeat each: the two parts cannot be told apart
-        w, var_b, icc = None, None, None
+    var_d, var_b, w, icc = _variances(j)
     z_a = Z_975 if abs(alpha - 0.05) < 1e-12 else _z_two_sided(alpha)
     z_p = Z_80 if abs(power - 0.8) < 1e-12 else _z_one_sided(power)
     pilot_r = float(np.mean(np.concatenate([j["r"].to_numpy(), j["r_b"].to_numpy()])))
+    pf = bool((j["pf"] & j["pf_b"]).all())
+    rates = None
+    if pf:  # the tasks' success rates, both sides pooled, for the pass/fail model of the test's power
+        ra, rb = j["r"].to_numpy(), j["r_b"].to_numpy()
+        pooled = (j["m"].to_numpy() * ra + j["m_b"].to_numpy() * rb) / (ra + rb)
+        rates = beta_fit(pooled, ra + rb)
     rows = []
     for r in repeats:
-        if w is None:
+        if w is None and not pf:
             if abs(r - pilot_r) > 1e-9:
                 continue
             var = var_d
         else:
-            var = var_b + w / r
-        rows.append((int(r), _tasks_needed(var, delta, z_a, z_p), var_b, w, icc, var_d, n_pilot))
+            var = var_d if w is None else var_b + w / r
+        start = _tasks_needed(var, delta, z_a, z_p)
+        need = _sign_flip_tasks(delta, int(r), var, rates, start, alpha, power)
+        rows.append((int(r), need, var_b, w, icc, var_d, n_pilot))
+    model = "pass/fail rates" if pf else "normal differences"
     return pl.DataFrame(
         rows,
         schema={"repeats": _I, "n_tasks": _I, "var_between": _F, "var_within": _F, "icc": _F,
                 "var_diff_pilot": _F, "n_pilot_tasks": _I},  # fmt: skip
         orient="row",
     ).with_columns(pl.lit(a).alias("a"), pl.lit(b).alias("b"), pl.lit(float(delta)).alias("delta"),
-                   pl.lit(float(power)).alias("power"))  # fmt: skip
+                   pl.lit(float(power)).alias("power"), pl.lit(model).alias("power_model"))  # fmt: skip
+
+
+def _variances(j: pl.DataFrame) -> tuple[float, float | None, float | None, float | None]:
+    """(var of the per-task difference, σ²_b, σ²_w, ICC) of a pilot's paired tasks (`plan`); the last three
+    None without a task with two scored repeats on some side."""
+    var_d = float(np.var((j["m"] - j["m_b"]).to_numpy(), ddof=1))
+    both = (
+        j.filter(pl.col("r") > 1).select("v", "r"),
+        j.filter(pl.col("r_b") > 1).select(pl.col("v_b").alias("v"), pl.col("r_b").alias("r")),
+    )
+    pooled = pl.concat(both)
+    if not pooled.height:  # one repeat each: the two parts cannot be told apart
+        return var_d, None, None, None
+    # Pooled within-task variance of one episode, per side, summed: the two sides' noise adds.
+    dof = (pooled["r"] - 1).cast(_F)
+    w = float((pooled["v"] * dof).sum() / dof.sum()) * 2
+    noise = float(np.mean(w / 2 / j["r"].to_numpy() + w / 2 / j["r_b"].to_numpy()))
+    var_b = max(0.0, var_d - noise)
+    return var_d, var_b, w, (var_b / (var_b + w) if var_b + w > 0 else None)
+
+
+def _sign_flip_tasks(
+    delta: float,
+    r: int,
+    var: float,
+    rates: tuple[float, float] | None,
+    start: int,
+    alpha: float,
+    target: float,
+) -> int | None:
+    """The tasks the sign-flip test needs (`power.tasks_needed`): pass/fail pilots by the pass/fail model
+    (tasks' rates from the Beta fitted to the pilot, r episodes a side, one side's rates moved by delta),
+    others by normal differences of variance `var` around delta. None past 100,000 tasks (or, pass/fail,
+    where delta is beyond what the rates allow)."""
+    if rates is None:
+        if var <= 0:
+            return MIN_TASKS
+        sd = math.sqrt(var)
+        return power.tasks_needed(
+            delta, lambda n, rng: (power.normal_model(sd, n, rng), 1.0, None), start, MIN_TASKS, alpha, target
+        )
+
+    def make(n: int, rng: np.random.Generator) -> tuple[power.Model, float, int]:
+        reps = np.full(n, r)
+        model, direction, _ = power.pass_fail_model(*rates, reps, reps, rng)
+        return model, direction, r
+
+    m = rates[0]
+    if delta >= (m if m >= 0.5 else 1 - m):
+        return None
+    return power.tasks_needed(delta, make, start, MIN_TASKS, alpha, target)
 
 
 def _tasks_needed(var: float, delta: float, z_a: float, z_p: float) -> int:
@@ -233,17 +286,30 @@ def format_plan(p: pl.DataFrame) -> str:
     head = (f"Plan: {r['a']} vs {r['b']}, a true difference of {r['delta']:g} in task-weighted mean "
             f"reward, {r['power']:.0%} power, two-sided α = 0.05, "
             "the paired sign-flip test evalkit runs.")  # fmt: skip
+    pf = r.get("power_model") == "pass/fail rates"
     if r["var_within"] is None:
+        why = ("; the pass/fail model plans repeats from the tasks' success rates" if pf
+               else "; run a pilot with --repeats 2 or more to plan repeats")  # fmt: skip
         pilot = (f"Pilot: {r['n_pilot_tasks']} paired tasks, one repeat each: variance of the per-task "
                  f"difference {r['var_diff_pilot']:.4f} (between and within tasks cannot be told apart "
-                 "without repeats; run a pilot with --repeats 2 or more to plan repeats).")  # fmt: skip
+                 f"without repeats{why}).")  # fmt: skip
     else:
         icc = "–" if r["icc"] is None else f"{r['icc']:.2f}"
         pilot = (f"Pilot: {r['n_pilot_tasks']} paired tasks; between-task variance of the difference "
                  f"{r['var_between']:.4f}, within-task (one episode, both sides) {r['var_within']:.4f}, "
                  f"intraclass correlation {icc}.")  # fmt: skip
-    lines = [head, pilot, ""]
+    how = (
+        "Sized by simulating that test on pass/fail episodes of tasks with the pilot's success rates, one "
+        "model's rates moved by the difference."
+        if pf
+        else "Sized by simulating that test on normal per-task differences with the pilot's variance."
+    )
+    lines = [head, pilot, how, ""]
     for row in p.iter_rows(named=True):
+        if row["n_tasks"] is None:
+            lines.append(f"  {row['repeats']:>2} repeat(s) per task: out of reach (beyond the success rates' "
+                         "room, or more than 100,000 tasks)")  # fmt: skip
+            continue
         lines.append(f"  {row['repeats']:>2} repeat(s) per task: {row['n_tasks']:,} tasks "
                      f"({row['n_tasks'] * row['repeats']:,} episodes per model)")  # fmt: skip
     lines.append(f"\n(Never fewer than {MIN_TASKS} tasks: below that no difference can be detected at 5%.)")

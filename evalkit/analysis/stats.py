@@ -381,19 +381,33 @@ def sign_flip_interval(
     return round(lo, 9) + 0.0, round(hi, 9) + 0.0, p0
 
 
-def min_detectable(sd: float | None, n: int, half: float | None = None) -> float | None:
-    """The smallest true mean difference that `n` paired tasks with differences of SD `sd` would detect with
-    80% power at α = 0.05, two-sided, for the sign-flip test evalkit runs: `half` is the half-width of that
-    test's inverted interval (`sign_flip_interval`), the distance from the estimate at which the test just
-    rejects, and the estimate must land beyond it 80% of the time: half + z₀.₈ · sd / √n. Without `half`, the
-    paired t-test's ((t₀.₉₇₅ + t₀.₈) · sd / √n), which the sign-flip test reaches only at many tasks. None
-    below MIN_TASKS tasks, where no difference can be detected at all."""
+def min_detectable(sd: float | None, n: int) -> float | None:
+    """The paired t-test's smallest detectable difference, (t₀.₉₇₅ + t₀.₈) · sd / √n over `n` tasks whose
+    differences have SD `sd`: for reference only. evalkit runs the sign-flip test, whose MDE (`_mde`, by
+    `power.detectable`) is larger at few tasks and for pass/fail rewards; at this one it had 62–80% power
+    for continuous rewards and 7–40% for pass/fail rewards near 0.9. None below MIN_TASKS tasks."""
     if sd is None or n < MIN_TASKS:
         return None
-    se = sd / math.sqrt(n)
-    if half is not None:
-        return half + _t_quantile(Z_80, n - 1) * se
-    return (_t_quantile(Z_975, n - 1) + _t_quantile(Z_80, n - 1)) * se
+    return (_t_quantile(Z_975, n - 1) + _t_quantile(Z_80, n - 1)) * sd / math.sqrt(n)
+
+
+def _mde(per_task: pl.DataFrame, seed: int = 0) -> float | None:
+    """The smallest true difference the sign-flip test over these paired tasks detects with 80% power at
+    α = 0.05 (`power.detectable`: simulated under the tasks' pass/fail rates or their spread of
+    differences); None below MIN_TASKS tasks and where no difference within the reward range gets there."""
+    if per_task.height < MIN_TASKS:
+        return None
+    from evalkit.analysis import power
+
+    return power.detectable(
+        per_task["d"].to_numpy(),
+        per_task["pooled"].to_numpy(),
+        per_task["k_a"].to_numpy(),
+        per_task["k_b"].to_numpy(),
+        bool(per_task["pf"].all()),
+        ALPHA,
+        seed,
+    )
 
 
 def _in_task_order(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -527,7 +541,11 @@ def _per_task_differences(
         return (
             _in_task_order(d.filter(pl.col("scored") & ~pl.col("reward").is_nan()), keys)
             .group_by(keys, maintain_order=True)
-            .agg(pl.col("reward").mean().alias("r"), pl.len().alias("k"))
+            .agg(
+                pl.col("reward").mean().alias("r"),
+                pl.len().alias("k"),
+                pl.col("reward").is_in([0.0, 1.0]).all().alias("pf"),
+            )
         )
 
     ca, cb = cells(a_df), cells(b_df)
@@ -538,6 +556,12 @@ def _per_task_differences(
         pl.col("r").alias("mean_a"),
         pl.col("r_b").alias("mean_b"),
         (pl.col("r") - pl.col("r_b")).alias("d"),
+        pl.col("k").alias("k_a"),
+        pl.col("k_b"),
+        ((pl.col("r") * pl.col("k") + pl.col("r_b") * pl.col("k_b")) / (pl.col("k") + pl.col("k_b"))).alias(
+            "pooled"
+        ),
+        (pl.col("pf") & pl.col("pf_b")).alias("pf"),
     )
     unpaired = int(ca["k"].sum() + cb["k"].sum() - j["k"].sum() - j["k_b"].sum())
     return per_task, unpaired
@@ -590,7 +614,7 @@ def _compare_block(
         "ties": int(tie.sum()),
         "losses": int(((d < 0) & ~tie).sum()),
         "sd_diff": sd,
-        "mde": None if lo is None else min_detectable(sd, n, (hi - lo) / 2),
+        "mde": None if lo is None else _mde(per_task, seed),
     }
 
 

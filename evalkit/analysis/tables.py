@@ -112,6 +112,9 @@ COMPARE_MANY_TABLE = [*COMPARE_TABLE[:11], ("p_holm", "p (Holm)", "p"), *COMPARE
 
 
 TOO_FEW = "too few tasks"
+OUT_OF_REACH = "beyond the reward range"
+"""An MDE where no difference within the reward range gives the sign-flip test 80% power (six pass/fail
+tasks: it would take A right and B wrong on all six nearly every time)."""
 NO_GRADES = "no grades"
 
 
@@ -142,9 +145,13 @@ def p_phrase(p: float | None, exact: bool | None = True) -> str:
 
 def mde_text(mde: float | None, n_tasks: int | None = None) -> str:
     """The smallest difference this many tasks would detect with the sign-flip test (80% power, α = 0.05),
-    or "too few tasks"."""
+    "too few tasks" below six, or OUT_OF_REACH where `compare` found none within the reward range."""
     if mde is None:
-        return TOO_FEW if n_tasks else "–"
+        if not n_tasks:
+            return "–"
+        from evalkit.analysis.stats import MIN_TASKS
+
+        return TOO_FEW if n_tasks < MIN_TASKS else OUT_OF_REACH
     return f"{mde:.3f}"
 
 
