@@ -26,15 +26,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from evalkit.analysis.tables import MIN_TASKS
 from evalkit.records.columns import eager
 
 N_BOOT = 2000
-MIN_TASKS = 6
-"""Fewest tasks (clusters) behind a bootstrap CI or a minimum detectable effect. Below it nothing can be
-concluded at the 5% level: even with every task on one side, the exact sign-flip test's smallest two-sided
-p-value is 2/2^n, 0.0625 at five tasks, and a percentile bootstrap over so few clusters has almost no
-distinct resamples (one task: an interval of zero width) and covers far less than 95%. Such a mean is
-shown with "too few tasks" and its comparison with its exact p-value, never a CI."""
+# MIN_TASKS (6; defined in `tables`, where "too few tasks" is said, which imports nothing of evalkit): the
+# fewest tasks (clusters) behind an interval or a minimum detectable effect. Below it nothing can be
+# concluded at the 5% level: even with every task on one side, the exact sign-flip test's smallest two-sided
+# p-value is 2/2^n, 0.0625 at five tasks, and a percentile bootstrap over so few clusters has almost no
+# distinct resamples (one task: an interval of zero width) and covers far less than 95%. Such a mean is
+# shown with "too few tasks" and its comparison with its exact p-value, never a CI.
 EXACT_FLIPS = 16
 """Up to this many tasks the sign-flip test enumerates all 2^n sign assignments (65,536 at 16); beyond,
 N_FLIPS random ones (p = (1 + as extreme) / (1 + N_FLIPS), shown with "≈"), and beyond NORMAL_FLIPS tasks

@@ -111,6 +111,8 @@ COMPARE_MANY_TABLE = [*COMPARE_TABLE[:11], ("p_holm", "p (Holm)", "p"), *COMPARE
 """The columns of a `compare` frame as a report shows them."""
 
 
+MIN_TASKS = 6
+"""Fewest tasks behind an interval or an MDE (why: `evalkit.analysis.stats`); below it they read TOO_FEW."""
 TOO_FEW = "too few tasks"
 OUT_OF_REACH = "beyond the reward range"
 """An MDE where no difference within the reward range gives the sign-flip test 80% power (six pass/fail
@@ -149,8 +151,6 @@ def mde_text(mde: float | None, n_tasks: int | None = None) -> str:
     if mde is None:
         if not n_tasks:
             return "–"
-        from evalkit.analysis.stats import MIN_TASKS
-
         return TOO_FEW if n_tasks < MIN_TASKS else OUT_OF_REACH
     return f"{mde:.3f}"
 
