@@ -24,11 +24,8 @@ notebook-filter:
 
 # JupyterLab from this venv saves the shipped notebooks without outputs, as git's filter commits them
 # (evalkit/analysis/lab.py), so that `git status` stays clean after running them.
-LAB_HOOK := $(VENV)/etc/jupyter/jupyter_server_config.d/evalkit-notebooks.json
-lab-hook: $(LAB_HOOK)
-$(LAB_HOOK): $(STAMP)
-	@mkdir -p $(dir $(LAB_HOOK))
-	@echo '{"ContentsManager": {"pre_save_hook": "evalkit.analysis.lab.strip_shipped"}}' > $(LAB_HOOK)
+lab-hook: $(STAMP)
+	@$(BIN)/python -m evalkit.analysis.lab
 
 # An editable install leaves evalkit's modules as source; where PYTHONDONTWRITEBYTECODE is set (as it is on
 # some CI machines) every process would compile them again as it starts (~0.1 s before the demo's first

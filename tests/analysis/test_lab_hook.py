@@ -1,5 +1,6 @@
-"""A shipped notebook saved from a real Jupyter server (as JupyterLab saves it: a PUT of the whole model with
-its outputs) is written as committed, so `git status` stays clean; any other notebook keeps its outputs."""
+"""A shipped notebook saved from a real Jupyter server of this venv (as JupyterLab saves it: a PUT of the
+whole model with its outputs) is written as committed, so `git status` stays clean; any other notebook keeps
+its outputs. The server reads the hook from the venv's own configuration, as `make` wrote it."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.analysis.lab import HOOK, config_file
 from evalkit.serving import free_port
 
 pytest.importorskip("jupyter_server")
 
 REPO = Path(__file__).resolve().parents[2]
-HOOK = "evalkit.analysis.lab.strip_shipped"
 SHIPPED = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
 
 
@@ -57,8 +58,7 @@ def server(tmp_path):
            "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         "--allow-root", f"--ServerApp.root_dir={repo}", "--IdentityProvider.token=t",
-         f"--ContentsManager.pre_save_hook={HOOK}"],
+         "--allow-root", f"--ServerApp.root_dir={repo}", "--IdentityProvider.token=t"],
         env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "server.log").open("wb"),
     )  # fmt: skip
     try:
@@ -99,7 +99,18 @@ def test_a_shipped_notebook_saved_from_jupyter_leaves_git_status_clean(server):
     assert "120 episodes" in (repo / "mine" / "copy.ipynb").read_text()
 
 
-def test_make_names_the_hook():
-    """The hook the test above runs is the one `make venv` puts in the venv's Jupyter configuration."""
-    makefile = (REPO / "Makefile").read_text()
-    assert f'"pre_save_hook": "{HOOK}"' in makefile
+def test_make_names_the_hook_in_this_venvs_jupyter_config(tmp_path):
+    """What the server above read: `make` (`python -m evalkit.analysis.lab`) wrote it into this venv's
+    `jupyter_server_config.json`, keeping what else the file said."""
+    config = json.loads(config_file().read_text())
+    assert config["ContentsManager"]["pre_save_hook"] == HOOK
+    from evalkit.analysis.lab import install
+
+    other = config_file(tmp_path)
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps({"ServerApp": {"port": 9999}}))
+    install(tmp_path)
+    assert json.loads(other.read_text()) == {
+        "ServerApp": {"port": 9999},
+        "ContentsManager": {"pre_save_hook": HOOK},
+    }
