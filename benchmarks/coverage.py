@@ -9,7 +9,9 @@ cell's mean (tasks differ: the intraclass correlation is about 1/3), and each of
 reward around θ: continuous (a Beta with mean θ, skewed at the low means) or pass/fail (Bernoulli θ).
 Columns, each with its Monte Carlo standard error:
   tier cov   the 95% interval of one model's task-weighted mean (`mean_interval`, as `by_tier` computes it)
-             contains the true mean;
+             contains the true mean (over TIER_RUNS times the runs); for pass/fail rewards with one
+             episode per task (a binomial count of successes) also its exact coverage, and the step below
+             it: the most any interval that is a function of the count (symmetric at 0.5) can cover below;
   pair cov   the paired 95% interval (`sign_flip_interval`, as `compare`) contains the true difference,
              with B better (worse above a mean of 0.5) than A by the cell's median printed MDE;
   FPR        two equal models: how often the headline says one "scores higher" (p < 0.05);
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from math import comb
 
 import numpy as np
 
@@ -39,6 +42,8 @@ KAPPA_TASK = 2.0  # spread of θ between tasks: Beta(κm, κ(1 − m)), ICC ≈ 
 KAPPA_EPISODE = 6.0  # continuous rewards around θ: Beta(κθ, κ(1 − θ))
 OUT_OF_REACH = 0.3
 """The true difference for pair cov and power where most runs print no MDE (none within the range has 80%)."""
+TIER_RUNS = 4
+"""tier cov is over this many times the runs of the other columns."""
 KINDS = {"continuous 0.3": ("c", 0.3), "pass/fail 0.5": ("b", 0.5), "pass/fail 0.9": ("b", 0.9)}
 
 
@@ -103,7 +108,11 @@ def _cell(kind: str, mean: float, n: int, repeats: int, reps: int, seed: int) ->
     shown = sum(m is not None for m in mdes)
     asked = shown - ceiling
     mde = float(np.median([math.inf if m is None else m for m in mdes]))
-    return {"tier": tier_hits / reps, "pair": pair_hits / reps, "fpr": fp / reps, "mde": mde,
+    tier_runs = TIER_RUNS * reps  # the interval alone is cheap: more runs, a smaller Monte Carlo error
+    for _ in range(tier_runs - reps):
+        lo, hi = mean_interval(_episodes(rng, kind, _thetas(rng, mean, n), repeats).mean(1), n * repeats, pf)
+        tier_hits += lo <= mean <= hi
+    return {"tier": tier_hits / tier_runs, "pair": pair_hits / reps, "fpr": fp / reps, "mde": mde,
             "power": power / asked if asked else None, "asked": asked, "shown": shown,
             "ceiling": ceiling}  # fmt: skip
 
@@ -112,6 +121,24 @@ def _mde(d: np.ndarray, ya: np.ndarray, yb: np.ndarray, repeats: int, pf: bool, 
     # As `stats._mde` calls it from `compare`'s per-task frame: pooled means, episodes per side.
     reps = np.full(len(d), repeats)
     return P.detectable(d, (ya + yb) / 2, reps, reps, pf, 0.05, seed)
+
+
+def _exact_tier(n: int, p: float) -> tuple[float, float]:
+    """The pass/fail tier interval's exact coverage over n tasks of one episode each (a Binomial(n, p)
+    count), and the largest coverage below it that an interval which is a function of the count can have:
+    it covers p for the counts a..b around np (b = n − a at p = 0.5), so its coverage takes few values."""
+    pmf = [comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)]
+    got = 0.0
+    for k in range(n + 1):
+        lo, hi = mean_interval(np.array([1.0] * k + [0.0] * (n - k)), n, True)
+        got += pmf[k] * (lo <= p <= hi)
+    steps = [
+        sum(pmf[a : b + 1])
+        for a in range(n + 1)
+        for b in range(a, n + 1)
+        if a <= n * p <= b and (p != 0.5 or a == n - b)
+    ]
+    return got, max((s for s in steps if s < got - 1e-12), default=0.0)
 
 
 def _pm(x: float | None, reps: int) -> str:
@@ -139,7 +166,11 @@ def main(argv: list[str] | None = None) -> None:
                 mde = f"{r['mde']:.3f}" if math.isfinite(r["mde"]) else "out of reach"
                 if r["ceiling"]:
                     mde += f" ({r['ceiling']} at the ceiling)"
-                cells = [label, str(n), str(repeats), _pm(r["tier"], a.reps), _pm(r["pair"], a.reps),
+                tier = _pm(r["tier"], TIER_RUNS * a.reps)
+                if kind == "b" and repeats == 1:
+                    exact, below = _exact_tier(n, mean)
+                    tier += f" (exact {exact:.3f}; step below {below:.3f})"
+                cells = [label, str(n), str(repeats), tier, _pm(r["pair"], a.reps),
                          _pm(r["fpr"], a.reps), _pm(r["power"], r["asked"]), f"{r['shown'] / a.reps:.0%}",
                          mde]  # fmt: skip
                 print("| " + " | ".join(cells) + " |", flush=True)

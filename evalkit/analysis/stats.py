@@ -287,20 +287,20 @@ def mean_interval(
     Wilson's score interval on the rewards' range ([0, 1], or wider where rewards lie outside it) over the
     effective number of observations, u(1 − u) / (s² / n) with s the SD of the tasks' values (Kish's design
     effect), with Student's t quantile on n − 1 degrees of freedom (after Korn and Graubard's interval for
-    clustered proportions). Pass/fail rewards (every reward 0 or 1): the normal quantile, the effective
-    number capped at the episodes, and where every task succeeded (or failed) it is the episodes: 20 tasks at
-    1.0 give [0.84, 1], not [1, 1]. Other rewards: where the tasks' values are all equal (no spread to
-    measure), `_constant`. Chosen by simulation (benchmarks/coverage.py): about 93–97% from six tasks, where
-    the percentile bootstrap covered 82–89% and Student's t 88–91% on skewed rewards."""
+    clustered proportions). Pass/fail rewards (every reward 0 or 1): the effective number capped at the
+    episodes; with one episode per task this is Wilson's own interval (normal quantile), with repeats the
+    quantile is Student's on episodes − 1 degrees of freedom; where every task has the same value it is the
+    tasks (all 20 tasks at 1.0 give [0.84, 1], not [1, 1], however often each ran). Other rewards: where the
+    tasks' values are all equal (no spread to measure), `_constant`. Chosen by simulation
+    (benchmarks/coverage.py): about 93–97% from six tasks, where the percentile bootstrap covered 82–89%
+    and Student's t 88–91% on skewed rewards."""
     y = np.asarray(y, float)
     y = y[np.isfinite(y)]
     n = len(y)
     if n < MIN_TASKS:
         return None, None
     episodes = max(int(episodes or n), n)
-    # Wilson's own normal quantile for pass/fail rewards (its score interval already allows for few trials;
-    # with Student's t on top it covered 97-100% at 6-10 tasks), Student's t for the others.
-    z = _z(level) if pass_fail else _t_quantile(_z(level), n - 1)
+    z = _quantile(level, n, episodes, pass_fail)
     mean = float(y.mean())
     sd = float(y.std(ddof=1))
     lo_b, hi_b = min(0.0, float(y.min())), max(1.0, float(y.max()))
@@ -309,13 +309,30 @@ def mean_interval(
     if not pass_fail and sd <= 1e-12 * width:
         return _constant(mean, n, lo_b, hi_b, 1 - level)
     var_u = (sd / width) ** 2 / n
-    n_eff = u * (1 - u) / var_u if var_u > 0 and 0 < u < 1 else float(episodes)
+    if var_u > 0 and 0 < u < 1:
+        n_eff = u * (1 - u) / var_u
+    else:  # all tasks alike: how alike a task's own repeats are says nothing of the tasks not drawn
+        n_eff = float(n)
     # Pass/fail: no more information than the episodes hold. Continuous rewards may be far less spread than
     # a share's u(1 − u), so n_eff may exceed the episodes; Wilson is then Student's t, pulled toward the
     # middle of the range where the rewards are skewed against a bound (as a share near 0 or 1 is).
     n_eff = min(max(n_eff, 1.0), float(episodes)) if pass_fail else max(n_eff, 1.0)
     lo, hi = _wilson(u, n_eff, z)
     return lo_b + lo * width, lo_b + hi * width
+
+
+def _quantile(level: float, n: int, episodes: int, pass_fail: bool) -> float:
+    """The quantile `mean_interval` puts on Wilson's interval. Pass/fail rewards with one episode per task:
+    the normal one (each task's value is 0 or 1, its spread is fixed by the mean: Wilson's own case; with t
+    on top it covered 97–100% at 6–10 tasks). With repeats the spread between tasks is estimated, and the
+    quantile is Student's on episodes − 1 degrees of freedom: with the normal quantile 6 tasks × 3 repeats
+    at 0.5 covered 92%, with Korn and Graubard's n − 1 (the continuous rewards' quantile) 97–99% at 6–10
+    tasks (benchmarks/coverage.py; the task means of few repeats take few values, so coverage moves in
+    steps as the quantile grows)."""
+    z = _z(level)
+    if not pass_fail:
+        return _t_quantile(z, n - 1)
+    return z if episodes <= n else _t_quantile(z, episodes - 1)
 
 
 def _constant(c: float, n: int, low: float, high: float, alpha: float) -> tuple[float, float]:

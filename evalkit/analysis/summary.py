@@ -331,7 +331,7 @@ def write_summary(
         "notes": "mean_reward is over scored episodes, task-weighted (each task's episodes averaged first); "
         "mean_reward_unscored_as_0 counts unscored (infrastructure errors) as zero; episodes with no reward "
         "and no error are in neither mean (no_reward; nan_reward: a reward that was not a number). CIs: 95% "
-        "over tasks (Wilson's score interval over the effective number of episodes, Student's t quantile).",
+        "over tasks (Wilson's score interval over the effective number of episodes; docs/statistics.md).",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
     }

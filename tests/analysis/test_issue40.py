@@ -120,6 +120,42 @@ def test_constant_continuous_rewards_get_an_interval_of_some_width():
     assert lo < 0.7 < hi and hi - lo > 0.05
 
 
+def test_perfect_tasks_run_often_are_still_few_tasks():
+    # 20 tasks × 3 repeats all at 1.0 gave [0.94, 1]: sixty episodes as if independent. What they show of
+    # the tasks not drawn is what 20 tasks show, however often each ran.
+    one, three = stats.mean_interval(np.ones(20), 20, True), stats.mean_interval(np.ones(20), 60, True)
+    assert one[0] == pytest.approx(20 / (20 + stats.Z_975**2)) and one[1] == three[1] == 1
+    assert 0.83 < three[0] <= one[0]  # Student's quantile on 59 degrees of freedom: a little wider
+    assert stats.mean_interval(np.zeros(20), 60, True) == pytest.approx((0.0, 1 - three[0]))
+
+
+def _exact_coverage(n: int, repeats: int, weights: list[float], truth: float) -> float:
+    """The pass/fail tier interval's exact coverage when each of `n` tasks has k of `repeats` successes
+    with probability weights[k], every outcome enumerated."""
+    hit = 0.0
+    for ks in itertools.product(range(repeats + 1), repeat=n):
+        lo, hi = stats.mean_interval(np.array(ks) / repeats, n * repeats, True)
+        hit += math.prod(weights[k] for k in ks) * (lo <= truth <= hi)
+    return hit
+
+
+def test_pass_fail_intervals_cover_exactly_where_the_lattice_allows():
+    # Repeats: tasks whose success rates are uniform (k of 3 successes equally likely, mean 0.5). The normal
+    # quantile covered 92.5%, Student's on n − 1 = 5 degrees of freedom 98%.
+    assert 0.95 <= _exact_coverage(6, 3, [0.25] * 4, 0.5) <= 0.96
+    # One episode per task: a binomial count, whose interval can cover only in steps. At 10 tasks near 0.9
+    # the step below 0.987 is 0.930: Wilson's takes it; at 6 tasks no step lies in 93–97%.
+    binom = [math.comb(10, k) * 0.9**k * 0.1 ** (10 - k) for k in range(11)]
+    got = sum(
+        w
+        for k, w in enumerate(binom)
+        if (lambda lh: lh[0] <= 0.9 <= lh[1])(
+            stats.mean_interval(np.array([1.0] * k + [0.0] * (10 - k)), 10, True)
+        )
+    )
+    assert got == pytest.approx(sum(binom[8:]), abs=1e-12)
+
+
 def test_the_tier_table_and_compare_use_the_same_task_weighted_mean():
     # 4 tasks × 1 repeat at 1 and 4 tasks × 5 repeats at 0, against B = 0.5: A − B was −0.333 in the tier
     # table (episode-weighted) and +0.000 in compare.
