@@ -25,7 +25,11 @@ beside one regex (1.6-2 s of CPU, in Polars' threads) for the lines that might b
 main thread still waited for. msgspec now checks every field instead, so the regex is gone; that decode
 builds the nested records (their strings), which cost ~1.6x as much as the skipping one until the records
 were decoded and freed 128 lines at a time, while they are in the cache: now it costs the same. The load
-is mostly that decode, then taking the fields from it and building the columns.
+(~2.7 s of CPU where it took ~4.5 s) is mostly that decode (~60% of its samples), then taking the fields from
+the records and building the columns (~30%). Tried on the 2-CPU machine it was measured on, and left out: a
+second process decoding part of the lines (1.13x the wall time, 1.6x the CPU: its imports and the hand-over
+cost more than it saved), reading the trace in a thread while decoding (the decode slowed by what the read
+gained), and reading it in 16 MB chunks (as fast as whole, in fresh processes).
 """
 
 from __future__ import annotations
