@@ -490,8 +490,3 @@ def episode_key(
 def record_problems(d: Any) -> list[str]:
     """What is wrong with a trace line's value as an EpisodeRecord (see `evalkit.wellformed`)."""
     return wellformed.problems(d, EpisodeRecord)
-
-
-def line_pattern() -> str:
-    """A regex matching every raw trace line that may hold a malformed record (`wellformed.pattern`)."""
-    return wellformed.pattern(EpisodeRecord)

@@ -8,10 +8,10 @@ it with its problems, analysis leaves it out and says so in one counted warning,
 episode again. Null is never wrong: it reads as the field's default, as a missing field does.
 
 The kind each field must hold is read off the record dataclasses' annotations (`kinds`), so a new field is
-checked as soon as it is declared. `pattern` is the same knowledge as one regular expression over a raw
-line, for the fast index reader (`evalkit.records._index`): every line that may be malformed matches it (it
-may match sound lines too, which then take the exact path). The record types themselves live in
-`evalkit.types`, which uses this module (`EpisodeRecord.from_dict`, `types.record_problems`).
+checked as soon as it is declared. The fast index reader (`evalkit.records._index`) derives its msgspec
+types from the same `kinds`, so that msgspec refuses every line whose record `problems` would fault.
+The record types themselves live in `evalkit.types`, which uses this module (`EpisodeRecord.from_dict`,
+`types.record_problems`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 import sys
 from typing import Any
 
@@ -51,14 +50,6 @@ def kinds(cls: type) -> dict[str, tuple[str, type | None]]:
         else:  # a new annotation must say here what a line may hold for it
             raise TypeError(f"{cls.__name__}.{f.name}: no kind for annotation {ann!r}")
     return out
-
-
-def _all(cls: type) -> list[type]:
-    found = [cls]
-    for _, child in kinds(cls).values():
-        if child is not None and child not in found:
-            found += [c for c in _all(child) if c not in found]
-    return found
 
 
 def text(s: str) -> str:
@@ -159,47 +150,3 @@ def summary(found: list[str]) -> str | None:
         return None
     more = len(found) - PROBLEMS_SHOWN
     return "; ".join(found[:PROBLEMS_SHOWN]) + (f" (and {more} more)" if more > 0 else "")
-
-
-@functools.cache
-def pattern(cls: type) -> str:
-    """A regex that matches every raw line `problems(·, cls)` may find fault with (see the module doc). Keys
-    are matched at any depth, so sound lines with such a key nested in a tool's arguments match too.
-    Whitespace is JSON's four characters, not `\\s`: the same in a line `json.loads` reads, and Polars' regex
-    engine runs ~20% faster over a large trace without Unicode's."""
-    sp = r" \t\n\r"
-    ws = f"[{sp}]"
-    starts = {STR: '"', INT: r"\-0-9", NUM: r"\-0-9", BOOL: "tf", OBJ: "{", LIST: r"\[", OBJS: r"\["}
-    by_start: dict[str, set[str]] = {}
-    objs: set[str] = set()
-    for record in _all(cls):
-        for name, (kind, _) in kinds(record).items():
-            if kind == ANY:
-                continue
-            by_start.setdefault(starts[kind], set()).add(name)
-            if kind == OBJS:
-                objs.add(name)
-    numbers = sorted(by_start[starts[INT]])  # INT and NUM keys: a value out of range is theirs alone
-    # After a key, not after any ":" "," or "[": a pattern that starts at a byte that common ran ~3x slower.
-    number = r'"(?:' + "|".join(numbers) + rf')"{ws}*:{ws}*'
-    keys = [
-        r'"(?:' + "|".join(sorted(names)) + r')"' + f"{ws}*:{ws}*[^{first}n{sp}]"
-        for first, names in sorted(by_start.items())
-    ]
-    # a first item not an object
-    keys.append(r'"(?:' + "|".join(sorted(objs)) + r')"' + rf"{ws}*:{ws}*\[{ws}*[^\]{{{sp}]")
-    others = [
-        # an item after an object that is no object
-        rf'\}}{ws}*,{ws}*(?:[^{sp}"{{]|"(?:[^"\\]|\\.)*"{ws}*[,\]])',
-        r"NaN|Infinity",  # json.loads reads them; no field may hold them
-        # a number too large for a float (infinity to json.loads), an integer that may not fit in 64 bits
-        number + r"-?[0-9.]+[eE]\+?[0-9]{3,}",
-        number + r"-?[0-9]{19,}",
-        r"\\u00[2-7][0-9a-fA-F]",  # an escaped plain character: maybe inside a key the patterns must see
-    ]
-    return "|".join(f"(?:{p})" for p in keys + others)
-
-
-def suspect(line: str, cls: type) -> bool:
-    """Whether a raw line may hold a malformed record of `cls` (the fast reader's test, in Python)."""
-    return re.search(pattern(cls), line) is not None

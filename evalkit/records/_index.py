@@ -2,26 +2,34 @@
 
 `columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
 row for row, and hands every line it cannot vouch for to that reference. Each line is decoded by msgspec
-into only the fields the index needs (`_Episode`); everything else on the line (the final document, the
-tool calls, the turns but their frame) is skipped, though still checked to be JSON. The fields are typed
-as strictly as the reference converts them (text is a string or null, a count an integer within 64 bits, a
-reward a number, a grade an object), so a value the reference would have to coerce makes msgspec refuse
-the line, and the reference reads it. msgspec is stricter than `json.loads` in other ways (NaN, lone
-surrogates, numbers out of range): those lines go the reference way too. It is more lenient in one: it does
-not check that the text it skips is UTF-8, so a line with a byte that is not goes the reference way first.
-
-Whether a record is malformed (`evalkit.wellformed`) depends on nested fields the decode skips; a line
-`types.line_pattern` matches may be, and takes the reference path. That regex runs over every line in
-Polars, in a thread beside the decode (Polars does not hold the GIL).
+into an `_Episode`, a Struct derived from `wellformed.kinds` (`_struct`): every field a record declares, at
+every depth (the turns, their calls, the plans), is typed by the kind it must hold, a field of any kind (the
+final document, a call's arguments) is skipped, though still checked to be JSON. So a line msgspec reads
+holds a record `wellformed.problems` finds nothing wrong with, and a malformed one goes the reference way
+(which names its problems). The fields the index reads are typed as strictly as the reference converts them
+(text is a string or null, a count an integer within 64 bits, a reward a number, a grade an object), so a
+value the reference would have to coerce makes msgspec refuse the line too. msgspec reads keys as
+`json.loads` does (escapes undone; of a duplicate key the last value, every one of them checked), and is
+stricter in other ways (NaN, lone surrogates, numbers out of range, a float for an integer): those lines go
+the reference way. It is more lenient in one: it does not check that the text it skips is UTF-8, so a line
+with a byte that is not goes the reference way first.
 
 A line that names a harness's own reward or error (`info.harness_reward`, `info.harness_error`, which only
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaces (it builds
+A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced (it builds
 every nested value) and eight regexes over the whole of every line (to pick the lines it could read) took
-~45% of the time each. Now the main thread is mostly msgspec's decode (a third of it skipping what the
-index does not need), then building the columns; the one regex left runs beside it.
+~45% of the time each. Then the main thread was mostly msgspec's decode of the few fields the index needs,
+beside one regex (1.6-2 s of CPU, in Polars' threads) for the lines that might be malformed, which the
+main thread still waited for. msgspec now checks every field instead, so the regex is gone; that decode
+builds the nested records (their strings), which cost ~1.6x as much as the skipping one until the records
+were decoded and freed 128 lines at a time, while they are in the cache: now it costs the same. The load
+(~2.7 s of CPU where it took ~4.5 s) is mostly that decode (~60% of its samples), then taking the fields from
+the records and building the columns (~30%). Tried on the 2-CPU machine it was measured on, and left out: a
+second process decoding part of the lines (1.13x the wall time, 1.6x the CPU: its imports and the hand-over
+cost more than it saved), reading the trace in a thread while decoding (the decode slowed by what the read
+gained), and reading it in 16 MB chunks (as fast as whole, in fresh processes).
 """
 
 from __future__ import annotations
@@ -29,7 +37,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import threading
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Annotated, Any
@@ -37,9 +44,9 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from evalkit.types import line_pattern
+from evalkit import wellformed
+from evalkit.types import EpisodeRecord
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +65,13 @@ _USAGE = ("input", "output", "cache_read", "cache_write", "reasoning_tokens", "r
 # outside 64 bits and `int()` of a float or a string; `columns.number` takes a bool or a numeric string.
 _Str = str | None
 _Num = float | None
-_Int = Annotated[int, msgspec.Meta(ge=-(2**63) + 1, le=2**63 - 1)] | None
+_INT = Annotated[int, msgspec.Meta(ge=-(2**63) + 1, le=2**63 - 1)]  # wellformed.INT_LIMIT, exclusive
+_Int = _INT | None
 _NULL = msgspec.Raw(b"null")
+
+
+class _Object(msgspec.Struct, gc=False):
+    """Any JSON object, its contents skipped (checked to be JSON, never built)."""
 
 
 class _Usage(msgspec.Struct, gc=False):
@@ -80,28 +92,49 @@ class _Info(msgspec.Struct, gc=False):
     harness_error: None = None
 
 
-class _Turn(msgspec.Struct, gc=False):
-    frame: _Str = None
+# What each kind of `evalkit.wellformed` asks of a value, as msgspec checks it: never more lenient than
+# `wellformed._fits` (msgspec refuses a bool or a float for an int, and a number out of a double's range).
+_KIND = {
+    wellformed.STR: str,
+    wellformed.INT: _INT,
+    wellformed.NUM: float,
+    wellformed.BOOL: bool,
+    wellformed.OBJ: _Object,
+    wellformed.LIST: list[msgspec.Raw],
+}
 
 
-_Episode = msgspec.defstruct(
-    "_Episode",
-    [(k, _Str, None) for k in _TEXT]
-    + [(k, _Num, None) for k in _NUM]
-    + [(k, _Int, None) for k in _COUNT]
-    + [
-        ("grade", msgspec.Raw, _NULL),  # its raw text: an object, null, or (the reference's) anything else
-        ("auto_submitted", bool | None, None),
-        ("usage", _Usage | None, None),
-        ("info", _Info | None, None),
-        ("provider_switches", list[msgspec.Raw] | None, None),
-        ("turns", list[_Turn] | None, None),
-    ],
-    gc=False,
+def _struct(cls: type, own: dict[str, tuple[Any, Any]] | None = None) -> type:
+    """A Struct for a record of `cls` that msgspec reads only when `wellformed.problems` would find nothing
+    wrong with it: every field `wellformed.kinds` declares is typed by its kind (or null), a list of records
+    by the Struct of its items, recursively; an ANY field is left out (skipped). `own` gives the index's own
+    type and default for some fields: each must be at least as strict as the field's kind."""
+    own = own or {}
+    fields: list[tuple[str, Any, Any]] = []
+    for name, (kind, child) in wellformed.kinds(cls).items():
+        if name in own:
+            fields.append((name, *own[name]))
+        elif kind == wellformed.OBJS:
+            fields.append((name, list[_struct(child) if child else _Object] | None, None))
+        elif kind != wellformed.ANY:
+            fields.append((name, _KIND[kind] | None, None))
+    return msgspec.defstruct(f"_{cls.__name__}", fields, gc=False)
+
+
+_Episode = _struct(
+    EpisodeRecord,
+    {
+        "grade": (msgspec.Raw, _NULL),  # its raw text: an object, null, or (the reference's) anything else
+        "usage": (_Usage | None, None),
+        "info": (_Info | None, None),
+    },
 )
 _DECODER = msgspec.json.Decoder(_Episode)
 _DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
-_BLOCK = 1024  # lines per msgspec call; a block with a line it refuses is read again line by line
+# Lines per msgspec call; a block with a line it refuses is read again line by line. Each block's fields are
+# taken and its records freed before the next: 100,000 records at once (millions of nested objects) did not
+# fit in the cache, and decoding and freeing them took ~1.6x as long as block by block.
+_BLOCK = 128
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError)
 
 
@@ -140,31 +173,9 @@ def _not_utf8(buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray)
     return bad
 
 
-def _suspects(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """Which lines `types.line_pattern` matches (those that may hold a malformed record); lines in `skip`
-    (not UTF-8) are not looked at."""
-    if skip.any():
-        blank = np.frombuffer(buf, np.uint8).copy()
-        for a, b in zip(starts[skip].tolist(), ends[skip].tolist(), strict=True):
-            blank[a:b] = 32
-        buf = blank.tobytes()
-    # One string per line, newline included, over the buffer as it is: no copy, no per-line decode. In
-    # halves, so that Polars' threads share them once the decode beside them is done.
-    offsets = np.concatenate([starts, [len(buf)]]).astype(np.int64)
-    data = pa.py_buffer(buf)
-    cut = [0, len(starts) // 2, len(starts)]
-    parts = [
-        pl.LazyFrame(
-            {"l": pa.LargeStringArray.from_buffers(b - a, pa.py_buffer(offsets[a : b + 1]), data)}
-        ).select(pl.col("l").str.contains(line_pattern()).fill_null(True))
-        for a, b in zip(cut, cut[1:], strict=False)
-        if b > a
-    ]
-    return np.concatenate([df["l"].to_numpy() for df in pl.collect_all(parts)])
-
-
-def _decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[list, list[int]]:
-    """The lines marked ok that msgspec reads as an `_Episode`, and their line numbers."""
+def _decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[dict, list[int]]:
+    """The fields (`_take`) of the lines marked ok that msgspec reads as an `_Episode`, and their line
+    numbers."""
     view = memoryview(buf)
     arr = np.frombuffer(buf, np.uint8)
     # A block of lines that each open with "{" and close with "}" is decoded in one call: each of them
@@ -173,27 +184,48 @@ def _decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) ->
     whole = ok & (ends > starts)
     whole &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
     s, e = starts.tolist(), ends.tolist()
-    eps: list = []
+    cols: dict[str, list] = {k: [] for k in _TAKEN}
     lines: list[int] = []
     for lo in range(0, len(s), _BLOCK):
         hi = min(lo + _BLOCK, len(s))
+        got: list = []
         if whole[lo:hi].all():
             try:
                 got = _DECODE_LINES(view[s[lo] : e[hi - 1]])
             except _REFUSED:
-                got = []
-            if len(got) == hi - lo:
-                eps += got
-                lines += range(lo, hi)
-                continue
-        for i in range(lo, hi):
-            if ok[i]:
-                try:
-                    eps.append(_DECODE(view[s[i] : e[i]]))
-                except _REFUSED:
-                    continue
-                lines.append(i)
-    return eps, lines
+                pass
+        if len(got) == hi - lo:
+            lines += range(lo, hi)
+        else:
+            got = []
+            for i in range(lo, hi):
+                if ok[i]:
+                    try:
+                        got.append(_DECODE(view[s[i] : e[i]]))
+                    except _REFUSED:
+                        continue
+                    lines.append(i)
+        _take(got, cols)
+    return cols, lines
+
+
+_FIELDS = _TEXT + _NUM + _COUNT
+_TAKEN = [*_FIELDS, *_USAGE, "auto_submitted", "importer", "provider_switches", "n_frames", "_grade"]
+_FRAME = attrgetter("frame")
+
+
+def _take(eps: list, cols: dict[str, list]) -> None:
+    """Append the fields the index needs of the decoded records `eps` to `cols`."""
+    for k in _FIELDS:
+        cols[k] += map(attrgetter(k), eps)
+    usage = [e.usage or _NO_USAGE for e in eps]
+    for k in _USAGE:
+        cols[k] += map(attrgetter(k), usage)
+    cols["auto_submitted"] += [e.auto_submitted for e in eps]
+    cols["importer"] += [None if e.info is None else e.info.importer for e in eps]
+    cols["provider_switches"] += [len(e.provider_switches or ()) for e in eps]
+    cols["n_frames"] += [sum(map(bool, map(_FRAME, e.turns))) if e.turns else 0 for e in eps]
+    cols["_grade"] += [bytes(e.grade) for e in eps]
 
 
 def _f(v: Any) -> float | None:
@@ -254,32 +286,23 @@ def _plain_grades(raw: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     return plain, text, total
 
 
-def _values(eps: list, lines: list[int]) -> tuple[list[pl.Series], list[int]]:
-    """The decoded records' fields as Series (of lines as `_line`), and the lines the reference must read
-    after all (a grade that is neither an object nor null). Nothing here runs in Polars' thread pool, so
-    none of it waits for the regex that may still hold it (`fast`)."""
-    raw = [bytes(e.grade) for e in eps]
+def _values(cols: dict[str, list], lines: list[int]) -> list[pl.Series]:
+    """The decoded records' fields (`_decode`) as Series, with their line numbers as `_line`, but for the
+    records whose grade is neither an object nor null: the reference reads those."""
+    raw = cols["_grade"]
     odd = [i for i, g in enumerate(raw) if g[:1] != b"{" and g != b"null"]
     if odd:
-        drop = set(odd)
-        keep = [i for i in range(len(eps)) if i not in drop]
-        eps, raw = [eps[i] for i in keep], [raw[i] for i in keep]
-        lines, odd = [lines[i] for i in keep], [lines[i] for i in odd]
-    usage = [e.usage or _NO_USAGE for e in eps]
-    info = [e.info for e in eps]
-    frame = attrgetter("frame")
+        keep = np.ones(len(raw), bool)
+        keep[odd] = False
+        cols = {k: [v for v, y in zip(col, keep, strict=True) if y] for k, col in cols.items()}
+        lines = [v for v, y in zip(lines, keep, strict=True) if y]
+    kinds = {**dict.fromkeys(_TEXT, _S), **dict.fromkeys(_NUM, _F), **dict.fromkeys([*_COUNT, *_USAGE], _I)}
+    kinds |= {"auto_submitted": _B, "importer": _S, "provider_switches": _I, "n_frames": _I}
     return [
-        *[pl.Series(k, list(map(attrgetter(k), eps)), _S) for k in _TEXT],
-        *[pl.Series(k, list(map(attrgetter(k), eps)), _F) for k in _NUM],
-        *[pl.Series(k, list(map(attrgetter(k), eps)), _I) for k in _COUNT],
-        *[pl.Series(k, list(map(attrgetter(k), usage)), _I) for k in _USAGE],
+        *[pl.Series(k, cols[k], t) for k, t in kinds.items()],
         pl.Series("_line", lines, _I),
-        pl.Series("auto_submitted", [e.auto_submitted for e in eps], _B),
-        pl.Series("importer", [None if i is None else i.importer for i in info], _S),
-        pl.Series("provider_switches", [len(e.provider_switches or ()) for e in eps], _I),
-        pl.Series("n_frames", [sum(map(bool, map(frame, e.turns))) if e.turns else 0 for e in eps], _I),
-        pl.Series("_grade", [g.decode() if g != b"null" else None for g in raw], _S),
-    ], odd
+        pl.Series("_grade", [g.decode() if g != b"null" else None for g in cols["_grade"]], _S),
+    ]
 
 
 def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
@@ -329,40 +352,22 @@ def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
 def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
     """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
     the reference."""
-    arr = np.frombuffer(buf, np.uint8)
-    not_utf8 = _not_utf8(buf, arr, starts, ends)
-    ok = ~not_utf8
+    ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
     if ends[-1] == len(buf):
         ok[-1] = False  # a last line without its newline may be torn: the reference counts it
-    found: dict[str, Any] = {}
-
-    def check() -> None:
-        try:
-            found["suspect"] = _suspects(buf, starts, ends, not_utf8)
-        except BaseException as e:  # raised again in the caller's thread
-            found["error"] = e
-
-    checker = threading.Thread(target=check, name="evalkit-index-check", daemon=True)
-    checker.start()
     # 100,000 records make millions of objects, none in a cycle: with the collector on, it walked them over
     # and over (~9% of a cold load's profile).
     was = gc.isenabled()
     gc.disable()
     try:
-        eps, lines = _decode(buf, starts, ends, ok)
-        values, odd = _values(eps, lines)
-        del eps
+        values = _values(*_decode(buf, starts, ends, ok))
     finally:
         if was:
             gc.enable()
-    checker.join()
-    if "error" in found:
-        raise found["error"]
     df = _fast_columns(values)
     slow = np.ones(len(starts), bool)
     slow[df["_line"].to_numpy()] = False
-    slow |= found["suspect"]
-    return df.filter(~pl.Series(slow[df["_line"].to_numpy()])), slow
+    return df, slow
 
 
 def records(
