@@ -198,3 +198,8 @@ def reason(exc: BaseException) -> str:
             else "no reason given"
         )
     return f"{type(exc).__name__}: {' '.join(text.split())[:300]}"
+
+
+NOT_JSON = (ValueError, RecursionError)
+"""What `json.loads` raises on a line it cannot read: ValueError, or RecursionError where arrays or
+objects nest deeper than the interpreter's recursion limit allows (~1,000 levels: a hostile line)."""

@@ -71,7 +71,9 @@ def _what(v: Any) -> str:
         return "true/false"
     if isinstance(v, str):
         return "a string"
-    if isinstance(v, int | float):
+    if isinstance(v, int):
+        return "a number"
+    if isinstance(v, float):
         return "a number" if math.isfinite(v) else "not a finite number"
     if isinstance(v, dict):
         return "an object"
@@ -88,9 +90,11 @@ def _fits(kind: str, v: Any) -> bool:
     if kind == BOOL:
         return isinstance(v, bool)
     if kind in (INT, NUM):
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, int | float):
             return False
-        return kind == NUM or abs(v) < INT_LIMIT
+        if kind == INT:
+            return abs(v) < INT_LIMIT  # False for inf and NaN too
+        return abs(v) <= sys.float_info.max  # an integer past it has no float (json.loads keeps it whole)
     if kind == OBJ:
         return isinstance(v, dict)
     return isinstance(v, list)
@@ -105,7 +109,7 @@ def clean(d: dict, cls: type, problems: list[str], where: str = "") -> dict:
         if v is None:
             continue
         if not _fits(kind, v):
-            why = "is out of range" if kind == INT and _what(v) == "a number" else f"is {_what(v)}"
+            why = "is out of range" if kind in (INT, NUM) and _what(v) == "a number" else f"is {_what(v)}"
             problems.append(f"{where}{name} {why}")
             continue
         if kind == INT:

@@ -46,6 +46,7 @@ import numpy as np
 import polars as pl
 
 from evalkit import wellformed
+from evalkit.errors import NOT_JSON
 from evalkit.types import EpisodeRecord
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ _DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
 # taken and its records freed before the next: 100,000 records at once (millions of nested objects) did not
 # fit in the cache, and decoding and freeing them took ~1.6x as long as block by block.
 _BLOCK = 128
-_REFUSED = (msgspec.DecodeError, msgspec.ValidationError)
+_REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
 
 def _lines(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -398,7 +399,7 @@ def records(
         raw = buf[starts[i] : ends[i]]
         try:
             d = json.loads(raw)
-        except ValueError:
+        except NOT_JSON:
             d = None if raw.strip() else {}
         if isinstance(d, dict) and (d or raw.strip()):
             rows.append(episode_row(d, int(starts[i])))

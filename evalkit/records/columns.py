@@ -131,7 +131,7 @@ def text(v: Any) -> str | None:
 def number(v: Any) -> float | None:
     try:
         return None if v is None else float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # an integer beyond a float's range is no number here
         return None
 
 
@@ -167,7 +167,7 @@ def _row(d: dict, offset: int | None) -> tuple:
     return (
         offset,
         text(info.get("importer")) or "evalkit",
-        traces.record_key(d),
+        text(traces.record_key(d)),  # a lone surrogate in it becomes "?", as in every other text
         text(d.get("model")),
         text(d.get("env")),
         text(d.get("surface")),

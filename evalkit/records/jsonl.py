@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit.errors import NOT_JSON
+
 log = logging.getLogger(__name__)
 
 _said: set = set()
@@ -51,7 +53,7 @@ def iter_lines(path: str | Path) -> Iterator[dict]:
                 continue
             try:
                 obj = json.loads(raw)
-            except ValueError:
+            except NOT_JSON:
                 bad += 1
                 continue
             if isinstance(obj, dict):

@@ -125,7 +125,7 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
         for (run,), sub in paths_or_df.group_by("run", maintain_order=True):
             keys = set(sub["key"].drop_nulls().to_list())
             for d in traces.iter_dicts(run):
-                if traces.record_key(d) in keys and not record_problems(d):
+                if text(traces.record_key(d)) in keys and not record_problems(d):
                     yield run, d
         return
     if isinstance(paths_or_df, str | os.PathLike):
@@ -139,7 +139,7 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
 def _head(run: str, d: dict) -> tuple:
     return (
         run,
-        traces.record_key(d),
+        text(traces.record_key(d)),  # as the index has it: a lone surrogate is "?"
         text(d.get("model")),
         text(d.get("env")),
         text(d.get("surface")),
@@ -165,8 +165,8 @@ def turns(paths_or_df: Any) -> pl.DataFrame:
                     text(t.get("provider")) or None,
                     text(t.get("route")) or None,
                     text(t.get("stop")),
-                    t.get("text") or "",
-                    t.get("reasoning") or "",
+                    text(t.get("text")) or "",
+                    text(t.get("reasoning")) or "",
                     integer(u.get("input")),
                     integer(u.get("output")),
                     integer(u.get("reasoning_tokens")),
@@ -199,7 +199,7 @@ def calls(paths_or_df: Any) -> pl.DataFrame:
                         args if isinstance(args, str) else json.dumps(args, default=str),
                         bool(c.get("ok", True)),
                         bool(c.get("parse_error")),
-                        c.get("result") or "",
+                        text(c.get("result")) or "",
                         len(c.get("images") or []),
                     )
                 )

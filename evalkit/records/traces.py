@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from evalkit import secrets
-from evalkit.errors import DiskFullError, TraceError, no_space
+from evalkit.errors import NOT_JSON, DiskFullError, TraceError, no_space
 from evalkit.records import importers
 from evalkit.records.jsonl import iter_lines
 from evalkit.types import EpisodeRecord, Image, record_problems
@@ -245,7 +245,7 @@ def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
             start, offset = offset, offset + len(raw)
             try:
                 obj = json.loads(raw)
-            except ValueError:
+            except NOT_JSON:
                 continue
             if isinstance(obj, dict):
                 yield start, obj
@@ -259,7 +259,7 @@ def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
         raw = f.readline()
     try:
         d = json.loads(raw)
-    except ValueError as e:
+    except NOT_JSON as e:
         raise TraceError(f"{path}: no record at offset {offset}") from e
     if not isinstance(d, dict):
         raise TraceError(f"{path}: no record at offset {offset}")
@@ -318,7 +318,7 @@ def is_native(run_dir: str | Path) -> bool:
         for raw in f:
             try:
                 obj = json.loads(raw)
-            except ValueError:
+            except NOT_JSON:
                 continue
             if isinstance(obj, dict):
                 return "format_version" in obj and "key" in obj

@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from evalkit.errors import NOT_JSON
 from evalkit.records import traces
 
 INDEX_SCHEMA = {"run": pl.String, "key": pl.String, "step": pl.Int32, "text": pl.String}
@@ -83,7 +84,7 @@ def _complete_lines(path: Path, start: int) -> tuple[list[tuple[int, dict]], int
             offset, end = end, end + len(raw)
             try:
                 d = json.loads(raw)
-            except ValueError:
+            except NOT_JSON:
                 continue
             if isinstance(d, dict):
                 out.append((offset, d))

@@ -108,6 +108,10 @@ def hostile_run(root: Path) -> dict:
         json.dumps(_malformed(52)).replace('"seconds": 0.0', '"seconds": 1e999'),
         json.dumps(_malformed(53, turns="oops")).replace('"turns"', '"\\u0074urns"'),  # a key escaped
         json.dumps(_sound(54, task_id="lone \ud800 surrogate")),
+        json.dumps(_sound(55, key="a lone \udc00 in the key")),
+        # an integer no float holds (json.loads keeps it whole); arrays nested past the recursion limit
+        json.dumps(_malformed(56, reward=0.5)).replace('"reward": 0.5,', '"reward": 1' + "0" * 400 + ","),
+        json.dumps(_sound(57))[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}",
     ]
     raw = [line.encode() for line in lines]
     unreadable = [
@@ -119,11 +123,11 @@ def hostile_run(root: Path) -> dict:
     ]
     body = b"\n".join(raw[:3] + [b"", b"   "] + raw[3:] + unreadable[:-1]) + b"\n" + unreadable[-1]
     (run / "trace.jsonl").write_bytes(body)
-    n_malformed = len(malformed) + 3  # NaN, -Infinity, 1e999 (the \u0074urns line is malformed as well)
+    n_malformed = len(malformed) + 4  # NaN, -Infinity, 1e999, 10^400 (the \u0074urns line is malformed too)
     return {
         "run": run,
         "secret": root / "secret.txt",
-        "sound": len(sound) + len(injected) + len(huge) + len(paths) + 1,  # + the lone surrogate
+        "sound": len(sound) + len(injected) + len(huge) + len(paths) + 2,  # + the lone surrogates
         "malformed": n_malformed + 1,
-        "unreadable": len(unreadable),
+        "unreadable": len(unreadable) + 1,  # + the line nested too deep for json.loads
     }

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalkit.errors import NOT_JSON
 from evalkit.types import FORMAT_VERSION, RESULT_CAP, episode_key
 
 
@@ -35,7 +36,7 @@ def parse_args(raw: Any) -> tuple[Any, bool]:
     if isinstance(raw, str):
         try:
             v = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except NOT_JSON:
             return raw, True
         return (v, False) if isinstance(v, dict) else (raw, True)
     return ({}, False) if raw is None else (raw, True)
