@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -115,13 +116,17 @@ def test_an_env_process_draws_new_frames_in_memory_it_already_has():
                 assert time.monotonic() < deadline, "the grader was never loaded"
                 time.sleep(0.05)
             assert sessions[0].render() is not None
-            before = minor_faults(server.pid)
-            assert all(session.render() is not None for session in sessions[1:])
-            per_frame = (minor_faults(server.pid) - before) / (len(sessions) - 1)
+            faults = []
+            for session in sessions[1:]:
+                before = minor_faults(server.pid)
+                assert session.render() is not None
+                faults.append(minor_faults(server.pid) - before)
         finally:
             for session in sessions:
                 session.close()
-    assert per_frame < 200
+    # The median frame: a one-off mapping (a lazy import, the allocator growing once) lands on one frame
+    # and put the mean over 200 in 1 of ~10 runs of a busy machine; handing memory back faults every frame.
+    assert statistics.median(faults) < 200, faults
 
 
 def test_a_server_process_that_cannot_start_is_an_env_error_and_gone():
