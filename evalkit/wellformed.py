@@ -94,7 +94,10 @@ def _fits(kind: str, v: Any) -> bool:
             return False
         if kind == INT:
             return abs(v) < INT_LIMIT  # False for inf and NaN too
-        return abs(v) <= sys.float_info.max  # an integer past it has no float (json.loads keeps it whole)
+        try:  # math.isfinite converts: an integer no float holds overflows (json.loads keeps it whole)
+            return math.isfinite(v)
+        except OverflowError:
+            return False
     if kind == OBJ:
         return isinstance(v, dict)
     return isinstance(v, list)

@@ -11,6 +11,7 @@ itself.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -24,7 +25,7 @@ from evalkit.types import EpisodeRecord
 WRONG = {
     W.STR: ["3", "true", "{}", "[]"],
     W.INT: ['"1"', "true", "9223372036854775808", "-9223372036854775808", "1e400", "NaN", "[]"],
-    W.NUM: ['"0.5"', "true", "NaN", "Infinity", "-Infinity", "1e400", "-1e400", "{}"],
+    W.NUM: ['"0.5"', "true", "NaN", "Infinity", "-Infinity", "1e400", "-1e400", "{}", str(2**1024)],
     W.BOOL: ["1", '"true"', "0", "[]"],
     W.OBJ: ["[]", '"x"', "1", "false"],
     W.LIST: ["{}", '"x"', "false", "0"],
@@ -33,7 +34,16 @@ WRONG = {
 RIGHT = {
     W.STR: ['"s"', '"naïve \\u00e9 \\ud83d\\ude00"', "null"],
     W.INT: ["7", "-3", "9223372036854775807", "-9223372036854775807", "0", "-0"],
-    W.NUM: ["0.25", "3", "-0", "-0.0", "1e-400", "123456789012345678901234567890", "1E+2"],
+    W.NUM: [
+        "0.25",
+        "3",
+        "-0",
+        "-0.0",
+        "1e-400",
+        "123456789012345678901234567890",
+        "1E+2",
+        str(int(sys.float_info.max) + 1),
+    ],  # an integer past the largest float that float() still rounds
     W.BOOL: ["true", "false"],
     W.OBJ: ['{"a": [1, {"b": null}]}', "{}"],
     W.LIST: ['[1, "x", null, {}]', "[]"],
