@@ -6,8 +6,9 @@
    `by_tier` (2,000 task-clustered bootstrap resamples, both reward means) against the same summary written
    here in plain Python (dict grouping, `random.choices` resampling). Prints the ratio (goal ≥ 10×).
 2. A 100,000-episode trace.jsonl: `load_runs` cold (parse + write the index) and with the cached index
-   (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; with
-   `--reference`, also the reference reader (`json.loads` per line) against the fast one.
+   (goals ≤ 3 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; the cold load
+   again in one process, where it reads the later half of the trace in a second one (a machine with two
+   CPUs or more); with `--reference`, also the reference reader (`json.loads` per line) against the fast one.
 3. The same trace while a batch still runs: `--append` more episodes appended, then `load_runs` again, which
    extends the cached index with the new lines instead of reading the whole trace. Prints the ratio of that
    reload to the cold load.
@@ -34,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evalkit import analysis
-from evalkit.records import index_cache
+from evalkit.records import _index, beside, index_cache
 from evalkit.types import episode_key
 
 MODELS = ("model-a", "model-b", "model-c")
@@ -297,6 +298,14 @@ def main() -> int:
         cold = analysis.load_runs(run)
         t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
         t_nocache = median_of(lambda: analysis.load_runs(run, cache=False), a.repeat)
+        t_one = None
+        if beside.spare_cpu():  # the same, in one process: without the later lines decoded beside
+            split, _index._BESIDE_BYTES = _index._BESIDE_BYTES, float("inf")
+            try:
+                t_one = median_of(lambda: analysis.load_runs(run), a.repeat, before=uncached)
+                assert analysis.load_runs(run, cache=False).equals(cold)
+            finally:
+                _index._BESIDE_BYTES = split
         t_ref = median_of(lambda: index_cache.build_reference(run), 1) if a.reference else None
         appended = []
 
@@ -329,6 +338,8 @@ def main() -> int:
         f"({t_cold:.2f} s vs {t_warm:.3f} s; goals 3 s and 0.3 s)"
     )
     print(f"  parse without writing the index: {t_nocache:.2f} s")
+    if t_one is not None:
+        print(f"  cold in one process / cold = {t_one / t_cold:.2f}x   ({t_one:.2f} s)")
     print(
         f"  {a.append:,} episodes appended, reload (extends the index) / cold = {t_inc / t_cold:.3f}   "
         f"({t_inc:.3f} s vs {t_cold:.2f} s)"

@@ -21,15 +21,19 @@ those two columns null.
 A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced (it builds
 every nested value) and eight regexes over the whole of every line (to pick the lines it could read) took
 ~45% of the time each. Then the main thread was mostly msgspec's decode of the few fields the index needs,
-beside one regex (1.6-2 s of CPU, in Polars' threads) for the lines that might be malformed, which the
-main thread still waited for. msgspec now checks every field instead, so the regex is gone; that decode
-builds the nested records (their strings), which cost ~1.6x as much as the skipping one until the records
-were decoded and freed 128 lines at a time, while they are in the cache: now it costs the same. The load
-(~2.7 s of CPU where it took ~4.5 s) is mostly that decode (~60% of its samples), then taking the fields from
-the records and building the columns (~30%). Tried on the 2-CPU machine it was measured on, and left out: a
-second process decoding part of the lines (1.13x the wall time, 1.6x the CPU: its imports and the hand-over
-cost more than it saved), reading the trace in a thread while decoding (the decode slowed by what the read
-gained), and reading it in 16 MB chunks (as fast as whole, in fresh processes).
+beside one regex for the lines that might be malformed. msgspec now checks every field instead, so the regex
+is gone; that decode builds the nested records (their strings), which cost ~1.6x as much as the skipping one
+until the records were decoded and freed 128 lines at a time, while they are in the cache. It was then ~60%
+of the load, and it holds the GIL: so a trace of 32 MB or more, when this process may use two CPUs, is read
+in two (`_read`): a fork (`beside`) reads and decodes its later half from the file, a chunk at a time, while
+this process reads the whole and decodes the first half; only the fork's fields come back (msgpack, ~27 MB
+for 50,000 episodes), and only when it read the lines this process holds (else they are decoded here). Cold
+load 3.3 → 2.4 s (the one-process load measured beside it: 1.36x). On the main thread now: reading the file
+~0.45 s, its half of the decode ~0.9 s, the fork's reply ~0.2 s, columns ~0.5 s, writing the cache ~0.15 s.
+Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
+the fork decoding from this process's copy after the read (the read then not beside anything: 0.3 s more),
+reading the trace in a thread while decoding (the decode slowed by what the read gained), reading it in
+16 MB chunks, one `astuple` per record in `_take` (no faster while each block is in the cache).
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import attrgetter
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO, NamedTuple
 
 import msgspec
 import numpy as np
@@ -47,6 +53,7 @@ import polars as pl
 
 from evalkit import wellformed
 from evalkit.errors import NOT_JSON
+from evalkit.records import beside
 from evalkit.types import EpisodeRecord
 
 log = logging.getLogger(__name__)
@@ -136,6 +143,11 @@ _DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
 # taken and its records freed before the next: 100,000 records at once (millions of nested objects) did not
 # fit in the cache, and decoding and freeing them took ~1.6x as long as block by block.
 _BLOCK = 128
+# A trace this large is decoded in two processes when this one may use two CPUs: the later lines, a little
+# under half of the bytes, in a fork (the rest of the load, and taking the fork's reply, stay here).
+_BESIDE_BYTES = 32 << 20
+_BESIDE_SHARE = 0.5
+_TAIL_CHUNK = 64 << 20  # what the process beside reads at a time
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
 
@@ -174,9 +186,103 @@ def _not_utf8(buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray)
     return bad
 
 
-def _decode(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[dict, list[int]]:
+class _Beside(NamedTuple):
+    pos: int  # where in the file the bytes read start
+    cut: int  # from there, where the process beside starts looking for a line start
+    result: Callable[[], list | None]  # waits for that process's `_tail`
+
+
+@contextmanager
+def _read(src: bytes | BinaryIO) -> Iterator[tuple[bytes, _Beside | None]]:
+    """The bytes of `src` (bytes, or an open file from its position to its end as it is now); of a large
+    file, while a forked process (`beside`) reads and decodes its later lines when a second CPU is free."""
+    if isinstance(src, bytes):
+        yield src, None
+        return
+    pos = src.tell()
+    size = os.fstat(src.fileno()).st_size - pos
+    if size < _BESIDE_BYTES or not beside.spare_cpu():
+        yield src.read(), None
+        return
+    fd, cut = src.fileno(), int(size * (1 - _BESIDE_SHARE))
+    with beside.beside(lambda: _tail(fd, pos + cut, pos + size)) as theirs:
+        yield src.read(size), _Beside(pos, cut, theirs)
+
+
+def _tail(fd: int, lo: int, hi: int) -> list | None:
+    """Run beside: the lines of the file `fd` from the first line start after `lo` to `hi`, decoded
+    (`_decode_part`, a chunk at a time, so that this process holds little of the trace), after where they
+    start in the file, how many bytes they are and where each of them starts (int64 bytes, from the first);
+    None when no line starts there."""
+    start = lo
+    while (cut := (head := os.pread(fd, 1 << 16, start)).find(b"\n")) == -1:
+        if not head or start >= hi:
+            return None
+        start += len(head)
+    start += cut + 1
+    cols: dict[str, list] = {k: [] for k in _TAKEN}
+    lines: list[int] = []
+    line_starts: list[np.ndarray] = []
+    at, before, size = start, 0, _TAIL_CHUNK  # before: the lines of the chunks done
+    while at < hi:
+        want = min(hi - at, size)
+        buf = os.pread(fd, want, at)
+        if not buf:  # the file was cut before here
+            break
+        last = len(buf) < want or at + len(buf) >= hi  # the end, or the file was cut meanwhile
+        end = len(buf) if last else buf.rfind(b"\n") + 1
+        if not end:  # a line longer than a chunk: read it again, whole
+            size *= 2
+            continue
+        size = _TAIL_CHUNK
+        starts, ends = _lines(buf)
+        if end < len(buf):  # the line that goes on in the next chunk is read there
+            starts, ends = starts[:-1], ends[:-1]
+        ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
+        if last and ends[-1] == len(buf):
+            ok[-1] = False  # as `fast`: the last line, without its newline, may be torn
+        got, got_lines = _decode_part(buf, starts, ends, ok)
+        for k, col in cols.items():
+            col += got[k]
+        lines += (np.asarray(got_lines, np.int64) + before).tolist()
+        line_starts.append(starts + (at - start))
+        before += len(starts)
+        at += end
+        if last:
+            break
+    if at == start:
+        return None
+    return [start, at - start, np.concatenate(line_starts).tobytes(), cols, lines]
+
+
+def _decode(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, tail: _Beside | None
+) -> tuple[dict, list[int]]:
+    """`_decode_part` of every line, the later ones by the process beside (`_read`) when there is one and
+    it read the same bytes as `buf` holds."""
+    if tail is None:
+        return _decode_part(buf, starts, ends, ok)
+    first = buf.find(b"\n", tail.cut) + 1  # where `_tail` starts: the first line start after the cut
+    mid = int(np.searchsorted(starts, first)) if first else len(starts)
+    cols, lines = _decode_part(buf, starts[:mid], ends[:mid], ok[:mid])
+    got = tail.result() if mid < len(starts) else None
+    if (
+        got is not None
+        and got[:2] == [tail.pos + first, len(buf) - first]
+        and np.array_equal(np.frombuffer(got[2], np.int64), starts[mid:] - first)
+    ):
+        more, more_lines = got[3:]
+    else:  # nothing beside, or it read other lines (a file cut or rewritten meanwhile): decoded here
+        more, more_lines = _decode_part(buf, starts[mid:], ends[mid:], ok[mid:])
+    for k, col in cols.items():
+        col += more[k]
+    lines += (np.asarray(more_lines, np.int64) + mid).tolist()
+    return cols, lines
+
+
+def _decode_part(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[dict, list[int]]:
     """The fields (`_take`) of the lines marked ok that msgspec reads as an `_Episode`, and their line
-    numbers."""
+    numbers (from 0, the first of `starts`)."""
     view = memoryview(buf)
     arr = np.frombuffer(buf, np.uint8)
     # A block of lines that each open with "{" and close with "}" is decoded in one call: each of them
@@ -350,9 +456,11 @@ def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
     return out
 
 
-def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+def fast(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, tail: _Beside | None = None
+) -> tuple[pl.DataFrame, np.ndarray]:
     """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
-    the reference."""
+    the reference; the later lines from the process beside (`_read`), if any."""
     ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
     if ends[-1] == len(buf):
         ok[-1] = False  # a last line without its newline may be torn: the reference counts it
@@ -361,7 +469,7 @@ def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame
     was = gc.isenabled()
     gc.disable()
     try:
-        values = _values(*_decode(buf, starts, ends, ok))
+        values = _values(*_decode(buf, starts, ends, ok, tail))
     finally:
         if was:
             gc.enable()
@@ -372,16 +480,31 @@ def fast(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[pl.DataFrame
 
 
 def records(
-    buf: bytes,
+    src: bytes | BinaryIO,
     episode_row: Callable[[dict, int | None], tuple],
     schema: pl.Schema,
     trace: Any = "trace",
     counts: dict | None = None,
 ) -> pl.DataFrame:
-    """Every readable record of `buf` (complete lines of a native trace, or its tail from a line start), in
-    order, as the columns of `schema` (`episode_row`'s), `offset` relative to `buf`. `counts`, when given,
-    gets `unreadable` (complete lines that hold no JSON object) and `torn` (1 when the last line, without its
-    newline, holds none)."""
+    """Every readable record of `src` (the bytes of a native trace, or of its tail from a line start; or an
+    open trace, read from its position), in order, as the columns of `schema` (`episode_row`'s), `offset`
+    relative to where `src` starts. `counts`, when given, gets `unreadable` (complete lines that hold no JSON
+    object), `torn` (1 when the last line, without its newline, holds none) and `complete` (the bytes up to
+    the end of the last line with its newline)."""
+    with _read(src) as (buf, tail):
+        if counts is not None:
+            counts["complete"] = buf.rfind(b"\n") + 1
+        return _records(buf, tail, episode_row, schema, trace, counts)
+
+
+def _records(
+    buf: bytes,
+    tail: _Beside | None,
+    episode_row: Callable[[dict, int | None], tuple],
+    schema: pl.Schema,
+    trace: Any,
+    counts: dict | None,
+) -> pl.DataFrame:
     cols = list(schema)
     empty = schema.to_frame()
     if counts is not None:  # an empty trace (a kill between its creation and its first line) counts nothing
@@ -391,7 +514,7 @@ def records(
     starts, ends = _lines(buf)
     if not len(starts):
         return empty
-    fast_rows, slow = fast(buf, starts, ends)
+    fast_rows, slow = fast(buf, starts, ends, tail)
     parts = [fast_rows] if fast_rows.height else []
     rows, lines = [], []
     bad = torn = 0

@@ -52,7 +52,8 @@ def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
     `_index.records`)."""
     if traces.is_native(run):
         trace = traces.trace_file(run)
-        return _latest(_index.records(trace.read_bytes(), episode_row, SCHEMA, trace, counts))
+        with open(trace, "rb") as f:
+            return _latest(_index.records(f, episode_row, SCHEMA, trace, counts))
     return frame([episode_row(d, None) for d in traces.iter_dicts(run)], dict(SCHEMA))
 
 
@@ -99,10 +100,9 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
         base = _extendable(run, f)
         start = base[1]["indexed"] if base else 0
         f.seek(start)
-        buf = f.read()
         counts: dict = {}
-        recs = _index.records(buf, episode_row, SCHEMA, trace, counts)
-        indexed = start + buf.rfind(b"\n") + 1
+        recs = _index.records(f, episode_row, SCHEMA, trace, counts)
+        indexed = start + counts["complete"]
         if base is None:
             df = _latest(recs)
         else:

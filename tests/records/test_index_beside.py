@@ -1,0 +1,107 @@
+"""A large trace read in two processes (`_index._read`: its later lines read and decoded beside, in a fork)
+gives the frame the reference gives, wherever the split falls, and whatever goes wrong beside."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from evalkit.records import _index, beside, traces
+from evalkit.records.traces import TraceWriter
+from tests.records.test_index import make, rec, same_as_reference
+from tests.records.test_index_incremental import append, check, line
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+
+
+@pytest.fixture
+def here(monkeypatch) -> list[int]:
+    """Every trace is read with a process beside, which reads it in chunks shorter than some lines; gives
+    how many lines this process decoded itself."""
+    monkeypatch.setattr(_index, "_BESIDE_BYTES", 0)
+    monkeypatch.setattr(_index, "_TAIL_CHUNK", 700)
+    monkeypatch.setattr(beside, "spare_cpu", lambda: True)
+    counted: list[int] = []
+    real = _index._decode_part
+
+    def spy(buf, starts, *rest):
+        counted.append(len(starts))  # in this process: the child's own list is its copy
+        return real(buf, starts, *rest)
+
+    monkeypatch.setattr(_index, "_decode_part", spy)
+    return counted
+
+
+def n_lines(run: Path) -> int:
+    data = (run / traces.TRACE).read_bytes()
+    return data.count(b"\n") + (not data.endswith(b"\n"))
+
+
+# The share is what the process beside takes: from the whole trace to none of it (the cut in the torn line).
+@pytest.mark.parametrize("share", [0.9999, 0.8, 0.5, 0.3, 0.02, 0.0001])
+def test_any_split_gives_the_reference_frame(tmp_path, here, monkeypatch, share):
+    monkeypatch.setattr(_index, "_BESIDE_SHARE", share)
+    run = make(tmp_path / "r", 40, 2, 3)  # odd lines, a torn last line
+    same_as_reference(run)
+    total = n_lines(run)
+    if share >= 0.3:
+        assert sum(here) < total - 5
+    elif share > 0.001:
+        assert sum(here) < total
+    else:
+        assert sum(here) == total
+
+
+def test_non_utf8_and_a_last_line_without_newline_beside(tmp_path, here, monkeypatch):
+    monkeypatch.setattr(_index, "_BESIDE_SHARE", 0.6)
+    run = make(tmp_path / "r", 30, 1, 2, seed_lines=False)
+    with open(run / traces.TRACE, "ab") as f:
+        f.write(b'{"format_version": 1, "key": "latin", "model": "caf\xe9", "reward": 0.5}\n')
+        f.write(rec(99, 0.7).to_json().encode())  # whole, but its newline not yet written
+    same_as_reference(run)
+    assert sum(here) < n_lines(run)
+
+
+def _raise(fd, lo, hi):
+    raise MemoryError
+
+
+def _killed(fd, lo, hi):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _other_lines(fd, lo, hi):
+    got = REAL_TAIL(fd, lo, hi)
+    return [got[0], got[1], got[2][:-8] + (123).to_bytes(8, "little"), *got[3:]]  # a line moved
+
+
+def _other_start(fd, lo, hi):
+    got = REAL_TAIL(fd, lo, hi)
+    return [got[0] + 1, *got[1:]]
+
+
+REAL_TAIL = _index._tail
+
+
+@pytest.mark.parametrize("tail", [_raise, _killed, _other_lines, _other_start])
+def test_what_goes_wrong_beside_is_decoded_here(tmp_path, here, monkeypatch, tail):
+    monkeypatch.setattr(_index, "_tail", tail)
+    run = make(tmp_path / "r", 40, 2, 3)
+    same_as_reference(run)
+    assert sum(here) == n_lines(run)  # every line decoded in this process
+
+
+def test_an_extended_index_reads_its_tail_beside(tmp_path, here, monkeypatch):
+    monkeypatch.setattr(_index, "_BESIDE_SHARE", 0.5)
+    run = make(tmp_path / "r", 30, 2, 3)
+    check(run)
+    w = TraceWriter(run)
+    for i in range(40):
+        w.append(rec(100 + i, 0.01 * i, 2))
+        append(run, line(f"k{i % 7}", reward=i / 40))
+    here.clear()
+    check(run)  # extended from the cache: only the appended bytes are read, from past the file's start
+    assert 0 < sum(here) < 80
