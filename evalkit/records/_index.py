@@ -28,8 +28,9 @@ of the load, and it holds the GIL: so a trace of 32 MB or more, when this proces
 in two (`_read`): a fork (`beside`) reads and decodes its later half from the file, a chunk at a time, while
 this process reads the whole and decodes the first half; only the fork's fields come back (msgpack, ~27 MB
 for 50,000 episodes), and only when it read the lines this process holds (else they are decoded here). Cold
-load 3.3 → 2.4 s (the one-process load measured beside it: 1.36x). On the main thread now: reading the file
-~0.45 s, its half of the decode ~0.9 s, the fork's reply ~0.2 s, columns ~0.5 s, writing the cache ~0.15 s.
+load 2.4-3.05 s where one process took 3.1-3.5 s in the same runs (the 3.05: the other CPU busy, 1.02x
+gained). On the main thread now: reading the file ~0.45 s, its half of the decode ~0.9 s, the fork's reply
+~0.2 s, columns ~0.5 s, writing the cache ~0.15 s.
 Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
 the fork decoding from this process's copy after the read (the read then not beside anything: 0.3 s more),
 reading the trace in a thread while decoding (the decode slowed by what the read gained), reading it in
@@ -143,8 +144,8 @@ _DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
 # taken and its records freed before the next: 100,000 records at once (millions of nested objects) did not
 # fit in the cache, and decoding and freeing them took ~1.6x as long as block by block.
 _BLOCK = 128
-# A trace this large is decoded in two processes when this one may use two CPUs: the later lines, a little
-# under half of the bytes, in a fork (the rest of the load, and taking the fork's reply, stay here).
+# A trace this large is decoded in two processes when this one may use two CPUs: the lines of the later half
+# of the bytes in a fork (`_read`), which starts at once while this process reads the whole trace.
 _BESIDE_BYTES = 32 << 20
 _BESIDE_SHARE = 0.5
 _TAIL_CHUNK = 64 << 20  # what the process beside reads at a time
@@ -193,12 +194,9 @@ class _Beside(NamedTuple):
 
 
 @contextmanager
-def _read(src: bytes | BinaryIO) -> Iterator[tuple[bytes, _Beside | None]]:
-    """The bytes of `src` (bytes, or an open file from its position to its end as it is now); of a large
-    file, while a forked process (`beside`) reads and decodes its later lines when a second CPU is free."""
-    if isinstance(src, bytes):
-        yield src, None
-        return
+def _read(src: BinaryIO) -> Iterator[tuple[bytes, _Beside | None]]:
+    """The bytes of the open file `src` from its position to its end as it is now; of a large file, while a
+    forked process (`beside`) reads and decodes its later lines when a second CPU is free."""
     pos = src.tell()
     size = os.fstat(src.fileno()).st_size - pos
     if size < _BESIDE_BYTES or not beside.spare_cpu():
@@ -238,13 +236,7 @@ def _tail(fd: int, lo: int, hi: int) -> list | None:
         starts, ends = _lines(buf)
         if end < len(buf):  # the line that goes on in the next chunk is read there
             starts, ends = starts[:-1], ends[:-1]
-        ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
-        if last and ends[-1] == len(buf):
-            ok[-1] = False  # as `fast`: the last line, without its newline, may be torn
-        got, got_lines = _decode_part(buf, starts, ends, ok)
-        for k, col in cols.items():
-            col += got[k]
-        lines += (np.asarray(got_lines, np.int64) + before).tolist()
+        _add(cols, lines, *_decode_part(buf, starts, ends, _readable(buf, starts, ends)), before)
         line_starts.append(starts + (at - start))
         before += len(starts)
         at += end
@@ -274,10 +266,15 @@ def _decode(
         more, more_lines = got[3:]
     else:  # nothing beside, or it read other lines (a file cut or rewritten meanwhile): decoded here
         more, more_lines = _decode_part(buf, starts[mid:], ends[mid:], ok[mid:])
+    _add(cols, lines, more, more_lines, mid)
+    return cols, lines
+
+
+def _add(cols: dict[str, list], lines: list[int], more: dict, more_lines: list[int], first: int) -> None:
+    """Append the fields and line numbers `_decode_part` gave for lines from `first` on."""
     for k, col in cols.items():
         col += more[k]
-    lines += (np.asarray(more_lines, np.int64) + mid).tolist()
-    return cols, lines
+    lines += (np.asarray(more_lines, np.int64) + first).tolist()
 
 
 def _decode_part(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[dict, list[int]]:
@@ -456,14 +453,21 @@ def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
     return out
 
 
+def _readable(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which lines the fast path may read: UTF-8, and not a last line without its newline (it may be torn:
+    the reference counts it)."""
+    ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
+    if len(ends) and ends[-1] == len(buf):
+        ok[-1] = False
+    return ok
+
+
 def fast(
     buf: bytes, starts: np.ndarray, ends: np.ndarray, tail: _Beside | None = None
 ) -> tuple[pl.DataFrame, np.ndarray]:
     """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
     the reference; the later lines from the process beside (`_read`), if any."""
-    ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
-    if ends[-1] == len(buf):
-        ok[-1] = False  # a last line without its newline may be torn: the reference counts it
+    ok = _readable(buf, starts, ends)
     # 100,000 records make millions of objects, none in a cycle: with the collector on, it walked them over
     # and over (~9% of a cold load's profile).
     was = gc.isenabled()
@@ -480,17 +484,17 @@ def fast(
 
 
 def records(
-    src: bytes | BinaryIO,
+    src: BinaryIO,
     episode_row: Callable[[dict, int | None], tuple],
     schema: pl.Schema,
     trace: Any = "trace",
     counts: dict | None = None,
 ) -> pl.DataFrame:
-    """Every readable record of `src` (the bytes of a native trace, or of its tail from a line start; or an
-    open trace, read from its position), in order, as the columns of `schema` (`episode_row`'s), `offset`
-    relative to where `src` starts. `counts`, when given, gets `unreadable` (complete lines that hold no JSON
-    object), `torn` (1 when the last line, without its newline, holds none) and `complete` (the bytes up to
-    the end of the last line with its newline)."""
+    """Every readable record of the open native trace `src`, read from its position (its start, or a line
+    start), in order, as the columns of `schema` (`episode_row`'s), `offset` relative to that position.
+    `counts`, when given, gets `unreadable` (complete lines that hold no JSON object), `torn` (1 when the last
+    line, without its newline, holds none) and `complete` (the bytes up to the end of the last line with its
+    newline)."""
     with _read(src) as (buf, tail):
         if counts is not None:
             counts["complete"] = buf.rfind(b"\n") + 1
