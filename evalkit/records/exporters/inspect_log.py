@@ -119,8 +119,10 @@ class _Builder:
             self._tools[ref] = out
         return out
 
-    def sample(self, rec: EpisodeRecord) -> Any:
-        L, M, T = self.log, self.model, self.tool
+    def conversation(self, rec: EpisodeRecord, start: datetime) -> tuple[list, list]:
+        """The episode's messages as Inspect's, and a model event per turn and a tool event per call, timed
+        from `start` by the turns' model and env seconds."""
+        M, T = self.model, self.tool
         from inspect_ai.event import ModelEvent, ToolEvent
 
         tools = self.tools(rec)
@@ -128,7 +130,6 @@ class _Builder:
         turns = {t.turn: t for t in rec.turns}
         messages: list = []
         events: list = []
-        start = _time(rec.started) or datetime.now(UTC)
         clock = 0.0
         for m in transcripts.messages(rec, self.run):
             if m.role == "system":
@@ -173,6 +174,12 @@ class _Builder:
                         working_time=_share(turns.get(m.turn)),
                     ))  # fmt: skip
                     clock += _share(turns.get(m.turn)) or 0.0
+        return messages, events
+
+    def sample(self, rec: EpisodeRecord) -> Any:
+        L, M = self.log, self.model
+        start = _time(rec.started) or datetime.now(UTC)
+        messages, events = self.conversation(rec, start)
         mark = outcome(rec)
         # What Inspect's messages do not say of each turn, in order. Its tool call takes arguments as an
         # object: arguments that did not parse are kept here.
