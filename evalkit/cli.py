@@ -240,13 +240,22 @@ def _scorer_option(p: argparse.ArgumentParser) -> None:
 
 
 def _convert_parser(sub: Any) -> None:
-    cv = sub.add_parser("convert", help="write a run as ATIF trajectories (a Harbor job) or as Inspect logs")
+    cv = sub.add_parser(
+        "convert",
+        help="write a run as ATIF trajectories (a Harbor job), Inspect logs or a Hugging Face dataset",
+    )
     cv.add_argument("run", help="a run evalkit wrote or one it imports")
-    cv.add_argument("--to", required=True, choices=("atif", "inspect"))
+    cv.add_argument("--to", required=True, choices=("atif", "inspect", "hf"))
     cv.add_argument(
         "-o", "--output", required=True,
         help="atif: a new or empty folder (one trial per episode); inspect: a .eval file (one per model, env,"
-        " surface, mode and skin when the run holds several: FILE-<group>.eval)",
+        " surface, mode and skin when the run holds several: FILE-<group>.eval); hf: a new or empty folder "
+        "(a dataset: one session file per episode, the episodes as Parquet, a card)",
+    )  # fmt: skip
+    cv.add_argument(
+        "--push", metavar="REPO",
+        help="hf: then upload the folder to the Hub as the dataset REPO (user/name; private when new); needs "
+        "a token (HF_TOKEN, or `hf auth login`)",
     )  # fmt: skip
     _scorer_option(cv)
 
@@ -281,7 +290,9 @@ def cmd_convert(a: argparse.Namespace) -> int:
         raise ConfigError(f"convert: {a.run} is a folder of {len(runs)} runs; convert one run at a time")
     run = runs[0]
     out = Path(a.output)
-    if a.to == "atif":
+    if a.push and a.to != "hf":
+        raise ConfigError("--push uploads a Hugging Face dataset: use it with --to hf")
+    if a.to in ("atif", "hf"):
         validate.writable_dir("-o", out)
         if out.is_dir() and any(out.iterdir()):
             raise ConfigError(f"-o {out} is not empty: give a new or empty folder")
@@ -289,12 +300,43 @@ def cmd_convert(a: argparse.Namespace) -> int:
         if out.suffix != ".eval":
             raise ConfigError(f"-o {out}: an Inspect log is a .eval file")
         validate.writable_file("-o", out)
-    done = convert(run, a.to, out)
+    if a.push:
+        _can_push(a.push)
+    done = convert(run, a.to, out, summary=_card_summary(run) if a.to == "hf" else None)
     where = ", ".join(str(p) for p in done.paths[:6]) + (
         f" and {len(done.paths) - 6} more" if len(done.paths) > 6 else ""
     )
     print(f"wrote {done.episodes:,} episode(s) of {run} as {a.to}: {where}")
+    if a.push:
+        from evalkit.records.exporters import hf
+
+        print(f"pushed {out} to the Hub as the dataset {a.push}: {hf.push(out, a.push)}")
     return 0
+
+
+def _can_push(repo: str) -> None:
+    """`--push`'s mistakes before any work: a repo id that is not `user/name`, no token, no library."""
+    import re
+
+    from evalkit.records.exporters import hf
+
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise ConfigError(f"--push {repo!r}: give the dataset repo as user/name (or org/name)")
+    try:
+        import huggingface_hub  # noqa: F401
+    except ImportError:
+        raise ConfigError("--push needs huggingface_hub: pip install 'evalkit[hf]'") from None
+    if not hf.token():
+        raise ConfigError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`")
+
+
+def _card_summary(run: str) -> str:
+    """evalkit's summary of the run, in Markdown, for a dataset card (the records' exporter does not import
+    the analysis, so the command hands it over)."""
+    from evalkit import analysis
+
+    df = analysis.load_runs([run], cache="read")
+    return analysis.format_summary(df, markdown=True)
 
 
 def cmd_run(a: argparse.Namespace) -> int:

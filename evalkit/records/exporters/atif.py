@@ -54,7 +54,7 @@ def trial_name(rec: EpisodeRecord, n: int) -> str:
     return f"{task}__{rec.key or f'episode{n}'}"
 
 
-class _Images:
+class Images:
     """Copies of the run's images into one trial's `agent/images/`, named by content (a hard link where the
     filesystem allows: a thousand trials showing the same target cost no extra space)."""
 
@@ -90,7 +90,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _content(text: str, images: list[dict], store: _Images) -> str | list[dict]:
+def _content(text: str, images: list[dict], store: Images) -> str | list[dict]:
     """A string when there is no image; else ATIF content parts. An image the run does not hold (pruned
     from the conversation without being stored) is said in a text part rather than dropped silently."""
     if not images:
@@ -128,7 +128,7 @@ def _tool_definitions(rec: EpisodeRecord, run: Path) -> list[dict] | None:
     return defs or None
 
 
-def _steps(rec: EpisodeRecord, run: Path, store: _Images) -> list[dict]:
+def _steps(rec: EpisodeRecord, run: Path, store: Images) -> list[dict]:
     steps: list[dict] = []
     agent: dict | None = None
     calls_of: dict[int, dict] = {t.turn: {c.id: c for c in t.calls} for t in rec.turns}
@@ -204,7 +204,7 @@ def _tool_call(c: dict, rec_call: object) -> dict:
 def trajectory(rec: EpisodeRecord, run: Path, agent_dir: Path) -> tuple[dict, int]:
     """The ATIF trajectory of one episode (a plain dict, fields ordered as ATIF lists them), and how many
     image files it copied into `agent_dir/images/`."""
-    store = _Images(run, agent_dir)
+    store = Images(run, agent_dir)
     steps = _steps(rec, run, store)
     # The episode's usage, not the steps' sum: it also counts requests that failed and were retried, which
     # were billed but are no step. A record that kept no usage at all sums its steps (zero when none).
