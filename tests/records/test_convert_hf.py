@@ -1,7 +1,7 @@
-"""`evalkit convert --to hf`: a run as a Hugging Face dataset folder that the real `datasets` library loads (the
-episodes as Parquet, through the card's configs), one Session Trace Simple Format file per episode, and back
-through `load_runs` with the same keys, rewards, turns, calls and conversation; sessions other harnesses
-wrote (STS, Pi, Claude Code, Codex) read as episodes without a reward."""
+"""`evalkit convert --to hf`: a run as a Hugging Face dataset folder that the real `datasets` library loads
+(the episodes as Parquet, through the card's configs), one Session Trace Simple Format file per episode, and
+back through `load_runs` with the same keys, rewards, turns, calls and conversation; sessions other
+harnesses wrote (STS, Pi, Claude Code, Codex) read as episodes without a reward."""
 
 from __future__ import annotations
 

@@ -34,10 +34,12 @@ from pathlib import Path
 
 from evalkit.records import traces, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
-from evalkit.types import EpisodeRecord
+from evalkit.types import SCRIPTED, EpisodeRecord
 
 SCHEMA = "ATIF-v1.7"
-"""v1.7 is the first with `extra` on tool calls and observation results, which carry a call's `ok`."""
+"""v1.7 is the first with `extra` on tool calls and observation results, which carry a call's `ok`, and with
+`llm_call_count` (1 on each model turn; 0 on a message the harness wrote in the model's name). v1.8 adds
+audio content only, which evalkit's runs do not hold: v1.7 is what older readers also accept."""
 AGENT = "evalkit"
 _MEDIA = {
     "jpg": "image/jpeg",
@@ -148,9 +150,16 @@ def _steps(rec: EpisodeRecord, run: Path, store: Images) -> list[dict]:
             if m.note:
                 step["extra"] = {"note": m.note}
             steps.append(step)
+        elif m.role == "assistant" and m.note == SCRIPTED:
+            # Written by the harness in the model's name, no inference behind it: ATIF v1.7's deterministic
+            # dispatch (llm_call_count 0), so that a reader counts no model turn.
+            agent = None
+            steps.append({**at(), "source": "agent", "message": m.text, "llm_call_count": 0,
+                          "extra": {"turn": m.turn, "note": m.note}})  # fmt: skip
         elif m.role == "assistant":
             t = turn_of.get(m.turn)
-            agent = {**at(), "source": "agent", "model_name": rec.model or None, "message": m.text}
+            agent = {**at(), "source": "agent", "model_name": rec.model or None, "message": m.text,
+                     "llm_call_count": 1}  # fmt: skip
             clock += (t.model_s + t.env_s) if t is not None else 0.0
             if m.reasoning:
                 agent["reasoning_content"] = m.reasoning

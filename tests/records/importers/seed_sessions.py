@@ -27,17 +27,24 @@ def sts(path: Path) -> Path:
                                         "reasoningContent": "Use the clock.",
                                         "toolCalls": [{"id": "t1", "function": {"name": "get_time",
                                                                                 "arguments": "{}"}}]}},
-        {"type": "message", "message": {"role": "tool", "toolCallId": "t1", "content": "2026-07-01T15:00:00Z"}},
-        {"type": "message", "message": {"role": "assistant", "content": "it is 15:00 UTC", "model": "my-model-1",
-                                        "timestamp": 1782918000000}},
+        {"type": "message", "message": {"role": "tool", "toolCallId": "t1",
+                                        "content": "2026-07-01T15:00:00Z"}},
+        {"type": "message", "message": {"role": "assistant", "content": "it is 15:00 UTC",
+                                        "model": "my-model-1", "timestamp": 1782918000000}},
     ])  # fmt: skip
 
 
 def pi(path: Path) -> Path:
     """Pi: a header without `harness`, entries linked by parentId; the user branched back after the first
     answer, so the first branch's answer is not on the path to the last entry."""
-    usage = {"input": 100, "output": 20, "cacheRead": 50, "cacheWrite": 0, "totalTokens": 170,
-             "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0, "cacheWrite": 0, "total": 0.003}}
+    usage = {
+        "input": 100,
+        "output": 20,
+        "cacheRead": 50,
+        "cacheWrite": 0,
+        "totalTokens": 170,
+        "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0, "cacheWrite": 0, "total": 0.003},
+    }
     return _write(path, [
         {"type": "session", "version": 3, "id": "pi-1", "timestamp": "2026-02-20T20:17:15.095Z", "cwd": "/w"},
         {"type": "message", "id": "a1", "parentId": None, "timestamp": "2026-02-20T20:17:16.000Z",
@@ -62,8 +69,8 @@ def pi(path: Path) -> Path:
                      "timestamp": 4}},
         {"type": "message", "id": "e1", "parentId": "d1", "timestamp": "2026-02-20T20:17:21.000Z",
          "message": {"role": "assistant", "content": [{"type": "text", "text": "I cannot list them."}],
-                     "api": "anthropic-messages", "provider": "anthropic", "model": "claude-x", "usage": usage,
-                     "stopReason": "stop", "timestamp": 5}},
+                     "api": "anthropic-messages", "provider": "anthropic", "model": "claude-x",
+                     "usage": usage, "stopReason": "stop", "timestamp": 5}},
     ])  # fmt: skip
 
 
@@ -71,16 +78,21 @@ def claude_code(path: Path) -> Path:
     """Claude Code: bookkeeping lines, one assistant line per content block of one message id, tool results in
     user lines, a side chain (a subagent) left out."""
     base = {"sessionId": "cc-42", "cwd": "/w", "version": "2.1.0", "isSidechain": False}
-    u = {"input_tokens": 10, "output_tokens": 30, "cache_read_input_tokens": 500,
-         "cache_creation_input_tokens": 40}
+    day = "2026-04-01"
+    u = {
+        "input_tokens": 10,
+        "output_tokens": 30,
+        "cache_read_input_tokens": 500,
+        "cache_creation_input_tokens": 40,
+    }
     return _write(path, [
         {"type": "permission-mode", "permissionMode": "default", "sessionId": "cc-42"},
         {**base, "type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2026-04-01T10:00:00.000Z",
          "message": {"role": "user", "content": "Fix the test."}},
-        {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": "2026-04-01T10:00:01.000Z",
+        {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": f"{day}T10:00:01.000Z",
          "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-x", "usage": u,
                      "content": [{"type": "thinking", "thinking": "Run it first.", "signature": "s"}]}},
-        {**base, "type": "assistant", "uuid": "a2", "parentUuid": "a1", "timestamp": "2026-04-01T10:00:02.000Z",
+        {**base, "type": "assistant", "uuid": "a2", "parentUuid": "a1", "timestamp": f"{day}T10:00:02.000Z",
          "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-x", "usage": u,
                      "stop_reason": "tool_use",
                      "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash",
@@ -91,7 +103,7 @@ def claude_code(path: Path) -> Path:
         {**base, "isSidechain": True, "type": "assistant", "uuid": "s1", "parentUuid": "u2",
          "message": {"id": "msg_side", "role": "assistant", "model": "claude-haiku-x",
                      "content": [{"type": "text", "text": "subagent work"}]}},
-        {**base, "type": "assistant", "uuid": "a3", "parentUuid": "u2", "timestamp": "2026-04-01T10:00:04.000Z",
+        {**base, "type": "assistant", "uuid": "a3", "parentUuid": "u2", "timestamp": f"{day}T10:00:04.000Z",
          "message": {"id": "msg_2", "role": "assistant", "model": "claude-opus-x", "usage": u,
                      "stop_reason": "end_turn", "content": [{"type": "text", "text": "Fixed."}]}},
     ])  # fmt: skip
@@ -101,12 +113,13 @@ def codex(path: Path) -> Path:
     """Codex's rollout: one turn is the reasoning, the call and its usage up to the call's output."""
     return _write(path, [
         {"timestamp": "2026-04-20T18:43:56.191Z", "type": "session_meta",
-         "payload": {"id": "cx-7", "timestamp": "2026-04-20T18:43:56.191Z", "cwd": ".", "originator": "codex_cli",
-                     "cli_version": "0.50.0", "instructions": "You are Codex."}},
+         "payload": {"id": "cx-7", "timestamp": "2026-04-20T18:43:56.191Z", "cwd": ".",
+                     "originator": "codex_cli", "cli_version": "0.50.0", "instructions": "You are Codex."}},
         {"timestamp": "2026-04-20T18:43:57.000Z", "type": "turn_context",
          "payload": {"cwd": ".", "approval_policy": "never", "model": "gpt-5-codex", "effort": "medium"}},
         {"timestamp": "2026-04-20T18:43:57.100Z", "type": "response_item",
-         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Count lines."}]}},
+         "payload": {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "Count lines."}]}},
         {"timestamp": "2026-04-20T18:43:58.000Z", "type": "response_item",
          "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Use wc."}],
                      "encrypted_content": "x"}},

@@ -149,3 +149,28 @@ def test_a_broken_results_file_is_one_line(tmp_path, capsys):
     assert main(["summarise", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not τ²-bench results" in err
+
+
+def test_a_tau2_run_through_atif_and_inspect_keeps_its_conversation(results, tmp_path, harbor):
+    """The scripted greeting is no model turn in either format (ATIF: an agent step with llm_call_count 0;
+    Inspect: an assistant message without a model event), and the user's own tools keep their notes."""
+    pytest.importorskip("inspect_ai")
+    from evalkit.records.exporters import convert
+
+    telecom = seed_tau2.write_results(tmp_path / "telecom.json", sims=seed_tau2.telecom_sims())
+    for run in (results, telecom):
+        job = convert(run, "atif", tmp_path / f"{run.stem}-job").paths[0]
+        logs = convert(run, "inspect", tmp_path / f"{run.stem}.eval").paths
+        for f in job.glob("*/agent/trajectory.json"):
+            harbor.Trajectory.model_validate(json.loads(f.read_text()))
+        original = {r.key: r for r in traces.read_records(run)}
+        for back in (job, *logs):
+            for rec in traces.read_records(back):
+                want = original[rec.key]
+                assert (rec.n_turns, rec.reward, rec.tool_calls) == (
+                    want.n_turns,
+                    want.reward,
+                    want.tool_calls,
+                )
+                seen = [(m.role, m.turn, m.text, m.note) for m in transcripts.messages(rec, back)]
+                assert seen == [(m.role, m.turn, m.text, m.note) for m in transcripts.messages(want, run)]
