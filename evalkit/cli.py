@@ -1,4 +1,4 @@
-"""evalkit: run, probe, summarise, compare, plan, report, export, view, bundle, convert, serve, ownloop.
+"""evalkit: run, probe, summarise, compare, plan, noise, report, export, view, bundle, convert, serve, ownloop
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -146,6 +147,15 @@ def _reading_parsers(sub: Any) -> None:
     pl_.add_argument("--delta", type=float, required=True, help="the true difference to detect, e.g. 0.05")
     pl_.add_argument("--power", type=float, default=0.8, help="the chance of detecting it (default 0.8)")
 
+    nz = sub.add_parser(
+        "noise", help="how noisy a benchmark is, from repeats: flip rate, variance parts, difference needed"
+    )
+    nz.add_argument("runs", nargs="+", help="runs with repeats (or two runs of one model)")
+    nz.add_argument(
+        "--threshold", type=float,
+        help="a reward at or above this is a success, for the flip rate (default: 1 where rewards are 0/1)",
+    )  # fmt: skip
+
     rp = sub.add_parser("report", help="execute the report notebook and write standalone HTML")
     rp.add_argument("runs", nargs="+")
     rp.add_argument("-o", "--output", default="report.html")
@@ -177,7 +187,7 @@ def _reading_parsers(sub: Any) -> None:
     bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
 
     _convert_parser(sub)
-    for reads in (s, c, rp, v, bu):
+    for reads in (s, c, nz, rp, v, bu):
         _scorer_option(reads)
 
 
@@ -492,6 +502,19 @@ def cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_noise(a: argparse.Namespace) -> int:
+    from evalkit import analysis
+    from evalkit.analysis.noise import format_noise
+
+    if a.threshold is not None and not math.isfinite(a.threshold):
+        raise ConfigError("noise: --threshold must be a number")
+    df = analysis.load_runs(validate.runs(a.runs, "noise"), cache="read")
+    text = format_noise(df, a.threshold)
+    print(text or "No task has two scored repeats: run with --repeats 2 or more (or give two runs of one "
+          "model) to see how noisy the benchmark is.")  # fmt: skip
+    return 0
+
+
 def _check_sides(df: Any, command: str, a: str | None, b: str | None) -> None:
     """`--a` and `--b`, where given, name a model or a run of the episodes `df`."""
     for flag, who in (("--a", a), ("--b", b)):
@@ -615,6 +638,7 @@ COMMANDS = {
     "summarize": cmd_summarise,
     "compare": cmd_compare,
     "plan": cmd_plan,
+    "noise": cmd_noise,
     "report": cmd_report,
     "export": cmd_export,
     "view": cmd_view,
