@@ -1,7 +1,7 @@
 """Coverage of `ek.noise`'s intervals, and whether its "difference needed" holds, on simulated runs.
 
     PYTHONPATH=. python benchmarks/noise_coverage.py              # 300 runs per cell, a few minutes
-    PYTHONPATH=. python benchmarks/noise_coverage.py --reps 1000  # the table in docs/run-directory.md
+    PYTHONPATH=. python benchmarks/noise_coverage.py --reps 1000  # the table in docs/statistics.md
 
 Each run has `n` tasks; task i has a true success rate (pass/fail) or mean reward (continuous) θ_i drawn
 from a Beta with mean `mu` and concentration `kappa` (so the intraclass correlation of pass/fail rewards

@@ -19,7 +19,7 @@ Per task i with n_i ≥ 2 scored repeats, mean m_i, unbiased variance s²_i, and
   its variance is 2 σ²_w / n (the tasks' own difficulty cancels), so noise alone gives |D| above this one
   time in twenty. A smaller difference between two models cannot be told from a rerun.
 
-Intervals (95%), chosen by simulation (benchmarks/noise_coverage.py; figures in docs/run-directory.md):
+Intervals (95%), chosen by simulation (benchmarks/noise_coverage.py; figures in docs/statistics.md):
 the flip rate and σ²_w are task-weighted means of bounded per-task values, so they get the interval every
 task mean gets (`stats.mean_interval`: Wilson's on the values' range with the tasks' design effect), and
 the difference needed is σ²_w's interval carried through its formula. σ²_b and the ICC are not means: a
