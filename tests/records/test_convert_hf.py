@@ -186,3 +186,13 @@ def test_push_uploads_the_folder(sample, tmp_path, capsys):
     assert f"as the dataset {repo}" in capsys.readouterr().out
     ds = datasets.load_dataset(repo, split="train")
     assert ds.num_rows == 36
+
+
+def test_odd_session_lines_are_read_as_nothing_never_a_crash(tmp_path):
+    f = seed_sessions.pi(tmp_path / "pi.jsonl")
+    lines = [json.loads(x) for x in f.read_text().splitlines()]
+    lines[3]["parentId"] = {"not": "an id"}  # the model change's parent: the branch walk stops there
+    lines[5]["message"]["content"] = 7
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{torn\n")
+    (rec,) = traces.read_records(f)
+    assert rec.n_turns == 2 and transcripts.messages(rec, tmp_path)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import NOT_JSON, TraceError
-from evalkit.records.importers._common import count, harness, number, parse_args, result, skeleton
+from evalkit.records.importers._common import count, fields, finite, harness, parse_args, result, skeleton
 from evalkit.records.jsonl import iter_lines
 from evalkit.types import SCRIPTED
 
@@ -209,7 +209,7 @@ def _sts(lines: list[dict], base: Path, root: Path) -> Iterator[dict]:
                    call_id=m.get("toolCallId"), error=bool(m.get("isError")) or ek.get("ok") is False,
                    images=images, model=m.get("model"), usage=_usage(m.get("usage")),
                    stop=str(m.get("stopReason") or ""), note=ek.get("note"), ek=ek,
-                   cost=number(cost.get("total")) if isinstance(cost, dict) else None)  # fmt: skip
+                   cost=finite(cost.get("total")) if isinstance(cost, dict) else None)  # fmt: skip
         if role not in ("system", "user", "assistant", "tool"):  # Pi's bash runs, summaries, custom messages
             out.update(role="user", note=role, text=text or str(m.get("summary") or m.get("output") or ""))
         yield out
@@ -219,14 +219,15 @@ def _branch(lines: list[dict]) -> list[dict]:
     """Pi's entries form a tree by id/parentId: the path from the root to the last entry. A file without ids
     (STS) is read in order."""
     entries = [d for d in lines if d.get("type") != "session"]
-    by_id = {d["id"]: d for d in entries if d.get("id")}
-    if not entries or not by_id or not entries[-1].get("id"):
+    by_id = {d["id"]: d for d in entries if isinstance(d.get("id"), str) and d["id"]}
+    if not entries or not by_id or entries[-1].get("id") not in by_id:
         return entries
     path, at, seen = [], entries[-1], set()
-    while at is not None and at.get("id") not in seen:
-        seen.add(at.get("id"))
+    while at is not None and at["id"] not in seen:
+        seen.add(at["id"])
         path.append(at)
-        at = by_id.get(at.get("parentId"))
+        parent = at.get("parentId")
+        at = by_id.get(parent) if isinstance(parent, str) else None
     return path[::-1]
 
 
@@ -397,7 +398,7 @@ class _Build:
             "turn": n, "text": m["text"], "reasoning": m["reasoning"],
             "stop": str(ek.get("stop") or m["stop"] or ("tool_calls" if calls else "stop")),
             "usage": ek["usage"] if isinstance(ek.get("usage"), dict) else dict(m["usage"]),
-            "model_s": number(ek.get("model_s")) or 0.0, "env_s": number(ek.get("env_s")) or 0.0,
+            "model_s": finite(ek.get("model_s")) or 0.0, "env_s": finite(ek.get("env_s")) or 0.0,
             "frame": ek.get("_frame"), "calls": calls,
         })  # fmt: skip
 
@@ -446,7 +447,7 @@ def _identity(kind: str, lines: list[dict], f: Path) -> tuple[str, str, dict]:
     if kind in (STS, PI):
         return str(first.get("harness") or PI), str(first.get("id") or f.stem), ek
     if kind == CODEX:
-        meta = next((d.get("payload") for d in lines if d.get("type") == "session_meta"), None) or {}
+        meta = fields(next((d.get("payload") for d in lines if d.get("type") == "session_meta"), None))
         return CODEX, str(meta.get("id") or f.stem), {}
     sid = next((d.get("sessionId") for d in lines if d.get("sessionId")), None)
     return CLAUDE, str(sid or f.stem), {}
@@ -482,17 +483,17 @@ def episode(root: Path, f: Path, repeats: Counter) -> dict:
     started = next((d.get("timestamp") for d in lines if isinstance(d.get("timestamp"), str)), None)
     rec.update(
         {k: ek[k] for k in _KEPT if k in ek},
-        reward=number(ek.get("reward")) if not ek.get("unscored") else None,
+        reward=finite(ek.get("reward")) if not ek.get("unscored") else None,
         grade=ek.get("grade") if isinstance(ek.get("grade"), dict) else None,
         end_reason=str(ek.get("end_reason") or "done"),
         error_class=ek.get("error_class") if isinstance(ek.get("error_class"), str) else None,
         error=ek.get("error") if isinstance(ek.get("error"), str) else None,
-        usage=usage, cost_usd=number(ek.get("cost_usd")) if ek else _cost(build.costs), n_turns=len(turns),
+        usage=usage, cost_usd=finite(ek.get("cost_usd")) if ek else _cost(build.costs), n_turns=len(turns),
         tool_calls=sum(not c["parse_error"] for c in calls),
         tool_errors=sum(not c["ok"] and not c["parse_error"] for c in calls),
         parse_errors=sum(c["parse_error"] for c in calls),
-        seconds=number(ek.get("seconds")) or 0.0, model_seconds=number(ek.get("model_seconds")) or 0.0,
-        env_seconds=number(ek.get("env_seconds")) or 0.0, turns=turns, transcript=build.transcript(),
+        seconds=finite(ek.get("seconds")) or 0.0, model_seconds=finite(ek.get("model_seconds")) or 0.0,
+        env_seconds=finite(ek.get("env_seconds")) or 0.0, turns=turns, transcript=build.transcript(),
         info={**(ek.get("info") if isinstance(ek.get("info"), dict) else {}), "importer": NAME,
               "session_format": kind, "session": f.relative_to(root).as_posix() if root != f else f.name,
               "prompt": build.opening["text"]},

@@ -58,7 +58,16 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import TraceError
-from evalkit.records.importers._common import count, harness, number, result, skeleton, unscored
+from evalkit.records.importers._common import (
+    count,
+    fields,
+    finite,
+    harness,
+    items,
+    result,
+    skeleton,
+    unscored,
+)
 from evalkit.records.jsonl import load_json
 from evalkit.types import SCRIPTED
 
@@ -148,7 +157,7 @@ class _Source:
         if self.model_hint:
             return str(self.model_hint)
         for s in sims:
-            for m in s.get("messages") or [] if isinstance(s, dict) else []:
+            for m in items(s.get("messages")) if isinstance(s, dict) else []:
                 raw = m.get("raw_data") if isinstance(m, dict) else None
                 if isinstance(raw, dict) and isinstance(raw.get("model"), str) and raw["model"]:
                     return raw["model"]
@@ -178,8 +187,8 @@ def _sources(path: Path) -> Iterator[_Source]:
         sims = [load_json(f) for f in sorted((path / "simulations").glob("*.json"))]
         yield _Source(path, {**meta, "simulations": [s for s in sims if isinstance(s, dict)]})
         return
-    sub = load_json(path / SUBMISSION) or {}
-    files = sub.get("trajectory_files") if isinstance(sub.get("trajectory_files"), dict) else {}
+    sub = fields(load_json(path / SUBMISSION))
+    files = fields(sub.get("trajectory_files"))
     named = {str(f): str(d) for d, f in files.items()}
     for f in sorted((path / "trajectories").glob("*.json")):
         yield _Source(f, _load(f), named.get(f.name), sub.get("model_name"))
@@ -198,7 +207,7 @@ def _flat(messages: Any) -> Iterator[dict]:
     for m in messages if isinstance(messages, list) else []:
         if not isinstance(m, dict):
             continue
-        if m.get("role") == "tool" and isinstance(m.get("tool_messages"), list):
+        if m.get("role") == "tool" and isinstance(m.get("tool_messages"), list):  # a MultiToolMessage
             yield from (t for t in m["tool_messages"] if isinstance(t, dict))
         else:
             yield m
@@ -220,7 +229,7 @@ def _turn(m: dict, n: int) -> dict:
          "args": c.get("arguments") if isinstance(c.get("arguments"), dict) else {},
          "ok": isinstance(c.get("arguments"), dict),
          "result": "", "images": [], "parse_error": not isinstance(c.get("arguments"), dict)}
-        for i, c in enumerate(m.get("tool_calls") or []) if isinstance(c, dict)
+        for i, c in enumerate(items(m.get("tool_calls"))) if isinstance(c, dict)
     ]  # fmt: skip
     return {
         "turn": n,
@@ -228,7 +237,7 @@ def _turn(m: dict, n: int) -> dict:
         "reasoning": str(said.get("reasoning_content") or ""),
         "stop": str(choice.get("finish_reason") or ("tool_calls" if calls else "stop")),
         "usage": {"input": count(u.get("prompt_tokens")), "output": count(u.get("completion_tokens"))},
-        "model_s": number(m.get("generation_time_seconds")) or 0.0,
+        "model_s": finite(m.get("generation_time_seconds")) or 0.0,
         "env_s": 0.0,
         "frame": None,
         "calls": calls,
@@ -258,7 +267,7 @@ def conversation(sim: dict) -> tuple[list[dict], dict]:
             text = _content(m.get("content"))
             if text or not m.get("tool_calls"):
                 entries.append({"role": "user", "text": text, "images": []})
-            for c in m.get("tool_calls") or []:
+            for c in items(m.get("tool_calls")):
                 if isinstance(c, dict):
                     entries.append({"role": "user", "text": _call_text(c), "note": _USER_CALL, "images": []})
         elif role == "tool" and m.get("requestor") == "user":
@@ -296,9 +305,9 @@ def _grade(sim: dict, ri: dict | None) -> dict:
     grade: dict = {"termination_reason": str(sim.get("termination_reason") or "")}
     if not ri:
         return grade
-    for k, v in (ri.get("reward_breakdown") or {}).items():
-        if number(v) is not None:
-            grade[str(k).lower()] = number(v)
+    for k, v in fields(ri.get("reward_breakdown")).items():
+        if finite(v) is not None:
+            grade[str(k).lower()] = finite(v)
     if isinstance(ri.get("reward_basis"), list):
         grade["reward_basis"] = [str(b) for b in ri["reward_basis"]]
     db = ri.get("db_check")
@@ -311,11 +320,11 @@ def _grade(sim: dict, ri: dict | None) -> dict:
         ("communicate", "communicate_checks", "met"),
     )
     for name, field, met in kinds:
-        checks = [c for c in ri.get(field) or [] if isinstance(c, dict)]
+        checks = [c for c in items(ri.get(field)) if isinstance(c, dict)]
         if checks:
             grade[f"n_{name}"] = len(checks)
             grade[f"n_{name}_met"] = sum(bool(c.get(met)) for c in checks)
-    note = (ri.get("info") or {}).get("note") if isinstance(ri.get("info"), dict) else None
+    note = fields(ri.get("info")).get("note")
     if note:
         grade["note"] = str(note)
     return grade
@@ -344,7 +353,7 @@ def episode(src: _Source, sim: dict, model: str, repeats: Counter) -> dict:
         tx["system_text"] = policy
     calls = [c for t in turns for c in t["calls"]]
     ri = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else None
-    reward = number(ri.get("reward")) if ri else None
+    reward = finite(ri.get("reward")) if ri else None
     why = str(sim.get("termination_reason") or "")
     usage = {k: sum(t["usage"][k] for t in turns) for k in ("input", "output")}
     extra = sim.get("info") if isinstance(sim.get("info"), dict) else {}
@@ -356,12 +365,12 @@ def episode(src: _Source, sim: dict, model: str, repeats: Counter) -> dict:
         error_class=None,
         error=str(extra["error"]) if extra.get("error") else None,
         usage=usage,
-        cost_usd=number(sim.get("agent_cost")),
+        cost_usd=finite(sim.get("agent_cost")),
         n_turns=len(turns),
         tool_calls=sum(not c["parse_error"] for c in calls),
         tool_errors=sum(not c["ok"] and not c["parse_error"] for c in calls),
         parse_errors=sum(c["parse_error"] for c in calls),
-        seconds=number(sim.get("duration")) or 0.0,
+        seconds=finite(sim.get("duration")) or 0.0,
         model_seconds=sum(t["model_s"] for t in turns),
         env_seconds=0.0,
         started=str(sim.get("start_time") or "") or None,
@@ -370,7 +379,7 @@ def episode(src: _Source, sim: dict, model: str, repeats: Counter) -> dict:
         info={
             "importer": NAME, "prompt": tx["opening"]["text"], "file": src.path.name,
             "simulation_id": sim.get("id"), "trial": sim.get("trial"), "termination_reason": why,
-            "user_cost": number(sim.get("user_cost")), "user_llm": src.user.get("llm"),
+            "user_cost": finite(sim.get("user_cost")), "user_llm": src.user.get("llm"),
             "agent_implementation": src.agent.get("implementation"), "reward_info": ri,
         },
     )  # fmt: skip

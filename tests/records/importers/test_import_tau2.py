@@ -174,3 +174,18 @@ def test_a_tau2_run_through_atif_and_inspect_keeps_its_conversation(results, tmp
                 )
                 seen = [(m.role, m.turn, m.text, m.note) for m in transcripts.messages(rec, back)]
                 assert seen == [(m.role, m.turn, m.text, m.note) for m in transcripts.messages(want, run)]
+
+
+def test_odd_fields_are_read_as_nothing_never_a_crash(tmp_path):
+    """A hand-edited file: a tool_calls that is no list, a breakdown that is no object, a reward that is no
+    number. Each is left out; the simulation still loads (as ~3,000 randomly broken files did)."""
+    sims = seed_tau2.simulations()
+    sims[0]["messages"][2]["tool_calls"] = True
+    sims[1]["reward_info"]["reward_breakdown"] = 0.5
+    sims[2]["reward_info"]["reward"] = float("nan")
+    sims[3]["messages"] = "lost"
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(seed_tau2.results(sims=sims)))
+    df = ek.load_runs(path).sort("task_id", "repeat")
+    assert df.height == 6 and df["reward"].to_list() == [1.0, 1.0, None, 1.0, 0.0, None]
+    assert df["n_turns"].to_list()[3] == 0 and "db" not in json.loads(df["grade"][1])
