@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import NOT_JSON, TraceError
-from evalkit.records.importers._common import count, fields, finite, harness, parse_args, result, skeleton
+from evalkit.records.importers._common import (
+    count,
+    fields,
+    finite,
+    harness,
+    items,
+    parse_args,
+    result,
+    skeleton,
+)
 from evalkit.records.jsonl import iter_lines
 from evalkit.types import SCRIPTED
 
@@ -200,7 +209,7 @@ def _sts(lines: list[dict], base: Path, root: Path) -> Iterator[dict]:
         m, ek = d["message"], d.get(MARK) if isinstance(d.get(MARK), dict) else {}
         role = {"toolResult": "tool"}.get(str(m.get("role")), str(m.get("role") or ""))
         text, thinking, calls, n_images = _blocks(m.get("content"))
-        for c in m.get("toolCalls") or []:
+        for c in items(m.get("toolCalls")):
             if isinstance(c, dict) and isinstance(c.get("function"), dict):
                 calls.append(_call(c.get("id"), c["function"].get("name"), c["function"].get("arguments")))
         images = _images(ek.get("images"), base, root) if "images" in ek else _unstored(n_images)
@@ -286,7 +295,7 @@ def _codex(lines: list[dict]) -> Iterator[dict]:
         p = d.get("payload") if isinstance(d.get("payload"), dict) else {}
         kind, item = d.get("type"), p.get("type")
         if kind == "session_meta":
-            said = p.get("instructions") or (p.get("base_instructions") or {}).get("text")
+            said = p.get("instructions") or fields(p.get("base_instructions")).get("text")
             if isinstance(said, str) and said:
                 yield _msg("system", said)
         elif kind == "turn_context" and p.get("model"):
@@ -314,7 +323,7 @@ def _codex(lines: list[dict]) -> Iterator[dict]:
             in_turn = False
             yield _msg("system" if role in ("developer", "system") else "user", text, images=_unstored(n))
         elif item == "reasoning":
-            summary = [s.get("text") for s in p.get("summary") or [] if isinstance(s, dict)]
+            summary = [s.get("text") for s in items(p.get("summary")) if isinstance(s, dict)]
             thought = "\n".join(str(s) for s in summary if s)
             yield _msg("assistant", reasoning=thought, model=model, cont=in_turn)
             in_turn = True
@@ -326,8 +335,9 @@ def _codex(lines: list[dict]) -> Iterator[dict]:
             in_turn = True
         elif item in ("function_call_output", "custom_tool_call_output"):
             out = p.get("output")
-            body = out if isinstance(out, str) else _blocks((out or {}).get("content"))[0] if isinstance(
-                out, dict) else json.dumps(out, default=str)  # fmt: skip
+            body = out if isinstance(out, str) else json.dumps(out, default=str)
+            if isinstance(out, dict):  # an output with content parts
+                body = _blocks(out.get("content"))[0]
             in_turn = False
             yield _msg("tool", body, call_id=p.get("call_id"))
 
@@ -382,7 +392,7 @@ class _Build:
         if m["model"]:
             self.models.append(str(m["model"]))
         self.costs.append(m["cost"])
-        bad = set(ek.get("parse_errors") or [])
+        bad = {x for x in items(ek.get("parse_errors")) if isinstance(x, str)}
         calls = [{**c, "ok": not (c["parse_error"] or c["id"] in bad), "result": "", "images": [],
                   "parse_error": c["parse_error"] or c["id"] in bad} for c in m["calls"]]  # fmt: skip
         if m["cont"] and self.turns:
