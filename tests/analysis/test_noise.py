@@ -126,3 +126,14 @@ def test_evalkit_noise_and_the_summary_say_it(tmp_path, capsys):
     single = df.filter(pl.col("repeat") == 0)
     assert format_noise(single) == "" and "One repeat per task" in noise_html(single)
     assert main(["noise", str(path), "--threshold", "nan"]) == 2
+
+
+@pytest.mark.slow
+def test_the_report_says_how_noisy_a_run_with_repeats_is(tmp_path):
+    from evalkit.analysis import report
+    from tests.fixtures.synth import make_run
+
+    run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=8, repeats=2, frames=False)
+    html = report.build_report([str(run)], tmp_path / "r.html", n_boot=200).read_text()
+    assert "How noisy is it" in html and "before they differ at α = 0.05" in html
+    assert "Traceback" not in html
