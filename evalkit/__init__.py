@@ -46,6 +46,7 @@ _EXPORTS = {
     "pass_at_k": "evalkit.analysis.repeats",
     "pass_hat_k": "evalkit.analysis.repeats",
     "plan": "evalkit.analysis.repeats",
+    "noise": "evalkit.analysis.noise",
     **dict.fromkeys(
         ["EvalkitError", "ConfigError", "UnknownProviderError", "MissingKeyError", "KeyRejectedError",
          "EvalsetError", "EndpointError", "EnvError", "EnvCapacityError", "TraceError", "EpisodeCancelled",

@@ -1,4 +1,4 @@
-"""evalkit: run, probe, summarise, compare, plan, report, export, view, bundle, convert, serve, ownloop.
+"""evalkit: run, probe, summarise, compare, plan, noise, report, export, view, bundle, convert, serve, ownloop
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -146,6 +147,15 @@ def _reading_parsers(sub: Any) -> None:
     pl_.add_argument("--delta", type=float, required=True, help="the true difference to detect, e.g. 0.05")
     pl_.add_argument("--power", type=float, default=0.8, help="the chance of detecting it (default 0.8)")
 
+    nz = sub.add_parser(
+        "noise", help="how noisy a benchmark is, from repeats: flip rate, variance parts, difference needed"
+    )
+    nz.add_argument("runs", nargs="+", help="runs with repeats (or two runs of one model)")
+    nz.add_argument(
+        "--threshold", type=float,
+        help="a reward at or above this is a success, for the flip rate (default: 1 where rewards are 0/1)",
+    )  # fmt: skip
+
     rp = sub.add_parser("report", help="execute the report notebook and write standalone HTML")
     rp.add_argument("runs", nargs="+")
     rp.add_argument("-o", "--output", default="report.html")
@@ -177,7 +187,7 @@ def _reading_parsers(sub: Any) -> None:
     bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
 
     _convert_parser(sub)
-    for reads in (s, c, rp, v, bu):
+    for reads in (s, c, nz, rp, v, bu):
         _scorer_option(reads)
 
 
@@ -240,13 +250,22 @@ def _scorer_option(p: argparse.ArgumentParser) -> None:
 
 
 def _convert_parser(sub: Any) -> None:
-    cv = sub.add_parser("convert", help="write a run as ATIF trajectories (a Harbor job) or as Inspect logs")
+    cv = sub.add_parser(
+        "convert",
+        help="write a run as ATIF trajectories (a Harbor job), Inspect logs or a Hugging Face dataset",
+    )
     cv.add_argument("run", help="a run evalkit wrote or one it imports")
-    cv.add_argument("--to", required=True, choices=("atif", "inspect"))
+    cv.add_argument("--to", required=True, choices=("atif", "inspect", "hf"))
     cv.add_argument(
         "-o", "--output", required=True,
         help="atif: a new or empty folder (one trial per episode); inspect: a .eval file (one per model, env,"
-        " surface, mode and skin when the run holds several: FILE-<group>.eval)",
+        " surface, mode and skin when the run holds several: FILE-<group>.eval); hf: a new or empty folder "
+        "(a dataset: one session file per episode, the episodes as Parquet, a card)",
+    )  # fmt: skip
+    cv.add_argument(
+        "--push", metavar="REPO",
+        help="hf: then upload the folder to the Hub as the dataset REPO (user/name; private when new); needs "
+        "a token (HF_TOKEN, or `hf auth login`)",
     )  # fmt: skip
     _scorer_option(cv)
 
@@ -281,7 +300,9 @@ def cmd_convert(a: argparse.Namespace) -> int:
         raise ConfigError(f"convert: {a.run} is a folder of {len(runs)} runs; convert one run at a time")
     run = runs[0]
     out = Path(a.output)
-    if a.to == "atif":
+    if a.push and a.to != "hf":
+        raise ConfigError("--push uploads a Hugging Face dataset: use it with --to hf")
+    if a.to in ("atif", "hf"):
         validate.writable_dir("-o", out)
         if out.is_dir() and any(out.iterdir()):
             raise ConfigError(f"-o {out} is not empty: give a new or empty folder")
@@ -289,12 +310,43 @@ def cmd_convert(a: argparse.Namespace) -> int:
         if out.suffix != ".eval":
             raise ConfigError(f"-o {out}: an Inspect log is a .eval file")
         validate.writable_file("-o", out)
-    done = convert(run, a.to, out)
+    if a.push:
+        _can_push(a.push)
+    done = convert(run, a.to, out, summary=_card_summary(run) if a.to == "hf" else None)
     where = ", ".join(str(p) for p in done.paths[:6]) + (
         f" and {len(done.paths) - 6} more" if len(done.paths) > 6 else ""
     )
     print(f"wrote {done.episodes:,} episode(s) of {run} as {a.to}: {where}")
+    if a.push:
+        from evalkit.records.exporters import hf
+
+        print(f"pushed {out} to the Hub as the dataset {a.push}: {hf.push(out, a.push)}")
     return 0
+
+
+def _can_push(repo: str) -> None:
+    """`--push`'s mistakes before any work: a repo id that is not `user/name`, no token, no library."""
+    import re
+
+    from evalkit.records.exporters import hf
+
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise ConfigError(f"--push {repo!r}: give the dataset repo as user/name (or org/name)")
+    try:
+        import huggingface_hub  # noqa: F401
+    except ImportError:
+        raise ConfigError("--push needs huggingface_hub: pip install 'evalkit[hf]'") from None
+    if not hf.token():
+        raise ConfigError("--push needs a Hugging Face token: set HF_TOKEN or run `hf auth login`")
+
+
+def _card_summary(run: str) -> str:
+    """evalkit's summary of the run, in Markdown, for a dataset card (the records' exporter does not import
+    the analysis, so the command hands it over)."""
+    from evalkit import analysis
+
+    df = analysis.load_runs([run], cache="read")
+    return analysis.format_summary(df, markdown=True)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -450,6 +502,19 @@ def cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_noise(a: argparse.Namespace) -> int:
+    from evalkit import analysis
+    from evalkit.analysis.noise import format_noise
+
+    if a.threshold is not None and not math.isfinite(a.threshold):
+        raise ConfigError("noise: --threshold must be a number")
+    df = analysis.load_runs(validate.runs(a.runs, "noise"), cache="read")
+    text = format_noise(df, a.threshold)
+    print(text or "No task has two scored repeats: run with --repeats 2 or more (or give two runs of one "
+          "model) to see how noisy the benchmark is.")  # fmt: skip
+    return 0
+
+
 def _check_sides(df: Any, command: str, a: str | None, b: str | None) -> None:
     """`--a` and `--b`, where given, name a model or a run of the episodes `df`."""
     for flag, who in (("--a", a), ("--b", b)):
@@ -573,6 +638,7 @@ COMMANDS = {
     "summarize": cmd_summarise,
     "compare": cmd_compare,
     "plan": cmd_plan,
+    "noise": cmd_noise,
     "report": cmd_report,
     "export": cmd_export,
     "view": cmd_view,

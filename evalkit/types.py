@@ -447,6 +447,9 @@ class EpisodeRecord:
 
 
 RESULT_CAP = 4000
+SCRIPTED = "scripted by the harness, not a model call"
+"""The note on a message of a transcript that a harness wrote in the model's name (τ²-bench's greeting): it
+opens the conversation the model continues, and no model call made it."""
 
 _PLAIN_LEAVES = (str, int, float, bool, type(None))
 

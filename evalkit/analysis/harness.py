@@ -16,6 +16,8 @@ from them, rule for rule (`summarise(df, as_harness=True)`, `evalkit summarise -
 - own-loop GUI runs (seed 001): the files hold no reward; the harness's numbers are its grader's, over the
   episodes a grades file gave a `harness_reward` (`evalkit.records.grades`), unrounded. Without one: no
   grades (`n` 0, reward null).
+- τ²-bench results: its metrics count every simulation with a reward (an infrastructure error has none),
+  each reward as it stands (a user-simulator error included, which evalkit leaves unscored), unrounded.
 - evalkit's own runs: evalkit's rule (the mean over scored episodes).
 """
 
@@ -29,7 +31,7 @@ import polars as pl
 
 from evalkit.errors import TraceError
 from evalkit.records import traces
-from evalkit.records.importers import canvas_rollout, ownloop, tool_planning
+from evalkit.records.importers import canvas_rollout, ownloop, tau2, tool_planning
 
 GROUP = ("model", "env", "surface", "mode")
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
@@ -47,7 +49,7 @@ SEED_TIERS = ("easy", "medium", "hard")
 def counted() -> tuple[pl.Expr, pl.Expr]:
     """(whether the episode's harness counts it in its mean, the reward it counts), per the rules above."""
     src, own = pl.col("source"), pl.col("harness_reward")
-    as_is, graded = src.is_in([canvas_rollout.NAME, tool_planning.NAME]), src == ownloop.NAME
+    as_is, graded = src.is_in([canvas_rollout.NAME, tool_planning.NAME]), src.is_in([ownloop.NAME, tau2.NAME])
     count = pl.when(as_is).then(True).when(graded).then(own.is_not_null()).otherwise(pl.col("scored"))
     value = pl.when(as_is).then(own.fill_null(0.0)).when(graded).then(own).otherwise(pl.col("reward"))
     return count, value

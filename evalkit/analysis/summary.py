@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.analysis import harness
+from evalkit.analysis.noise import format_noise
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
 from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
 from evalkit.records import grades as grades_
@@ -158,6 +159,9 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
     passk = format_pass_k(df, markdown)
     if passk:
         parts += ["", passk]
+    noisy = format_noise(df, markdown=markdown)  # "" unless some task has two scored repeats
+    if noisy:
+        parts += ["", noisy]
     nan = df.filter(pl.col("reward").is_nan().fill_null(False))
     if nan.height:
         counts = nan.group_by("model").len().sort("model")

@@ -9,6 +9,8 @@ is kept here, as the loop handed it to the agent:
  "system": "texts/ab/ab12….txt",         # the system prompt (shared texts are stored once per run)
  "tools":  "texts/cd/cd34….json",        # the tools as declared to the model
  "opening": {"text_ref": "texts/…", "images": [IMAGE, …]},
+             # "before": [{"role", "text", "note"}]: what came before the opening that was no model call:
+             # a greeting the harness wrote for the model (τ²-bench's), a simulated user's own tool calls
  "after": {"3": [ENTRY, …]},             # what the loop sent after turn 3, in order
  "raw": "raw/<key>-<id>"}                # with --save-raw: <raw>/003.request.json, 003.response.json
 ```
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.records import traces
-from evalkit.types import RESULT_CAP, EpisodeRecord, Image, ToolSpec
+from evalkit.types import RESULT_CAP, SCRIPTED, EpisodeRecord, Image, ToolSpec
 
 VERSION = 1
 INLINE = 240
@@ -284,6 +286,10 @@ def _messages(rec: EpisodeRecord | dict, run: str | Path) -> list[Message]:
         text = tx.get("system_text") or _stored(str(run), tx["system"]) or f"(text not found: {tx['system']})"
         out.append(Message("system", 0, text))
     opening = tx.get("opening") or {}
+    for entry in opening.get("before") or []:
+        if isinstance(entry, dict) and entry.get("role") in ("assistant", "user"):
+            note = entry.get("note") or (SCRIPTED if entry["role"] == "assistant" else None)
+            out.append(Message(entry["role"], 0, _resolve(run, entry), note=note))
     out.append(Message("user", 0, _resolve(run, opening), _images(opening.get("images"))))
     after = tx.get("after") if isinstance(tx.get("after"), dict) else {}
     raw_dir = tx.get("raw") if isinstance(tx.get("raw"), str) else None

@@ -2,11 +2,14 @@
 
 - `atif` — one ATIF trajectory per episode (Harbor's Agent Trajectory Interchange Format), in the layout of a
   Harbor job: a trial folder per episode with `agent/trajectory.json`, its images, and `result.json`;
-- `inspect_log` — Inspect `.eval` logs (one per model × env × surface × mode × skin), a sample per episode.
+- `inspect_log` — Inspect `.eval` logs (one per model × env × surface × mode × skin), a sample per episode;
+- `hf` — a Hugging Face dataset folder: one Session Trace Simple Format file per episode (the Hub's trace
+  viewer), the episodes as a Parquet table (`datasets.load_dataset`), a dataset card.
 
 Neither format has a place for everything a record holds, so each episode also carries evalkit's outcome and
 identity (`outcome`) under an `evalkit` key of the format's own free-form metadata (`extra` in ATIF,
-`metadata` in Inspect): reading the output back (`evalkit.records.importers`) gives the same keys, rewards,
+`metadata` in Inspect, extra fields of a session file's lines): reading the output back
+(`evalkit.records.importers`) gives the same keys, rewards,
 turns and calls. What each format keeps and drops is in docs/run-directory.md.
 
 `convert(run, to, out)` reads any run evalkit reads (native or imported) and never writes into it.
@@ -22,7 +25,7 @@ from pathlib import Path
 from evalkit.errors import ConfigError
 from evalkit.types import EpisodeRecord
 
-FORMATS = ("atif", "inspect")
+FORMATS = ("atif", "inspect", "hf")
 MARK = "evalkit"
 """The key of evalkit's block in a format's free-form metadata; the importers look for it."""
 
@@ -84,10 +87,11 @@ def outcome(rec: EpisodeRecord) -> dict:
     }
 
 
-def convert(run: str | Path, to: str, out: str | Path) -> Converted:
-    """Write the episodes of `run` (each key once, its latest record) as `to` (`atif` or `inspect`) at `out`:
-    a folder for ATIF, a `.eval` file for Inspect (one file per model × env × surface × mode × skin when the
-    run holds several: `out` with that group's name added to its stem)."""
+def convert(run: str | Path, to: str, out: str | Path, summary: str | None = None) -> Converted:
+    """Write the episodes of `run` (each key once, its latest record) as `to` (`atif`, `inspect` or `hf`) at
+    `out`: a folder for ATIF and for a Hugging Face dataset, a `.eval` file for Inspect (one file per model ×
+    env × surface × mode × skin when the run holds several: `out` with that group's name added to its stem).
+    `summary` (Markdown) goes into a Hugging Face dataset's card."""
     src, dst = Path(run).resolve(), Path(out).resolve()
     if dst == src or src in dst.parents:  # a run is only read: nothing is written into it
         raise ConfigError(f"convert: {out} is inside the run {run}; write the conversion elsewhere")
@@ -99,4 +103,8 @@ def convert(run: str | Path, to: str, out: str | Path) -> Converted:
         from evalkit.records.exporters import inspect_log
 
         return inspect_log.write(Path(run), Path(out))
+    if to == "hf":
+        from evalkit.records.exporters import hf
+
+        return hf.write(Path(run), Path(out), summary)
     raise ConfigError(f"convert: unknown format {to!r} (known: {', '.join(FORMATS)})")

@@ -34,10 +34,12 @@ from pathlib import Path
 
 from evalkit.records import traces, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
-from evalkit.types import EpisodeRecord
+from evalkit.types import SCRIPTED, EpisodeRecord
 
 SCHEMA = "ATIF-v1.7"
-"""v1.7 is the first with `extra` on tool calls and observation results, which carry a call's `ok`."""
+"""v1.7 is the first with `extra` on tool calls and observation results, which carry a call's `ok`, and with
+`llm_call_count` (1 on each model turn; 0 on a message the harness wrote in the model's name). v1.8 adds
+audio content only, which evalkit's runs do not hold: v1.7 is what older readers also accept."""
 AGENT = "evalkit"
 _MEDIA = {
     "jpg": "image/jpeg",
@@ -54,7 +56,7 @@ def trial_name(rec: EpisodeRecord, n: int) -> str:
     return f"{task}__{rec.key or f'episode{n}'}"
 
 
-class _Images:
+class Images:
     """Copies of the run's images into one trial's `agent/images/`, named by content (a hard link where the
     filesystem allows: a thousand trials showing the same target cost no extra space)."""
 
@@ -90,7 +92,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _content(text: str, images: list[dict], store: _Images) -> str | list[dict]:
+def _content(text: str, images: list[dict], store: Images) -> str | list[dict]:
     """A string when there is no image; else ATIF content parts. An image the run does not hold (pruned
     from the conversation without being stored) is said in a text part rather than dropped silently."""
     if not images:
@@ -128,7 +130,7 @@ def _tool_definitions(rec: EpisodeRecord, run: Path) -> list[dict] | None:
     return defs or None
 
 
-def _steps(rec: EpisodeRecord, run: Path, store: _Images) -> list[dict]:
+def _steps(rec: EpisodeRecord, run: Path, store: Images) -> list[dict]:
     steps: list[dict] = []
     agent: dict | None = None
     calls_of: dict[int, dict] = {t.turn: {c.id: c for c in t.calls} for t in rec.turns}
@@ -148,9 +150,16 @@ def _steps(rec: EpisodeRecord, run: Path, store: _Images) -> list[dict]:
             if m.note:
                 step["extra"] = {"note": m.note}
             steps.append(step)
+        elif m.role == "assistant" and m.note == SCRIPTED:
+            # Written by the harness in the model's name, no inference behind it: ATIF v1.7's deterministic
+            # dispatch (llm_call_count 0), so that a reader counts no model turn.
+            agent = None
+            steps.append({**at(), "source": "agent", "message": m.text, "llm_call_count": 0,
+                          "extra": {"turn": m.turn, "note": m.note}})  # fmt: skip
         elif m.role == "assistant":
             t = turn_of.get(m.turn)
-            agent = {**at(), "source": "agent", "model_name": rec.model or None, "message": m.text}
+            agent = {**at(), "source": "agent", "model_name": rec.model or None, "message": m.text,
+                     "llm_call_count": 1}  # fmt: skip
             clock += (t.model_s + t.env_s) if t is not None else 0.0
             if m.reasoning:
                 agent["reasoning_content"] = m.reasoning
@@ -204,7 +213,7 @@ def _tool_call(c: dict, rec_call: object) -> dict:
 def trajectory(rec: EpisodeRecord, run: Path, agent_dir: Path) -> tuple[dict, int]:
     """The ATIF trajectory of one episode (a plain dict, fields ordered as ATIF lists them), and how many
     image files it copied into `agent_dir/images/`."""
-    store = _Images(run, agent_dir)
+    store = Images(run, agent_dir)
     steps = _steps(rec, run, store)
     # The episode's usage, not the steps' sum: it also counts requests that failed and were retried, which
     # were billed but are no step. A record that kept no usage at all sums its steps (zero when none).

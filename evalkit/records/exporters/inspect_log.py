@@ -28,7 +28,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.records import traces, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
-from evalkit.types import EpisodeRecord
+from evalkit.types import SCRIPTED, EpisodeRecord
 
 SCORER = "evalkit"
 _STOP = {"tool_use": "tool_calls", "tool_calls": "tool_calls", "end_turn": "stop", "stop": "stop",
@@ -135,7 +135,10 @@ class _Builder:
             if m.role == "system":
                 messages.append(M.ChatMessageSystem(content=m.text))
             elif m.role == "user":
-                messages.append(M.ChatMessageUser(content=self.content(m.text, m.images)))
+                meta = {MARK: {"note": m.note}} if m.note else None
+                messages.append(M.ChatMessageUser(content=self.content(m.text, m.images), metadata=meta))
+            elif m.role == "assistant" and m.note == SCRIPTED:  # no model call made it: no ModelEvent
+                messages.append(M.ChatMessageAssistant(content=m.text, metadata={MARK: {"note": m.note}}))
             elif m.role == "assistant":
                 content: Any = m.text
                 if m.reasoning:

@@ -12,7 +12,11 @@ yields one dict per record in the shape of `EpisodeRecord.to_dict()`, image fiel
 - `atif` — ATIF trajectories (Harbor's format): a Harbor job folder, one trial, a folder of trajectory files
   or one file; the reward from each trial's `result.json`;
 - `inspect_log` — an Inspect log (`.eval`, or Inspect's `.json` log): a sample per episode, the reward from
-  one scorer's score (`scoring(name)` / `EVALKIT_SCORER` when a log has several). Needs `evalkit[inspect]`.
+  one scorer's score (`scoring(name)` / `EVALKIT_SCORER` when a log has several). Needs `evalkit[inspect]`;
+- `sessions` — agent sessions as the Hugging Face Hub's trace viewer reads them (Session Trace Simple
+  Format, Pi, Claude Code, Codex): one file, a folder of them, or a dataset folder `convert --to hf` wrote;
+- `tau2` — τ²-bench results: its results JSON, a bare list of simulations, its directory format, or a
+  leaderboard submission folder (`submission.json`, `trajectories/`): a simulation per episode.
 
 Shared rules. Every record gets a key built from the job as its harness tells jobs apart, so keys never
 collide and a record a resume appended later has the key of the one it replaces: `evalkit.records.traces`
@@ -30,10 +34,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from evalkit.errors import TraceError
-from evalkit.records.importers import atif, canvas_rollout, inspect_log, ownloop, tool_planning
+from evalkit.records.importers import (
+    atif,
+    canvas_rollout,
+    inspect_log,
+    ownloop,
+    sessions,
+    tau2,
+    tool_planning,
+)
 from evalkit.records.jsonl import iter_lines, load_json
 
-VERSION = 4
+VERSION = 5
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
 
 GRADED_ELSEWHERE = frozenset({ownloop.NAME})
@@ -46,6 +58,8 @@ _READERS = {
     tool_planning.NAME: tool_planning.read,
     atif.NAME: atif.read,
     inspect_log.NAME: inspect_log.read,
+    tau2.NAME: tau2.read,
+    sessions.NAME: sessions.read,
 }
 
 scoring = inspect_log.scoring
@@ -62,15 +76,19 @@ def _first(path: Path) -> object:
 
 
 def detect(path: str | Path) -> str:
-    """The importer for `path` (`design-canvas`, `ownloop-gui`, `tool-planning`, `atif` or `inspect`);
-    TraceError otherwise."""
+    """The importer for `path` (`design-canvas`, `ownloop-gui`, `tool-planning`, `atif`, `inspect`,
+    `tau2-bench` or `sessions`); TraceError otherwise."""
     path = Path(path)
     if path.is_file():
         if path.suffix == ".eval":
             return inspect_log.NAME
+        if path.suffix == ".json" and tau2.sniff(path):  # before parsing: τ² results run to gigabytes
+            return tau2.NAME
         first = _first(path) if path.suffix in (".jsonl", ".json") else None
         if tool_planning.is_planning(first):
             return tool_planning.NAME
+        if path.suffix == ".jsonl" and sessions.kind_of(path):
+            return sessions.NAME
         if atif.is_trajectory(first):
             return atif.NAME
         if inspect_log.is_json_log(first):
@@ -89,11 +107,15 @@ def detect(path: str | Path) -> str:
         return ownloop.NAME
     if any(tool_planning.is_planning(load_json(p)) for p in sorted(path.glob("*.json"))):
         return tool_planning.NAME
+    if tau2.is_dir_run(path):
+        return tau2.NAME
     if atif.is_atif_dir(path):
         return atif.NAME
+    if sessions.is_sessions_dir(path):
+        return sessions.NAME
     raise TraceError(
         f"{path}: no evalkit trace and no known rollout format (design-canvas, tool-planning, own-loop GUI, "
-        "ATIF or Harbor job, Inspect log)"
+        "ATIF or Harbor job, Inspect log, τ²-bench results, agent sessions)"
     )
 
 

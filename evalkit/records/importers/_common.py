@@ -4,6 +4,7 @@ error kept beside evalkit's verdict, and the note an episode carries when the tw
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,32 @@ def rel(root: Path, p: Path) -> str | None:
     return p.relative_to(root).as_posix() if p.is_file() else None
 
 
+def items(v: Any) -> list:
+    """A field that should be a list, as one: anything else (a hand-edited or cut file) is empty."""
+    return v if isinstance(v, list) else []
+
+
+def fields(v: Any) -> dict:
+    """A field that should be an object, as one: anything else is empty."""
+    return v if isinstance(v, dict) else {}
+
+
 def number(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     return float(v)
 
 
+def finite(v: Any) -> float | None:
+    """A number that is a number: NaN and infinity are none (a reward that is not one is no reward)."""
+    x = number(v)
+    return x if x is not None and math.isfinite(x) else None
+
+
 def count(v: Any) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+    """A count as an integer; anything else (text, NaN, infinity) is 0."""
+    ok = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
+    return int(v) if ok and not isinstance(v, bool) else 0
 
 
 def skeleton(

@@ -24,7 +24,14 @@ Field by field (ATIF → EpisodeRecord):
       content}]                                  relative to the run; only files inside it)
       metrics {prompt_tokens, completion_tokens,
       cached_tokens}                           → the turn's usage (input = prompt − cached)
-    final_metrics total_cost_usd               → cost_usd (null when absent)
+    final_metrics total_cost_usd (else the
+      agent steps' metrics.cost_usd, when
+      every one has it)                        → cost_usd (null when unknown)
+    an agent step before the first turn with
+      llm_call_count 0 and no tool call (v1.7) → no turn: the harness's scripted message, shown as such
+    an agent step with llm_call_count 0 that
+      calls tools                              → a turn, stop `dispatch` (no inference behind it)
+    audio content parts (v1.8)                 → a line in the text naming the file and its length
     result.json verifier_result.rewards        → reward
     result.json exception_info                 → error; when Harbor says the reward stays valid
                                                  (`reward_valid`: an agent timeout, a full context, a
@@ -49,6 +56,7 @@ from typing import Any
 from evalkit.errors import TraceError
 from evalkit.records.importers._common import count, harness, number, result, skeleton, unscored
 from evalkit.records.jsonl import load_json
+from evalkit.types import SCRIPTED
 
 NAME = "atif"
 MARK = (
@@ -127,10 +135,15 @@ def _text(content: Any) -> tuple[str, list[str]]:
     for part in content if isinstance(content, list) else []:
         if not isinstance(part, dict):
             continue
+        source = part.get("source") if isinstance(part.get("source"), dict) else {}
         if part.get("type") == "text":
             texts.append(str(part.get("text") or ""))
-        elif part.get("type") == "image" and isinstance(part.get("source"), dict):
-            images.append(str(part["source"].get("path") or ""))
+        elif part.get("type") == "image" and source:
+            images.append(str(source.get("path") or ""))
+        elif part.get("type") == "audio" and source:  # v1.8: a record holds no audio; say where it is
+            seconds = number(source.get("duration_sec"))
+            length = f", {seconds:g} s" if seconds is not None else ""
+            texts.append(f"(audio {source.get('media_type') or ''}: {source.get('path') or '?'}{length})")
     return "\n".join(texts), images
 
 
@@ -175,6 +188,8 @@ def _turns(steps: list, paths: _Paths) -> tuple[list[dict], list[str]]:
         if not isinstance(s, dict):
             continue
         extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
+        if _scripted(s, turns):
+            continue
         if s.get("source") != "agent":
             if not turns:
                 told.append(_text(s.get("message"))[0])
@@ -198,7 +213,7 @@ def _turns(steps: list, paths: _Paths) -> tuple[list[dict], list[str]]:
             "turn": extra["turn"] if isinstance(extra.get("turn"), int) else len(turns) + 1,
             "text": _text(s.get("message"))[0],
             "reasoning": str(s.get("reasoning_content") or ""),
-            "stop": str(extra.get("stop") or ""),
+            "stop": str(extra.get("stop") or ("dispatch" if s.get("llm_call_count") == 0 else "")),
             "usage": usage,
             "model_s": number(extra.get("model_s")) or 0.0,
             "env_s": number(extra.get("env_s")) or 0.0,
@@ -209,6 +224,15 @@ def _turns(steps: list, paths: _Paths) -> tuple[list[dict], list[str]]:
         if isinstance(s.get("observation"), dict):
             _observe(turn, s["observation"], paths)
     return turns, told
+
+
+def _scripted(step: dict, turns: list) -> bool:
+    """An agent step before any model turn that no inference made (ATIF v1.7's `llm_call_count` 0) and that
+    calls nothing: a message the harness wrote in the model's name, which opens the conversation."""
+    return (
+        step.get("source") == "agent" and not turns and step.get("llm_call_count") == 0
+        and not step.get("tool_calls")
+    )  # fmt: skip
 
 
 def _observe(turn: dict, obs: dict, paths: _Paths) -> None:
@@ -243,6 +267,7 @@ def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
     each agent step's observation results, and user steps after it (nudges), are what answered that turn."""
     system: list[str] = []
     opening: dict = {"text": "", "images": []}
+    before: list[dict] = []
     after: dict[str, list] = {}
     current: dict | None = None
     agents = iter(turns)
@@ -251,11 +276,16 @@ def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
             continue
         text, images = _text(s.get("message"))
         extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
+        if _scripted(s, [] if current is None else [current]):
+            before.append({"role": "assistant", "text": text, "note": str(extra.get("note") or SCRIPTED)})
+            continue
         if s.get("source") == "agent":
             current = next(agents, None)
         elif current is None:
             if s.get("source") == "system":
                 system.append(text)
+            elif isinstance(extra.get("note"), str):  # before the opening, marked so by its writer
+                before.append({"role": "user", "text": text, "note": extra["note"]})
             else:
                 opening["text"] = "\n\n".join(t for t in (opening["text"], text) if t)
                 opening["images"] += [_image(paths, p) for p in images]
@@ -278,6 +308,8 @@ def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
     out: dict = {"version": 1, "opening": opening, "after": after}
     if system:
         out["system_text"] = "\n\n".join(system)
+    if before:
+        opening["before"] = before
     return out
 
 
@@ -338,7 +370,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
         error_class=ek.get("error_class") if isinstance(ek.get("error_class"), str) else None,
         error=ek.get("error") if isinstance(ek.get("error"), str) else None,
         usage=usage,
-        cost_usd=number(final.get("total_cost_usd")),
+        cost_usd=_cost(final, steps),
         n_turns=len(turns),
         tool_calls=sum(not c["parse_error"] for c in calls),
         tool_errors=sum(not c["ok"] and not c["parse_error"] for c in calls),
@@ -353,6 +385,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
             "prompt": "\n\n".join(t for t in told if t),
             "trial": name,
             "schema_version": traj.get("schema_version"),
+            "subagent_trajectories": len(traj.get("subagent_trajectories") or []) or None,
         },
     )
     if not rec.get("started") and isinstance(res.get("started_at"), str):
@@ -392,6 +425,19 @@ def _exception(rec: dict, res: dict, exc: dict, reward: float | None) -> None:
     if reward is not None:
         why = "Harbor" if valid is False else "the result (which does not say whether its reward is valid)"
         unscored(rec, f"the trial recorded {kind}, after which {why} holds no valid reward")
+
+
+def _cost(final: dict, steps: list) -> float | None:
+    """final_metrics.total_cost_usd; else the sum of the agent steps' `metrics.cost_usd` when every step
+    that made an inference says it (a part of the cost is no cost); else unknown."""
+    if number(final.get("total_cost_usd")) is not None:
+        return number(final["total_cost_usd"])
+    costs = [
+        number((s.get("metrics") or {}).get("cost_usd")) if isinstance(s.get("metrics"), dict) else None
+        for s in steps
+        if isinstance(s, dict) and s.get("source") == "agent" and s.get("llm_call_count") != 0
+    ]
+    return sum(c for c in costs if c is not None) if costs and None not in costs else None
 
 
 def _sum_usage(turns: list[dict]) -> dict:

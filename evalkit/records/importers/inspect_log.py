@@ -29,7 +29,9 @@ One log is one task run by one model; a sample run several times has one entry p
     total_time, started_at                    → seconds, started
     metadata.evalkit (a log evalkit wrote)    → identity (so the key is the original's), end reason,
                                                 grade, error class, timings
-    the messages as sent                      → transcript (texts inline; images as not stored)
+    the messages as sent                      → transcript (texts inline; images as not stored; a message
+                                                evalkit wrote with a note in its metadata keeps it: a
+                                                scripted assistant message opening it is no turn)
 
 SCORER: the log's only scorer; where it has several, the one `scoring(name)` or the environment variable
 `EVALKIT_SCORER` names (the CLI's `--scorer`), else the first the log declares, said in a warning that names
@@ -51,6 +53,7 @@ from typing import Any
 from evalkit.errors import ConfigError, TraceError
 from evalkit.records.importers._common import count, harness, result, skeleton, unscored
 from evalkit.records.jsonl import warn_once
+from evalkit.types import SCRIPTED
 
 NAME = "inspect"
 MARK = "evalkit"
@@ -217,8 +220,15 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
     system: list[str] = []
     opening: dict = {"text": "", "images": []}
     after: dict[str, list] = {}
+    before: list[dict] = []
     for m in sample.messages or []:
-        if m.role == "assistant":
+        meta = m.metadata.get(MARK) if isinstance(getattr(m, "metadata", None), dict) else None
+        note = meta.get("note") if isinstance(meta, dict) and isinstance(meta.get("note"), str) else None
+        if m.role == "assistant" and not turns and note == SCRIPTED:  # evalkit's: no model call made it
+            before.append({"role": "assistant", "text": _content(m.content, att)[0], "note": note})
+        elif m.role == "user" and not turns and note:
+            before.append({"role": "user", "text": _content(m.content, att)[0], "note": note})
+        elif m.role == "assistant":
             n = len(turns) + 1
             text, reasoning, _ = _content(m.content, att)
             extra = ek_turns[n - 1] if len(ek_turns) >= n and isinstance(ek_turns[n - 1], dict) else {}
@@ -267,10 +277,11 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
                 opening["images"] += _unstored(images)
         elif m.role == "user":
             text, _, images = _content(m.content, att)
-            after.setdefault(str(turns[-1]["turn"]), []).append(
-                {"role": "user", "text": text, "images": _unstored(images)}
-            )
+            entry = {"role": "user", "text": text, "images": _unstored(images)}
+            after.setdefault(str(turns[-1]["turn"]), []).append(entry | ({"note": note} if note else {}))
     transcript: dict = {"version": 1, "opening": opening, "after": after}
+    if before:
+        opening["before"] = before
     if system:
         transcript["system_text"] = "\n\n".join(system)
     return turns, told, transcript

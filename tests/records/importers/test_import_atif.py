@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import traces
+from evalkit.records import traces, transcripts
+from evalkit.types import SCRIPTED
 
 
 def _job(root: Path) -> Path:
@@ -145,3 +147,56 @@ def test_an_exception_leaves_the_reward_as_harbor_classifies_it(tmp_path):
     assert (got["sandbox"].reward, got["sandbox"].error_class) == (None, "harness_error")
     assert (got["unsaid"].reward, got["unsaid"].error_class) == (None, "harness_error")
     assert not got["sandbox"].turns and got["sandbox"].info["missing"]
+
+
+def _v18(steps_cost: bool = True) -> dict:
+    """An ATIF-v1.8 trajectory as Harbor's newest models define it: a voice user turn (an audio part), an
+    agent's scripted greeting and a deterministic dispatch (llm_call_count 0, v1.7), per-step costs without
+    a total, an embedded subagent (v1.7)."""
+    audio = {
+        "type": "audio",
+        "source": {"media_type": "audio/mp3", "path": "audio/turn1.mp3", "duration_sec": 2.5},
+    }
+    metrics = {"prompt_tokens": 50, "completion_tokens": 5, **({"cost_usd": 0.01} if steps_cost else {})}
+    sub = {
+        "schema_version": "ATIF-v1.8",
+        "trajectory_id": "sub-1",
+        "agent": {"name": "helper", "version": "1.0"},
+        "steps": [{"step_id": 1, "source": "user", "message": "look it up"}],
+    }
+    return {
+        "schema_version": "ATIF-v1.8", "session_id": "s", "trajectory_id": "t",
+        "agent": {"name": "voice-agent", "version": "1.0", "model_name": "gpt-realtime-x"},
+        "steps": [
+            {"step_id": 1, "source": "agent", "message": "Hello, how can I help?", "llm_call_count": 0},
+            {"step_id": 2, "source": "user", "message": [{"type": "text", "text": "Book a table."}, audio]},
+            {"step_id": 3, "source": "agent", "message": "", "llm_call_count": 1, "metrics": metrics,
+             "tool_calls": [{"tool_call_id": "c1", "function_name": "book", "arguments": {"n": 2}}],
+             "observation": {"results": [{"source_call_id": "c1", "content": "booked",
+                                          "extra": {"score": 0.9}}]}},
+            {"step_id": 4, "source": "agent", "message": "", "llm_call_count": 0,
+             "tool_calls": [{"tool_call_id": "c2", "function_name": "notify", "arguments": {}}],
+             "observation": {"results": [{"source_call_id": "c2", "content": "sent"}]}},
+            {"step_id": 5, "source": "agent", "message": "Done.", "llm_call_count": 1, "metrics": metrics},
+        ],
+        "subagent_trajectories": [sub],
+    }  # fmt: skip
+
+
+def test_atif_v1_8_as_harbor_defines_it(tmp_path, harbor):
+    traj = _v18()
+    harbor.Trajectory.model_validate(traj)  # the shape Harbor's newest models accept
+    f = tmp_path / "voice.json"
+    f.write_text(json.dumps(traj))
+    (rec,) = traces.read_records(f)
+    # The greeting is no turn; the dispatch is one (its call was made), without an inference behind it.
+    assert rec.n_turns == 3 and [t.stop for t in rec.turns] == ["", "dispatch", ""]
+    assert rec.tool_calls == 2 and rec.cost_usd == pytest.approx(0.02)  # the steps' costs, no total given
+    assert rec.info["subagent_trajectories"] == 1 and rec.info["schema_version"] == "ATIF-v1.8"
+    msgs = transcripts.messages(rec, f.parent)
+    assert (msgs[0].role, msgs[0].text, msgs[0].note) == ("assistant", "Hello, how can I help?", SCRIPTED)
+    assert msgs[1].text == "Book a table.\n(audio audio/mp3: audio/turn1.mp3, 2.5 s)"
+    no_total = tmp_path / "partial.json"
+    partial = _v18(steps_cost=False)
+    no_total.write_text(json.dumps(partial))
+    assert next(traces.read_records(no_total)).cost_usd is None  # unknown, never 0
