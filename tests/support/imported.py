@@ -14,14 +14,17 @@ dependencies on a package index; the wrapper's code does not depend on it).
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 SOURCES = Path(__file__).parent / "import_sources"
 IMPORTED = {"quiz": "quiz_vf", "vault": "vault_ors"}
-"""The generated package's name (`openenv import --name`) → its source tree."""
+"""Each env → its source tree; the generated package is `imported_<env>` (`openenv import --name`), a name no
+other module of the session takes."""
 QUIZ_ANSWERS = ("Zelphine", "Murrowend")
 QUIZ_SYSTEM = "You answer quiz questions about made-up places. Answer with one word."
 """The system message of every quiz prompt (`import_sources/quiz_vf/quiz.py`)."""
@@ -39,9 +42,10 @@ def generate(name: str, out: Path) -> Path:
 
     source = (SOURCES / IMPORTED[name]).resolve()
     importer, detected = _select_match(ImporterRegistry(DEFAULT_IMPORTERS), source, None, None)
-    destination = out / name
+    package = f"imported_{name}"
+    destination = out / package
     destination.mkdir(parents=True)
-    importer.generate(source=source, destination=destination, env_name=name, detected=detected)
+    importer.generate(source=source, destination=destination, env_name=package, detected=detected)
     return destination
 
 
@@ -50,7 +54,8 @@ def app(name: str):
     if name not in _made:
         if not _out:
             _out.append(Path(tempfile.mkdtemp(prefix="evalkit-openenv-import-")))
+            atexit.register(shutil.rmtree, _out[0], ignore_errors=True)
             sys.path.insert(0, str(_out[0]))
         generate(name, _out[0])
-        _made[name] = importlib.import_module(f"{name}.server.app").app
+        _made[name] = importlib.import_module(f"imported_{name}.server.app").app
     return _made[name]
