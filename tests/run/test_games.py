@@ -90,6 +90,8 @@ def test_the_random_baseline_plays_only_legal_moves(board, tmp_path):
 
 
 def test_an_env_whose_every_step_fails_is_unscored(stale, tmp_path, capsys):
+    assert main(["probe", stale.base_url, "--sessions", "1"]) == 0  # its sample step: a tool error to read
+    assert "a tool error" in capsys.readouterr().out
     out = tmp_path / "stale"
     assert _run(stale.base_url, RANDOM, out, "--tasks", "2") == 3
     recs = list(read_records(out))
@@ -99,13 +101,20 @@ def test_an_env_whose_every_step_fails_is_unscored(stale, tmp_path, capsys):
     assert "5 episodes in a row lost the environment" in capsys.readouterr().err
 
 
-def test_questions_dealt_anew_in_each_session_are_one_task(dealer, tmp_path, capsys):
+def test_questions_dealt_anew_in_each_session_are_one_task(standin, dealer, tmp_path, capsys):
+    standin.play(lambda body: Reply(calls=[("step", {"answer": "7"})]))  # the first question's answer
     out = tmp_path / "dealer"
-    assert _run(dealer.base_url, RANDOM, out, "--tasks", "3") == 0
+    assert _run(dealer.base_url, f"{MODEL},{RANDOM}", out, "--tasks", "3") == 0
     assert "its reset ignores split and index): running it as one task, 3 time(s)" in capsys.readouterr().err
-    recs = list(read_records(out))
+    recs = [r for r in read_records(out) if r.model == MODEL]
     assert len(recs) == 3 and {r.task_id for r in recs} == {"DealerEnv-test-0000"}
-    assert sorted(r.repeat for r in recs) == [0, 1, 2]
+    assert sorted(r.repeat for r in recs) == [0, 1, 2] and all(r.reward == 1.0 for r in recs)
+    assert {user_texts(b)[0].splitlines()[0] for b in standin.bodies} == {"What is 3 + 4?"}
+    assert main(["compare", str(out), "--a", MODEL, "--b", RANDOM]) == 0
+    from evalkit import analysis
+
+    paired = analysis.compare(analysis.load_runs([out]), MODEL, RANDOM, by=None)
+    assert paired["n_tasks"].to_list() == [1]  # one task, never three copies counted as three
 
 
 def test_the_probes_sample_fits_the_shape_its_state_gives_and_the_random_baseline_too(arm, tmp_path, capsys):

@@ -96,12 +96,19 @@ def look_then_open(body: dict) -> Reply:
 def test_an_imported_openreward_env_three_tasks_alike_and_its_blocks(standin, vault_import, tmp_path, capsys):
     standin.play(look_then_open)
     out = tmp_path / "vault"
-    argv = ["--base-url", vault_import.base_url, "--split", "test", "--tasks", "all", "--out", str(out)]
-    assert _run([*argv, "--hide-field", "looks"]) == 0
+    argv = ["run", "--base-url", vault_import.base_url, "--split", "test", "--tasks", "all", "--no-progress"]
+    models = f"{MODEL},baseline:random"
+    assert main([*argv, "--models", models, "--out", str(out), "--hide-field", "looks"]) == 0
     err = capsys.readouterr().err
     assert "tasks vault-1 and vault-2 open alike" in err and "kept apart" in err
-    recs = sorted(read_records(out), key=lambda r: r.task_id)
+    recs = sorted((r for r in read_records(out) if r.model == MODEL), key=lambda r: r.task_id)
     assert [(r.task_id, r.reward) for r in recs] == [("vault-1", 0.0), ("vault-2", 1.0), ("vault-3", 0.0)]
+    # three tasks, compared as three
+    assert main(["compare", str(out), "--a", MODEL, "--b", "baseline:random"]) == 0
+    from evalkit import analysis
+
+    paired = analysis.compare(analysis.load_runs([out]), MODEL, "baseline:random", by=None)
+    assert paired["n_tasks"].to_list() == [3] and paired["mean_a"].to_list() == [pytest.approx(1 / 3)]
     assert read_run_json(out)["hide_fields"] == ["looks"] and read_run_json(out)["outcome"]["hide_fields"]
     sent = _sent(standin.bodies)
     assert "lynx-204" not in sent and "otter-938" not in sent and not any(k in sent for k in EVALUATORS)
@@ -115,6 +122,14 @@ def test_an_imported_openreward_env_three_tasks_alike_and_its_blocks(standin, va
     [(name, _, result)] = calls_and_results(second)
     assert name == "look" and result.startswith("The dial shows three notches.\n[image 1]")
     assert "looks" not in result and images(second["messages"][-1]) == 1
+    # the probe says the same: what it hid, the opening with its picture, the look's blocks
+    step = '{"tool": "look", "args": {}}'
+    assert main(["probe", vault_import.base_url, "--sessions", "1", "--step-json", step]) == 0
+    shown = capsys.readouterr().out
+    hidden = shown[shown.index("hidden from the model:") : shown.index("tools (")]
+    assert all(k in hidden for k in ("task_spec", "source_type", "original_env_class"))
+    assert "opening message (1 image):" in shown and "lynx-204" not in shown[shown.index("tools (") :]
+    assert "its result as the model gets it (1 image):\n  | The dial shows three notches." in shown
 
 
 def test_a_value_equal_to_the_task_apis_record_is_never_sent(standin, tmp_path):
