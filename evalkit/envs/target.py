@@ -361,7 +361,8 @@ def start(
             if isinstance(tasks, Draw) and len(chosen) > 1:
                 _one_task(target, found, surface, mode, own_ids=listed is not None)
         finally:
-            sessions_close(found.session)
+            if found.session is not None:
+                sessions_close(found.session)
             found.session = None
     except BaseException:
         if server is not None:
@@ -420,14 +421,18 @@ def _one_task(target: Target, found: Found, surface: str, mode: str | None, own_
         return
     first = _seen_at_reset(found.session, found.meta)
     mode = target.default_mode if mode is None else mode
-    kw = target.reset_kwargs(found.tasks[1][0], surface, mode)
-    sessions_close(found.session)  # a server of one session has room for the second only once it is gone
-    found.session = None
-    session, meta, _ = target.open({k: v for k, v in kw.items() if v is not None}, wait=60.0)
-    try:
-        same = _seen_at_reset(session, meta) == first
-    finally:
-        sessions_close(session)
+    kw = {k: v for k, v in target.reset_kwargs(found.tasks[1][0], surface, mode).items() if v is not None}
+    if isinstance(target.source, EnvSession) and not isinstance(target.source, type):
+        # one session object given: every episode resets it, so the second task is reset on it too
+        same = _seen_at_reset(found.session, found.session.reset(**kw)) == first
+    else:
+        sessions_close(found.session)  # a server of one session has room for another only once it is gone
+        found.session = None
+        session, meta, _ = target.open(kw, wait=60.0)
+        try:
+            same = _seen_at_reset(session, meta) == first
+        finally:
+            sessions_close(session)
     if not same:
         return
     if own_ids:
