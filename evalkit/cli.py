@@ -8,7 +8,8 @@ configuration mistake, or a model whose endpoint refused its key (its episodes w
 ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
 stopped answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM,
 129 by SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is
-whole; rerun once there is room). A traceback (status 1) is a bug.
+whole; rerun once there is room). `evalkit probe` exits 3 when the step it took broke the env (its whole
+report first, then that step in one line). A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ def _probe_parser(sub: Any) -> None:
         help='the step whose result to show, {"tool": NAME, "args": {...}} (default: one it fills in)',
     )  # fmt: skip
     pr.add_argument("--no-step", action="store_true", help="take no step: show the opening message only")
+    pr.add_argument(
+        "--hide-field", type=argtype("--hide-field", "hide_fields"), action="append", metavar="KEY",
+        help="a reset-metadata key or observation field the model is never sent (as evalkit run's)",
+    )  # fmt: skip
     pr.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -436,13 +441,21 @@ def _probe(a: argparse.Namespace) -> int:
         kw = env.reset_kwargs(task or None, a.surface or env.default_surface, mode)
         try:
             step = False if a.no_step else (a.step_json or True)
-            report = probe(env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0, step=step)
+            hide = [k for keys in a.hide_field or [] for k in keys]
+            report = probe(
+                env, kw, sessions=a.sessions, max_turns=a.max_turns, wait=10.0, step=step, hide=hide
+            )
         except EnvError as e:
             raise ConfigError(f"{env.name}: {e}") from None
     finally:
         if served is not None:
             served.stop()
-    print(json.dumps(report.to_dict(), indent=1, default=str) if a.json else report.describe())
+    print(json.dumps(report.to_dict(), indent=1, default=str) if a.json else report.describe(), flush=True)
+    if report.step_error:  # the whole report first, then the step that broke the env, in one line
+        print(f"evalkit probe: {report.step_error}", file=sys.stderr)
+        from evalkit.run.breaker import EXIT_UNSCORED
+
+        return EXIT_UNSCORED
     return 0
 
 

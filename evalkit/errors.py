@@ -124,9 +124,11 @@ class EnvDeadError(EnvError):
 
 class EnvStepError(EnvError):
     """The server failed to run a step (its `EXECUTION_ERROR` frame: the env raised, or returned something
-    the server could not send): the environment's failure, not the model's, so the episode ends unscored.
-    An action the env refuses (`VALIDATION_ERROR`, or an illegal move it answers in its observation) is
-    not this: the model reads it."""
+    the server could not send) and the session no longer works, or every step has failed from the first:
+    the environment's failure, not the model's, so the episode ends unscored. A step the env raised on
+    while its session goes on (OpenSpiel's illegal move), an action that does not fit the schema
+    (`VALIDATION_ERROR`) or an illegal move the env answers in its observation is not this: the model reads
+    it."""
 
     def __init__(self, message: str, code: str = "EXECUTION_ERROR"):
         super().__init__(message)

@@ -90,6 +90,9 @@ class ToolSpec:
     finishes: bool = False
     """The env marks this tool as the one that ends the episode (MCP meta `finishes_episode`, or the
     fastmcp tag `finish`); providers send only name, description and parameters."""
+    auto_submit: bool = False
+    """The env marks this (finishing) tool as one the loop may call with no arguments on the model's
+    behalf though it takes some, all optional (MCP meta `auto_submit`)."""
 
 
 @dataclass

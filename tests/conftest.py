@@ -120,6 +120,26 @@ def copycat():
 
 
 @pytest.fixture(scope="session")
+def quiz_import():
+    """A Verifiers environment imported by `openenv import` (`tests.support.imported`)."""
+    from tests.support import imported
+    from tests.support.foreign_envs import Served
+
+    with Served(imported.app("quiz")) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def vault_import():
+    """An OpenReward environment imported by `openenv import` (`tests.support.imported`)."""
+    from tests.support import imported
+    from tests.support.foreign_envs import Served
+
+    with Served(imported.app("vault")) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
 def walk_server():
     from tests.support.foreign_envs import Served, walk_app
 

@@ -1,113 +1,24 @@
 """A sample action typed from an action's JSON schema: what `evalkit probe` sends to show one step's result.
 
-Each required field gets a value of its own type: its default, the first of its enum, a number's minimum,
-false, an empty string or list. One field may instead take the first action the observation lists as
-legal (`legal_actions`, `valid_moves`, ...), and only when that value fits the field's schema: OpenSpiel's
-`action_id` takes the first legal id, a text field never gets a number.
+Each required field gets a value that fits its schema (`evalkit.jsonvalues.example`: its default, the first
+of its enum, a number's lowest allowed value, the shortest string of its pattern, as few array items as it
+allows). One field may instead take the first action the observation lists as legal (`legal_actions`,
+`valid_moves`, ...), and only when that value fits the field's schema: OpenSpiel's `action_id` takes the
+first legal id, a text field never gets a number.
+
+An env may say in its state what its schema does not: dm_control's `action_spec` gives the shape and
+bounds of its one list of torques. `shaped` writes them into the schema (`minItems`, `maxItems`, the
+items' bounds), so that the model, the probe and the random baseline all send an action of that shape.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-LEGAL = ("legal", "valid", "available", "allowed")
-"""Words in the name of an observation field or metadata key that lists the actions the env accepts now."""
+from evalkit.jsonvalues import LEGAL, NONE, deref, example, fits, legal_actions
 
-NONE = object()
-"""No value fits the schema."""
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "integer": (int, float),  # 2.0 is an integer to JSON Schema; 2.5 is refused below
-    "number": (int, float),
-    "string": (str,),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
-
-
-def legal_actions(*sources: dict) -> list:
-    """The first non-empty list under a key naming legal actions, in `sources` (metadata, observation)."""
-    for source in sources:
-        for key, value in (source or {}).items():
-            if any(w in str(key).lower() for w in LEGAL) and isinstance(value, list) and value:
-                return value
-    return []
-
-
-def _deref(prop: Any, root: dict, depth: int = 0) -> Any:
-    ref = prop.get("$ref") if isinstance(prop, dict) else None
-    if not isinstance(ref, str) or not ref.startswith("#/") or depth > 8:
-        return prop
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target.get(part) if isinstance(target, dict) else None
-    return _deref(target or {}, root, depth + 1)
-
-
-def fits(value: Any, prop: Any, root: dict, depth: int = 0) -> bool:
-    """Whether `value` is of the type `prop` asks (its `type`, `enum`, `const`, bounds, or one of its
-    `anyOf` / `oneOf`); a schema that says nothing accepts anything."""
-    prop = _deref(prop, root)
-    if not isinstance(prop, dict) or depth > 6:
-        return False
-    if "enum" in prop:
-        return value in prop["enum"]
-    if "const" in prop:
-        return value == prop["const"]
-    options = prop.get("anyOf") or prop.get("oneOf")
-    if options:
-        return any(fits(value, o, root, depth + 1) for o in options)
-    kinds = prop.get("type")
-    if kinds is None:
-        return True
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if isinstance(value, bool) and "boolean" not in kinds:  # a bool is an int to Python, not to JSON
-        return False
-    if not any(isinstance(value, _TYPES.get(k, ())) for k in kinds):
-        return False
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "integer" in kinds and "number" not in kinds and not float(value).is_integer():
-            return False
-        low, high = prop.get("minimum"), prop.get("maximum")
-        return (low is None or value >= low) and (high is None or value <= high)
-    return True
-
-
-def example(prop: Any, root: dict, depth: int = 0) -> Any:
-    """A value that fits the JSON schema `prop` (`$ref`s resolved in `root`), or NONE."""
-    prop = _deref(prop, root)
-    if depth > 4 or not isinstance(prop, dict):
-        return NONE
-    if prop.get("default") is not None:
-        return prop["default"]
-    for key in ("enum", "examples"):
-        if isinstance(prop.get(key), list) and prop[key]:
-            return prop[key][0]
-    if "const" in prop:
-        return prop["const"]
-    for key in ("anyOf", "oneOf"):
-        for option in prop.get(key) or []:
-            if isinstance(option, dict) and option.get("type") != "null":
-                value = example(option, root, depth + 1)
-                if value is not NONE:
-                    return value
-    kind = prop.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), None)
-    if kind in ("integer", "number"):
-        low = prop.get("minimum")
-        if low is None and "exclusiveMinimum" in prop:
-            low = prop["exclusiveMinimum"] + (1 if kind == "integer" else 0.5)
-        low = 0 if low is None else low
-        return int(low) if kind == "integer" else low
-    if kind == "array" and prop.get("minItems"):
-        item = example(prop.get("items") or {}, root, depth + 1)
-        return NONE if item is NONE else [item] * int(prop["minItems"])
-    if kind == "object" and prop.get("properties"):
-        return sample_action(prop, root=root) or NONE
-    return {"boolean": False, "string": "", "array": [], "object": {}}.get(kind, NONE)
+__all__ = ["LEGAL", "NONE", "example", "fits", "legal_actions", "sample_action", "sample_step", "shaped"]
 
 
 def sample_action(schema: dict, legal: list | None = None, root: dict | None = None) -> dict | None:
@@ -142,3 +53,46 @@ def sample_step(tools: list, legal: list | None = None, skip: str | None = None)
         if args is not None:
             return tool.name, args
     return None
+
+
+def _numbers(value: Any) -> list[float] | None:
+    flat = value if isinstance(value, list) else [value]
+    if not flat or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in flat):
+        return None
+    return [float(v) for v in flat]
+
+
+def shaped(schema: dict, state: dict | None) -> dict:
+    """`schema` with the shape of its one list of numbers taken from the env's state (`action_spec`:
+    `shape`, `minimum`, `maximum`, as dm_control reports it), and required (an empty one never fits);
+    `schema` itself when the state says nothing of it, or the schema has no such list, or has several, or
+    already bounds its length."""
+    spec = (state or {}).get("action_spec")
+    shape = spec.get("shape") if isinstance(spec, dict) else None
+    if not isinstance(shape, list) or not shape or not all(isinstance(n, int) and n > 0 for n in shape):
+        return schema
+    props = schema.get("properties") or {}
+    lists = [
+        name
+        for name, prop in props.items()
+        if name != "metadata"
+        and (p := deref(prop, schema)).get("type") == "array"
+        and deref(p.get("items") or {}, schema).get("type") in ("number", "integer")
+    ]
+    if len(lists) != 1 or {"minItems", "maxItems"} & set(deref(props[lists[0]], schema)):
+        return schema
+    prop = dict(deref(props[lists[0]], schema))
+    n = math.prod(shape)
+    prop["minItems"] = prop["maxItems"] = n
+    items = dict(deref(prop.get("items") or {}, schema))
+    low, high = _numbers(spec.get("minimum")), _numbers(spec.get("maximum"))
+    if low is not None:
+        items["minimum"] = max(low)  # one bound for every item: the tightest the spec gives
+    if high is not None:
+        items["maximum"] = min(high)
+    prop["items"] = items
+    about = f"{n} number(s)" + (f", each from {max(low):g} to {min(high):g}" if low and high else "")
+    prop["description"] = " ".join(filter(None, [str(prop.get("description") or ""), f"({about})"]))
+    required = list(schema.get("required") or [])  # an empty list is never the shape it asks for
+    return {**schema, "properties": {**props, lists[0]: prop}, "required": [*required, lists[0]]
+            if lists[0] not in required else required}  # fmt: skip

@@ -2,7 +2,8 @@
 each reset; a tool call with no episode running, or after it ended, answered as an error; the observation
 that ends an episode (done, the grade's total as reward, the grade in its metadata); the OpenEnv `state`.
 
-An env's episode has `episode_id`, `task`, `steps`, `grade` (None until graded), `auto_submitted` and `done`.
+An env's episode has `episode_id`, `task`, `steps`, `grade` (None until graded), `auto_submitted` and `done`,
+and may have `broken` (why its surface no longer works: its state then fails).
 """
 
 from __future__ import annotations
@@ -170,7 +171,11 @@ class EpisodeEnv(MCPEnvironment):
 
     @property
     def state(self) -> State:
+        """The episode's id, steps and task; raises once the episode's surface broke (`ep.broken`): a
+        client that reads it after a failed step knows the session no longer works."""
         ep = self.ep
         if ep is None:
             return State(episode_id=None, step_count=0)
+        if getattr(ep, "broken", None):
+            raise RuntimeError(ep.broken)
         return State(episode_id=ep.episode_id, step_count=ep.steps, task_id=self.task_id_of(ep), done=ep.done)

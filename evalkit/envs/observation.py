@@ -12,6 +12,12 @@ What an env puts only in an observation's `metadata` (a maze's layout, a game's 
 to read too: `shown_metadata` keeps all of it but the keys the env marks as hidden (`hidden_keys`, or a
 leading underscore) and evalkit's own bookkeeping (ids, the loop's settings, rewards and grades), and
 `render_metadata` writes it like the fields, each value cut at METADATA_CAP characters with a note.
+Some of it is never the model's at all, text or picture (`withheld`): the evaluator's task spec that
+OpenEnv's import wrappers put there (`EVALUATOR`), a value equal to the Task API's record of the task, and
+what the user names with `--hide-field`.
+
+The task itself (`task_of`) is a string, or a list: OpenReward's text and image blocks, or chat messages
+(Verifiers), whose system role is the env's system prompt (`read_prompt`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import binascii
 import io
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.types import Image
@@ -276,6 +283,50 @@ def readable(value: Any, cap: int | None = None) -> str:
     return text
 
 
+EVALUATOR = {
+    "task_spec": "the evaluator's task, answer included (openenv import: for orchestration only)",
+    "source_type": "the import wrapper's note of where the env came from (openenv import)",
+    "original_env_class": "the import wrapper's note of the class it wraps (openenv import)",
+}
+"""Keys OpenEnv's import wrappers (`openenv import`, for Verifiers and OpenReward envs) put in the reset
+metadata for the evaluator: the task spec with its answer, where the env came from. OpenEnv's RFC 006 keeps
+task data to orchestration ("the agent never sees" it): the model is never sent them."""
+HIDE_FIELD = "named by --hide-field"
+RECORD = "equals the env's Task API record of the task (the evaluator's, with its answer)"
+
+
+def digest(value: Any) -> str:
+    """A short hash of a JSON value, its keys in order: two equal values, one digest."""
+    import hashlib
+
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def withheld(
+    values: dict, hide: Iterable[str] = (), records: frozenset[str] | set[str] = frozenset()
+) -> dict[str, str]:
+    """The keys of `values` (reset metadata, observation fields) whose values the model is never sent,
+    neither as text nor as pictures, each with why: the evaluator's (`EVALUATOR`), those the user named
+    (`hide`), and any whose value equals one of the Task API's task `records` (by `digest`)."""
+    hide = set(hide)
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if key in EVALUATOR:
+            out[key] = EVALUATOR[key]
+        elif key in hide:
+            out[key] = HIDE_FIELD
+        elif records and isinstance(value, dict | list) and value and digest(value) in records:
+            out[key] = RECORD
+    return out
+
+
+def withhold(values: dict, keys: Iterable[str]) -> dict:
+    """`values` without `keys`."""
+    keys = set(keys)
+    return {k: v for k, v in values.items() if k not in keys} if keys else dict(values)
+
+
 def hidden_keys(meta: dict) -> set[str]:
     """The keys an env marks as not the model's: those listed under `hidden_keys`."""
     listed = meta.get("hidden_keys")
@@ -292,6 +343,7 @@ def shown_metadata(meta: dict, hidden: set[str] | frozenset[str] = frozenset()) 
         for k, v in meta.items()
         if isinstance(k, str)
         and k not in BOOKKEEPING
+        and k not in EVALUATOR
         and k not in hidden
         and not k.startswith("_")
         and "reward" not in k.lower()
@@ -361,29 +413,121 @@ def render_metadata(
     return "\n".join(line for line in lines if line), []
 
 
-def task_text(meta: dict, fields: dict) -> tuple[str | None, str | None]:
-    """(the task text, the observation field it came from) — from the reset metadata's `prompt`, `question`,
-    `task` or `goal`, else an observation field of that name."""
+@dataclass
+class Task:
+    """The task a reset states, as the model is sent it."""
+
+    text: str
+    """The task text; where its pictures were, `[image N]`."""
+    key: str
+    """The metadata key or observation field it came from."""
+    in_fields: bool = False
+    """It came from an observation field (else the reset metadata)."""
+    system: str = ""
+    """What a prompt given as chat messages says in its system role: the env's system prompt."""
+    images: list[Image] = field(default_factory=list)
+    """Its pictures, in the order the text numbers them."""
+
+
+def _part(part: Any, found: list[Image], first: int) -> str:
+    """One item of a prompt's content as text: a text part's text, a picture's `[image N]`."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    if isinstance(part.get("text"), str) and part.get("type", "text") in ("text", "input_text"):
+        return part["text"]
+    url = part.get("image_url")
+    url = url.get("url") if isinstance(url, dict) else url
+    picture = as_image("", url) if isinstance(url, str) else as_image("", part)
+    if picture is None:
+        return ""
+    found.append(picture)
+    return f"[image {first + len(found) - 1}]"
+
+
+def _content(content: Any, found: list[Image], first: int) -> str:
+    parts = content if isinstance(content, list) else [content]
+    return "\n".join(t for t in (_part(p, found, first).strip() for p in parts) if t)
+
+
+def read_prompt(value: Any, first: int = 1) -> tuple[str, str, list[Image]] | None:
+    """A prompt as (system text, task text, pictures): a string as it is; a list of OpenReward blocks
+    (`{"type": "text", "text"}`, `{"type": "image", "data", "mimeType"}`) as their text with `[image N]`
+    where each picture is (N from `first`); a list of chat messages (`{"role", "content"}` — Verifiers —
+    or `{"role", "blocks"}` — OpenReward's) as the system role's text and the others' (each line led by
+    its role when there is more than one user message, or an assistant's). None for anything else."""
+    if isinstance(value, str):
+        return ("", value.strip(), []) if value.strip() else None
+    if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+        return None
+    found: list[Image] = []
+    if not any("role" in v for v in value):
+        if not all(v.get("type") in ("text", "image", "image_url", "input_text") for v in value):
+            return None
+        text = _content(value, found, first)
+        return ("", text, found) if text else None
+    system, said = [], []
+    for message in value:
+        content = message.get("content", message.get("blocks"))
+        text = _content(content, found, first)
+        if text:
+            (system if message.get("role") in ("system", "developer") else said).append((message, text))
+    others = [m for m, _ in said]
+    labelled = len(others) > 1 and any(m.get("role") != others[0].get("role") for m in others)
+    lines = [f"{m.get('role')}: {t}" if labelled else t for m, t in said]
+    if not lines and not system:
+        return None
+    return "\n\n".join(t for _, t in system), "\n\n".join(lines), found
+
+
+def _task_value(value: Any) -> bool:
+    return (
+        read_prompt(value) is not None
+        if isinstance(value, list)
+        else isinstance(value, str) and bool(value.strip())
+    )
+
+
+def task_of(meta: dict, fields: dict, first: int = 1, first_field: int = 1) -> Task | None:
+    """The task the reset states: the reset metadata's `prompt`, `question`, `task`, `goal` ... (`TASK_KEYS`),
+    else an observation field of that name; a string, or a list of blocks or chat messages (`read_prompt`).
+    Pictures in it are numbered as the opening attaches them: a metadata prompt's among all the metadata's
+    pictures (from `first`, in key order), an observation field's first among the observation's (from
+    `first_field`)."""
     key = meta_task_key(meta)
     if key is not None:
-        return meta[key].strip(), None
+        before = len(images_in({k: meta[k] for k in list(meta)[: list(meta).index(key)]}))
+        system, text, images = read_prompt(meta[key], first + before) or ("", "", [])
+        return Task(text, key, False, system, images)
     for key in TASK_KEYS:
-        if isinstance(fields.get(key), str) and fields[key].strip():
-            return fields[key].strip(), key
-    return None, None
+        if _task_value(fields.get(key)):
+            system, text, images = read_prompt(fields[key], first_field) or ("", "", [])
+            return Task(text, key, True, system, images)
+    return None
+
+
+def task_text(meta: dict, fields: dict) -> tuple[str | None, str | None]:
+    """(the task text, the observation field it came from) — `task_of`, without its pictures."""
+    task = task_of(meta, fields)
+    if task is None:
+        return None, None
+    return task.text or None, task.key if task.in_fields else None
 
 
 def meta_task_key(meta: dict) -> str | None:
-    """The reset metadata key the task text comes from, if any (see `task_text`)."""
-    return next((k for k in TASK_KEYS if isinstance(meta.get(k), str) and meta[k].strip()), None)
+    """The reset metadata key the task text comes from, if any (see `task_of`)."""
+    return next((k for k in TASK_KEYS if _task_value(meta.get(k))), None)
 
 
-def fingerprint(meta: dict, fields: dict) -> str:
+def fingerprint(meta: dict, fields: dict, kept_back: Iterable[str] = ()) -> str:
     """A short hash of what a reset shows the model: its task text, its observation's fields and the
-    metadata it is shown (not ids or other bookkeeping), pictures by their bytes. Two resets that should
-    give two tasks but have one fingerprint gave one task twice (an env that ignores its split and index)."""
+    metadata it is shown (not ids or other bookkeeping, nor what is `kept_back` from it), pictures by their
+    bytes. Two resets that should give two tasks but have one fingerprint gave one task twice (an env that
+    ignores its split and index)."""
     import hashlib
 
+    meta, fields = withhold(meta, kept_back), withhold(fields, kept_back)
     digest = hashlib.sha256()
     head, used = task_text(meta, fields)
     body, images = render(fields, skip=(used,) if used else ())

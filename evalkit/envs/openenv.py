@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from evalkit.envs import identity, loopback, observation
+from evalkit.envs import actions, identity, loopback, observation
 from evalkit.envs.wire import ActionRefused, Connection, ServerError
 from evalkit.errors import (
     ConfigError,
@@ -204,19 +204,27 @@ def step_tool(schema: dict) -> ToolSpec:
     return ToolSpec("step", f"{text} {about}".strip(), params)
 
 
-def _finishes(tool: dict) -> bool:
+def _tool_meta(tool: dict) -> dict:
     meta = tool.get("meta") or tool.get("_meta") or {}
-    if not isinstance(meta, dict):
-        return False
+    return meta if isinstance(meta, dict) else {}
+
+
+def _finishes(tool: dict) -> bool:
+    meta = _tool_meta(tool)
     tags = (meta.get("fastmcp") or meta.get("_fastmcp") or {}).get("tags") or []
     return bool(meta.get("finishes_episode")) or FINISH_TAG in tags
 
 
-def tool_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:
+def tool_outcome(
+    payload: dict, hidden: frozenset[str] = frozenset(), hide: tuple[str, ...] = (),
+    records: frozenset[str] = frozenset(),
+) -> ToolOutcome:  # fmt: skip
     """An MCP tool call's answer (an OpenEnv `CallToolObservation` on the wire) as a ToolOutcome: the
-    tool's text and pictures, then the metadata the model is shown (all but `hidden` and evalkit's own)."""
+    tool's text and pictures, then the metadata the model is shown (all but `hidden`, evalkit's own and
+    what is withheld from the model: `observation.withheld` with `hide` and the Task API's `records`)."""
     obs = payload.get("observation") or {}
     meta = dict(payload.get("metadata") or obs.get("metadata") or {})
+    shown_meta = observation.withhold(meta, observation.withheld(meta, hide, records))
     texts: list[str] = []
     images: list[Image] = []
     error = obs.get("error")
@@ -226,20 +234,56 @@ def tool_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOut
     result = obs.get("result")
     if isinstance(result, dict):
         is_error = is_error or bool(result.get("is_error") or result.get("isError"))
-        content = result.get("content") or []
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "image":
-                images += observation.images_in(item)
-            elif isinstance(item, dict) and item.get("type") == "text":
-                texts.append(_text_item(str(item.get("text", "")), images))
-        if not content and result.get("data") is not None:
-            data = observation.lift(result["data"], "data", None, images, 1)
-            texts.append(data if isinstance(data, str) else json.dumps(data, default=str))
+        texts += _result_texts(result, images, meta, hide, records)
     elif result is not None:
-        texts.append(str(result))
-    known, pictures = observation.render_metadata(meta, hidden, first=len(images) + 1)
+        lifted = observation.lift(result, "result", None, images, 1)
+        texts.append(lifted if isinstance(lifted, str) else observation.readable(lifted))
+    known, pictures = observation.render_metadata(shown_meta, hidden, first=len(images) + 1)
     texts.append(known)
     return _outcome("\n".join(t for t in texts if t), images + pictures, is_error, payload, obs, meta)
+
+
+RESULT_KEYS = frozenset({"content", "data", "structured_content", "structuredContent", "is_error", "isError",
+                         "meta", "_meta", "blocks"})  # fmt: skip
+"""Keys of a tool's result that say how it is made (MCP's content list and data, OpenReward's blocks), not
+what the tool answered beside them."""
+
+
+def _result_texts(
+    result: dict, images: list[Image], meta: dict, hide: tuple[str, ...], records: frozenset[str]
+) -> list[str]:
+    """What a tool's result says, whatever shape its wrapper gave it: MCP's `content` items (text and
+    pictures), else its `data`; OpenReward's `blocks` (text and image blocks, as `openenv import`'s wrapper
+    sends them, the block metadata beside them when it is not the observation's own); any other dict as
+    JSON, without what is withheld from the model."""
+    content = result.get("content") or []
+    texts = []
+    for item in content if isinstance(content, list) else []:
+        if isinstance(item, dict) and item.get("type") == "image":
+            images += observation.images_in(item)
+        elif isinstance(item, dict) and item.get("type") == "text":
+            texts.append(_text_item(str(item.get("text", "")), images))
+    if content:
+        return texts
+    if result.get("data") is not None:
+        data = observation.lift(result["data"], "data", None, images, 1)
+        return [data if isinstance(data, str) else json.dumps(data, default=str, ensure_ascii=False)]
+    blocks = result.get("blocks")
+    if isinstance(blocks, list):
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "text":
+                texts.append(_text_item(str(block.get("text", "")), images))
+            elif isinstance(block, dict) and block.get("type") == "image":
+                images += observation.images_in(block)
+                texts.append(f"[image {len(images)}]")
+    rest = {k: v for k, v in result.items() if k not in RESULT_KEYS}
+    if isinstance(rest.get("metadata"), dict) and (rest["metadata"] == meta or not rest["metadata"]):
+        rest.pop("metadata")  # OpenReward's wrapper sends the tool's metadata twice: shown once, below
+    rest = observation.withhold(rest, observation.withheld(rest, hide, records))
+    if rest:
+        lifted = observation.lift(rest, "", None, images, 1)
+        texts.append(observation.readable(lifted))
+    return texts
 
 
 def _text_item(text: str, images: list[Image]) -> str:
@@ -262,13 +306,18 @@ def _text_item(text: str, images: list[Image]) -> str:
     return text
 
 
-def typed_outcome(payload: dict, hidden: frozenset[str] = frozenset()) -> ToolOutcome:
+def typed_outcome(
+    payload: dict, hidden: frozenset[str] = frozenset(), hide: tuple[str, ...] = (),
+    records: frozenset[str] = frozenset(),
+) -> ToolOutcome:  # fmt: skip
     """A typed env's observation after `step`: its fields, then the metadata the model is shown (all but
-    `hidden` and evalkit's own), as text; their pictures as images."""
+    `hidden`, evalkit's own and what is withheld from the model), as text; their pictures as images."""
     obs = payload.get("observation") or {}
     meta = dict(payload.get("metadata") or obs.get("metadata") or {})
-    text, images = observation.render(obs)
-    known, pictures = observation.render_metadata(meta, hidden, skip=obs, first=len(images) + 1)
+    fields = observation.withhold(obs, observation.withheld(obs, hide, records))
+    shown_meta = observation.withhold(meta, observation.withheld(meta, hide, records))
+    text, images = observation.render(fields)
+    known, pictures = observation.render_metadata(shown_meta, hidden, skip=obs, first=len(images) + 1)
     text, images = "\n".join(t for t in (text, known) if t), images + pictures
     reward = payload.get("reward", obs.get("reward"))
     if reward is not None:
@@ -291,6 +340,11 @@ def _outcome(
         metadata=meta,
     )
 
+
+FAILED_FROM_FIRST = 3
+"""Steps in a row that failed from an episode's first (EXECUTION_ERROR, none run) after which the env, not the
+model, is taken to be failing: dipg, written for an older API, raises on every step, while OpenSpiel and
+Atari raise only for an illegal move, and a move after it runs."""
 
 DEAD_DETAIL = ("error", "message", "reason", "detail")
 """Metadata keys a dead reset's explanation is read from, for the message only (never to classify it)."""
@@ -317,12 +371,32 @@ class OpenEnvSession:
     thread) may be read from another thread, beside each other: the loop takes frames while the model
     thinks."""
 
-    def __init__(self, base_url: str, *, message_timeout_s: float = 120.0, headers: dict | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        message_timeout_s: float = 120.0,
+        headers: dict | None = None,
+        hide: tuple[str, ...] | list[str] = (),
+        records: frozenset[str] = frozenset(),
+    ):
         self.base_url = base_url.rstrip("/")
         self.http_base = http_url(self.base_url)
         self.metadata: dict = {}
         self.hidden: frozenset[str] = frozenset()
         """Metadata keys the env hid from the model at reset (`hidden_keys`): hidden in its results too."""
+        self.hide, self.records = tuple(hide), frozenset(records)
+        """Keys the user withholds from the model (`--hide-field`), and digests of the Task API's records of
+        the tasks (`evalkit.envs.tasks.records`): a value equal to one is withheld too."""
+        self.withheld: dict[str, str] = {}
+        """What the reset's metadata and observation hold that the model is never sent: key → why
+        (`observation.withheld`)."""
+        self._ran = self._failed = 0
+        """Steps of this episode the env ran, and steps it failed to run (EXECUTION_ERROR)."""
+        self._unsure = False
+        """The last step failed and the env's state could not say whether the session still works."""
+        self._state_answered = False
+        """The env's state answered at the reset: failing after a failed step, it says the session broke."""
         self.observation: dict = {}
         """The reset observation's own fields (everything but done, reward and metadata)."""
         self._missing: set[str] = set()
@@ -351,14 +425,22 @@ class OpenEnvSession:
         self.metadata = dict(payload.get("metadata") or obs.get("metadata") or {})
         self.observation = {k: v for k, v in obs.items() if k not in observation.SKIP}
         self.hidden = frozenset(observation.hidden_keys(self.metadata))
+        self.withheld = {
+            **observation.withheld(self.observation, self.hide, self.records),
+            **observation.withheld(self.metadata, self.hide, self.records),
+        }
         self._missing.clear()
-        self.state_seen = None
+        self.state_seen, self._state_answered = None, False
+        self._ran = self._failed = 0
+        self._unsure = False
         if payload.get("done") or obs.get("done"):
             raise dead_reset(self.metadata)
-        if not self.metadata.get("episode_id"):
-            episode = self.state().get("episode_id")
-            if episode:
-                self.metadata["episode_id"] = str(episode)
+        # The state is read at every reset (a round trip of ~0.1 ms on loopback, a fifth of a reset's): it
+        # gives a typed env's episode id, and after a step the env raised on, a state that answered here
+        # and fails there says the session broke (`_answers`).
+        episode = self.state().get("episode_id")
+        if episode and not self.metadata.get("episode_id"):
+            self.metadata["episode_id"] = str(episode)
         return self.metadata
 
     def state(self) -> dict:
@@ -367,6 +449,7 @@ class OpenEnvSession:
         if self.state_seen is None:
             try:
                 self.state_seen = self._conn.request("state")
+                self._state_answered = True
             except ServerError as e:  # an env whose `state` raises: it simply has none to give
                 log.debug("no state from %s: %s", redact_url(self.base_url), e)
                 self.state_seen = {}
@@ -403,22 +486,64 @@ class OpenEnvSession:
                 str(t.get("description") or ""),
                 t.get("inputSchema") or t.get("input_schema") or {"type": "object", "properties": {}},
                 finishes=_finishes(t),
+                auto_submit=bool(_tool_meta(t).get("auto_submit")),
             )
             for t in tools
             if isinstance(t, dict) and t.get("name")
         ]
 
     def call(self, name: str, args: dict) -> ToolOutcome:
-        # An MCP env answers a failing tool inside its observation (OpenEnv's MCPEnvironment catches it): an
-        # EXECUTION_ERROR frame means the env's step itself broke (e.g. the browser under the session
-        # crashed), and the wire raises it as the environment's failure (EnvStepError), not the model's.
+        # An MCP env answers a failing tool inside its observation (OpenEnv's MCPEnvironment catches it); an
+        # EXECUTION_ERROR frame means the env's step raised: `_step` tells a refused call from a broken env.
         try:
-            payload = self._conn.step({"type": "call_tool", "tool_name": name, "arguments": args})
+            payload = self._step({"type": "call_tool", "tool_name": name, "arguments": args}, name)
         except ActionRefused as e:
             return ToolOutcome(f"error: {e}", is_error=True)
+        if isinstance(payload, ToolOutcome):
+            return payload
+        return tool_outcome(payload, self.hidden, self.hide, self.records)
+
+    def _step(self, action: dict, name: str) -> dict | ToolOutcome:
+        """One step: the server's answer, or — when the env raised while running it (EXECUTION_ERROR) and
+        the session still answers — that error as a tool error the model reads (an illegal move is its
+        mistake). Raises EnvStepError, the env's failure, when the session no longer answers, or when
+        every step has failed from the first (FAILED_FROM_FIRST of them: an env written for another API)."""
+        try:
+            payload = self._conn.step(action)
         except EnvStepError as e:
-            raise EnvStepError(f"{e} (while running {name})", e.code) from None
-        return tool_outcome(payload, self.hidden)
+            self._failed += 1
+            said = f"{e} (while running {name})"
+            answers = self._answers()
+            if answers is False or (answers is None and self._unsure):
+                raise EnvStepError(f"{said}; the session no longer answers", e.code) from None
+            self._unsure = answers is None  # its state cannot say: the next step will
+            if not self._ran and self._failed >= FAILED_FROM_FIRST:
+                first = f"every step failed from the first ({self._failed}); last: {said}"
+                raise EnvStepError(first, e.code) from None
+            return ToolOutcome(f"error: {e}", is_error=True, metadata={"execution_error": e.code})
+        self._ran += 1
+        self._unsure = False
+        return payload
+
+    def _answers(self) -> bool | None:
+        """Whether the session still works after a failed step: its state answers (True); the connection
+        is gone, or a state that answered before now fails (False); a state that has never answered fails
+        again (None: it cannot say)."""
+        try:
+            self._conn.request("state")
+        except ServerError:
+            return False if self._state_answered else None
+        except EnvError:
+            return False
+        self._state_answered = True
+        return True
+
+    def unplayable(self) -> EnvStepError | None:
+        """At the end of an episode: the env's failure when every step it was sent failed (EXECUTION_ERROR)
+        and none ran — nothing the model did was ever played; None otherwise."""
+        if self._failed and not self._ran:
+            return EnvStepError(f"every step failed ({self._failed} of {self._failed}); none was run")
+        return None
 
     # ---- pictures, each route on its own
 
@@ -488,18 +613,22 @@ class TypedSession(OpenEnvSession):
         """The env's action schema, as `/schema` serves it."""
 
     def tools(self) -> list[ToolSpec]:
-        return [step_tool(self.schema)]
+        """The one tool, `step`; its parameters are the action schema, with the shape the env's state gives
+        its one list of numbers (`actions.shaped`: dm_control's `action_spec`)."""
+        return [step_tool(actions.shaped(self.schema, self.state()))]
 
     def call(self, name: str, args: dict) -> ToolOutcome:
         if name != "step":
             return ToolOutcome(f"unknown tool {name!r}: this environment has one tool, step", is_error=True)
-        # An action that does not fit the schema is the model's to read; a step the env failed to run
-        # (EXECUTION_ERROR, e.g. dipg answering with what its server cannot send) raises EnvStepError.
+        # An action that does not fit the schema is the model's to read; a step the env raised on is read
+        # by `_step` (a refused move, or a broken env).
         try:
-            payload = self._conn.step(args)
+            payload = self._step(args, name)
         except ActionRefused as e:
             return ToolOutcome(f"the environment refused the action: {e}", is_error=True)
-        return typed_outcome(payload, self.hidden)
+        if isinstance(payload, ToolOutcome):
+            return payload
+        return typed_outcome(payload, self.hidden, self.hide, self.records)
 
 
 def connect(env: Any, **kw: Any) -> OpenEnvSession:

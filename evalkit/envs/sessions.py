@@ -17,13 +17,13 @@ CAPACITY_WAIT = 300.0
 """Seconds an episode waits, in all, for a session on a server whose sessions are all in use."""
 
 
-def session_for(env: Any) -> EnvSession:
-    """A session on `env`: a base URL or served env (connected to), an EnvSession, or a callable (a class
-    among them) that returns one."""
+def session_for(env: Any, **withhold: Any) -> EnvSession:
+    """A session on `env`: a base URL or served env (connected to, told what to `withhold` from the model:
+    `hide`, `records`), an EnvSession, or a callable (a class among them) that returns one."""
     if isinstance(env, str) or hasattr(env, "base_url"):
         from evalkit.envs.openenv import connect
 
-        return connect(env)
+        return connect(env, **{k: v for k, v in withhold.items() if v})
     if isinstance(env, EnvSession) and not isinstance(env, type):
         return env
     return env()
@@ -43,13 +43,18 @@ def reset_kwargs(task: str | dict | None, env_name: str, surface: str, mode: str
 
 
 def open_session(
-    env: Any, reset_kw: dict, cancel: threading.Event | None = None, wait: float = CAPACITY_WAIT
+    env: Any,
+    reset_kw: dict,
+    cancel: threading.Event | None = None,
+    wait: float = CAPACITY_WAIT,
+    **withhold: Any,
 ) -> tuple[EnvSession, dict, float]:
     """Connect and reset: (session, reset metadata, seconds spent waiting for a free session). A server at
-    capacity is asked again with growing pauses for up to `wait` seconds, then the refusal is raised."""
+    capacity is asked again with growing pauses for up to `wait` seconds, then the refusal is raised.
+    `withhold` goes to an OpenEnv session (`session_for`)."""
     t0, pause, waited = time.monotonic(), 0.05, 0.0
     while True:
-        session = session_for(env)
+        session = session_for(env, **withhold)
         try:
             return session, session.reset(**reset_kw), waited
         except EnvCapacityError:

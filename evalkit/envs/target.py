@@ -49,6 +49,11 @@ class Target:
     """Sessions the server accepted at once when a batch's preflight counted them."""
     config: dict = field(default_factory=dict)
     """What the env reports of its configuration (a game, a level), as a batch's preflight read it."""
+    hide: tuple[str, ...] = ()
+    """Reset-metadata keys and observation fields the model is never sent (`--hide-field`)."""
+    records: frozenset[str] = frozenset()
+    """Digests of the Task API's records of the tasks run (`evalkit.envs.tasks.records`): a value equal to
+    one is never sent to the model."""
 
     @property
     def embedded(self) -> bool:
@@ -73,7 +78,8 @@ class Target:
         self, reset_kw: dict, cancel: threading.Event | None = None, wait: float = sessions.CAPACITY_WAIT
     ) -> tuple[EnvSession, dict, float]:
         """A session, reset: (session, reset metadata, seconds waited for a free session)."""
-        return sessions.open_session(self.source, reset_kw, cancel, wait=wait)
+        withhold = {k: v for k, v in (("hide", self.hide), ("records", self.records)) if v}
+        return sessions.open_session(self.source, reset_kw, cancel, wait=wait, **withhold)
 
 
 def resolve(env: Any, *, strict: bool = True, name: str | None = None) -> Target:
@@ -92,6 +98,23 @@ def resolve(env: Any, *, strict: bool = True, name: str | None = None) -> Target
         f"cannot run against {env!r}: give a served environment, a base URL, an EnvSession or a callable "
         "returning one"
     )
+
+
+def with_records(target: Target, tasks: list[Any]) -> Target:
+    """`target` knowing the Task API's records of `tasks` (reset arguments, task ids, or None for the
+    env's default task), so that its sessions withhold a value equal to one from the model
+    (`evalkit.envs.tasks.records`). A server without the API, or one that cannot be asked, is left as is:
+    its reset says what is wrong."""
+    if not target.url or target.embedded:
+        return target
+    from evalkit.envs import tasks as task_api
+
+    resets = [t if isinstance(t, dict) else ({"task_id": t} if t else {}) for t in tasks]
+    try:
+        got = task_api.records(target.url, resets)
+    except (ConfigError, EnvError):
+        return target
+    return target.with_(records=target.records | got) if got else target
 
 
 def embedded(name: str) -> Target:
@@ -181,6 +204,8 @@ class Found:
     copies: int = 1
     """How many of the tasks drawn by position were one task (their resets showed the same): run as its
     repeats."""
+    alike: tuple[str, str] | None = None
+    """Two of the env's own tasks (its Task API) whose resets showed the model the same: kept apart, said."""
     config: dict = field(default_factory=dict)
     """What the env reports of its configuration (`evalkit.envs.identity`)."""
 
@@ -312,11 +337,12 @@ def start(
 ) -> tuple[Target, Found, Any]:
     """The env ready for a batch of `concurrency` episodes at once: an embedded one served for it (`serve`;
     `evalkit.envs.process.serve_embedded`); `tasks` (reset arguments and identity of each) drawn from the
-    env's own list where it has a Task API; then its preflight on the first — counting the sessions a
-    server of someone else's accepts, up to `concurrency` — and, for tasks drawn by position, a look at the
-    second (`Found.copies`). Returns the env with what was measured, what was found (its `tasks`), and the
-    server to stop when the batch is over (None when it was not served here). What fails stops the server
-    it started."""
+    env's own list where it has a Task API (whose records of them are withheld from the model: `records`);
+    then its preflight on the first — counting the sessions a server of someone else's accepts, up to
+    `concurrency` — its configuration, and, for tasks drawn by position, a look at the second
+    (`Found.copies`, `Found.alike`). Returns the env with what was measured, what was found (its `tasks`),
+    and the server to stop when the batch is over (None when it was not served here). What fails stops the
+    server it started."""
     server = None
     try:
         if serve:
@@ -324,16 +350,19 @@ def start(
 
             server = process.serve_embedded(target.name, concurrency)
             target = served_by(target, server)
-        chosen = draw_tasks(target, tasks) if isinstance(tasks, Draw) else tasks
+        chosen, listed = _chosen(target, tasks)
+        if listed is not None:
+            target = target.with_(records=listed)
         sessions = 1 if server is not None else concurrency
         found = preflight(target, task=chosen[0][0], surface=surface, mode=mode, sessions=sessions, hold=True)
         try:
             found.tasks = chosen
-            if isinstance(tasks, Draw) and len(chosen) > 1:
-                _one_task(target, found, surface, mode)
             found.config = _configuration(found)
+            if isinstance(tasks, Draw) and len(chosen) > 1:
+                _one_task(target, found, surface, mode, own_ids=listed is not None)
         finally:
-            sessions_close(found.session)
+            if found.session is not None:
+                sessions_close(found.session)
             found.session = None
     except BaseException:
         if server is not None:
@@ -342,8 +371,25 @@ def start(
     return target.with_(capacity=found.capacity, modes=found.modes, config=found.config), found, server
 
 
+def _chosen(target: Target, tasks: list[tuple[dict, str]] | Draw) -> tuple[list, frozenset[str] | None]:
+    """The batch's tasks, and the digests of the Task API's records of them (None: the env lists none)."""
+    from evalkit.envs import tasks as task_api
+
+    if isinstance(tasks, Draw):
+        drawn, specs = _draw(target, tasks)
+        return drawn, None if specs is None else task_api.digests(specs)
+    if not target.url or target.embedded:
+        return tasks, None
+    return tasks, task_api.records(target.url, [reset for reset, _ in tasks]) or None
+
+
 def draw_tasks(target: Target, draw: Draw) -> list[tuple[dict, str]]:
     """The tasks of `draw`: the env's own (their ids from its Task API), else split and index as asked."""
+    return _draw(target, draw)[0]
+
+
+def _draw(target: Target, draw: Draw) -> tuple[list[tuple[dict, str]], list | None]:
+    """`draw_tasks`, and the Task API's records of the tasks drawn (None without the API)."""
     from evalkit.envs import tasks as task_api
 
     api = task_api.task_api(target.url) if target.url and not target.embedded else None
@@ -351,9 +397,8 @@ def draw_tasks(target: Target, draw: Draw) -> list[tuple[dict, str]]:
         if draw.tasks in (None, "all"):
             raise ConfigError(f"--tasks all needs an env that lists its tasks (the Task API); {target.name} "
                               "does not: give a number")  # fmt: skip
-        return [
-            ({"split": draw.split, "index": i}, f"{target.name}-{draw.split}-{i:04d}") for i in draw.indices()
-        ]
+        name, split = target.name, draw.split
+        return [({"split": split, "index": i}, f"{name}-{split}-{i:04d}") for i in draw.indices()], None
     everything = draw.tasks in (None, "all")
     with api:
         last = None if everything else draw.indices()[-1] + 1
@@ -361,31 +406,50 @@ def draw_tasks(target: Target, draw: Draw) -> list[tuple[dict, str]]:
     refs = (refs or [])[draw.start :: draw.stride]
     if not refs:
         raise ConfigError(f"split {draw.split!r} of {target.name} has no task from index {draw.start}")
-    return [(r.reset, r.id or f"{target.name}-{r.split}-{r.index:04d}") for r in refs]
+    drawn = [(r.reset, r.id or f"{target.name}-{r.split}-{r.index:04d}") for r in refs]
+    return drawn, [r.spec for r in refs if r.spec is not None]
 
 
-def _one_task(target: Target, found: Found, surface: str, mode: str | None) -> None:
-    """Tasks drawn by position whose first two resets show the model the same thing are one task: an env
-    that ignores its split and index (reasoning_gym without a seed) would have the statistics count copies
-    as independent tasks. They are run as one task, its repeats (`Found.copies`)."""
-    from evalkit.envs import observation
-
+def _one_task(target: Target, found: Found, surface: str, mode: str | None, own_ids: bool) -> None:
+    """The first two tasks drawn by position, each reset on a session of its own as its episode will be:
+    when they show the model the same thing, an env that ignores its split and index (reasoning_gym, which
+    deals the next question on each reset of a session and starts over in a new one) would have the
+    statistics count copies of one task as independent tasks: they are run as one task, its repeats
+    (`Found.copies`). Tasks the env lists itself (`own_ids`: its Task API) stay its tasks, however alike
+    they open (`Found.alike` says so)."""
     if target.embedded:  # evalkit's own envs draw a task per split and index
         return
-    session = found.session
-
-    def seen(meta: dict) -> tuple:
-        fields = dict(getattr(session, "observation", None) or {})
-        picture = getattr(session, "target", None)  # a task may live in its target picture alone
-        shown = picture() if callable(picture) else None
-        return observation.fingerprint(meta, fields), shown.data if shown is not None else None
-
-    first = seen(found.meta)
+    first = _seen_at_reset(found.session, found.meta)
     mode = target.default_mode if mode is None else mode
-    kw = target.reset_kwargs(found.tasks[1][0], surface, mode)
-    if seen(session.reset(**{k: v for k, v in kw.items() if v is not None})) == first:
+    kw = {k: v for k, v in target.reset_kwargs(found.tasks[1][0], surface, mode).items() if v is not None}
+    if isinstance(target.source, EnvSession) and not isinstance(target.source, type):
+        # one session object given: every episode resets it, so the second task is reset on it too
+        same = _seen_at_reset(found.session, found.session.reset(**kw)) == first
+    else:
+        sessions_close(found.session)  # a server of one session has room for another only once it is gone
+        found.session = None
+        session, meta, _ = target.open(kw, wait=60.0)
+        try:
+            same = _seen_at_reset(session, meta) == first
+        finally:
+            sessions_close(session)
+    if not same:
+        return
+    if own_ids:
+        found.alike = (found.tasks[0][1], found.tasks[1][1])
+    else:
         found.copies, found.tasks = len(found.tasks), found.tasks[:1]
-        found.session.reset(**found.reset)  # the configuration is read on the first task's reset
+
+
+def _seen_at_reset(session: Any, meta: dict) -> tuple:
+    """What a reset shows the model, as a fingerprint and the task's target picture."""
+    from evalkit.envs import observation
+
+    fields = dict(getattr(session, "observation", None) or {})
+    withheld = getattr(session, "withheld", None) or {}
+    picture = getattr(session, "target", None)  # a task may live in its target picture alone
+    shown = picture() if callable(picture) else None
+    return observation.fingerprint(meta, fields, withheld), shown.data if shown is not None else None
 
 
 def _configuration(found: Found) -> dict:

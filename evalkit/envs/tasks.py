@@ -213,3 +213,42 @@ def summary(base_url: str, **kw: Any) -> list[dict] | None:
                 n = None
             out.append({"name": name, "type": split.get("type"), "num_tasks": n})
         return out
+
+
+def digests(specs: list) -> frozenset[str]:
+    """The digests (`observation.digest`) of task records: a value the env shows equal to one is the
+    evaluator's record of a task (its answer with it), never sent to the model."""
+    from evalkit.envs.observation import digest
+
+    return frozenset(digest(spec) for spec in specs if isinstance(spec, dict | list) and spec)
+
+
+RECORDS_MOST = 64
+"""Task records asked for one by one at most (a batch that draws its tasks has them all already)."""
+
+
+def records(base_url: str, resets: list[dict], **kw: Any) -> frozenset[str]:
+    """The digests of the Task API's records of the tasks `resets` play: each by its split and index, and a
+    reset that names no task by the first task of the first split (what `openenv import`'s wrappers play
+    then). Empty without the API; a record the server will not give is left out (its reset says why)."""
+    api = task_api(base_url, **kw)
+    if api is None:
+        return frozenset()
+    wanted: set[tuple[str, int]] = set()
+    with api:
+        for reset in resets[:RECORDS_MOST]:
+            split, index = reset.get("split"), reset.get("index")
+            if split is None and index is None and not reset.get("task_spec") and not reset.get("task_id"):
+                names = [str(s.get("name")) for s in api.splits() or []]
+                split, index = (names[0], 0) if names else (None, None)
+            if isinstance(split, str) and isinstance(index, int) and not isinstance(index, bool):
+                wanted.add((split, index))
+        specs = []
+        for split, index in sorted(wanted):
+            try:
+                ref = api.task(split, index)
+            except (ConfigError, EnvError):
+                continue
+            if ref is not None and ref.spec is not None:
+                specs.append(ref.spec)
+    return digests(specs)

@@ -5,8 +5,10 @@ Messages are `{"type": "reset" | "step" | "state" | "mcp" | "close", "data": ...
 it and never by its message: `CAPACITY_REACHED` → `EnvCapacityError`; a step's `VALIDATION_ERROR` (the
 action does not fit the env's schema) → `ActionRefused`, which the model is told; a step's
 `EXECUTION_ERROR` (the env raised while running it, or returned what the server could not send) →
-`EnvStepError`, the environment's failure; any other error frame → `ServerError`. A socket that cannot be
-opened is `EnvUnreachableError`; an open one whose answer does not come in time, `EnvSlowError`.
+`EnvStepError`, which the session reads (`OpenEnvSession._step`: an action the env refused while the
+session still works, else the environment's failure); any other error frame → `ServerError`. A socket
+that cannot be opened is `EnvUnreachableError`; an open one whose answer does not come in time,
+`EnvSlowError`.
 
 Owning the wire also keeps OpenEnv's client package, whose import pulls in its web UI, off the client's
 start-up path.

@@ -334,8 +334,13 @@ def _start(env: Target, s: Settings, surfaces: list[str], tasks: list | Draw, se
     said = [_summary(env, found)] if s.progress else []
     if found.copies > 1:
         said.append(f"{env.name} showed the same task at {tasks.split} indices {tasks.start} and "
-                    f"{tasks.start + tasks.stride} (its reset ignores split and index): running it as one "
-                    f"task, {found.copies} time(s) per repeat")  # fmt: skip
+                    f"{tasks.start + tasks.stride}, each reset in a new session as an episode is (its reset "
+                    f"ignores split and index): running it as one task, {found.copies} time(s) per "
+                    "repeat")  # fmt: skip
+    if found.alike is not None:
+        one, two = found.alike
+        said.append(f"{env.name}'s tasks {one} and {two} open alike (the model is shown the same); they "
+                    "are kept apart, as the env's Task API lists them")  # fmt: skip
     if found.capacity is not None and found.capacity < s.concurrency:
         said.append(f"{env.name} accepts {found.capacity} session(s) at a time: running "
                     f"{found.capacity} episode(s) at once instead of {s.concurrency}")  # fmt: skip

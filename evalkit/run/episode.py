@@ -36,7 +36,7 @@ from typing import Any
 
 from evalkit import secrets
 from evalkit.envs.sessions import close_quietly
-from evalkit.envs.target import Target, resolve
+from evalkit.envs.target import Target, resolve, with_records
 from evalkit.errors import ConfigError, DiskFullError, EndpointError, EpisodeCancelled, error_class_of
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
@@ -209,6 +209,7 @@ def run_episode(
     coordinates: str | None = None,
     options: AgentOptions | None = None,
     save_raw: bool = False,
+    hide_fields: list[str] | None = None,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, an EnvSession or a callable returning one) and return its
@@ -217,7 +218,8 @@ def run_episode(
     (`tools`, and no mode, for envs that declare none). `max_turns` None gives the env's own budget for the
     surface (reset metadata `max_turns`). The record keeps what the model was sent
     (`evalkit.records.transcripts`); `save_raw` also keeps each call's request and response bodies under
-    `<out>/raw/`, images replaced by references to the frame store.
+    `<out>/raw/`, images replaced by references to the frame store. `hide_fields` names reset-metadata keys
+    and observation fields the model is never sent (beside the evaluator's, which never are).
 
     Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
     at, or an image budget that cannot be honoured raises ConfigError."""
@@ -228,9 +230,11 @@ def run_episode(
         episode_timeout=episode_timeout,
         frames=frames,
         save_raw=save_raw,
+        hide_fields=hide_fields,
     )
     check_agent(agent, settings.options)
     target = resolve(env, strict=False)  # an unreachable server is this episode's env error
+    target = with_records(target, [task])
     job = Job.of(agent_label(agent), target, task, surface, mode, repeat, skin, coordinates)
     writer = None
     if out is not None:
@@ -290,6 +294,8 @@ class Episode:
         cancel: threading.Event | None = None,
         health: ProviderHealth | None = None,
     ):
+        if settings.hide_fields and target.hide != tuple(settings.hide_fields):
+            target = target.with_(hide=tuple(settings.hide_fields))  # its sessions withhold them too
         self.agent_spec, self.target, self.job, self.settings = agent, target, job, settings
         self.options = settings.options
         self.store = FrameStore(store_dir) if store_dir is not None else None
@@ -401,7 +407,8 @@ class Episode:
         self._publish()  # started: a viewer shows the episode from its reset on, before its agent is made
         self.tools = self.camera.timed(self.session.tools)
         self._rules(meta, self.tools)
-        self.system = system = wording.system_prompt(meta, self.tools)
+        shown, fields = wording.seen(self.session, meta, self.settings.hide_fields or ())
+        self.system = system = wording.system_prompt(shown, self.tools, fields)
         self.agent = self._make_agent(system)
         run_dir = self.store.run_dir if self.store is not None else None
         self.tx = transcripts.Recorder(run_dir, self.settings.frames, rec.key, self.settings.save_raw)
@@ -441,7 +448,8 @@ class Episode:
             rec.target = self.store.put_render(f"{rec.task_id}__target", target)
             self.tx.alias(target, rec.target)
         shots = self._screenshot().images if self.shot_tool else []
-        opening = wording.session_opening(self.session, self.meta, self.max_turns, target, shots)
+        hide = self.settings.hide_fields or ()
+        opening = wording.session_opening(self.session, self.meta, self.max_turns, target, shots, hide)
         self.agent.user(opening.text, opening.images)
         self.tx.begin(system, self.tools, opening.text, opening.images)
         if not self.settings.frames:
@@ -680,8 +688,13 @@ class Episode:
         self.concluded = True
         if self.ended is None:
             self.end("turn_limit")
+        unplayable = getattr(self.session, "unplayable", None)
+        broken = unplayable() if callable(unplayable) else None
+        if broken is not None:  # every step the env was sent failed: nothing the model did was played
+            raise broken
         if not self._env_said_done():
             if self.auto_submit:
+                self.rec.info["auto_submit"] = {"tool": self.finish, "args": {}}  # what was sent for it
                 outcome = self._call(self.finish, {})
                 self._score(outcome, True)
             else:

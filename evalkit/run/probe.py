@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.envs import actions, tasks
 from evalkit.envs.sessions import close_quietly
-from evalkit.envs.target import Target, preflight, resolve
+from evalkit.envs.target import Target, preflight, resolve, with_records
 from evalkit.errors import ConfigError, EnvError
 from evalkit.run import wording
 from evalkit.types import ToolOutcome, ToolSpec
@@ -63,6 +63,10 @@ class EnvReport:
     """Why the probe took no step, when it was asked to."""
     splits: list[dict] | None = None
     """The env's own tasks by split (`{"name", "type", "num_tasks"}`), where it has a Task API."""
+    hidden: dict[str, str] = field(default_factory=dict)
+    """What the reset holds that the model is not shown, key → why (`hidden_from_model`)."""
+    step_error: str = ""
+    """The probe's step broke the env (its session stopped answering): what was sent, and what broke."""
 
     def capacity_text(self) -> str:
         if self.capacity is None:
@@ -111,7 +115,10 @@ class EnvReport:
             "system_prompt": self.system,
             "opening_message": self.opening.text,
             "opening_images": [repr(i) for i in self.opening.images],
+            "hidden": self.hidden,
+            "finishing": wording.auto_submit_text(wording.finishing_tool(self.tools)),
             "step": {"tool": self.step[0], "args": self.step[1]} if self.step else None,
+            "step_error": self.step_error or None,
             "step_result": None if self.result is None else {
                 "text": self.result.text, "images": [repr(i) for i in self.result.images],
                 "is_error": self.result.is_error, "done": self.result.done, "reward": self.result.reward,
@@ -133,22 +140,14 @@ class EnvReport:
             f"reset with: {json.dumps(self.reset, default=str)}",
             f"metadata:   {', '.join(sorted(self.meta)) or '(none)'}",
             f"observed:   {', '.join(sorted(self.observation)) or '(no fields)'}",
-            f"tools ({len(self.tools)}):",
         ]
+        lines += _hidden_lines(self.hidden)
+        lines.append(f"tools ({len(self.tools)}):")
         for t in self.tools:
             mark = "   [finishing tool]" if finish is not None and t.name == finish.name else ""
             lines.append(f"  {t.name}: {_first_line(t.description)}{mark}")
             lines.append(f"      {json.dumps(t.parameters, separators=(',', ':'), default=str)}")
-        if finish is None:
-            lines.append(
-                "finishing:  none: the model ends by answering in text (or the env ends the episode)"
-            )
-        elif wording.can_auto_submit(finish):
-            lines.append(f"finishing:  {finish.name}; called for the model if it never does")
-        else:
-            lines.append(
-                f"finishing:  {finish.name}; it needs arguments, so it is never called for the model"
-            )
+        lines.append(f"finishing:  {wording.auto_submit_text(finish)}")
         shot = self.meta.get("screenshot_tool")
         if shot and any(t.name == shot for t in self.tools):
             lines.append(
@@ -173,8 +172,44 @@ class EnvReport:
             lines += _quoted(self.result.text)
         elif self.no_step:
             lines.append(f"step:       none taken ({self.no_step})")
+        elif self.step_error:
+            lines.append("step:       it broke the env (said on the line after this report)")
         lines.append(f"probed in {self.seconds:.2f} s")
         return "\n".join(lines)
+
+
+def _hidden_lines(hidden: dict[str, str]) -> list[str]:
+    """`hidden:` and one line per key the model is not shown, with why."""
+    if not hidden:
+        return ["hidden:     nothing (the model is shown every key and field of the reset)"]
+    width = max(len(k) for k in hidden)
+    return ["hidden from the model:"] + [f"  {k.ljust(width)}  {why}" for k, why in sorted(hidden.items())]
+
+
+def hidden_from_model(session: Any, meta: dict, hide: tuple[str, ...] = ()) -> dict[str, str]:
+    """What the reset holds that the model is not shown, key → why: what is withheld from it (the
+    evaluator's task spec, a Task API record, what `--hide-field` names: never sent, pictures included),
+    what the env lists under `hidden_keys`, and evalkit's own bookkeeping (ids, the loop's settings)."""
+    from evalkit.envs import observation
+
+    fields = dict(getattr(session, "observation", None) or {})
+    withheld = getattr(session, "withheld", None)
+    if not isinstance(withheld, dict):
+        withheld = {**observation.withheld(fields, hide), **observation.withheld(meta, hide)}
+    out = dict(withheld)
+    for key in observation.hidden_keys(meta):
+        if key in meta and key not in out:
+            out[key] = "the env lists it under hidden_keys (its pictures are still attached)"
+    for key in meta:
+        if key in out:
+            continue
+        if key in observation.BOOKKEEPING:
+            out[key] = "evalkit's bookkeeping (ids, the loop's settings, the grade)"
+        elif isinstance(key, str) and key.startswith("_"):
+            out[key] = "a leading underscore: the env's own"
+        elif "reward" in str(key).lower():
+            out[key] = "a reward: the score, not the task"
+    return out
 
 
 def _images(images: list) -> str:
@@ -203,14 +238,18 @@ def probe(
     wait: float = 60.0,
     cancel: threading.Event | None = None,
     step: bool | dict = False,
+    hide: tuple[str, ...] | list[str] = (),
 ) -> EnvReport:
     """Open a session on `env` (a Target, or anything `evalkit.envs.target.resolve` takes), reset it with
     `reset`, and report what a model would be given (`max_turns` None: the env's own budget, as an episode
-    has). With `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one
-    step and reports its result as the model gets it: True for one the probe fills in (`example_step`), or
-    `{"tool": name, "args": {...}}` (`tool` may be left out for an env with one tool)."""
+    has) and what it would not (`EnvReport.hidden`; `hide` names more, as `--hide-field` does). With
+    `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one step and
+    reports its result as the model gets it: True for one the probe fills in (`example_step`), or
+    `{"tool": name, "args": {...}}` (`tool` may be left out for an env with one tool); a step that breaks
+    the env is reported (`EnvReport.step_error`), not raised."""
     t0 = time.monotonic()
-    env = resolve(env)
+    hide = tuple(hide)
+    env = with_records(resolve(env), [reset or {}]).with_(hide=hide)
     found = preflight(env, reset or {}, sessions=sessions, wait=wait, cancel=cancel, hold=True)
     session, meta, tools, fields = found.session, found.meta, found.tools, found.observation
     try:
@@ -218,12 +257,7 @@ def probe(
         budget = wording.turn_budget(max_turns, meta)
         named = meta.get("screenshot_tool")
         shot = named if any(t.name == named for t in tools) else None
-        if not pictures:  # what the opening says is not shown to anyone
-            opening = wording.opening(meta, fields, budget)
-        else:  # as the episode builds it: with the session's target, and a screenshot of a screen
-            target = _read(session, "target")
-            screen = session.call(shot, {}).images if shot else []
-            opening = wording.session_opening(session, meta, budget, target, screen)
+        shown, shown_fields = wording.seen(session, meta, hide)
         report = EnvReport(
             name=env.name,
             url=env.url,
@@ -232,12 +266,13 @@ def probe(
             finish=finish.name if finish else None,
             meta=meta,
             observation=fields,
-            system=wording.system_prompt(meta, tools),
-            opening=opening,
+            system=wording.system_prompt(shown, tools, shown_fields),
+            opening=_opening(session, meta, budget, pictures, shot, hide),
             reset=found.reset,
             capacity=found.capacity,
             tried=found.tried,
             modes=found.modes,
+            hidden=hidden_from_model(session, meta, hide),
         )
         if pictures:
             report.pictures = _pictures(session, meta)
@@ -249,6 +284,19 @@ def probe(
         close_quietly(session)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _opening(
+    session: Any, meta: dict, budget: int, pictures: bool, shot: str | None, hide: tuple[str, ...]
+) -> wording.Opening:
+    """The opening message as the episode builds it: with the session's target and a screenshot of a
+    screen (`pictures`), or only what it says (no picture is read, none shown to anyone)."""
+    if not pictures:
+        shown, fields = wording.seen(session, meta, hide)
+        return wording.opening(shown, fields or {}, budget)
+    target = _read(session, "target")
+    screen = session.call(shot, {}).images if shot else []
+    return wording.session_opening(session, meta, budget, target, screen, hide)
 
 
 def _read(session: Any, what: str) -> Any:
@@ -269,7 +317,12 @@ def _take_step(report: EnvReport, session: Any, step: bool | dict, shot: str | N
     if chosen is None:
         report.no_step = "no tool whose arguments it could fill in: give one with --step-json"
         return
-    outcome = session.call(*chosen)
+    try:
+        outcome = session.call(*chosen)
+    except EnvError as e:  # the report stands; the step that broke the env is said after it
+        report.step = chosen
+        report.step_error = f"step {chosen[0]} {json.dumps(chosen[1], default=str)} broke the env: {e}"
+        return
     fresh = []
     if shot and chosen[0] != shot and not outcome.done:
         fresh = session.call(shot, {}).images  # the loop's own look at the screen after a turn

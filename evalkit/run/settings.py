@@ -46,6 +46,8 @@ class Knob:
     """A one-letter alias of the flag."""
     agent: bool = False
     """A model setting: part of the agents' `AgentOptions` (run.json keeps them under `options`)."""
+    many: bool = False
+    """The flag may be given several times; its values are joined into one list."""
 
 
 def knob(default: Any, help: str, check: Callable[[str, Any], Any] | None = None, **kw: Any) -> Any:
@@ -233,6 +235,17 @@ class Settings:
     episode_timeout: float | None = knob(
         None, "wall-clock seconds per episode", positive, outcome=True, parse=_float
     )
+    hide_fields: list[str] | None = knob(
+        None,
+        "KEY[,KEY]: a reset-metadata key or observation field the model is never sent (repeatable); the "
+        "evaluator's task_spec, source_type and original_env_class, and a value equal to the Task API's "
+        "record of the task, are never sent anyway",
+        names,
+        outcome=True,
+        flag="--hide-field",
+        metavar="KEY",
+        many=True,
+    )
     frames: bool = knob(True, "don't store a frame per turn", flag="--no-frames")
     save_raw: bool = knob(
         False,
@@ -357,6 +370,7 @@ class Settings:
                 metavar=k.metavar,
                 choices=k.choices,
                 dest=f.name,
+                action="append" if k.many else "store",
             )
 
     @classmethod
@@ -366,6 +380,8 @@ class Settings:
             if k.flag is None:
                 continue
             v = getattr(a, f.name if not isinstance(f.default, bool) else _dest(_flag(f, k)))
+            if k.many and isinstance(v, list):  # one list per use of the flag
+                v = [x for part in v for x in (part if isinstance(part, list) else [part])] or None
             values[f.name] = (not v if f.default else v) if isinstance(f.default, bool) else v
         return cls(**values, **kw)
 

@@ -143,7 +143,7 @@ class EpisodeStepper:
         options: AgentOptions | None = None,
         **reset_kw: Any,
     ):
-        from evalkit.envs.target import resolve
+        from evalkit.envs.target import resolve, with_records
         from evalkit.providers.health import ProviderHealth
         from evalkit.run.episode import check_agent
         from evalkit.run.settings import Settings
@@ -151,7 +151,7 @@ class EpisodeStepper:
         self.settings = Settings.make(options=options or AgentOptions(), max_turns=max_turns)
         check_agent(agent, self.settings.options, endpoint=False)  # a missing key is said at once
         self.agent_spec, self.task, self.surface, self.mode = agent, task, surface, mode
-        self.env = resolve(env, strict=False)
+        self.env = with_records(resolve(env, strict=False), [task])
         self.reset_kw = reset_kw
         self.health = ProviderHealth()
         """Providers that failed, remembered across resets as a batch remembers them across episodes."""

@@ -62,8 +62,26 @@ def turn_budget(asked: int | None, meta: dict) -> int:
 
 
 def can_auto_submit(tool: ToolSpec | None) -> bool:
-    """The loop may call the finishing tool on the model's behalf only when it needs no arguments."""
-    return tool is not None and not (tool.parameters or {}).get("required")
+    """The loop may call the finishing tool on the model's behalf (with no arguments) only when that call
+    means something: the tool takes no arguments at all, or the env marks it as one to call with none
+    (`ToolSpec.auto_submit`) and it requires none. A tool whose arguments are all optional — `openenv
+    import`'s Verifiers `submit(completion, messages)` — would be scored on an empty answer."""
+    if tool is None or (tool.parameters or {}).get("required"):
+        return False
+    return not (tool.parameters or {}).get("properties") or tool.auto_submit
+
+
+def auto_submit_text(tool: ToolSpec | None) -> str:
+    """What the probe says the loop does with the finishing tool when the model never calls it."""
+    if tool is None:
+        return "none: the model ends by answering in text (or the env ends the episode)"
+    if can_auto_submit(tool):
+        return f"{tool.name}; called for the model as {tool.name}({{}}) if it never does"
+    props = ", ".join((tool.parameters or {}).get("properties") or {})
+    return (
+        f"{tool.name}; it takes arguments ({props}), so it is never called for the model: an episode "
+        "that ends without it is scored as the env scores one never submitted"
+    )
 
 
 def answer_ends(finish: ToolSpec | str | None, meta: dict) -> bool:
@@ -72,9 +90,28 @@ def answer_ends(finish: ToolSpec | str | None, meta: dict) -> bool:
     return finish is None and meta.get("answer_ends_episode") is not False
 
 
-def system_prompt(meta: dict, tools: Sequence[ToolSpec]) -> str:
-    if meta.get("instructions"):
-        return str(meta["instructions"])
+def seen(session: object, meta: dict, hide: Sequence[str] = ()) -> tuple[dict, dict | None]:
+    """The reset metadata and observation fields a model may be sent: without what is withheld from it
+    (the evaluator's keys, those named by `hide`, and what the session itself withholds,
+    `OpenEnvSession.withheld`: a Task API record). The fields are None for a session that has no
+    observation of its own (a Python session)."""
+    fields = getattr(session, "observation", None)
+    own = getattr(session, "withheld", None)
+    keys = {*observation.withheld(fields or {}, hide), *observation.withheld(meta, hide), *hide}
+    keys |= set(own) if isinstance(own, dict) else set()
+    fields = None if fields is None else observation.withhold(fields, keys)
+    return observation.withhold(meta, keys), fields
+
+
+def system_prompt(meta: dict, tools: Sequence[ToolSpec], fields: dict | None = None) -> str:
+    """The env's `instructions`, and what its prompt's system role says (a chat-message prompt's system
+    message); else a generic one naming the tools and how the episode ends."""
+    task = observation.task_of(meta, fields or {})
+    own = [str(meta["instructions"])] if meta.get("instructions") else []
+    if task is not None and task.system and task.system not in own:
+        own.append(task.system)
+    if own:
+        return "\n\n".join(own)
     names = ", ".join(t.name for t in tools) or "(none)"
     finish = finishing_tool(tools)
     if finish:
@@ -115,8 +152,12 @@ def opening(
     counts pictures put before all of them (a Python session's target)."""
     attached = observation.images_in(meta)
     before = shown_first + len(attached) + len(screen)
-    head, used = observation.task_text(meta, fields)
-    body, seen = observation.render(fields, skip=(used,) if used else (), first=before + 1)
+    task = observation.task_of(meta, fields, shown_first + 1, before + 1)
+    head = task.text if task is not None and task.text else None
+    used = task.key if task is not None and task.in_fields else None
+    shown = task.images if used else []  # a metadata prompt's pictures are among `attached` already
+    body, observed = observation.render(fields, skip=(used,) if used else (), first=before + len(shown) + 1)
+    observed = shown + observed
     known, _ = observation.render_metadata(
         meta, skip={observation.meta_task_key(meta), *fields}, first=shown_first + 1, attached=True
     )
@@ -131,10 +172,10 @@ def opening(
             else "Begin: use your tools to act in the environment."
         )
     parts.append(f"You have {max_turns} turns; each turn may call several tools.")
-    note = screen_note(shown_first + len(attached), len(screen), len(seen))
+    note = screen_note(shown_first + len(attached), len(screen), len(observed))
     if note:
         parts.append(note)
-    return Opening("\n".join(parts), attached, seen, list(screen))
+    return Opening("\n".join(parts), attached, observed, list(screen))
 
 
 def screen_note(before: int, shots: int, after: int = 0) -> str:
@@ -151,13 +192,19 @@ def screen_note(before: int, shots: int, after: int = 0) -> str:
 
 
 def session_opening(
-    session: object, meta: dict, max_turns: int, target: Image | None, screen: Sequence[Image] = ()
+    session: object,
+    meta: dict,
+    max_turns: int,
+    target: Image | None,
+    screen: Sequence[Image] = (),
+    hide: Sequence[str] = (),
 ) -> Opening:
     """The opening of an episode on `session`, with `screen` (the loop's screenshot) when the env shows one.
     An OpenEnv session shows what its reset observation carries (its `observation` fields, its metadata's
-    pictures); a Python session that has no observation of its own says what the task asks for through
-    `target()`, and that picture opens the message."""
-    fields = getattr(session, "observation", None)
+    pictures), less what is withheld from the model (`seen`, with the keys the user named in `hide`); a
+    Python session that has no observation of its own says what the task asks for through `target()`, and
+    that picture opens the message."""
+    meta, fields = seen(session, meta, hide)
     first = fields is None and target is not None and target not in observation.images_in(meta)
     op = opening(meta, fields or {}, max_turns, screen, shown_first=1 if first else 0)
     if first:

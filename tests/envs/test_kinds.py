@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.envs import identity, observation
+from evalkit.envs import identity, observation, openenv
 from evalkit.envs.openenv import TypedSession, connect
 from evalkit.envs.tasks import TaskApi, TaskRef, summary, task_api
 from evalkit.errors import (
@@ -184,7 +184,10 @@ def test_a_reset_that_answers_done_is_a_dead_env_with_its_status_scrubbed():
     )
 
 
-def test_a_step_the_server_failed_to_run_is_the_envs_error_a_refused_action_the_models(crash):
+def test_a_step_the_env_raised_on_is_the_models_to_read_while_the_session_works(crash):
+    """An EXECUTION_ERROR frame says the env raised, not that it is gone: while its state still answers,
+    the error is a tool error the model reads and the next step runs; a session whose state stops answering
+    is the env's failure, and so are steps that all fail from the first."""
     with connect(crash.base_url) as s:
         assert isinstance(s, TypedSession)
         s.reset()
@@ -192,13 +195,24 @@ def test_a_step_the_server_failed_to_run_is_the_envs_error_a_refused_action_the_
         assert refused.is_error and refused.text.startswith("the environment refused the action: poke:")
         illegal = s.call("step", {"poke": 7})  # an illegal move the env answers: data
         assert not illegal.is_error and "illegal move: 7 is not allowed" in illegal.text and not illegal.done
-        with pytest.raises(EnvStepError) as got:
-            s.call("step", {"poke": 9})  # what the server cannot send (dipg's way): EXECUTION_ERROR
+        raised = s.call("step", {"poke": 9})  # the env raised (EXECUTION_ERROR); its state still answers
+        assert raised.is_error and "failed to run the step" in raised.text
+        assert raised.metadata == {"execution_error": "EXECUTION_ERROR"} and not raised.done
+        played = s.call("step", {"poke": 1})
+        assert played.done and played.reward == 1.0 and s.unplayable() is None
+    with connect(crash.base_url) as s:
+        s.reset()
+        broke = "the simulator under the session died.*no longer answers"
+        with pytest.raises(EnvStepError, match=broke) as got:
+            s.call("step", {"poke": 8})  # it broke the session: its state fails from then on
         assert got.value.code == "EXECUTION_ERROR" and got.value.error_class == "env_error"
     with connect(crash.base_url) as s:
         s.reset()
-        with pytest.raises(EnvStepError, match="the simulator under the session died"):
-            s.call("step", {"poke": 8})
+        for _ in range(openenv.FAILED_FROM_FIRST - 1):
+            assert s.call("step", {"poke": 9}).is_error
+        assert "every step failed (2 of 2)" in str(s.unplayable())
+        with pytest.raises(EnvStepError, match="every step failed from the first \\(3\\)"):
+            s.call("step", {"poke": 9})  # dipg's way: not one step runs
 
 
 def test_dead_and_crashing_envs_end_the_episode_unscored_the_dead_one_without_a_model_call(crash):
@@ -213,9 +227,16 @@ def test_dead_and_crashing_envs_end_the_episode_unscored_the_dead_one_without_a_
     assert sink == []  # no agent was made: no model call
     assert rec.error.startswith("EnvDeadError: the environment ended the episode at its reset (done: true")
     sink = []
-    turns = [Turn(calls=[call("step", poke=7)]), Turn(calls=[call("step", poke=9)])]
+    turns = [Turn(calls=[call("step", poke=7)]), Turn(calls=[call("step", poke=8)])]
     rec = run_episode(factory(turns, sink), crash.base_url, max_turns=4)
     assert (rec.error_class, rec.end_reason, rec.reward, rec.n_turns) == ("env_error", "error", None, 1)
+    sink = []
+    turns = [Turn(calls=[call("step", poke=9)]), Turn(text="I give up.")]
+    rec = run_episode(factory(turns, sink), crash.base_url, max_turns=4)  # its one step failed, none ran
+    assert (rec.error_class, rec.reward, rec.n_turns) == ("env_error", None, 2)
+    assert "every step failed" in rec.error
+    [(_, told)] = sink[0].results_seen[0]
+    assert told.is_error and "failed to run the step" in told.text  # the model read the error first
 
 
 # ---- slow and unreachable servers -------------------------------------------------------------------------

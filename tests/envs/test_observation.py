@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 
 from PIL import Image as PILImage
 
@@ -123,3 +124,85 @@ def test_the_usual_task_keys_open_the_episode():
         "T",
         None,
     )  # the order of TASK_KEYS
+
+
+# ---- what imported envs send (issue 50) ------------------------------------------------------------------
+
+
+def test_a_prompt_of_blocks_or_chat_messages_is_the_task_its_system_role_the_system_prompt():
+    png = base64.b64encode(_png()).decode()
+    blocks = [
+        {"type": "text", "text": "Look at the dial."},
+        {"type": "image", "data": png, "mimeType": "image/png"},
+    ]
+    assert observation.read_prompt(blocks)[:2] == ("", "Look at the dial.\n[image 1]")
+    url = f"data:image/png;base64,{png}"
+    chat = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "What river?"},
+                                     {"type": "image_url", "image_url": {"url": url}}]},
+    ]  # fmt: skip
+    system, text, images = observation.read_prompt(chat, first=3)
+    assert (system, text) == ("Be brief.", "What river?\n[image 3]") and images[0].data == _png()
+    few_shot = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"},
+                {"role": "user", "content": "2+2?"}]  # fmt: skip
+    assert observation.read_prompt(few_shot)[1] == "user: 1+1?\n\nassistant: 2\n\nuser: 2+2?"
+    openreward = [{"role": "user", "blocks": [{"type": "text", "text": "Hello."}]}]
+    assert observation.read_prompt(openreward)[1] == "Hello."
+    assert observation.read_prompt([{"a": 1}]) is None and observation.read_prompt([1, 2]) is None
+    # the metadata's prompt is the task; a picture before it in the metadata numbers its own pictures on
+    meta = {"map": {"type": "image", "data": png, "mimeType": "image/png"}, "prompt": blocks}
+    task = observation.task_of(meta, {})
+    assert task.text == "Look at the dial.\n[image 2]" and task.key == "prompt" and not task.in_fields
+    assert observation.meta_task_key({"prompt": [{"x": 1}], "question": "Q?"}) == "question"
+
+
+def test_what_is_withheld_and_why():
+    record = {"id": "sum-1", "a": 2, "b": 3}
+    meta = {"task_spec": {"answer": "4"}, "source_type": "verifiers", "case": dict(record), "level": 2,
+            "board": [1, 2], "note": "x"}  # fmt: skip
+    got = observation.withheld(meta, hide=["note"], records=frozenset({observation.digest(record)}))
+    assert set(got) == {"task_spec", "source_type", "case", "note"}
+    assert "openenv import" in got["task_spec"] and got["note"] == observation.HIDE_FIELD
+    assert got["case"] == observation.RECORD
+    assert observation.digest({"b": 3, "a": 2, "id": "sum-1"}) == observation.digest(record)  # key order
+    assert "task_spec" not in observation.shown_metadata(meta)  # never shown, whoever renders it
+    assert observation.withhold(meta, got) == {"level": 2, "board": [1, 2]}
+
+
+def test_every_result_shape_a_wrapper_sends_reaches_the_model():
+    from evalkit.envs.openenv import tool_outcome
+
+    png = base64.b64encode(_png()).decode()
+    blocks = {"blocks": [{"type": "text", "text": "Three notches.", "detail": None},
+                         {"type": "image", "data": png, "mimeType": "image/png"}],
+              "metadata": {"looks": 1}}  # fmt: skip
+    out = tool_outcome({"observation": {"result": blocks, "metadata": {"looks": 1}}})
+    assert out.text == "Three notches.\n[image 1]\nlooks: 1" and out.images[0].data == _png()
+    scored = {"completion": "4", "reward": 1.0, "task_spec": {"answer": "4"}, "metrics": {"exact": 1}}
+    out = tool_outcome({"observation": {"result": scored}})
+    assert json.loads(out.text) == {"completion": "4", "reward": 1.0, "metrics": {"exact": 1}}
+    assert tool_outcome({"observation": {"result": {"data": {"t": 3}}}}).text == '{"t": 3}'
+    mcp = {"content": [{"type": "text", "text": "hi"}], "data": "ignored"}
+    assert tool_outcome({"observation": {"result": mcp}}).text == "hi"
+    listed = tool_outcome({"observation": {"result": [1, 2]}}, hide=("secret",))
+    assert listed.text == "[1, 2]"
+    hidden = tool_outcome(
+        {"observation": {"result": "ok", "metadata": {"secret": 7, "seen": 1}}}, hide=("secret",)
+    )
+    assert hidden.text == "ok\nseen: 1"
+
+
+def test_a_state_that_gives_the_actions_shape_shapes_the_schema():
+    from evalkit.envs.actions import sample_action, shaped
+
+    schema = {"properties": {"values": {"type": "array", "items": {"type": "number"}}}}
+    spec = {"action_spec": {"shape": [2], "minimum": [-1.0, -0.5], "maximum": [1.0, 2.0]}}
+    got = shaped(schema, spec)
+    values = got["properties"]["values"]
+    assert (values["minItems"], values["maxItems"]) == (2, 2)
+    assert values["items"] == {"type": "number", "minimum": -0.5, "maximum": 1.0}
+    assert got["required"] == ["values"] and sample_action(got) == {"values": [-0.5, -0.5]}
+    assert shaped(schema, {}) is schema and shaped(schema, {"action_spec": {"shape": "2"}}) is schema
+    two = {"properties": {"a": schema["properties"]["values"], "b": schema["properties"]["values"]}}
+    assert shaped(two, spec) is two  # which list the shape is of, the state does not say

@@ -177,7 +177,8 @@ def test_typed_session_reports_its_kind_and_refuses_other_tools(guess_server):
 
 def test_an_mcp_step_that_breaks_the_env_is_an_env_error_not_the_models(tmp_path):
     """A failing tool comes back inside the MCP answer (the model reads it); a step that raises out of the
-    env reaches the client as an EXECUTION_ERROR frame: the environment failed, the episode is unscored."""
+    env reaches the client as an EXECUTION_ERROR frame, and when the session no longer works after it (its
+    state fails) the environment failed: the episode is unscored."""
     from fastmcp import FastMCP
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.mcp_environment import MCPEnvironment
@@ -211,11 +212,16 @@ def test_an_mcp_step_that_breaks_the_env_is_an_env_error_not_the_models(tmp_path
 
         async def step_async(self, action, timeout_s=None, **kwargs):
             if isinstance(action, CallToolAction) and action.arguments.get("hard") == 2:
+                self.dead = True  # its state fails from now on: the session is broken
                 raise RuntimeError("the machine under the session died")
             return await super().step_async(action, timeout_s=timeout_s, **kwargs)
 
+        dead = False
+
         @property
         def state(self):
+            if self.dead:
+                raise RuntimeError("no machine")
             return State()
 
     app = create_app(Fragile, CallToolAction, CallToolObservation, env_name="fragile", max_concurrent_envs=2)
@@ -234,6 +240,62 @@ def test_an_mcp_step_that_breaks_the_env_is_an_env_error_not_the_models(tmp_path
         rec = run_episode(factory(turns, sink), served.base_url, out=tmp_path, max_turns=4)
     assert rec.error_class == "env_error" and rec.reward is None and rec.end_reason == "error"
     assert rec.n_turns == 1 and "died" in rec.error
+
+
+def test_a_finishing_tool_the_env_marks_for_it_is_called_empty_and_the_record_says_so(tmp_path):
+    """A finishing tool whose arguments are all optional is called on the model's behalf only where the env
+    marks it so (MCP meta `auto_submit`, as the webapp's `submit(answer=None)`, graded on what was done);
+    the record says what was sent."""
+    from fastmcp import FastMCP
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.mcp_environment import MCPEnvironment
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import Observation, State
+
+    from evalkit.types import Turn
+    from tests.support.foreign_envs import Served
+    from tests.support.scripted import factory
+
+    class Chores(MCPEnvironment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self):
+            mcp = FastMCP("chores")
+            self.sent = None
+
+            @mcp.tool(meta={"auto_submit": True})
+            def submit(note: str | None = None) -> str:
+                """Hand in the chores done so far."""
+                self.sent = {"note": note}
+                return "handed in"
+
+            super().__init__(mcp)
+
+        def reset(self, seed=None, episode_id=None, **kwargs):
+            return Observation(metadata={"goal": "Do the chores, then hand them in."})
+
+        def _step_impl(self, action, timeout_s=None, **kwargs):
+            return Observation()
+
+        async def step_async(self, action, timeout_s=None, **kwargs):
+            obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+            if self.sent is not None:
+                obs.done, obs.reward = True, 0.5
+            return obs
+
+        @property
+        def state(self):
+            return State()
+
+    app = create_app(Chores, CallToolAction, CallToolObservation, env_name="chores", max_concurrent_envs=2)
+    with Served(app) as served:
+        with connect(served.base_url) as s:
+            s.reset()
+            [tool] = s.tools()
+            assert tool.auto_submit and tool.finishes is False
+        rec = run_episode(factory([Turn(text="thinking")] * 3), served.base_url, max_turns=2)
+    assert (rec.end_reason, rec.reward, rec.auto_submitted) == ("turn_limit", 0.5, True)
+    assert rec.info["auto_submit"] == {"tool": "submit", "args": {}}
 
 
 def test_an_endpoint_resolved_once_opens_sessions_of_its_kind(guess_server, canvas_server):

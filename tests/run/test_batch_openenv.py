@@ -1,5 +1,5 @@
 """OpenEnv envs as their users run them, through `run_batch` and `evalkit run` on loopback: the env's own
-tasks (its Task API), copies of one task counted once, a run kept to the configuration it was made
+tasks (its Task API, never merged however alike they open), a run kept to the configuration it was made
 against, dead resets and failed steps as env errors."""
 
 from __future__ import annotations
@@ -43,19 +43,22 @@ def test_all_tasks_needs_an_env_that_lists_them(guess_server, tmp_path):
         run_batch(RANDOM, guess_server.base_url, out=tmp_path / "a", tasks="all", progress=False)
 
 
-def test_copies_of_one_task_are_one_task_and_its_repeats(copycat, tmp_path, caplog):
+def test_the_envs_own_tasks_stay_its_tasks_however_alike_they_open(copycat, tmp_path, caplog):
+    """The Task API lists five tasks, each with its own id, that open on one question: they are the env's
+    tasks (a notice says they open alike), never merged into one; copies of one task are found only where
+    the env lists none (`tests/run/test_games.py`, the dealer)."""
     import logging
 
     with caplog.at_level(logging.INFO, logger="evalkit"):
         run = run_batch(RANDOM, copycat.base_url, out=tmp_path / "a", tasks=3, repeats=2, progress=False)
-    said = [r.message for r in caplog.records if "ignores split and index" in r.message]
-    assert len(said) == 1 and "running it as one task, 3 time(s) per repeat" in said[0]
+    said = [r.message for r in caplog.records if "open alike" in r.message]
+    assert len(said) == 1 and "tasks copy-0 and copy-1 open alike" in said[0] and "kept apart" in said[0]
+    assert not any("ignores split and index" in r.message for r in caplog.records)
     recs = list(read_records(tmp_path / "a"))
-    assert run.ran == 6 and {r.task_id for r in recs} == {"copy-0"}
-    assert sorted(r.repeat for r in recs) == list(range(6))
+    assert run.ran == 6 and sorted({r.task_id for r in recs}) == ["copy-0", "copy-1", "copy-2"]
     from evalkit.records.loading import load_runs
 
-    assert load_runs([tmp_path / "a"])["task_id"].n_unique() == 1  # one task, whatever the table
+    assert load_runs([tmp_path / "a"])["task_id"].n_unique() == 3
 
 
 def test_a_run_is_kept_to_the_configuration_it_was_made_against(tmp_path, capsys):

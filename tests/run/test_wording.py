@@ -10,6 +10,11 @@ from evalkit.types import Image, ToolSpec
 PNG = Image(b"\x89PNG\r\n\x1a\nfake", "image/png")
 TAIL = "You have {} turns; each turn may call several tools."
 NEEDS_TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+PNG_B64 = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJ"
+    "RU5ErkJggg=="
+)
+"""A real one-pixel PNG, as a data URL."""
 
 
 def tools(*names: str) -> list[ToolSpec]:
@@ -41,10 +46,49 @@ def test_a_tool_the_env_marks_wins_over_names():
     assert wording.finishing_tool([ToolSpec("submit"), marked]) is marked
 
 
-def test_auto_submit_only_without_required_arguments():
+def test_auto_submit_only_when_a_call_without_arguments_means_something():
     assert wording.can_auto_submit(ToolSpec("submit"))
     assert not wording.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT))
     assert not wording.can_auto_submit(None)
+    # `openenv import`'s Verifiers submit: every argument optional, {} would score an empty completion
+    optional = {
+        "type": "object",
+        "properties": {"completion": {"type": "string"}, "messages": {"type": "array"}},
+    }
+    assert not wording.can_auto_submit(ToolSpec("submit", parameters=optional))
+    said = wording.auto_submit_text(ToolSpec("submit", parameters=optional))
+    assert "takes arguments (completion, messages), so it is never called for the model" in said
+    # an env that says an empty call means something (the webapp's answer is optional, its grade is what
+    # was done) gets it; a required argument never does
+    assert wording.can_auto_submit(ToolSpec("submit", parameters=optional, auto_submit=True))
+    assert not wording.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT, auto_submit=True))
+    assert (
+        wording.auto_submit_text(ToolSpec("submit"))
+        == "submit; called for the model as submit({}) if it never does"
+    )
+
+
+def test_a_chat_prompts_system_role_is_the_system_prompt_beside_the_instructions():
+    prompt = [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": "Capital?"}]
+    assert wording.system_prompt({"prompt": prompt}, tools("submit")) == "Answer in one word."
+    both = wording.system_prompt({"prompt": prompt, "instructions": "Be brief."}, tools("submit"))
+    assert both == "Be brief.\n\nAnswer in one word."
+    assert wording.system_prompt({}, tools("step"), {"prompt": prompt}) == "Answer in one word."
+    opening = wording.opening({"prompt": prompt}, {}, 5)
+    assert opening.text.startswith("Capital?\nYou have 5 turns") and "Answer in one word" not in opening.text
+
+
+def test_what_is_withheld_is_in_no_opening_neither_text_nor_picture():
+    class Session:
+        observation = {"board": "..x", "solution": "x.."}
+        withheld = {"task_spec": "the evaluator's"}
+
+    meta = {"goal": "Win.", "task_spec": {"answer": "x..", "pic": PNG_B64}, "source_type": "ors"}
+    op = wording.session_opening(Session(), meta, 3, None, hide=("solution",))
+    assert "x.." not in op.text and "ors" not in op.text and op.images == []
+    assert op.text.startswith("Win.\nWhat you observe:\nboard: ..x")
+    shown, fields = wording.seen(Session(), meta, ("solution",))
+    assert shown == {"goal": "Win."} and fields == {"board": "..x"}
 
 
 def test_system_prompt_is_the_envs_instructions_else_names_the_tools():

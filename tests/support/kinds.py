@@ -3,7 +3,7 @@
 
 - `catalog`: a typed env with the Task API (splits train: 3 tasks, test: 2), played by
   `reset(split=..., index=...)`; its task text is under the reset metadata's `task_prompt`, its ids are its
-  own (`sum-test-1`).
+  own (`sum-test-1`); `spec_key` puts the task's record in the reset metadata under that key too.
 - `copycat`: the Task API too (5 tasks), but its reset ignores split and index: every task opens on the
   same question (reasoning_gym without a seed).
 - `games`: one server class, two configurations (`game="catch"` or `"tic_tac_toe"`), reporting the same
@@ -14,9 +14,10 @@
 - `lens`: an MCP env whose `look` returns a base64 PNG as its text and `snap` a data URI inside its data.
 - `dead`: its reset answers `done: true` with `status: error` (jupyter without its key), or, with
   `status=False`, just `done: true`.
-- `crash`: a typed env whose step 9 returns what the server cannot send (dipg's EXECUTION_ERROR), whose
-  step 8 raises, whose step 7 is an illegal move it answers in its observation, and whose schema refuses
-  anything past 9 (VALIDATION_ERROR).
+- `crash`: a typed env whose step 9 returns what the server cannot send (an EXECUTION_ERROR after which the
+  session still works), whose step 8 raises and breaks the session (its state fails from then on), whose
+  step 7 is an illegal move it answers in its observation, and whose schema refuses anything past 9
+  (VALIDATION_ERROR).
 - `slow`: answers /health at once, but its reset takes `delay` seconds (a sandbox being set up); with
   `setup=True`, building the env does, so `/metadata` is slow too.
 
@@ -105,8 +106,19 @@ class CatalogEnv(Environment):
         return self._state
 
 
-def catalog_app():
-    return create_app(CatalogEnv, SumAction, SumObservation, env_name="catalog", max_concurrent_envs=8)
+def catalog_app(spec_key: str | None = None):
+    """The catalog; with `spec_key`, its reset metadata also holds the task's record (as its Task API gives
+    it, the answer's terms with it) under that key, as an env that hands the evaluator its task does."""
+    if spec_key is None:
+        return create_app(CatalogEnv, SumAction, SumObservation, env_name="catalog", max_concurrent_envs=8)
+
+    class SpecEnv(CatalogEnv):
+        def reset(self, seed=None, episode_id=None, split: str = "train", index: int = 0, **kwargs):
+            obs = super().reset(seed, episode_id, split, index, **kwargs)
+            obs.metadata[spec_key] = dict(self.task)
+            return obs
+
+    return create_app(SpecEnv, SumAction, SumObservation, env_name="catalog", max_concurrent_envs=8)
 
 
 # ---- copycat: the Task API, but every task opens the same ------------------------------------------------
@@ -346,16 +358,17 @@ class CrashEnv(Environment):
 
     def __init__(self):
         super().__init__()
-        self._state = State()
+        self._state, self.dead = State(), False
 
     def reset(self, seed=None, episode_id=None, **kwargs):
-        self._state = State(episode_id=episode_id or uuid.uuid4().hex)
+        self._state, self.dead = State(episode_id=episode_id or uuid.uuid4().hex), False
         return PokeObservation(said="Poke me.", metadata={"goal": "Poke somewhere from 0 to 6."})
 
     def step(self, action: PokeAction, timeout_s=None, **kwargs):
         if action.poke == 9:
             return NotAnObservation(0.0)
-        if action.poke == 8:
+        if action.poke == 8:  # the session is broken from here on: its state fails too
+            self.dead = True
             raise RuntimeError("the simulator under the session died")
         if action.poke == 7:  # an illegal move: the env's answer, for the model to read
             return PokeObservation(said="illegal move: 7 is not allowed", metadata={"error": "illegal move"})
@@ -363,6 +376,8 @@ class CrashEnv(Environment):
 
     @property
     def state(self):
+        if self.dead:
+            raise RuntimeError("no simulator")
         return self._state
 
 

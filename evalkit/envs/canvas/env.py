@@ -328,7 +328,8 @@ class CanvasEnv(EpisodeEnv):
         hung = error is not None and error.error_type == ToolErrorType.TIMEOUT
         if hung or not ep.page.session.alive:
             what = "stopped answering" if hung else "crashed or closed"
-            raise SurfaceBroken(f"the browser page of episode {ep.episode_id} {what}")
+            ep.broken = f"the browser page of episode {ep.episode_id} {what}"  # its state fails from now on
+            raise SurfaceBroken(ep.broken)
 
     def get_metadata(self) -> EnvironmentMetadata:
         """Named as evalkit names it, so `--base-url` to a served canvas and `--env canvas` share keys."""

@@ -37,6 +37,9 @@ class Episode:
     steps: int = 0
     grade: dict | None = None
     auto_submitted: bool = False
+    broken: str | None = None
+    """Why the episode's browser page no longer works (it crashed, or stopped answering): the env's state
+    then fails, and a client knows the session is gone."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     prepared: Any = field(default=None, repr=False)
     """What the grade works out from the target alone (`grade.prepare`), once worked out ahead of the grade

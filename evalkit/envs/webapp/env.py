@@ -136,7 +136,7 @@ def build_server(env: WebAppEnv) -> FastMCP:
 
     add_computer_tools(mcp, lambda: episode().screen, _fail, after=count)
 
-    @mcp.tool
+    @mcp.tool(meta={"auto_submit": True})  # graded by what was done: called with no answer when out of turns
     async def submit(
         answer: Annotated[str | None, Field(description="The information the task asks for, if any.")] = None,
     ) -> str:

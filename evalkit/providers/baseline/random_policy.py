@@ -1,7 +1,9 @@
 """`baseline:random`: random schema-valid calls for a random number of turns, then the finishing tool if
 there is one (`submit`, or a `submit_…` tool such as berth's `submit_plan`).
 
-Works for any environment by drawing arguments from each tool's JSON schema; when the canvas tools are
+Works for any environment by drawing arguments that fit each tool's JSON schema (its enums, bounds,
+patterns and item counts: `evalkit.jsonvalues`), a required field taking one of the actions the env lists
+as legal where the model is shown such a list (OpenSpiel's `legal_actions`); when the canvas tools are
 present it mostly adds random shapes inside the canvas, and a tool that takes a berth plan gets a random
 plan of the right shape (every vessel of the situation, each at a random berth and start hour). Its score
 is a floor that still exercises the tools.
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 import json
 import random
-import string
+
+from evalkit import jsonvalues
 
 from . import CanvasInfo, Plan, ScriptedAgent, canvas_info, seed_for
 from .greedy import Port, parse_port
@@ -32,34 +35,12 @@ def _colour(rng: random.Random) -> str:
     return "#" + "".join(rng.choice("0123456789abcdef") for _ in range(6))
 
 
-def _pick_type(schema: dict, rng: random.Random) -> dict:
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
-            return {**{k: v for k, v in schema.items() if k != key}, **rng.choice(options)}
-    t = schema.get("type")
-    if isinstance(t, list):
-        ts = [x for x in t if x != "null"] or t
-        return {**schema, "type": rng.choice(ts)}
-    return schema
-
-
-def random_value(
-    schema: dict,
-    rng: random.Random,
-    name: str = "",
-    ids: list[str] | None = None,
-    canvas: CanvasInfo | None = None,
-):
-    """A random value valid for `schema`, nudged by the argument's name (colours, ids, coordinates)."""
-    schema = _pick_type(schema or {}, rng)
-    if "enum" in schema:
-        return rng.choice(schema["enum"])
-    if "const" in schema:
-        return schema["const"]
-    t = schema.get("type", "string")
+def _nudged(schema: dict, rng: random.Random, name: str, ids: list[str] | None, canvas: CanvasInfo | None):
+    """A value its name suggests (a colour, an element id, a shape kind, a word, a coordinate within the
+    canvas), for a schema that says only its type; NONE otherwise."""
+    kind = schema.get("type")
     lname = name.lower()
-    if t == "string":
+    if kind == "string" and not {"pattern", "enum", "const", "format"} & set(schema):
         if any(k in lname for k in ("color", "colour", "fill", "stroke", "background")):
             return _colour(rng)
         if lname == "id" or lname.endswith("_id"):
@@ -68,23 +49,38 @@ def random_value(
             return rng.choice(KINDS)
         if "text" in lname:
             return rng.choice(WORDS).capitalize()
-        n = rng.randint(max(1, schema.get("minLength", 1)), max(1, min(schema.get("maxLength", 10), 10)))
-        return "".join(rng.choice(string.ascii_lowercase) for _ in range(n))
-    if t in ("integer", "number"):
+    if kind in ("integer", "number") and "maximum" not in schema and "exclusiveMaximum" not in schema:
         lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-        hi = schema.get("maximum", schema.get("exclusiveMaximum", None))
-        if hi is None:
-            hi = _default_high(lname, canvas, lo)
-        value = rng.uniform(lo, max(lo, hi))
-        return int(round(value)) if t == "integer" else round(value, 1)
-    if t == "boolean":
-        return rng.random() < 0.5
-    if t == "array":
-        item = schema.get("items", {})
-        return [random_value(item, rng, name, ids, canvas) for _ in range(rng.randint(0, 3))]
-    if t == "object":
-        return random_args(schema, rng, ids, canvas)
-    return None
+        value = rng.uniform(lo, max(lo, _default_high(lname, canvas, lo)))
+        return int(round(value)) if kind == "integer" else round(value, 1)
+    return jsonvalues.NONE
+
+
+def random_value(
+    schema: dict,
+    rng: random.Random,
+    name: str = "",
+    ids: list[str] | None = None,
+    canvas: CanvasInfo | None = None,
+    root: dict | None = None,
+):
+    """A random value valid for `schema` (`evalkit.jsonvalues`: its enum, bounds, pattern, item counts),
+    nudged by the argument's name (colours, ids, coordinates) where the schema leaves room; None when no
+    value fits."""
+    root = root if root is not None else schema
+    schema = jsonvalues.deref(schema or {}, root)
+    for key in ("anyOf", "oneOf"):  # one alternative (not a bare null), so that its name can nudge it
+        options = [o for o in schema.get(key) or [] if isinstance(o, dict) and o.get("type") != "null"]
+        if options:
+            rest = {k: v for k, v in schema.items() if k != key}
+            return random_value({**rest, **rng.choice(options)}, rng, name, ids, canvas, root)
+    nudged = _nudged(schema, rng, name, ids, canvas)
+    if nudged is not jsonvalues.NONE and jsonvalues.fits(nudged, schema, root):
+        return nudged
+    if schema.get("type") == "object" and schema.get("properties"):
+        return random_args(schema, rng, ids, canvas, root)
+    value = jsonvalues.draw(schema, rng, root)
+    return None if value is jsonvalues.NONE else value
 
 
 def _default_high(lname: str, canvas: CanvasInfo | None, lo: float) -> float:
@@ -102,14 +98,29 @@ def _default_high(lname: str, canvas: CanvasInfo | None, lo: float) -> float:
 
 
 def random_args(
-    schema: dict, rng: random.Random, ids: list[str] | None = None, canvas: CanvasInfo | None = None
+    schema: dict,
+    rng: random.Random,
+    ids: list[str] | None = None,
+    canvas: CanvasInfo | None = None,
+    root: dict | None = None,
+    legal: list | None = None,
 ) -> dict:
+    """Random arguments for a tool: every required field and, at even odds, each optional one (never
+    OpenEnv's own `metadata`); a random one of the `legal` actions the env lists goes to the first
+    required field it fits."""
+    root = root if root is not None else schema
     props = (schema or {}).get("properties", {}) or {}
-    required = set((schema or {}).get("required", []) or [])
+    required = [r for r in (schema or {}).get("required", []) or [] if r in props]
+    pick = rng.choice(legal) if legal else jsonvalues.NONE
     out = {}
     for name, sub in props.items():
+        if name == "metadata" and name not in required:
+            continue
+        if name in required and pick is not jsonvalues.NONE and jsonvalues.fits(pick, sub, root):
+            out[name], pick = pick, jsonvalues.NONE
+            continue
         if name in required or rng.random() < 0.5:
-            value = random_value(sub, rng, name, ids, canvas)
+            value = random_value(sub, rng, name, ids, canvas, root)
             if value is not None or name in required:
                 out[name] = value
     return out
@@ -117,6 +128,7 @@ def random_args(
 
 class RandomAgent(ScriptedAgent):
     name = "random"
+    legal: list = []
 
     def _canvas_add(self, rng: random.Random, canvas: CanvasInfo) -> dict:
         kind = rng.choice(KINDS)
@@ -144,7 +156,7 @@ class RandomAgent(ScriptedAgent):
         params = self.tools_by_name[name].parameters
         if "plan" in (params.get("properties") or {}) and self.port is not None:
             return {"plan": random_plan(self.port, self.plan_rng)}
-        return random_args(params, rng, ids, canvas)
+        return random_args(params, rng, ids, canvas, legal=self.legal)
 
     def task(self) -> str:
         """What tells this episode's task apart: the instructions, the opening message and its pictures (a
@@ -168,6 +180,8 @@ class RandomAgent(ScriptedAgent):
         choices = [n for n in tools if n != finish]
         weights = [CANVAS_WEIGHTS.get(n, 0.5) if is_canvas else 1.0 for n in choices]
         ids: list[str] = []
+        # The actions the env lists as legal now (OpenSpiel's `legal_actions`), as the model reads them.
+        self.legal = jsonvalues.legal_in_text(self.messages[0] if self.messages else "")
         n_turns = rng.randint(2, 8)
         for turn in range(n_turns):
             calls = []
@@ -186,6 +200,9 @@ class RandomAgent(ScriptedAgent):
                 found = _id_in(outcome.text)
                 if found and not outcome.is_error:
                     ids.append(found)
+                listed = jsonvalues.legal_actions(outcome.metadata) or jsonvalues.legal_in_text(outcome.text)
+                if listed and not outcome.is_error:
+                    self.legal = listed
         if finish is not None:
             yield "submitting", [(finish, self._args(finish, rng, ids, canvas))]
 

@@ -1,0 +1,2 @@
+"""Stands in for the OpenReward SDK (`openreward`), which this project does not install: see
+`openreward.environments`."""
