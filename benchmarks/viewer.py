@@ -24,6 +24,7 @@ once, a step ≤ 0.2 s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import io
 import json
@@ -186,14 +187,17 @@ def step_once(page, img: str, label: str, by_key: bool) -> float:
     return time.perf_counter() - t0
 
 
-def measure(run: Path, episodes: int, turns: int, repeats: int) -> dict[str, list[float]]:
+def measure(
+    run: Path, episodes: int, turns: int, repeats: int, profile: Path | None
+) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, list[float]] = {k: [] for k in ("table_cold", "table_warm", "floor", "next", "key",
                                                    "floor_next", "floor_key")}  # fmt: skip
     fproc, furl = floor_app(run.parent)
     try:
-        with vs.running_app([run]) as url, sync_playwright() as p:
+        spied = profile / "viewer-table.txt" if profile is not None else None
+        with served([run], run.parent / "viewer-table.log", spied) as (url, _), sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
             label = f"{episodes:,} of {episodes:,} episodes"
             ctx = browser.new_context(viewport={"width": 1280, "height": 720})
@@ -458,50 +462,57 @@ def py_spy() -> str:
     return str(beside) if beside.exists() else shutil.which("py-spy") or "py-spy"
 
 
-def long_viewer(run: Path, key: str, turns: int, profile: Path | None) -> dict:
-    """The Streamlit viewer (its own server, so that its memory is this episode's) on one long episode."""
-    from playwright.sync_api import sync_playwright
-
+@contextlib.contextmanager
+def served(runs: list[Path], log: Path, profile: Path | None = None):
+    """The viewer's server on `runs` (yields its URL and process id), recorded by py-spy into `profile` (every
+    thread, raw collapsed stacks) when given."""
     from evalkit.view.serve import spawn, stop
 
     port = free_port()
-    log = run.parent / f"viewer-{turns}.log"
-    proc = spawn(vs.app_command([str(run)], port), cwd=vs.APP_PATH.parent.parent, log=log)
+    proc = spawn(vs.app_command([str(r) for r in runs], port), cwd=vs.APP_PATH.parent.parent, log=log)
     url = f"http://127.0.0.1:{port}"
     spy = None
-    out: dict = {"steps": {}}
     try:
         wait_healthy(url, proc, 120)
         if profile is not None:
             spy = subprocess.Popen([py_spy(), "record", "--pid", str(proc.pid), "--rate", "200", "--format",
-                                    "raw", "-o", str(profile / f"viewer-{turns}.txt")],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                                    "raw", "-o", str(profile)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)  # fmt: skip
             time.sleep(1.0)
-        last = turns + 1
-        link = f"{url}/?view=episode&run={run.name}&episode={key}&step="
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
-            ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-            warm = ctx.new_page()  # the browser's cache of Streamlit's own scripts, as once for a user
-            warm.goto(f"{url}/?view=summary")
-            warm.get_by_text("evalkit viewer").first.wait_for(timeout=120_000)
-            warm.close()
-            for name, pos in places(turns).items():
-                page = ctx.new_page()
-                out[f"open_{name}"] = until_ready(page, VIEWER_PAGE, pos, last, link + str(pos))
-                out["steps"][name] = []
-                steps_at(page, VIEWER_PAGE, pos, last, out["steps"][name])
-                if name == "start":
-                    out["jump"] = jump_to_end(page, VIEWER_PAGE, last)
-                    out["heap_mb"] = heap_mb(ctx, page)
-                page.close()
-            browser.close()
-        out["server_mb"] = vm_hwm_mb(proc.pid)
+        yield url, proc.pid
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
         stop(proc)
+
+
+def long_viewer(run: Path, key: str, turns: int, profile: Path | None) -> dict:
+    """The Streamlit viewer (its own server, so that its memory is this episode's) on one long episode."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {"steps": {}}
+    spied = profile / f"viewer-{turns}.txt" if profile is not None else None
+    with served([run], run.parent / f"viewer-{turns}.log", spied) as (url, pid), sync_playwright() as p:
+        last = turns + 1
+        link = f"{url}/?view=episode&run={run.name}&episode={key}&step="
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
+        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+        warm = ctx.new_page()  # the browser's cache of Streamlit's own scripts, as once for a user
+        warm.goto(f"{url}/?view=summary")
+        warm.get_by_text("evalkit viewer").first.wait_for(timeout=120_000)
+        warm.close()
+        for name, pos in places(turns).items():
+            page = ctx.new_page()
+            out[f"open_{name}"] = until_ready(page, VIEWER_PAGE, pos, last, link + str(pos))
+            out["steps"][name] = []
+            steps_at(page, VIEWER_PAGE, pos, last, out["steps"][name])
+            if name == "start":
+                out["jump"] = jump_to_end(page, VIEWER_PAGE, last)
+                out["heap_mb"] = heap_mb(ctx, page)
+            page.close()
+        browser.close()
+        out["server_mb"] = vm_hwm_mb(pid)
     return out
 
 
@@ -637,7 +648,7 @@ def table_part(args) -> dict:
           f"trace {size / 1e6:.0f} MB, ready in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
     # "first open" means no analysis index yet: a reused --out must not bring its old one along
     shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
-    r = measure(args.out, args.episodes, args.turns, args.repeats)
+    r = measure(args.out, args.episodes, args.turns, args.repeats, args.profile)
     b = bundle(args.out, args.episodes, args.turns, max(1, args.repeats // 2), args.out.parent)
     built = b.pop("built")
     b |= {"seconds": built.seconds, "bytes": built.bytes, "files": built.files}
@@ -728,7 +739,7 @@ def main() -> None:
     ap.add_argument(
         "--before", metavar="REV", help="measure the code of commit REV too, first, on the same runs"
     )
-    ap.add_argument("--profile", type=Path, help="py-spy the viewer's server on each long episode into DIR")
+    ap.add_argument("--profile", type=Path, help="py-spy the viewer's servers into DIR (viewer-*.txt)")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
     ap.add_argument("--out", type=Path, help="where to write the runs (default: a temporary directory)")
     args = ap.parse_args()

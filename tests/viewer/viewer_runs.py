@@ -52,7 +52,7 @@ def rows(at, key: str = "table"):
             data = json.loads(el.proto.json)
             cells = {
                 c["id"]: c["values"] if "values" in c else [c["dict"][i] for i in c["codes"]]
-                for c in data["columns"]
+                for c in json.loads(data["columns"])  # sent as JSON text (`viewer.rows.row_table`)
             }
             frame = pd.DataFrame(cells, dtype=object)
             assert len(frame) == data["n"]
