@@ -9,6 +9,7 @@ Markdown unescaped (`vs.md_escape`) or HTML at all.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,10 +65,19 @@ def record(run: str, signature: tuple[int, int], key: str, offset: int | None) -
 
 
 @st.cache_resource(max_entries=48, show_spinner=False)
-def conversation(run: str, signature: tuple[int, int], key: str, offset: int | None) -> list | str:
+def conversation(
+    run: str, signature: tuple[int, int], key: str, offset: int | None, turns: tuple[int, int] | None = None
+) -> list | str:
+    """The episode's conversation as the model saw it; with `turns` (lo, hi), the opening and the messages of
+    those turns only: a page of the transcript of a long episode reads the turns it shows."""
     rec = record(run, signature, key, offset)
     if isinstance(rec, str):
         return rec
+    if turns is not None:
+        lo, hi = turns
+        rec = dataclasses.replace(
+            rec, turns=[t for t in rec.turns if isinstance(t.turn, int) and lo <= t.turn <= hi]
+        )
     try:
         return transcripts.messages(rec, Path(run))
     except (OSError, ValueError, TypeError, KeyError) as e:  # a transcript the reader cannot follow

@@ -90,7 +90,11 @@ def acts_on_screens(rec: Any) -> bool:
     a position on the screen): its steps are then shown as the screen each action was taken on."""
     if getattr(rec, "surface", None) in SCREEN_SURFACES or getattr(rec, "mode", None) == "ownloop":
         return True
-    return any(has_marks(t.calls) for t in getattr(rec, "turns", None) or [])
+    # A turn read lazily (`evalkit.view.lazy`) knows it without its calls being decoded.
+    return any(
+        t.acts_on_screen if isinstance(getattr(t, "acts_on_screen", None), bool) else has_marks(t.calls)
+        for t in getattr(rec, "turns", None) or []
+    )
 
 
 def acted_on(rec: Any, n: int) -> str | None:
