@@ -151,6 +151,7 @@ PAINTED = """(() => {
 element `row`) in the page, from the navigation's start."""
 
 TABLE_ROW = ".st-key-table .ek-rows tbody tr.row"
+FLOOR_IMG = '[data-testid="stImage"] img'
 
 
 def painted(page, url: str, texts: tuple[str, ...], row: str | None = None) -> float:
@@ -173,18 +174,46 @@ SHOWN = """sel => { const i = [...document.querySelectorAll(sel)].find(x => x.of
 """The source of the picture of `sel` on screen (the page holds the hidden ones of the steps around it)."""
 
 
-def step_once(page, img: str, label: str, by_key: bool) -> float:
-    """One step (the Next button or the → key) until the new picture and `label` are on screen."""
+READY = """(() => {
+  const ok = () => {
+    const img = [...document.querySelectorAll(%s)].find((i) => i.offsetParent !== null);
+    const said = [...document.querySelectorAll(%s)].some((l) => l.offsetParent !== null &&
+      l.textContent.trim() === %s);
+    return img && img.complete && img.naturalWidth > 0 && said && img.getAttribute('src') !== window.__from;
+  };
+  const tick = () => { if (ok()) window.__ready = performance.now(); else requestAnimationFrame(tick); };
+  window.__ready = undefined;
+  requestAnimationFrame(tick);
+})()"""
+"""Checked on every animation frame: the time of the first frame with the step's picture on screen, loaded
+and new (not `window.__from`), and a label of its saying `text`. A few selector lookups a frame: a text
+search of the whole page (Playwright's `text=` locators) loaded a large page's main thread as it stepped."""
+
+
+def ready(page, img: str, label: str, text: str, act, from_src: str | None = None) -> float:
+    """Seconds from `act()` (a string: a URL to open) to the first frame showing picture `img` (new, loaded)
+    and a label `label` saying `text`, timed by the page: from the navigation's start when it opens a URL."""
+    cond = READY % (json.dumps(img), json.dumps(label), json.dumps(text))
+    if isinstance(act, str):
+        page.add_init_script(cond)
+        page.goto(act)
+        t0 = 0.0
+    else:
+        page.evaluate(f"window.__from = {json.dumps(from_src)}")
+        t0 = page.evaluate("performance.now()")
+        act()
+        page.evaluate(cond)
+    page.wait_for_function("() => window.__ready !== undefined", timeout=300_000)
+    return (page.evaluate("window.__ready") - t0) / 1000
+
+
+def step_once(page, img: str, label: str, text: str, by_key: bool) -> float:
+    """One step (the Next button or the → key) until the new picture and a label saying `text` show."""
     src = page.evaluate(SHOWN, img)
-    t0 = time.perf_counter()
     if by_key:
         page.evaluate("document.activeElement && document.activeElement.blur()")
-        page.keyboard.press("ArrowRight")
-    else:
-        page.get_by_role("button", name="Next ▶").click()
-    page.wait_for_function(f"([sel, s]) => ({SHOWN})(sel) !== s && ({SHOWN})(sel) !== null", arg=[img, src])
-    page.locator(f"text={label} >> visible=true").first.wait_for()
-    return time.perf_counter() - t0
+        return ready(page, img, label, text, lambda: page.keyboard.press("ArrowRight"), src)
+    return ready(page, img, label, text, page.get_by_role("button", name="Next ▶").click, src)
 
 
 def measure(
@@ -218,10 +247,10 @@ def measure(
                 by_key = step > n
                 page.bring_to_front()
                 out["key" if by_key else "next"].append(
-                    step_once(page, img, f"Step {step} of {turns}", by_key)
+                    step_once(page, img, ".ek-step-label", f"Step {step} of {turns}", by_key)
                 )
                 fpage.bring_to_front()
-                took = step_once(fpage, '[data-testid="stImage"] img', f"floor step {step}", by_key)
+                took = step_once(fpage, FLOOR_IMG, '[data-testid="stText"]', f"floor step {step}", by_key)
                 out["floor_key" if by_key else "floor_next"].append(took)
             browser.close()
     finally:
@@ -362,21 +391,6 @@ def frames_bytes(run: Path) -> int:
     return sum(f.stat().st_size for f in (run / "frames").rglob("*") if f.is_file())
 
 
-READY = """(() => {
-  const ok = () => {
-    const img = [...document.querySelectorAll(%s)].find((i) => i.offsetParent !== null);
-    const label = [...document.querySelectorAll(%s)].find((l) => l.offsetParent !== null);
-    return img && img.complete && img.naturalWidth > 0 && label && label.textContent.trim() === %s &&
-      img.getAttribute('src') !== window.__from;
-  };
-  const tick = () => { if (ok()) window.__ready = performance.now(); else requestAnimationFrame(tick); };
-  window.__ready = undefined;
-  requestAnimationFrame(tick);
-})()"""
-"""Checked on every animation frame: the time of the first frame with the step's picture on screen, loaded
-and new (not `window.__from`), and its label saying `text`."""
-
-
 @dataclass
 class Page:
     """Where a page shows the step: its picture, its label, its slider, and how it labels step `i` of `n`."""
@@ -398,20 +412,8 @@ BUNDLE_PAGE = Page(
 
 
 def until_ready(page, where: Page, i: int, last: int, act, from_src: str | None = None) -> float:
-    """Seconds from `act()` (a string: a URL to open) to the first frame showing step `i` (its picture and
-    label), timed by the page: from the navigation's start when it opens a URL."""
-    cond = READY % (json.dumps(where.img), json.dumps(where.label), json.dumps(where.text(i, last)))
-    if isinstance(act, str):
-        page.add_init_script(cond)
-        page.goto(act)
-        t0 = 0.0
-    else:
-        page.evaluate(f"window.__from = {json.dumps(from_src)}")
-        t0 = page.evaluate("performance.now()")
-        act()
-        page.evaluate(cond)
-    page.wait_for_function("() => window.__ready !== undefined", timeout=300_000)
-    return (page.evaluate("window.__ready") - t0) / 1000
+    """`ready` for step `i` of `last` on a page laid out as `where` says."""
+    return ready(page, where.img, where.label, where.text(i, last), act, from_src)
 
 
 def shown_src(page, where: Page) -> str | None:
