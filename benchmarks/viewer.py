@@ -523,9 +523,9 @@ def build_child(run: Path, site: Path) -> tuple[float, float]:
     code = ("import sys; from evalkit.view.bundle import build; "
             "print(build([sys.argv[1]], sys.argv[2]).seconds)")  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(run), str(site)], stdout=subprocess.PIPE, env=env
-    )
+    # In ROOT: `python -c` puts the working directory first on the path, and this script's code is ROOT's.
+    cmd = [sys.executable, "-c", code, str(run), str(site)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     said = proc.stdout.read().decode()
     proc.stdout.close()

@@ -386,3 +386,23 @@ def test_a_long_episode_steps_without_building_the_page_again(browser, long_bund
 
 def found_frame(out: Path, pos: int) -> str:
     return pieces(out)[(0, pos // 48)]["steps"][pos % 48]["frame"]
+
+
+@pytest.mark.browser
+def test_a_text_episode_shows_its_plans_at_their_step(browser, berth_server, tmp_path):
+    """A berth episode (no pictures): each step shows what the model sent (the plan's entries) beside what the
+    environment answered (its verdict), read from the step's part."""
+    from evalkit.run.episode import run_episode
+
+    run = tmp_path / "berth"
+    rec = run_episode("baseline:greedy", berth_server, "berth-test-0002", out=run)
+    out = build([run], tmp_path / "site").path
+    (step,) = [s for (i, k), p in pieces(out).items() if k >= 0 for s in p["steps"] if s.get("turn") == 1]
+    assert [p["n"] for p in step["plans"]] == [1] and step["plans"][0]["tool"] == rec.plans[0].tool
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto((out / "index.html").as_uri() + "#/ep/0/1")
+    page.get_by_text("What the environment answered").wait_for(timeout=15_000)
+    entries = f"Plan 1 ({rec.plans[0].tool}): {len(rec.plans[0].plan)} entries"
+    page.get_by_text(entries).wait_for()
+    assert page.get_by_text(re.compile(r"^Plan 1 \(\w+\): (in)?feasible, objective")).count() == 1
+    page.close()

@@ -166,6 +166,8 @@
       tnav, tbox);
     EK.onKeys((d) => go(v.pos + d));
 
+    // The turn whose messages a step marks: its own; the opening's at the start; none after the last step.
+    const marked = (s) => (s.turn !== undefined ? s.turn : s.end ? null : 0);
     const label = (p) => (p === last && ep.ends_on_screen ? "End (step " + p + " of " + last + ")" : "Step " + p + " of " + last);
 
     function go(p) {
@@ -199,7 +201,7 @@
         v.tturn = turn;
         transcript(Math.floor(turn / TURNS));
       }
-      const now = s.turn !== undefined ? s.turn : s.end ? null : 0;
+      const now = marked(s);
       tbox.querySelectorAll(".msg").forEach((m) => m.classList.toggle("now", Number(m.dataset.turn) === now));
     }
 
@@ -244,7 +246,7 @@
       EK.piece(id, Math.floor(lo / P)).then((part) => {
         if (v.tpage !== page) return;
         const msgs = (part ? part.messages : []).filter((m) => Math.floor(Math.max(m.turn, 0) / TURNS) === page);
-        tbox.replaceChildren(...messages(msgs, v.step && v.step.turn !== undefined ? v.step.turn : null));
+        tbox.replaceChildren(...messages(msgs, v.step ? marked(v.step) : null));
       });
     }
 
