@@ -27,7 +27,6 @@ from viewer import live  # noqa: E402
 from viewer.ab import view_ab  # noqa: E402
 from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
 from viewer.episode import view_episode  # noqa: E402
-from viewer.summary import view_summary  # noqa: E402
 from viewer.table import table_first, view_table  # noqa: E402
 
 
@@ -217,6 +216,10 @@ def main() -> None:
             enlarge_support()
             view_ab(df, df_all, labels, fingerprint)
         else:
+            # Imported here: its charts' library (Altair, with jsonschema's grammars) took seconds to import,
+            # and was most of the first open of a run, on any view (py-spy, benchmarks/viewer.py).
+            from viewer.summary import view_summary
+
             live.updates(chosen, labels)
             view_summary(df, fingerprint)
         if wait:

@@ -9,6 +9,7 @@ Markdown unescaped (`vs.md_escape`) or HTML at all.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import streamlit as st
 
 from evalkit import analysis
 from evalkit.records import traces, transcripts
-from evalkit.records.marks import marked
+from evalkit.records.marks import image_size, overlay
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 
@@ -64,10 +65,19 @@ def record(run: str, signature: tuple[int, int], key: str, offset: int | None) -
 
 
 @st.cache_resource(max_entries=48, show_spinner=False)
-def conversation(run: str, signature: tuple[int, int], key: str, offset: int | None) -> list | str:
+def conversation(
+    run: str, signature: tuple[int, int], key: str, offset: int | None, turns: tuple[int, int] | None = None
+) -> list | str:
+    """The episode's conversation as the model saw it; with `turns` (lo, hi), the opening and the messages of
+    those turns only: a page of the transcript of a long episode reads the turns it shows."""
     rec = record(run, signature, key, offset)
     if isinstance(rec, str):
         return rec
+    if turns is not None:
+        lo, hi = turns
+        rec = dataclasses.replace(
+            rec, turns=[t for t in rec.turns if isinstance(t.turn, int) and lo <= t.turn <= hi]
+        )
     try:
         return transcripts.messages(rec, Path(run))
     except (OSError, ValueError, TypeError, KeyError) as e:  # a transcript the reader cannot follow
@@ -176,12 +186,9 @@ def show_text(label: str, text: str, key: str, code: bool = False) -> None:
     st.code(chunk, language=None, wrap_lines=True)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _marked(path: str, mtime_ns: int, turn_id: tuple, space: str | None, _calls: list) -> bytes | None:
-    """The picture at `path` with the actions of `_calls` drawn (None when none lands on it), once per turn
-    (`turn_id` names it: run, episode, turn): stepping back and forth draws nothing again."""
-    with open(path, "rb") as f:
-        return marked(f.read(), _calls, space)
+@st.cache_resource(max_entries=4096, show_spinner=False)
+def _size(path: str, mtime_ns: int) -> tuple[int, int] | None:
+    return image_size(path)
 
 
 def show_image(
@@ -195,7 +202,8 @@ def show_image(
 ) -> None:
     """An image from inside the run, or a note saying why there is none; files outside the run are refused.
     With a turn, its computer-use actions are drawn where they landed (`rel` must be the screen they were
-    taken on, read in coordinate `space`). With `enlarge` (a unique name), a click shows it at full size."""
+    taken on, read in coordinate `space`), by the browser over the picture sent as it is (`marks_layer`).
+    With `enlarge` (a unique name), a click shows it at full size."""
     if not rel:
         st.caption(f"{caption}: none")
         return
@@ -205,15 +213,69 @@ def show_image(
         st.text(str(rel)[:300])
         return
     try:
-        shown = None
+        layer = None
         if turn is not None and rec is not None:
-            turn_id = (run, rec.key, turn.turn, rel)
-            shown = _marked(str(path), path.stat().st_mtime_ns, turn_id, space, turn.calls)
+            layer = overlay(turn.calls, space, _size(str(path), path.stat().st_mtime_ns))
         where = st.container(key=f"enlarge_{enlarge}") if enlarge else st.container()
-        where.image(shown or path.read_bytes(), caption=caption + (" · actions marked" if shown else ""),
-                    width="stretch", output_format="PNG" if shown else image_format(path))  # fmt: skip
+        where.image(path.read_bytes(), caption=caption + (" · actions marked" if layer else ""),
+                    width="stretch", output_format=image_format(path))  # fmt: skip
+        if layer:
+            with where:
+                marks_layer(layer, f"marks_{enlarge or vs.short_id(rel)}")
     except Exception as e:  # a corrupt or non-image file inside the run must not take the page down
         st.caption(f"{caption}: unreadable image ({type(e).__name__})")
+
+
+# The marks of a step's actions as an SVG layer over its picture, drawn as `marks.draw_marks` draws them into
+# a picture, from their positions (`evalkit.records.marks.overlay`). Decoding a screenshot, drawing on it and
+# encoding it again on the server was a third of the CPU of opening an episode (py-spy): the browser draws
+# them for nothing. Our own code: it draws numbers, never trace text.
+_MARKS_JS = """
+const NS = 'http://www.w3.org/2000/svg';
+const RED = 'rgb(230,30,60)';
+
+function node(tag, attrs) {
+  const n = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+  return n;
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  const r = data.r, thin = Math.max(2, Math.floor(r / 3)), wide = Math.max(3, Math.floor(r / 2));
+  const svg = node('svg', { class: 'ek-marks', viewBox: '0 0 ' + data.w + ' ' + data.h,
+    preserveAspectRatio: 'xMidYMid meet', role: 'img', 'aria-label': 'actions marked' });
+  for (const m of data.marks) {
+    const [[x, y], end] = m.points;
+    if (end) {
+      const [x2, y2] = end, a = Math.atan2(y2 - y, x2 - x);
+      const tip = (s) => (x2 - 2 * r * Math.cos(a + s)) + ',' + (y2 - 2 * r * Math.sin(a + s));
+      svg.append(node('line', { x1: x, y1: y, x2, y2, stroke: RED, 'stroke-width': thin }),
+        node('polygon', { points: x2 + ',' + y2 + ' ' + tip(0.45) + ' ' + tip(-0.45), fill: RED }));
+    }
+    const ring = (rr, stroke, w) =>
+      node('circle', { cx: x, cy: y, r: rr, fill: 'none', stroke, 'stroke-width': w });
+    svg.append(ring(r, '#fff', wide), ring(r, RED, thin));
+    if (m.double) svg.append(ring(r / 2, RED, 2));
+    const label = node('text', { x: x + r + 2, y: y - r - 2, 'font-size': 2 * r, 'font-family': 'sans-serif',
+      'dominant-baseline': 'hanging', fill: RED, stroke: '#fff', 'stroke-width': 2,
+      'paint-order': 'stroke' });
+    label.textContent = String(m.n);
+    svg.append(label);
+  }
+  parentElement.replaceChildren(svg);
+}
+"""
+
+_marks: list = []
+
+
+def marks_layer(layer: dict, key: str) -> None:
+    """Mount the SVG layer of `layer` (an `overlay`) over the picture drawn just before it, in the same
+    keyed container (the page's style lays it over the picture, `_LAYOUT_CSS`)."""
+    if not _marks:
+        _marks.append(st.components.v2.component("evalkit_marks", js=_MARKS_JS, isolate_styles=False))
+    _marks[0](data=layer, key=key, width="stretch")
 
 
 def no_none(
@@ -302,6 +364,11 @@ _LAYOUT_CSS = (
     '[class*="st-key-enlarge_frame_ep"] img, [class*="st-key-enlarge_target_ep"] img, '
     '[class*="st-key-enlarge_ab_"] img '
     "{ max-height: 58vh; object-fit: contain; }"
+    # A step's marks over its picture: the layer as wide as the picture's column and as high as the picture
+    # (the same max-height; its viewBox fitted as object-fit: contain fits the picture).
+    '[class*="st-key-enlarge_"]:has(> [class*="st-key-marks_"]) { position: relative; }'
+    '[class*="st-key-marks_"] { position: absolute; top: 0; left: 0; width: 100%; pointer-events: none; }'
+    "svg.ek-marks { display: block; width: 100%; max-height: 58vh; }"
 )
 
 # A click on an image inside a container keyed `enlarge_…` shows it over the page at full size; a click or
@@ -331,9 +398,19 @@ export default function () {
     big.src = img.src;
     big.alt = img.alt || '';
     // Small pictures are drawn at half the window at least: enlarging must enlarge.
-    big.style.cssText = 'width:' + Math.min(innerWidth * 0.96, Math.max(img.naturalWidth, innerWidth * 0.5)) +
-      'px;max-height:96vh;object-fit:contain;background:#fff';
-    box.appendChild(big);
+    const w = Math.min(innerWidth * 0.96, Math.max(img.naturalWidth, innerWidth * 0.5));
+    big.style.cssText = 'display:block;width:' + w + 'px;max-height:96vh;object-fit:contain;background:#fff';
+    const shot = document.createElement('div');
+    shot.style.cssText = 'position:relative';
+    shot.appendChild(big);
+    // The step's marks, over the enlarged picture as over the small one.
+    const marks = img.closest('[class*="st-key-enlarge_"]').querySelector('svg.ek-marks');
+    if (marks) {
+      const layer = marks.cloneNode(true);
+      layer.style.cssText = 'position:absolute;inset:0;width:100%;height:100%;max-height:none';
+      shot.appendChild(layer);
+    }
+    box.appendChild(shot);
     box.addEventListener('click', close);
     document.body.appendChild(box);
   }, true);

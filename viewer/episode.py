@@ -12,6 +12,7 @@ verdict and violations). Stepping reruns only the stepper (a fragment), not the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import polars as pl
 import streamlit as st
@@ -362,8 +363,19 @@ def show_message(run: str, m, key: str) -> None:
                     )  # fmt: skip
 
 
-def show_transcript(run: str, msgs: list | str, current_turn: int, sid: str) -> None:
-    """The conversation as the model saw it, a few turns at a time (the page holding the current step)."""
+def show_transcript(run: str, page_of: Callable[[int, int], list | str], last: int, current_turn: int,
+                    sid: str) -> None:  # fmt: skip
+    """The conversation as the model saw it, a few turns at a time (the page holding the current step):
+    `page_of(lo, hi)` gives the messages of turns lo to hi, `last` is the episode's last turn."""
+    pages = max(last, 0) // TRANSCRIPT_TURNS + 1
+    follow = S.get("_tr_follow") != (sid, current_turn)
+    if follow:  # the step moved (or another episode): show the page that holds it
+        S._tr_follow = (sid, current_turn)
+        S.tr_page = min(current_turn // TRANSCRIPT_TURNS + 1, pages)
+    S.tr_page = min(max(int(S.get("tr_page") or 1), 1), pages)
+    page = int(S.tr_page) - 1
+    lo, hi = page * TRANSCRIPT_TURNS, (page + 1) * TRANSCRIPT_TURNS - 1
+    msgs = page_of(lo, hi)
     if isinstance(msgs, str):
         st.error(vs.md_escape(f"The transcript could not be read: {msgs}", 500))
         return
@@ -375,17 +387,8 @@ def show_transcript(run: str, msgs: list | str, current_turn: int, sid: str) -> 
             "Rebuilt from the record (it keeps no transcript): the opening message and the prompt the model "
             "saw are not in it; tool results are as recorded (capped)."
         )
-    last = max(int(m.turn) if isinstance(m.turn, int) else 0 for m in msgs)
-    pages = last // TRANSCRIPT_TURNS + 1
-    follow = S.get("_tr_follow") != (sid, current_turn)
-    if follow:  # the step moved (or another episode): show the page that holds it
-        S._tr_follow = (sid, current_turn)
-        S.tr_page = min(current_turn // TRANSCRIPT_TURNS + 1, pages)
     if pages > 1:
-        S.tr_page = min(max(int(S.get("tr_page") or 1), 1), pages)
         st.number_input(f"Page (of {pages}, {TRANSCRIPT_TURNS} turns each)", 1, pages, key="tr_page")
-    page = int(S.get("tr_page") or 1) - 1
-    lo, hi = page * TRANSCRIPT_TURNS, (page + 1) * TRANSCRIPT_TURNS - 1
     for i, m in enumerate(msgs):
         turn = int(m.turn) if isinstance(m.turn, int) else 0
         if lo <= turn <= hi:
@@ -472,8 +475,10 @@ def below(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], offset: 
     if vs.has_pictures(rec):
         filmstrip(run, rec, steps, "step")
     st.subheader("Transcript")
-    msgs = conversation(run, traces.trace_signature(run), key, offset)
-    show_transcript(run, msgs, _turn(steps[pos].turn), vs.short_id(key))
+    sig = traces.trace_signature(run)
+    last = max((t.turn for t in rec.turns if isinstance(t.turn, int)), default=0)
+    page_of = lambda lo, hi: conversation(run, sig, key, offset, (lo, hi))  # noqa: E731
+    show_transcript(run, page_of, last, _turn(steps[pos].turn), vs.short_id(key))
 
 
 def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:

@@ -197,11 +197,20 @@ function sync(S) {
     if (!same(S.askedPages) || now - S.askedPagesAt >= RETRY_MS) {
       S.askedPages = pages;
       S.askedPagesAt = now;
-      if (S.below) S.below('goto', p);
-      else S.trigger('goto', p);
+      // Asked once the step is on screen: the server's answer (a filmstrip and a transcript page for the
+      // browser to render) kept the step's own paint waiting when it came first.
+      requestAnimationFrame(() => setTimeout(() => ask(S), 0));
     }
   }
   S.retry = setTimeout(() => sync(S), RETRY_MS + 50);
+}
+
+function ask(S) {
+  // The pages below for the step on screen now (it may have moved on since this was asked).
+  const want = S.data.pages[S.pos];
+  if (!want || (S.drawn && want[0] === S.drawn[0] && want[1] === S.drawn[1])) return;
+  if (S.below) S.below('goto', S.pos);
+  else S.trigger('goto', S.pos);
 }
 
 function address(index) {

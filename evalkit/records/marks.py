@@ -1,6 +1,11 @@
 """Where computer-use actions landed, drawn on the screen they were taken on, for the viewer, the bundle and
 notebook displays.
 
+The viewer and the bundle draw the marks in the browser, as an SVG layer over the plain frame, from their
+positions as data (`overlay`): decoding a screenshot, drawing on it and encoding it again took tens of
+milliseconds a step. A notebook's display draws them into the picture (`marked`, `draw_marks`), and the
+pages draw them as it does.
+
 A turn's frame is the screen after its actions; an action was taken on the screen before them: the frame of
 the turn before (the episode's first frame for turn 1). Own-loop runs agree: `screens/step_NN.png` is what
 step N saw, and turn N's frame is `step_{N+1}`. So turn N's actions are drawn on the frame of step N − 1
@@ -25,6 +30,7 @@ import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 POINTS = ("click", "double_click", "scroll", "move", "left_click", "right_click")
@@ -84,7 +90,11 @@ def acts_on_screens(rec: Any) -> bool:
     a position on the screen): its steps are then shown as the screen each action was taken on."""
     if getattr(rec, "surface", None) in SCREEN_SURFACES or getattr(rec, "mode", None) == "ownloop":
         return True
-    return any(has_marks(t.calls) for t in getattr(rec, "turns", None) or [])
+    # A turn read lazily (`evalkit.view.lazy`) knows it without its calls being decoded.
+    return any(
+        t.acts_on_screen if isinstance(getattr(t, "acts_on_screen", None), bool) else has_marks(t.calls)
+        for t in getattr(rec, "turns", None) or []
+    )
 
 
 def acted_on(rec: Any, n: int) -> str | None:
@@ -223,6 +233,43 @@ def action_marks(calls: Iterable[Any], coordinates: str | None, size: tuple[int,
 # ------------------------------------------------------------------------------------------ drawing
 
 
+def radius(size: tuple[int, int]) -> int:
+    """The radius of a mark's ring on a screen of `size`: seen at any scale the screen is shown at."""
+    return max(6, round(min(size) / 60))
+
+
+def image_size(image: bytes | str | Path) -> tuple[int, int] | None:
+    """(width, height) of an image (bytes or a path), read from its header: nothing is decoded. None when it
+    is not an image PIL can read."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(image) if isinstance(image, bytes) else image) as im:
+            return im.size
+    except Exception:  # a corrupt or foreign file is shown without marks
+        return None
+
+
+def overlay(calls: Iterable[Any], coordinates: str | None, size: tuple[int, int] | None) -> dict | None:
+    """The marks of a turn's calls over a screen of `size`, as data for a page to draw over the plain picture
+    (the viewer's and the bundle's scripts): `{"w", "h", "r", "marks": [{"n", "points", "double"}]}`,
+    positions in screen pixels; None when none lands on it. Only numbers: nothing of the trace's text."""
+    if size is None or not has_marks(calls):
+        return None
+    found = action_marks(list(calls or []), coordinates, size)
+    if not found:
+        return None
+    marks = [
+        {
+            "n": m.n,
+            "points": [[round(x, 1), round(y, 1)] for x, y in m.points],
+            "double": "double" in m.name.lower(),
+        }
+        for m in found
+    ]
+    return {"w": size[0], "h": size[1], "r": radius(size), "marks": marks}
+
+
 def draw_marks(image: bytes, marks: list[Mark]) -> bytes:
     """`image` (PNG or JPEG bytes) with `marks` drawn on it, as PNG."""
     from PIL import Image, ImageDraw, ImageFont
@@ -230,7 +277,7 @@ def draw_marks(image: bytes, marks: list[Mark]) -> bytes:
     with Image.open(io.BytesIO(image)) as im:
         canvas = im.convert("RGB")
     draw = ImageDraw.Draw(canvas)
-    r = max(6, round(min(canvas.size) / 60))
+    r = radius(canvas.size)
     font = ImageFont.load_default(size=max(10, r * 2))
     for m in marks:
         (x, y) = m.points[0]

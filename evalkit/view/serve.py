@@ -35,9 +35,10 @@ STOP_GRACE_S = 10.0
 def app_command(
     runs: Sequence[str | Path], port: int, app: Path = APP_PATH, address: str = "127.0.0.1"
 ) -> list[str]:
-    """`streamlit run viewer/app.py` on `address:port`, headless, with the runs after `--`."""
+    """`streamlit run viewer/app.py` on `address:port`, headless, with the runs after `--` (through
+    `evalkit.view.streamlit_main`, which imports the viewer's modules while the server starts)."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(app),
+        sys.executable, "-m", "evalkit.view.streamlit_main", "run", str(app),
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", address,

@@ -26,6 +26,7 @@ from evalkit.analysis.tables import ci_column, reward_text
 from evalkit.errors import TraceError
 from evalkit.records import marks, settings, traces
 from evalkit.types import EpisodeRecord, TurnRecord
+from evalkit.view import lazy
 from evalkit.view import search as text_search
 from evalkit.view.links import VIEW_SLUGS, VIEWS, DeepLink, make_link, parse_link, resolve_run
 from evalkit.view.pairs import (
@@ -322,10 +323,11 @@ def imported_records(run: str | Path, signature: tuple[int, int] | None = None) 
 def open_record(
     run: str | Path, key: str, offset: int | None = None, signature: tuple[int, int] | None = None
 ) -> EpisodeRecord:
-    """One episode: by byte offset when the index has it (one line read), else by key: from the cached import
-    of a foreign run (`signature` as in `imported_records`), or one pass over a native trace."""
+    """One episode: by byte offset when the index has it (one line read, its turns decoded as they are asked
+    for: `evalkit.view.lazy`), else by key: from the cached import of a foreign run (`signature` as in
+    `imported_records`), or one pass over a native trace."""
     if offset is not None and not (isinstance(offset, float) and math.isnan(offset)):
-        rec = traces.read_at(run, int(offset))
+        rec = lazy.read_at(run, int(offset))
         if not key or rec.key == key or key.startswith("#"):
             return rec
     if traces.is_native(run):

@@ -33,12 +33,32 @@ def load(path: Path) -> tuple[str, list, object]:
     return m[1], args, json.loads(gzip.decompress(base64.b64decode(m[3])))
 
 
-def episodes(out: Path) -> dict[int, dict]:
-    eps = {}
+def pieces(out: Path) -> dict[tuple[int, int], dict]:
+    """Every piece of every episode, by (episode, part): its head is part -1."""
+    found = {}
     for f in sorted((out / "data" / "ep").glob("*.js")):
         name, args, chunk = load(f)
         assert name == "chunk" and args == [int(f.stem)]
-        eps |= {e["id"]: e for e in chunk}
+        found |= {(p["id"], p["part"]): p for p in chunk}
+    return found
+
+
+def episodes(out: Path) -> dict[int, dict]:
+    """Each episode whole: its head with the steps and messages of its parts, in order."""
+    found = pieces(out)
+    eps = {}
+    for (i, part), head in sorted(found.items()):
+        if part != -1:
+            continue
+        parts = [found[(i, k)] for k in range(-(-max(head["n_steps"], 1) // head["part_size"]))]
+        eps[i] = head | {
+            "steps": [s for p in parts for s in p["steps"]],
+            "messages": [
+                m
+                for k in sorted(k for (j, k) in found if j == i and k >= 0)
+                for m in found[(i, k)]["messages"]
+            ],
+        }
     return eps
 
 
@@ -117,7 +137,9 @@ def test_nothing_refers_outside_the_folder(bundled):
     for f in out.iterdir():
         if f.suffix in (".html", ".js", ".css"):
             text = f.read_text()
-            assert not re.search(r"(https?:)?//[\w.-]+\.\w", text.replace("http-equiv", "")), f.name
+            # SVG's namespace is a name a page gives its elements, never an address it loads
+            text = text.replace("http-equiv", "").replace('"http://www.w3.org/2000/svg"', "")
+            assert not re.search(r"(https?:)?//[\w.-]+\.\w", text), f.name
             assert "innerHTML" not in text and "insertAdjacentHTML" not in text and "eval(" not in text
 
 
@@ -260,3 +282,127 @@ def test_report_links_open_their_episodes_in_the_bundle(browser, tmp_path, synth
       return s.top >= box.top - 1 && s.bottom <= box.bottom + 1; }""")
     assert inside
     ctx.close()
+
+
+LONG = 130
+"""Turns of the long episode: steps 0 to 131 (the screen its last click left), in three parts of 48."""
+
+
+@pytest.fixture(scope="module")
+def long_bundled(tmp_path_factory):
+    """A bundle of one long computer-use episode, each piece in a file of its own (to see which are read)."""
+    from evalkit.view import bundle as bundle_module
+    from tests.viewer.viewer_runs import write_long_run
+
+    run = write_long_run(tmp_path_factory.mktemp("long") / "long", LONG)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bundle_module, "CHUNK_BYTES", 1)
+        out = build([run], tmp_path_factory.mktemp("long-bundle") / "site").path
+    return run, out
+
+
+def test_a_long_episode_in_parts_its_marks_as_positions_its_frames_once(long_bundled):
+    from tests.viewer.viewer_runs import click_at
+
+    run, out = long_bundled
+    found = pieces(out)
+    head = found[(0, -1)]
+    assert (head["n_steps"], head["part_size"], head["first"], head["ends_on_screen"]) == (
+        LONG + 2,
+        48,
+        1,
+        True,
+    )
+    assert len(json.dumps(head)) < 3000  # the head says nothing of the steps: it is as small at any length
+    for k in range(3):
+        assert [s["index"] for s in found[(0, k)]["steps"]] == list(
+            range(48 * k, min(48 * (k + 1), LONG + 2))
+        )
+        turns = {m["turn"] for m in found[(0, k)]["messages"]}  # the transcript's turns of those steps
+        assert turns == set(range(48 * k, min(48 * (k + 1), LONG + 1)))
+    steps = [s for k in range(3) for s in found[(0, k)]["steps"]]
+    for s in steps[1 : LONG + 1]:  # each click where it landed on the screen it was taken on, as numbers
+        assert s["marks"] == {"w": 320, "h": 200, "r": 6, "marks": [
+            {"n": 1, "points": [list(map(float, click_at(s["index"])))], "double": False}]}  # fmt: skip
+    assert "marks" not in steps[0] and "marks" not in steps[-1]
+    # Every screen once, as the run keeps it: no second picture with the marks drawn in.
+    frames = sorted(p.read_bytes() for p in (run / "frames").rglob("*.png"))
+    assert sorted(p.read_bytes() for p in (out / "img").rglob("*.*")) == frames and len(frames) == LONG + 1
+
+
+@pytest.mark.browser
+def test_a_long_episode_steps_without_building_the_page_again(browser, long_bundled):
+    """Opened at step 100, the page reads the episode's head and the parts around the step, not the rest;
+    a step changes the step's part of the page, not the page (its header, picture and transcript are the
+    same elements); the transcript shows the turns around the step; the slider's End key jumps to the end."""
+    from tests.viewer.viewer_runs import click_at
+
+    _, out = long_bundled
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    read: list[str] = []
+    ctx.route(
+        "**/*",
+        lambda r: (
+            read.append(r.request.url),
+            r.continue_() if r.request.url.startswith("file:") else r.abort(),
+        ),
+    )
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((out / "index.html").as_uri() + "#/ep/0/100")
+    page.get_by_text(f"Step 100 of {LONG + 1}").wait_for(timeout=15_000)
+    page.locator("svg.marks circle").first.wait_for(state="attached")
+    x, y = click_at(100)
+    assert page.locator("svg.marks circle").first.evaluate(
+        "c => [+c.getAttribute('cx'), +c.getAttribute('cy')]"
+    ) == [x, y]
+    page.wait_for_timeout(300)  # the part before is loaded too (the step is near its part's start)
+    data = sorted(u.rsplit("/", 1)[1] for u in read if "/data/ep/" in u)
+    assert data == ["0000.js", "0002.js", "0003.js"]  # the head, parts 1 and 2; never part 0
+    kept = "window.__kept = ['.head', '#frame img', '#transcript'].map(s => document.querySelector(s))"
+    page.evaluate(kept)
+    turns = page.locator("#transcript .msg").evaluate_all("ms => ms.map(m => +m.dataset.turn)")
+    assert turns and set(turns) <= set(range(100, 104))
+    elements = page.evaluate("document.getElementsByTagName('*').length")
+    page.keyboard.press("ArrowRight")
+    page.get_by_text(f"Step 101 of {LONG + 1}").wait_for()
+    same = page.evaluate(
+        "['.head', '#frame img', '#transcript'].map((s, i) => document.querySelector(s) === window.__kept[i])"
+    )
+    assert same == [True, True, True]
+    assert page.locator(".msg.now").evaluate_all("ms => ms.map(m => +m.dataset.turn)") == [101, 101]
+    assert page.locator("#frame img").get_attribute("src") == found_frame(out, 101)
+    assert page.evaluate("document.getElementsByTagName('*').length") <= elements + 10
+    page.locator(".steps input[type=range]").first.focus()
+    page.keyboard.press("End")
+    page.get_by_text(f"End (step {LONG + 1} of {LONG + 1})").wait_for()
+    assert page.locator("svg.marks").count() == 0  # the screen the last click left: nothing acted on it
+    page.locator("#frame img").click()  # enlarged, with its marks when it has some
+    page.locator("#lightbox").wait_for(state="visible")
+    assert errors == []
+    ctx.close()
+
+
+def found_frame(out: Path, pos: int) -> str:
+    return pieces(out)[(0, pos // 48)]["steps"][pos % 48]["frame"]
+
+
+@pytest.mark.browser
+def test_a_text_episode_shows_its_plans_at_their_step(browser, berth_server, tmp_path):
+    """A berth episode (no pictures): each step shows what the model sent (the plan's entries) beside what the
+    environment answered (its verdict), read from the step's part."""
+    from evalkit.run.episode import run_episode
+
+    run = tmp_path / "berth"
+    rec = run_episode("baseline:greedy", berth_server, "berth-test-0002", out=run)
+    out = build([run], tmp_path / "site").path
+    (step,) = [s for (i, k), p in pieces(out).items() if k >= 0 for s in p["steps"] if s.get("turn") == 1]
+    assert [p["n"] for p in step["plans"]] == [1] and step["plans"][0]["tool"] == rec.plans[0].tool
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto((out / "index.html").as_uri() + "#/ep/0/1")
+    page.get_by_text("What the environment answered").wait_for(timeout=15_000)
+    entries = f"Plan 1 ({rec.plans[0].tool}): {len(rec.plans[0].plan)} entries"
+    page.get_by_text(entries).wait_for()
+    assert page.get_by_text(re.compile(r"^Plan 1 \(\w+\): (in)?feasible, objective")).count() == 1
+    page.close()

@@ -428,3 +428,24 @@ def test_a_debugged_episode_saved_into_a_run_is_shown(app, canvas_server, tmp_pa
     assert len(table(at)) == 1
     open_row(at, 1)
     assert "canvas-test-0007" in page(at) and "Reward " in page(at)
+
+
+def test_a_cold_open_of_a_long_episode_reads_the_turns_it_shows(app, monkeypatch, tmp_path):
+    """Opened at step 100 of 130, the page decodes the turns of the step and of its transcript page (and
+    the turn before, whose screen the step acted on), not the 130 turns of the record; the step, its click
+    and its messages are the record's."""
+    from evalkit import types
+    from tests.viewer.viewer_runs import click_at, write_long_run
+
+    run = write_long_run(tmp_path / "long", 130)
+    k = episode_key("scripted", "webapp", "gui", "", "long-task", None, 0)
+    app(run)  # the run's index, made before counting
+    decoded = []
+    real = types._turn
+    monkeypatch.setattr(types, "_turn", lambda fields: decoded.append(fields.get("turn")) or real(fields))
+    at = healthy(app(run, view="episode", run="long", episode=k, step="100"))
+    text = page(at)
+    assert "Step 100 of 131" in text and "turn 100 of the long episode" in text
+    assert f'click("x": {click_at(100)[0]}, "y": {click_at(100)[1]}) → clicked 100' in text
+    assert "clicked 101" in text and "clicked 99" not in text  # the transcript's page: turns 100 to 103
+    assert len(decoded) <= 8 and 100 in decoded, decoded

@@ -22,6 +22,7 @@ from tests.viewer.viewer_runs import (
     BLUE,
     BUTTON,
     SAMPLE_RUN,
+    SCREEN,
     write_gui_run,
     write_ownloop_run,
 )
@@ -113,17 +114,29 @@ def test_a_step_is_in_view_at_1280_by_720(browser, layout_runs, layout_served, k
 
 def test_an_own_loop_click_is_drawn_inside_the_element_it_clicked(browser, layout_runs, layout_served):
     """UI-TARS clicked the blue button of screens/step_01.png, which opened a page with nothing there
-    (step_02.png): the mark must be on the first, inside the button."""
+    (step_02.png): the mark must be on the first, inside the button, drawn by the page over the picture
+    as the run keeps it (no picture decoded and encoded again to draw it)."""
     run, key = layout_runs["runs"]["ownloop"], layout_runs["keys"]["ownloop"]
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(f"{layout_served}/?view=episode&run={run.name}&episode={key}&step=1")
     page.get_by_text("Step 1: the screen it acted on · actions marked").wait_for(timeout=30_000)
     img = page.locator(FRAME)
-    shown = page.request.get(img.evaluate("i => i.src")).body()  # the picture as the page received it
-    pic = Image.open(io.BytesIO(shown)).convert("RGB")
-    assert pic.size == (1280, 800)
-    px = pic.load()
-    mark = [(x, y) for x in range(pic.width) for y in range(0, pic.height, 1) if px[x, y] == COLOUR]
+    sent = page.request.get(img.evaluate("i => i.src")).body()
+    task = next(p for p in run.iterdir() if p.is_dir())
+    assert sent == (task / "screens" / "step_01.png").read_bytes()  # the plain screen, as stored
+    page.locator("svg.ek-marks >> visible=true").first.wait_for()
+    shown = Image.open(io.BytesIO(img.screenshot())).convert("RGB")  # what the user sees: picture and marks
+    box = img.bounding_box()
+    k = max(SCREEN[0] / box["width"], SCREEN[1] / box["height"])  # screen pixels a page pixel (contain)
+    ox, oy = (box["width"] - SCREEN[0] / k) / 2, (box["height"] - SCREEN[1] / k) / 2
+    px = shown.load()
+    near = lambda c: sum(abs(a - b) for a, b in zip(c, COLOUR, strict=True)) < 60  # noqa: E731
+    mark = [
+        ((x - ox) * k, (y - oy) * k)
+        for x in range(shown.width)
+        for y in range(shown.height)
+        if near(px[x, y])
+    ]
     assert mark, "no mark drawn"
     xs, ys = [x for x, _ in mark], [y for _, y in mark]
     x1, y1, x2, y2 = BUTTON
@@ -133,7 +146,8 @@ def test_an_own_loop_click_is_drawn_inside_the_element_it_clicked(browser, layou
         max(xs),
         max(ys),
     )
-    inside = [px[x, y] for x in range(x1, x2) for y in range(y1, y2)]
+    pic = Image.open(io.BytesIO(sent)).convert("RGB").load()
+    inside = [pic[x, y] for x in range(x1, x2) for y in range(y1, y2)]
     assert sum(p == BLUE for p in inside) > len(inside) / 2  # the element is there, under the mark
     page.close()
 

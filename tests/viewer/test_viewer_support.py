@@ -170,3 +170,31 @@ def test_an_imported_run_is_read_once(monkeypatch, tmp_path, seed_runs):
         f.write("\n")
     vs.open_record(run, keys[0])
     assert len(reads) == 2
+
+
+def test_a_record_opened_at_its_offset_decodes_a_turn_when_asked(tmp_path):
+    """The steps of a long episode are laid out from each turn's number and frame alone; a turn is decoded
+    when a step shows it, and reads as the whole record reads it. A line whose turns do not split is read
+    the ordinary way, its problems named."""
+    import json
+
+    from evalkit.records import traces
+    from tests.viewer.viewer_runs import write_long_run
+
+    run = write_long_run(tmp_path / "long", 60)
+    row = vs.episode_table(run).row(0, named=True)
+    lazy, whole = vs.open_record(run, row["key"], row["offset"]), traces.read_at(run, row["offset"])
+    steps, want = vs.steps_of(lazy), vs.steps_of(whole)
+    assert [(s.index, s.frame, s.marked, s.end) for s in steps] == [
+        (s.index, s.frame, s.marked, s.end) for s in want
+    ]
+    assert vs.has_pictures(lazy) and vs.first_step(steps) == 1
+    assert not any(t.decoded for t in lazy.turns)  # nothing of the turns' text or calls yet
+    assert steps[30].turn.calls == want[30].turn.calls and steps[30].turn.text == want[30].turn.text
+    assert [t.decoded for t in lazy.turns].count(True) == 1
+    assert lazy.key == whole.key and lazy.transcript == whole.transcript and lazy.run_dir == whole.run_dir
+    line = json.loads((run / "trace.jsonl").read_text())
+    line["turns"][3]["calls"] = "not a list"  # malformed: read as a whole, the problem named
+    (run / "trace.jsonl").write_text(json.dumps(line) + "\n")
+    rec = vs.open_record(run, row["key"], 0)
+    assert rec.problems == ["turn 4: calls is a string"] and rec.turns[3].calls == []

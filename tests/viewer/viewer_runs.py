@@ -52,7 +52,7 @@ def rows(at, key: str = "table"):
             data = json.loads(el.proto.json)
             cells = {
                 c["id"]: c["values"] if "values" in c else [c["dict"][i] for i in c["codes"]]
-                for c in data["columns"]
+                for c in json.loads(data["columns"])  # sent as JSON text (`viewer.rows.row_table`)
             }
             frame = pd.DataFrame(cells, dtype=object)
             assert len(frame) == data["n"]
@@ -366,5 +366,40 @@ def write_gui_run(run: Path) -> Path:
                       model="scripted", env="canvas", surface="gui", mode="reference", task_id="gui-task",
                       tier="easy", coordinates="pixels", reward=0.5, end_reason="submitted", n_turns=2,
                       tool_calls=2, target=target, frame0=first, render=after, turns=turns)
+    )  # fmt: skip
+    return run
+
+
+def click_at(t: int) -> tuple[int, int]:
+    """Where turn `t` of `write_long_run` clicked, in screen pixels of its 320 × 200 screens."""
+    return 10 + (7 * t) % 300, 10 + (5 * t) % 180
+
+
+def write_long_run(run: Path, turns: int) -> Path:
+    """One computer-use episode of `turns` turns as a batch writes it (writer, frame store, transcript): a
+    unique 320 × 200 screen per turn (its colours name the turn), a click per turn (`click_at`) whose result
+    is the screen after it."""
+    from evalkit.records import transcripts
+    from evalkit.types import ToolOutcome
+
+    store = FrameStore(run)
+    write_run_json(run, {"models": ["scripted"], "env": "webapp"})
+    key = episode_key("scripted", "webapp", "gui", "", "long-task", None, 0)
+    tx = transcripts.Recorder(run, True, key)
+    shots = [png((t % 256, (t * 7) % 256, 90), (320, 200)) for t in range(turns + 1)]
+    tx.begin("Operate the browser.", [], "Buy the skillet.", [shots[0]])
+    recs = []
+    for t in range(1, turns + 1):
+        x, y = click_at(t)
+        call = CallRecord(id=f"c{t}", name="click", args={"x": x, "y": y}, result=f"clicked {t}",
+                          images=[store.put(shots[t])])  # fmt: skip
+        tx.results(t, [(call, ToolOutcome(f"clicked {t}", [shots[t]]))], "", False)
+        recs.append(TurnRecord(turn=t, text=f"turn {t} of the long episode", stop="tool_use",
+                               frame=call.images[0], calls=[call]))  # fmt: skip
+    TraceWriter(run).append(
+        EpisodeRecord(key=key, model="scripted", env="webapp", surface="gui", task_id="long-task",
+                      coordinates="pixels", reward=1.0, end_reason="submitted", n_turns=turns,
+                      tool_calls=turns, frame0=store.put(shots[0]), render=recs[-1].frame, turns=recs,
+                      transcript=tx.to_dict())
     )  # fmt: skip
     return run

@@ -5,10 +5,17 @@ its filmstrip and transcript, and A vs B with the paired differences.
 What it writes:
 ```
 DIR/index.html, *.js, style.css   the page (evalkit/view/bundle/assets, copied)
-DIR/data/index.js                 every episode's table row, the runs, the paired differences
-DIR/data/ep/NNNN.js               episode details (steps, calls, transcript), a few hundred KB of JSON each
+DIR/data/index.js                 every episode's table row (with the files of its pieces), the runs, the
+                                  paired differences
+DIR/data/ep/NNNN.js               episodes in pieces, a few hundred KB of JSON a file: each episode's head
+                                  (header, where it opens) then its parts of 48 steps (steps, calls, marks,
+                                  the transcript's messages of those turns), in order
 DIR/img/ab/<sha256>.<ext>         every image the episodes show, stored once by content
 ```
+An episode of a thousand steps opens as fast as one of twenty: the page loads its head and the part of the
+step shown (`episodes.PART`), and draws a page of the filmstrip and of the transcript around the step. The
+actions of a step are drawn by the page over the plain frame, from their positions: no picture is written
+twice.
 Data files are scripts (a page opened from `file://` may not fetch files, but it may load scripts) that
 hand the page gzip-compressed base64 JSON, which it inflates with the browser's own DecompressionStream.
 Trace text reaches the page only as data: the page puts it in the document with `textContent`, never as
@@ -34,8 +41,9 @@ from evalkit.view import support as vs
 from evalkit.view.bundle.episodes import Images, detail
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-CHUNK_BYTES = 400_000
-"""Uncompressed JSON per episode-details file: a few dozen episodes, fetched when one of them is opened."""
+CHUNK_BYTES = 200_000
+"""Uncompressed JSON per episode file: a few dozen short episodes, or a few parts of a long one; loaded when a
+piece of it is needed."""
 MAX_SIDES = 12
 """Paired differences are computed for every pair of sides when there are at most this many."""
 MARKER = ".evalkit-bundle"
@@ -132,6 +140,33 @@ def _cell(value: Any, column: str) -> Any:
     return vs.clip(value, KEY_LIMIT if column == "key" else vs.CELL_LIMIT)
 
 
+class _Pieces:
+    """Episode pieces (heads and parts) written in order into files of about CHUNK_BYTES; `add` says which
+    file holds a piece."""
+
+    def __init__(self, out: Path):
+        self.dir = out / "data" / "ep"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.texts: list[str] = []
+        self.size = self.n = 0
+
+    def add(self, piece: dict) -> int:
+        text = _json(piece)
+        self.texts.append(text)
+        self.size += len(text)
+        n = self.n
+        if self.size >= CHUNK_BYTES:
+            self.flush()
+        return n
+
+    def flush(self) -> None:
+        if self.texts:
+            data = "[" + ",".join(self.texts) + "]"
+            (self.dir / f"{self.n:04d}.js").write_bytes(_script("chunk", data, self.n))
+            self.n += 1
+        self.texts, self.size = [], 0
+
+
 def build(runs: list[str | Path], out: str | Path) -> Built:
     """Write the bundle of `runs` to `out` (see the module docstring); returns what was written."""
     t0 = time.perf_counter()
@@ -143,19 +178,8 @@ def build(runs: list[str | Path], out: str | Path) -> Built:
         if f.is_file():
             shutil.copyfile(f, out / f.name)
     images = Images(out)
+    pieces = _Pieces(out)
     rows_out: list[list] = []
-    chunk: list[str] = []
-    size = n_chunks = 0
-
-    def flush() -> None:
-        nonlocal chunk, size, n_chunks
-        if chunk:
-            (out / "data" / "ep").mkdir(parents=True, exist_ok=True)
-            data = "[" + ",".join(chunk) + "]"
-            (out / "data" / "ep" / f"{n_chunks:04d}.js").write_bytes(_script("chunk", data, n_chunks))
-            n_chunks += 1
-        chunk, size = [], 0
-
     for run in runs:
         rows = df.filter(pl.col("run") == run)
         records = _records(run, rows)
@@ -163,25 +187,20 @@ def build(runs: list[str | Path], out: str | Path) -> Built:
             d = records.get(row["key"])
             if d is None:
                 continue
-            ep = detail(run, d, images)
-            ep["id"] = len(rows_out)
-            text = _json(ep)
-            chunk.append(text)
-            size += len(text)
-            cells = [_cell(row.get(c), c) for c in ROW]
-            rows_out.append([*cells, n_chunks])
-            if size >= CHUNK_BYTES:
-                flush()
-    flush()
+            head, parts = detail(run, d, images)
+            ep = len(rows_out)
+            at = pieces.add(head | {"id": ep, "part": -1})
+            files = [pieces.add(p | {"id": ep}) for p in parts]
+            rows_out.append([*(_cell(row.get(c), c) for c in ROW), at, files])
+    pieces.flush()
     index = {
-        "columns": [*ROW, "chunk"],
+        "columns": [*ROW, "chunk", "parts"],
         "rows": rows_out,
         "runs": [vs.run_labels(runs)[r] for r in runs],
         "pairs": _pairs(df),
         "pair_keys": vs.pair_columns(df),
         "built": time.strftime("%Y-%m-%d %H:%M", time.gmtime()) + " UTC",
     }
-    (out / "data").mkdir(exist_ok=True)
     (out / "data" / "index.js").write_bytes(_script("index", index))
     files = [p for p in out.rglob("*") if p.is_file()]
     return Built(

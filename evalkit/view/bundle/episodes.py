@@ -1,5 +1,7 @@
-"""One episode as the bundle's page reads it: header fields, each step (frame with its actions marked, text,
-reasoning, calls), plans, and the transcript; and the bundle's store of images."""
+"""One episode as the bundle's page reads it, in pieces: a head (header fields, where it opens, how many
+steps) and parts of PART steps each (the frame with the positions of its actions, text, reasoning, calls, the
+plans sent in its turn; the transcript's messages of those turns). A page opening a step loads the head and
+that step's part, whatever the episode's length. And the bundle's store of images."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from typing import Any
 
 from evalkit.analysis.tables import usd
 from evalkit.records import plans, transcripts
-from evalkit.records.marks import has_marks, marked, space_of
+from evalkit.records.marks import image_size, overlay, space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 
+PART = 48
+"""Steps (and turns of the transcript) per part: a multiple of the page's filmstrip (12 thumbnails) and of
+its transcript pages (4 turns), so that the pages of a step lie in its part."""
 TEXT_CAP = 100_000
 """Characters of one text field kept in a bundle; a longer one is cut and says how long it was."""
 IMAGE_TYPES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".webp": "webp", ".gif": "gif"}
@@ -24,6 +29,7 @@ class Images:
     def __init__(self, out: Path):
         self.out = out
         self._by_path: dict[str, str | None] = {}
+        self._sizes: dict[str, tuple[int, int] | None] = {}
 
     def put(self, data: bytes, ext: str) -> str:
         digest = hashlib.sha256(data).hexdigest()
@@ -46,17 +52,13 @@ class Images:
             self._by_path[key] = self.put(path.read_bytes(), ext) if path is not None and ext else None
         return self._by_path[key]
 
-    def marked(self, run: str, rel: Any, calls: list, coordinates: str | None) -> str | None:
-        """Like `add`, with the computer-use actions of `calls` drawn where they landed (`rel` is the screen
-        they were taken on)."""
-        plain = self.add(run, rel)
-        if plain is None or not has_marks(calls):  # most steps have none: their picture is not read
-            return plain
-        try:
-            data = marked((self.out / plain).read_bytes(), calls, coordinates)
-        except Exception:  # an image PIL cannot read is shown as it is
-            return plain
-        return self.put(data, "png") if data else plain
+    def size(self, rel: str | None) -> tuple[int, int] | None:
+        """(width, height) of a picture of the bundle, from its header (once per picture)."""
+        if rel is None:
+            return None
+        if rel not in self._sizes:
+            self._sizes[rel] = image_size(self.out / rel)
+        return self._sizes[rel]
 
 
 def cap(text: Any) -> str:
@@ -85,9 +87,10 @@ def _calls(run: str, calls: list, images: Images) -> list[dict]:
 def _plans(rec: EpisodeRecord) -> list[dict]:
     heads = plans.plan_summary(rec)
     out = []
-    for p, head in zip(rec.plans, heads, strict=False):
+    for i, (p, head) in enumerate(zip(rec.plans, heads, strict=False), 1):
         out.append(
             {
+                "n": i,
                 "turn": p.turn,
                 "tool": vs.clip(p.tool, 80),
                 "feasible": head.get("feasible"),
@@ -132,30 +135,31 @@ def _messages(run: str, rec: EpisodeRecord, images: Images) -> list[dict]:
     return out
 
 
-def detail(run: str, d: dict, images: Images) -> dict:
-    """The episode of record dict `d` of `run`, as the page shows it."""
-    rec = EpisodeRecord.from_dict(d)
-    steps = []
-    all_steps = vs.steps_of(rec)
-    space = space_of(rec)
-    for s in all_steps:
-        t = s.turn
-        calls = t.calls if t is not None and s.marked else []
-        step: dict[str, Any] = {"index": s.index, "caption": s.caption, "end": s.end}
-        step["frame"] = images.marked(run, s.frame, calls, space)
-        step["marked_actions"] = step["frame"] != images.add(run, s.frame)
-        if t is not None:
-            step |= {
-                "turn": t.turn if isinstance(t.turn, int) else s.index,
-                "text": cap(t.text),
-                "reasoning": cap(t.reasoning),
-                "stop": vs.clip(t.stop, 60),
-                "provider": vs.clip(t.provider, 60) if t.provider else None,  # who answered (hf: fallbacks)
-                "model_s": t.model_s if isinstance(t.model_s, (int, float)) else None,
-                "env_s": t.env_s if isinstance(t.env_s, (int, float)) else None,
-                "calls": _calls(run, t.calls, images),
-            }
-        steps.append(step)
+def _step(run: str, s: vs.Step, space: str | None, images: Images, plans_of: dict[int, list]) -> dict:
+    t = s.turn
+    step: dict[str, Any] = {"index": s.index, "caption": s.caption, "end": s.end}
+    step["frame"] = images.add(run, s.frame)
+    if t is not None and s.marked:  # where its actions landed, drawn by the page over the plain frame
+        marks = overlay(t.calls, space, images.size(step["frame"]))
+        if marks:
+            step["marks"] = marks
+    if t is not None:
+        step |= {
+            "turn": t.turn if isinstance(t.turn, int) else s.index,
+            "text": cap(t.text),
+            "reasoning": cap(t.reasoning),
+            "stop": vs.clip(t.stop, 60),
+            "provider": vs.clip(t.provider, 60) if t.provider else None,  # who answered (hf: fallbacks)
+            "model_s": t.model_s if isinstance(t.model_s, (int, float)) else None,
+            "env_s": t.env_s if isinstance(t.env_s, (int, float)) else None,
+            "calls": _calls(run, t.calls, images),
+        }
+        if plans_of.get(step["turn"]):  # the plans sent in this turn, with the env's verdicts
+            step["plans"] = plans_of[step["turn"]]
+    return step
+
+
+def _head(rec: EpisodeRecord, run: str, images: Images) -> dict:
     grade, _ = vs.field_rows(rec.grade)
     usage, _ = vs.field_rows(rec.usage)
     text = {
@@ -179,8 +183,33 @@ def detail(run: str, d: dict, images: Images) -> dict:
         "target": images.add(run, rec.target),
         "render": images.add(run, rec.render),
         "pictures": vs.has_pictures(rec),
-        "first": vs.first_step(all_steps),
-        "steps": steps,
-        "plans": _plans(rec),
-        "messages": _messages(run, rec, images),
     }
+
+
+def detail(run: str, d: dict, images: Images) -> tuple[dict, list[dict]]:
+    """The episode of record dict `d` of `run`, as the page shows it: its head, and its parts (part k holds
+    steps and transcript turns k·PART to (k+1)·PART − 1)."""
+    rec = EpisodeRecord.from_dict(d)
+    all_steps = vs.steps_of(rec)
+    space = space_of(rec)
+    msgs = _messages(run, rec, images)
+    last_turn = max((m["turn"] for m in msgs), default=0)
+    n_parts = max(-(-len(all_steps) // PART), last_turn // PART + 1)
+    plans_of: dict[int, list] = {}
+    for p in _plans(rec):  # a turn that is not a number (a hostile trace) names no step
+        plans_of.setdefault(p["turn"] if isinstance(p["turn"], int) else None, []).append(p)
+    parts: list[dict] = [{"part": k, "steps": [], "messages": []} for k in range(n_parts)]
+    for pos, s in enumerate(all_steps):  # the page reads step `pos` as item pos % PART of part pos // PART
+        parts[pos // PART]["steps"].append(_step(run, s, space, images, plans_of))
+    for m in msgs:
+        parts[min(max(m["turn"], 0) // PART, n_parts - 1)]["messages"].append(m)
+    head = _head(rec, run, images) | {
+        "first": vs.first_step(all_steps),
+        "n_steps": len(all_steps),
+        "ends_on_screen": bool(all_steps) and all_steps[-1].end,
+        "part_size": PART,
+        "last_turn": last_turn,
+        "transcript": bool(msgs),
+        "reconstructed": any(m["note"] == transcripts.RECONSTRUCTED for m in msgs),
+    }
+    return head, parts

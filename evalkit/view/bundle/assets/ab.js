@@ -123,31 +123,33 @@
     const eb = chosen.b.find((r) => r.id === ab.eb) || chosen.b.find((r) => r.repeat === ea.repeat) || chosen.b[0];
     app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, named, el("p", { class: "muted" }, "Loading both episodes…"));
     reveal();
-    Promise.all([EK.episode(ea.id), EK.episode(eb.id)]).then(([A, B]) => {
-      const n = Math.max(A.steps.length, B.steps.length);
+    Promise.all([EK.head(ea.id), EK.head(eb.id)]).then(([A, B]) => {
+      const n = Math.max(A.n_steps, B.n_steps);
       if (ab.pos === undefined || ab.pos === null || isNaN(ab.pos)) {  // where both have a picture of a step
-        const both = [...Array(n).keys()].find((i) => A.steps[i] && B.steps[i] && A.steps[i].turn !== undefined &&
-          A.steps[i].frame && B.steps[i].frame);
-        ab.pos = both ?? A.first ?? 0;
+        const both = Math.max(A.first || 0, B.first || 0);
+        ab.pos = both < Math.min(A.n_steps, B.n_steps) ? both : A.first ?? 0;
       }
       const pictures = A.pictures || B.pictures;
+      const head = (ep, name) => el("div", {}, el("b", {}, name), " · reward " +
+        (typeof ep.reward === "number" ? num(ep.reward, 3) : EK.noReward(ep.error_class)) + " · " + (ep.end_reason || "—") +
+        " · " + ep.n_steps + " steps · repeat " + ep.repeat, el("div", { class: "muted" }, ep.model + " · " + state.rows[ep.id].run_label));
+      const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": " + s.caption + (s.marks ? " · actions marked" : ""), s.marks)
+        : el("div", {}, el("p", { class: "muted" }, "(this episode has ended)"), EK.picture(ep.render, name + ": final render")));
+      const detail = (ep, s) => (s ? (pictures ? EK.stepDetail(ep, s) : EK.textStep(ep, s)) : el("p", { class: "muted" }, "(this episode has ended)"));
+      // Each step reads only the parts of the two episodes that hold it.
       const render = () => {
         const pos = Math.min(ab.pos || 0, n - 1);
         const set = (i) => { ab.pos = i; EK.mark("#/ab/" + ea.id + "/" + eb.id + "/" + i); render(); };
-        const sa = A.steps[pos], sb = B.steps[pos];
-        const head = (ep, name) => el("div", {}, el("b", {}, name), " · reward " +
-          (typeof ep.reward === "number" ? num(ep.reward, 3) : EK.noReward(ep.error_class)) + " · " + (ep.end_reason || "—") +
-          " · " + ep.steps.length + " steps · repeat " + ep.repeat, el("div", { class: "muted" }, ep.model + " · " + state.rows[ep.id].run_label));
-        const frame = (ep, s, name) => (s ? EK.picture(s.frame, name + ": " + s.caption + (s.marked_actions ? " · actions marked" : ""))
-          : el("div", {}, el("p", { class: "muted" }, "(this episode has ended)"), EK.picture(ep.render, name + ": final render")));
-        const detail = (ep, s) => (s ? (pictures ? EK.stepDetail(ep, s) : EK.textStep(ep, s)) : el("p", { class: "muted" }, "(this episode has ended)"));
-        app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, named,
-          el("div", { class: "pair" }, head(A, "A"), head(B, "B")),
-          EK.controls(n, pos, set),
-          pictures ? el("div", { class: A.target ? "pics" : "pics two" }, A.target ? EK.picture(A.target, "Target") : null,
-            frame(A, sa, "A"), frame(B, sb, "B")) : null,
-          el("div", { class: "pair" }, el("div", {}, detail(A, sa)), el("div", {}, detail(B, sb))));
-        reveal();
+        Promise.all([EK.step(ea.id, pos), EK.step(eb.id, pos)]).then(([sa, sb]) => {
+          if (Math.min(ab.pos || 0, n - 1) !== pos) return;  // stepped on meanwhile
+          app.replaceChildren(top, headline(ab.a, ab.b, ab.tier), list, named,
+            el("div", { class: "pair" }, head(A, "A"), head(B, "B")),
+            EK.controls(n, pos, set),
+            pictures ? el("div", { class: A.target ? "pics" : "pics two" }, A.target ? EK.picture(A.target, "Target") : null,
+              frame(A, sa, "A"), frame(B, sb, "B")) : null,
+            el("div", { class: "pair" }, el("div", {}, detail(A, sa)), el("div", {}, detail(B, sb))));
+          reveal();
+        });
       };
       render();
     });

@@ -2,11 +2,16 @@
 //
 // Data arrives as scripts (a page opened from file:// may load scripts but not fetch files) that call
 // EK.index(...) and EK.chunk(n, ...) with gzip-compressed base64 JSON, inflated here with the browser's
-// DecompressionStream. Trace text only ever enters the page through text nodes (el() below): never as HTML.
+// DecompressionStream. A chunk holds pieces of episodes: an episode's head (part -1) and its parts of
+// `part_size` steps; the table's row of an episode names the files of its head and of each part, so that a
+// step of a long episode loads its head and its part, never the whole. Trace text only ever enters the page
+// through text nodes (el() below): never as HTML; the marks over a frame are numbers drawn as SVG.
 "use strict";
 
 const EK = (() => {
-  const state = { index: null, rows: [], chunks: new Map(), waiting: new Map(), views: {}, filters: {} };
+  const state = { index: null, rows: [], pieces: new Map(), loaded: new Set(), waiting: new Map(), views: {},
+    filters: {} };
+  const SVG = "http://www.w3.org/2000/svg";  // the namespace of SVG elements: a name, never fetched
 
   async function inflate(b64) {
     const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
@@ -35,19 +40,16 @@ const EK = (() => {
 
   function chunk(n, b64) {
     inflate(b64).then((list) => {
-      const byId = new Map(list.map((e) => [e.id, e]));
-      state.chunks.set(n, byId);
-      (state.waiting.get(n) || []).forEach((resolve) => resolve(byId));
+      for (const p of list) state.pieces.set(p.id + ":" + p.part, p);
+      state.loaded.add(n);
+      (state.waiting.get(n) || []).forEach((resolve) => resolve());
       state.waiting.delete(n);
     }).catch(fail);
   }
 
-  // The details of episode `id`: its chunk's script is added to the page the first time it is needed.
-  function episode(id) {
-    const row = state.rows[id];
-    if (!row) return Promise.reject(new Error("no episode " + id));
-    const n = row.chunk;
-    if (state.chunks.has(n)) return Promise.resolve(state.chunks.get(n).get(id));
+  // File `n` of data/ep/, its script added to the page the first time it is needed.
+  function load(n) {
+    if (state.loaded.has(n)) return Promise.resolve();
     return new Promise((resolve) => {
       if (!state.waiting.has(n)) {
         state.waiting.set(n, []);
@@ -55,8 +57,35 @@ const EK = (() => {
         s.src = "data/ep/" + String(n).padStart(4, "0") + ".js";
         document.body.appendChild(s);
       }
-      state.waiting.get(n).push((byId) => resolve(byId.get(id)));
+      state.waiting.get(n).push(resolve);
     });
+  }
+
+  // A piece of episode `id`: its head (part -1) or part k; null when the episode has no such part.
+  function piece(id, part) {
+    const row = state.rows[id];
+    if (!row) return Promise.reject(new Error("no episode " + id));
+    const file = part < 0 ? row.chunk : (row.parts || [])[part];
+    if (file === undefined) return Promise.resolve(null);
+    const have = state.pieces.get(id + ":" + part);
+    if (have) return Promise.resolve(have);
+    return load(file).then(() => state.pieces.get(id + ":" + part) || null);
+  }
+
+  // Synchronously, a piece already loaded (or undefined): stepping within a part waits for nothing.
+  function loaded(id, part) {
+    return state.pieces.get(id + ":" + part);
+  }
+
+  function head(id) {
+    return piece(id, -1);
+  }
+
+  // Step `pos` of episode `id` (its part loaded first), or null past its end.
+  function step(id, pos) {
+    return head(id).then((ep) => (ep && pos >= 0 && pos < ep.n_steps
+      ? piece(id, Math.floor(pos / ep.part_size)).then((p) => (p ? p.steps[pos % ep.part_size] : null))
+      : null));
   }
 
   // el("div", {class: "x", onclick: f}, "text", child, ...): strings become text nodes, never markup.
@@ -87,17 +116,53 @@ const EK = (() => {
     return errorClass ? "unscored" : "no reward";
   }
 
-  // An image of the bundle (a path under img/), enlarged over the page on click.
-  function picture(src, caption) {
+  // An image of the bundle (a path under img/), enlarged over the page on click; `marks` (the positions of
+  // a step's actions, `evalkit.records.marks.overlay`) are drawn over it.
+  function picture(src, caption, marks) {
     if (!src) return el("figure", {}, el("figcaption", {}, caption + ": none"));
-    return el("figure", {}, el("img", { src, alt: caption, loading: "lazy", onclick: () => enlarge(src) }),
+    const img = el("img", { src, alt: caption, loading: "lazy", onclick: () => enlarge(src, marks) });
+    return el("figure", {}, el("div", { class: "shot" }, img, marks ? marksSvg(marks) : null),
       el("figcaption", {}, caption));
   }
 
-  function enlarge(src) {
+  function enlarge(src, marks) {
     const box = document.getElementById("lightbox");
-    box.querySelector("img").src = src;
+    const shot = box.querySelector(".shot");
+    shot.querySelector("img").src = src;
+    shot.querySelectorAll("svg").forEach((s) => s.remove());
+    if (marks) shot.appendChild(marksSvg(marks));
     box.hidden = false;
+  }
+
+  function svg(tag, attrs) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    return node;
+  }
+
+  // The marks of a step as an SVG layer over its frame, drawn as the notebook draws them into a picture
+  // (`marks.draw_marks`): a white-edged ring at each point, an arrow along a drag, the order's number.
+  function marksSvg(layer) {
+    const r = layer.r, red = "rgb(230,30,60)", thin = Math.max(2, Math.floor(r / 3)), wide = Math.max(3, Math.floor(r / 2));
+    const root = svg("svg", { class: "marks", viewBox: "0 0 " + layer.w + " " + layer.h,
+      preserveAspectRatio: "xMidYMid meet", role: "img", "aria-label": "actions marked" });
+    for (const m of layer.marks) {
+      const [[x, y], end] = m.points;
+      if (end) {
+        const [x2, y2] = end, a = Math.atan2(y2 - y, x2 - x);
+        const tip = (s) => (x2 - 2 * r * Math.cos(a + s)).toFixed(1) + "," + (y2 - 2 * r * Math.sin(a + s)).toFixed(1);
+        root.append(svg("line", { x1: x, y1: y, x2, y2, stroke: red, "stroke-width": thin }),
+          svg("polygon", { points: x2 + "," + y2 + " " + tip(0.45) + " " + tip(-0.45), fill: red }));
+      }
+      const ring = (rr, stroke, w) => svg("circle", { cx: x, cy: y, r: rr, fill: "none", stroke, "stroke-width": w });
+      root.append(ring(r, "#fff", wide), ring(r, red, thin));
+      if (m.double) root.append(ring(r / 2, red, 2));
+      const label = svg("text", { x: x + r + 2, y: y - r - 2, "font-size": 2 * r, "dominant-baseline": "hanging", fill: red, stroke: "#fff",
+        "stroke-width": 2, "paint-order": "stroke" });
+      label.textContent = String(m.n);
+      root.append(label);
+    }
+    return root;
   }
 
   // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>]; and #/find/<run>/<key>[/<run>/<key>], the address a
@@ -162,5 +227,6 @@ const EK = (() => {
     document.getElementById("lightbox").addEventListener("click", (e) => { e.currentTarget.hidden = true; });
   });
 
-  return { state, index, chunk, episode, el, num, signed, noReward, picture, enlarge, go, mark, onKeys };
+  return { state, index, chunk, head, step, piece, loaded, el, num, signed, noReward, picture, marksSvg, enlarge,
+    go, mark, onKeys };
 })();

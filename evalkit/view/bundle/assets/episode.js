@@ -1,8 +1,14 @@
 // The episode view, as in the viewer, laid out for stepping at 1280 × 720: two lines of header, Previous /
 // Next (and the ← / → keys) with a slider, then one row with the target and the step's picture at the same
 // size (the screen an action was taken on, the action drawn) beside the step's calls with their results, its
-// text and its reasoning (collapsed); below, the filmstrip with the final render and the transcript. An
-// episode without pictures shows what the model sent beside what the environment answered.
+// text and its reasoning (collapsed); below, a page of the filmstrip with the final render and a page of the
+// transcript, around the step. An episode without pictures shows what the model sent beside what the
+// environment answered.
+//
+// The page is built once per episode; a step changes only the step's part of it (its picture and marks, its
+// panel, the label and buttons; the filmstrip and the transcript only when the step leaves their page), and
+// needs only the episode's head and the part holding the step (`EK.piece`): a step of a thousand-step
+// episode costs what a step of a twenty-step one does.
 "use strict";
 
 (() => {
@@ -47,31 +53,18 @@
       range, el("span", { class: "where" }, label || "Step " + pos + " of " + (n - 1)));
   }
 
-  function filmstrip(ep, pos, set) {
-    const strip = el("div", { class: "film" }, ep.steps.map((s, i) => el("button", {
-      class: i === pos ? "on" : null, title: s.caption || "step " + i, onclick: () => set(i),
-    }, s.frame ? el("img", { src: s.frame, alt: "step " + i, loading: "lazy" }) : el("span", { class: "none" }, "—"),
-    s.end ? "end" : String(s.index ?? i))));
-    requestAnimationFrame(() => {
-      const on = strip.querySelector("button.on");
-      if (on) strip.scrollLeft = on.offsetLeft - strip.clientWidth / 2 + on.clientWidth / 2;
-    });
-    return el("div", { class: "filmrow" }, strip, ep.render ? EK.picture(ep.render, "Final render") : null);
-  }
-
   const table = (rows) => el("table", {},
     el("thead", {}, el("tr", {}, Object.keys(rows[0]).map((k) => el("th", {}, k)))),
     el("tbody", {}, rows.map((r) => el("tr", {}, Object.values(r).map((v) => el("td", {}, v))))));
 
-  // The plans sent in this turn: their entries (what the model sent), or the env's verdict and violations.
-  function plans(ep, turn, part) {
-    return (ep.plans || []).filter((p) => p.turn === turn).map((p) => {
-      const i = ep.plans.indexOf(p) + 1;
+  // The plans sent in the step's turn: their entries (what the model sent), or the env's verdict and violations.
+  function plans(s, part) {
+    return (s.plans || []).map((p) => {
       if (part === "entries") {
-        return el("div", {}, el("p", {}, "Plan " + i + " (" + p.tool + "): " + (p.rows || []).length + " entries"),
+        return el("div", {}, el("p", {}, "Plan " + p.n + " (" + p.tool + "): " + (p.rows || []).length + " entries"),
           p.rows && p.rows.length ? table(p.rows) : null);
       }
-      return el("div", {}, el("p", {}, "Plan " + i + " (" + p.tool + "): " +
+      return el("div", {}, el("p", {}, "Plan " + p.n + " (" + p.tool + "): " +
         (p.feasible ? "feasible" : p.feasible === false ? "infeasible" : "no verdict") + ", objective " +
         (p.objective ?? "—") + ", " + (p.violations || 0) + " violation(s)" +
         (typeof p.reward === "number" ? ", reward " + num(p.reward, 3) : "")),
@@ -111,65 +104,177 @@
     const sent = [el("h4", {}, "What the model sent"),
       s.text ? el("details", { open: true }, el("summary", {}, "Model text"), el("pre", {}, s.text)) : null,
       calls.map((c) => call(ep, c)), calls.length ? null : el("p", { class: "muted" }, "No tool call in this turn."),
-      plans(ep, s.turn, "entries"),
+      plans(s, "entries"),
       s.reasoning ? el("details", {}, el("summary", {}, "Reasoning (" + s.reasoning.length.toLocaleString() + " characters)"), el("pre", {}, s.reasoning)) : null];
     const back = calls.filter((c) => c.result);
     const answered = [el("h4", {}, "What the environment answered"),
       back.map((c) => [el("div", { class: "muted" }, c.name + (c.ok ? "" : " (error)")), el("pre", { class: c.ok ? null : "err" }, c.result)]),
-      back.length ? null : el("p", { class: "muted" }, "Nothing came back in this turn."), plans(ep, s.turn, "verdicts")];
+      back.length ? null : el("p", { class: "muted" }, "Nothing came back in this turn."), plans(s, "verdicts")];
     return [el("p", { class: "muted" }, turnLine(s)), el("div", { class: "pair textstep" }, el("div", {}, sent), el("div", {}, answered))];
   }
 
-  function transcript(ep, turn) {
-    const msgs = ep.messages || [];
-    if (!msgs.length) return [el("p", { class: "muted" }, "No transcript.")];
-    const out = [];
-    if (msgs.some((m) => m.note === "reconstructed")) {
-      out.push(el("p", { class: "muted" }, "Rebuilt from the record (it keeps no transcript): the opening message and " +
-        "the prompt the model saw are not in it; tool results are as recorded (capped)."));
-    }
-    for (const m of msgs) {
+  // The messages of one page of the transcript, those of turn `turn` marked.
+  function messages(msgs, turn) {
+    return msgs.map((m) => {
       const head = [{ system: "System", user: "User", assistant: "Assistant", tool: "Tool" }[m.role] || m.role];
       if (m.role === "tool") head.push((m.name || "?") + (m.call_id ? " · " + m.call_id : "") + (m.error ? " · error" : ""));
       head.push("turn " + m.turn);
       if (m.stop) head.push("stop " + m.stop);
       if (typeof m.latency_s === "number") head.push(m.latency_s.toFixed(2) + " s");
       if (m.usage && (m.usage.input || m.usage.output)) head.push((m.usage.input || 0) + " in / " + (m.usage.output || 0) + " out");
-      out.push(el("div", { class: m.turn === turn ? "msg now" : "msg" },
+      return el("div", { class: m.turn === turn ? "msg now" : "msg", "data-turn": m.turn },
         el("div", {}, el("span", { class: "role" }, head.join(" · ")), m.note ? el("em", { class: "muted" }, " · " + m.note) : null),
         m.text ? el("pre", {}, m.text) : null,
         m.reasoning ? el("details", {}, el("summary", {}, "Reasoning"), el("pre", {}, m.reasoning)) : null,
         (m.calls || []).map((line) => el("pre", {}, "→ " + line)),
         (m.images || []).map((img, j) => img.src
-          ? el("figure", {}, el("img", { src: img.src, alt: "image " + (j + 1), loading: "lazy", onclick: () => EK.enlarge(img.src) }),
+          ? el("figure", {}, el("img", { src: img.src, alt: "image " + (j + 1), loading: "lazy", decoding: "async", onclick: () => EK.enlarge(img.src) }),
             el("figcaption", {}, "Image " + (j + 1) + (img.pruned ? " · " + img.pruned : "")))
-          : el("p", { class: "muted" }, "Image " + (j + 1) + ": not stored"))));
+          : el("p", { class: "muted" }, "Image " + (j + 1) + ": not stored")));
+    });
+  }
+
+  const FILM = 12;  // thumbnails in a page of the filmstrip (the part size is a multiple of it)
+  const TURNS = 4;  // turns in a page of the transcript, as the viewer shows them
+  const AHEAD = 8;  // a step this close to its part's end loads the next part (and the start, the one before)
+
+  // One episode's page: built once, then `go(pos)` changes what a step changes.
+  function episodePage(app, id, ep, wanted) {
+    const last = ep.n_steps - 1, P = ep.part_size;
+    const v = { pos: null, step: null, film: null, tpage: null, tturn: undefined, preloaded: [] };
+    const prev = el("button", { onclick: () => go(v.pos - 1), title: "Previous step (← key)" }, "◀ Previous");
+    const next = el("button", { onclick: () => go(v.pos + 1), title: "Next step (→ key)" }, "Next ▶");
+    const range = el("input", { type: "range", min: 0, max: Math.max(0, last), "aria-label": "step",
+      onchange: (e) => go(parseInt(e.target.value, 10)) });
+    const where = el("span", { class: "where" });
+    const img = el("img", { alt: "", onclick: () => v.step && EK.enlarge(v.step.frame, v.step.marks) });
+    const shot = el("div", { class: "shot" }, img);
+    const caption = el("figcaption", {});
+    const panel = el("div", { class: "panel", id: "panel" });
+    const body = ep.pictures
+      ? el("div", { class: ep.target ? "stepview" : "stepview notarget" }, ep.target ? EK.picture(ep.target, "Target") : null,
+        el("figure", { id: "frame" }, shot, caption), panel)
+      : el("div", {});
+    const strip = el("div", { class: "film" });
+    const tnav = el("div", { class: "tnav" });
+    const tbox = el("div", { id: "transcript" });
+    app.replaceChildren(header(ep), el("div", { class: "steps" }, prev, next, range, where),
+      el("div", { id: "body" }, body, ep.pictures ? el("div", { class: "filmrow" }, strip,
+        ep.render ? EK.picture(ep.render, "Final render") : null) : null),
+      el("h3", {}, "Transcript"), ep.reconstructed ? el("p", { class: "muted" }, "Rebuilt from the record (it keeps " +
+        "no transcript): the opening message and the prompt the model saw are not in it; tool results are as recorded (capped).") : null,
+      tnav, tbox);
+    EK.onKeys((d) => go(v.pos + d));
+
+    // The turn whose messages a step marks: its own; the opening's at the start; none after the last step.
+    const marked = (s) => (s.turn !== undefined ? s.turn : s.end ? null : 0);
+    const label = (p) => (p === last && ep.ends_on_screen ? "End (step " + p + " of " + last + ")" : "Step " + p + " of " + last);
+
+    function go(p) {
+      p = Math.min(Math.max(p, 0), last);
+      if (p === v.pos || isNaN(p)) return;
+      v.pos = p;
+      EK.mark("#/ep/" + id + "/" + p);
+      prev.disabled = p <= 0;
+      next.disabled = p >= last;
+      range.value = String(p);
+      const part = EK.loaded(id, Math.floor(p / P));
+      if (part) show(part.steps[p % P]);
+      else {
+        where.textContent = label(p) + " …";
+        EK.piece(id, Math.floor(p / P)).then((got) => { if (got && v.pos === p) show(got.steps[p % P]); });
+      }
+      ahead(p);
     }
-    return out;
+
+    function show(s) {
+      const p = v.pos;
+      v.step = s;
+      where.textContent = label(p);
+      if (ep.pictures) {
+        picture(s);
+        panel.replaceChildren(...stepDetail(ep, s));
+        film(p);
+      } else body.replaceChildren(...textStep(ep, s));
+      const turn = s.turn !== undefined ? s.turn : s.end ? ep.last_turn : 0;
+      if (turn !== v.tturn) {  // the step moved to another turn: the transcript follows it
+        v.tturn = turn;
+        transcript(Math.floor(turn / TURNS));
+      }
+      const now = marked(s);
+      tbox.querySelectorAll(".msg").forEach((m) => m.classList.toggle("now", Number(m.dataset.turn) === now));
+    }
+
+    // The step's picture, its marks drawn over it once it is decoded (never over the picture before).
+    function picture(s) {
+      shot.querySelectorAll("svg").forEach((x) => x.remove());
+      img.hidden = !s.frame;
+      if (s.frame && img.getAttribute("src") !== s.frame) img.src = s.frame;
+      img.alt = s.caption;
+      caption.textContent = s.frame ? s.caption + (s.marks ? " · actions marked" : "") : s.caption + ": none";
+      if (s.frame && s.marks) {
+        const put = () => { if (v.step === s && !shot.querySelector("svg")) shot.appendChild(EK.marksSvg(s.marks)); };
+        img.decode().then(put, put);
+      }
+    }
+
+    // The filmstrip's page holding step `p` (drawn again only when the step leaves it), the step's marked.
+    function film(p) {
+      const start = Math.floor(p / FILM) * FILM;
+      if (v.film !== start) {
+        v.film = start;
+        const part = EK.loaded(id, Math.floor(start / P));
+        const steps = part ? part.steps.slice(start % P, start % P + FILM) : [];
+        strip.replaceChildren(...steps.map((s, j) => el("button", { "data-pos": start + j, title: s.caption || "step " + s.index,
+          onclick: () => go(start + j) }, s.frame ? el("img", { src: s.frame, alt: "step " + s.index, loading: "lazy", decoding: "async" })
+          : el("span", { class: "none" }, "—"), s.end ? "end" : String(s.index))));
+      }
+      strip.querySelectorAll("button").forEach((b) => b.classList.toggle("on", Number(b.dataset.pos) === p));
+    }
+
+    // Page `page` of the transcript (TURNS turns), read from the part holding its turns.
+    function transcript(page) {
+      const pages = Math.floor(ep.last_turn / TURNS) + 1;
+      page = Math.min(Math.max(page, 0), pages - 1);
+      v.tpage = page;
+      if (!ep.transcript) { tbox.replaceChildren(el("p", { class: "muted" }, "No transcript.")); return; }
+      const lo = page * TURNS, hi = Math.min(lo + TURNS - 1, ep.last_turn);
+      tnav.replaceChildren(pages > 1 ? el("div", { class: "steps" },
+        el("button", { disabled: page <= 0, onclick: () => transcript(page - 1) }, "◀ Earlier turns"),
+        el("button", { disabled: page >= pages - 1, onclick: () => transcript(page + 1) }, "Later turns ▶"),
+        el("span", { class: "muted" }, "Turns " + lo + "–" + hi + " of " + ep.last_turn)) : "");
+      EK.piece(id, Math.floor(lo / P)).then((part) => {
+        if (v.tpage !== page) return;
+        const msgs = (part ? part.messages : []).filter((m) => Math.floor(Math.max(m.turn, 0) / TURNS) === page);
+        tbox.replaceChildren(...messages(msgs, v.step ? marked(v.step) : null));
+      });
+    }
+
+    // Near a part's end (or start) the next (or previous) part is loaded; the next pictures are decoded.
+    function ahead(p) {
+      const k = Math.floor(p / P), off = p % P;
+      if (off >= P - AHEAD && (k + 1) * P < ep.n_steps) EK.piece(id, k + 1);
+      if (off < AHEAD && k > 0) EK.piece(id, k - 1);
+      for (const q of [p + 1, p + 2, p - 1]) {
+        const part = EK.loaded(id, Math.floor(q / P));
+        const s = part && q >= 0 && part.steps[q % P];
+        if (!s || !s.frame || v.preloaded.includes(s.frame)) continue;
+        const im = new Image();
+        im.src = s.frame;
+        im.decode().catch(() => {});
+        v.preloaded = [...v.preloaded.slice(-7), s.frame];
+      }
+    }
+
+    go(wanted === undefined || isNaN(wanted) ? ep.first || 0 : wanted);
   }
 
   function draw(app, args) {
     const [id, step] = args;
     app.replaceChildren(el("p", { class: "muted" }, "Loading the episode…"));
-    EK.episode(id).then((ep) => {
+    EK.head(id).then((ep) => {
       if (!ep) { app.replaceChildren(el("p", { class: "err" }, "No such episode.")); return; }
-      const last = ep.steps.length - 1;
-      const view = { pos: Math.min(Math.max(step === undefined || isNaN(step) ? ep.first || 0 : step, 0), last) };
-      const render = () => {
-        const s = ep.steps[view.pos];
-        const set = (i) => { view.pos = i; EK.mark("#/ep/" + id + "/" + i); render(); };
-        const label = s.end ? "End (step " + view.pos + " of " + last + ")" : "Step " + view.pos + " of " + last;
-        const main = ep.pictures
-          ? [el("div", { class: ep.target ? "stepview" : "stepview notarget" },
-              ep.target ? EK.picture(ep.target, "Target") : null,
-              EK.picture(s.frame, s.caption + (s.marked_actions ? " · actions marked" : "")),
-              el("div", { class: "panel", id: "panel" }, stepDetail(ep, s))),
-            filmstrip(ep, view.pos, set)]
-          : textStep(ep, s);
-        app.replaceChildren(header(ep), controls(ep.steps.length, view.pos, set, label), el("div", { id: "body" }, main),
-          el("h3", {}, "Transcript"), el("div", { id: "transcript" }, transcript(ep, s.turn === undefined ? 0 : s.turn)));
-      };
-      render();
+      episodePage(app, id, ep, step);
     });
   }
 
