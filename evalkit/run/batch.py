@@ -27,7 +27,7 @@ from evalkit.envs.evalsets import load_evalset
 from evalkit.envs.target import Draw, Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
-from evalkit.providers import check_endpoints
+from evalkit.providers import check_endpoints, sent_as
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
@@ -253,6 +253,8 @@ def run_batch(
         meta = _meta(models, env, s, found.kind, surfaces, modes, evalset_id, len(jobs))
         _check_resume(out, meta)
         target.check_resets(env, _to_reset(jobs, completed_keys(out), s), found.reset)
+        said += [f"{m}: sent as {words}, which this model takes (evalkit's capability table)"
+                 for m, words in meta["sent_as"].items()]  # fmt: skip
         for line in said:
             notice(log, line)
         guard = breaker.Guard(env.url, s.env_breaker, _error, models)
@@ -381,6 +383,7 @@ def _meta(
         "server_sessions": env.capacity,
         "env_config": env.config,
         "n_jobs": n_jobs,
+        "sent_as": sent_as(models, s.options),
         "evalkit_version": __version__,
     }
 
@@ -419,6 +422,21 @@ def _to_reset(jobs: list[Job], done: set[str], s: Settings) -> list[tuple]:
     return [(j.ident, j.task, j.surface, j.mode, j.skin, j.coordinates) for j in probes.values()]
 
 
+def _keep_fallbacks(out: Path, rec: EpisodeRecord) -> None:
+    """A fallback an episode learned (a feature its model's API refused: `evalkit.providers.capabilities`)
+    goes into run.json under `fallbacks`, by model, once."""
+    learned = [f for f in (rec.info or {}).get("fallbacks") or [] if f.get("turn")]
+    if not learned:
+        return
+    meta = read_run_json(out)
+    kept = meta.setdefault("fallbacks", {}).setdefault(rec.model, [])
+    seen = {(k.get("feature"), k.get("sent")) for k in kept}
+    new = [f for f in learned if (f.get("feature"), f.get("sent")) not in seen]
+    if new:
+        kept += [{k: v for k, v in f.items() if k != "turn"} | {"episode": rec.key} for f in new]
+        write_run_json(out, meta)
+
+
 def _write_meta(out: Path, meta: dict) -> None:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     old = read_run_json(out)
@@ -451,6 +469,7 @@ def _execute(
             if not closed and not (stopping and rec.error_class):
                 writer.append(rec)
                 _count(run, rec)
+                _keep_fallbacks(out, rec)
         live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
 
     def left(kind: str) -> None:
