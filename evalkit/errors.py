@@ -19,6 +19,7 @@
     │   ├── EnvDeadError         a reset answered `done`: the env cannot play this episode
     │   └── EnvStepError         the server failed to run a step (OpenEnv's EXECUTION_ERROR)
     ├── TraceError               a run directory that cannot be read or written safely
+    ├── NotWritableError         a place evalkit was to write is read-only or not the user's: one line
     ├── DiskFullError            the file system holding a run (or a report) is full: the CLI exits 5
     ├── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
     └── EpisodeOver              a debugger asked to step an episode past its end
@@ -177,6 +178,28 @@ class EnvStepError(EnvError):
 
 class TraceError(EvalkitError):
     """A run directory or trace file cannot be used safely."""
+
+
+class NotWritableError(EvalkitError, OSError):
+    """A file or folder could not be written at all: its file system is read-only, or the folder is not the
+    user's to write (`code`: EROFS, EACCES, EPERM). Said in one line naming it, what it was and what was
+    kept; a reader of a read-only run reads it and says what it could not write. Still an OSError (with its
+    errno), for code that was ready for the one it replaces."""
+
+    def __new__(cls, *args: object, **kw: object) -> NotWritableError:
+        return OSError.__new__(cls)  # (OSError's own would read the arguments as errno, strerror, filename)
+
+    def __init__(self, path: str | os.PathLike, why: str, kept: str, code: int = errno.EROFS):
+        self.message = f"cannot write {os.fspath(path)}: {why}; {kept}"
+        self.args = (self.message,)
+        self.errno, self.strerror = code, why
+        self.path, self.why, self.kept = os.fspath(path), why, kept
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.path, self.why, self.kept, self.errno)
 
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.envs import loopback, target
-from evalkit.envs.evalsets import load_evalset
+from evalkit.envs.evalsets import load_evalset, repeated
 from evalkit.envs.target import Draw, Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
@@ -111,6 +111,9 @@ def select_tasks(
     resolves (`evalkit.envs.target.start`: its own tasks where it has a Task API) — and the evalset id.
     Raises ConfigError on a bad selection. `reset` gives the reset arguments themselves: one dict, or a list
     of them (one task each)."""
+    if task_ids and repeated(task_ids):
+        raise ConfigError(f"--task-ids names a task more than once: {repeated(task_ids)}; name each once "
+                          "(--repeats runs every task again)")  # fmt: skip
     if reset is not None:
         if evalset is not None or task_ids or tasks is not None or split is not None:
             raise ConfigError(

@@ -16,8 +16,11 @@ import pytest
 from tests.faults.drivers import RECT, ROOT, records, run_argv
 from tests.providers.fakes import FakeModelServer, Reply
 
-ADAPTIVE_REFUSED = {"type": "error", "request_id": "req_011CVQe1dLrGNMJyE1ghG1av", "error": {
-    "type": "invalid_request_error", "message": "adaptive thinking is not supported on this model"}}  # fmt: skip
+ADAPTIVE_REFUSED = {
+    "type": "error",
+    "request_id": "req_011CVQe1dLrGNMJyE1ghG1av",
+    "error": {"type": "invalid_request_error", "message": "adaptive thinking is not supported on this model"},
+}
 KEYS = {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k", "VLLM_API_KEY": "k"}
 
 
