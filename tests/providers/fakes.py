@@ -486,7 +486,10 @@ class FakeModelServer:
         if reply.delay:
             import anyio
 
-            await anyio.sleep(reply.delay)
+            try:
+                await anyio.sleep(reply.delay)
+            except anyio.get_cancelled_exc_class():  # stopped with the wait unanswered: a test is over
+                return Response(status_code=503)
         if reply.status != 200:
             wait = reply.retry_after
             headers = {"retry-after-ms": f"{wait * 1000:g}", "retry-after": f"{wait:g}"} if wait else {}
