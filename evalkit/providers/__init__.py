@@ -9,8 +9,6 @@ A spec is `provider:model[@thinking]`: `anthropic:claude-sonnet-5@low`, `openai:
     required_urls(model, provider) -> list[str]         # optional: endpoint variables that must be set
     endpoint_url(model, provider) -> (url, variable)    # optional: where requests go, for `check_endpoints`
     validate(model) -> None                   # optional: ConfigError for a model it cannot run
-    sent_as(model, thinking, options[, provider]) -> str | None   # optional: what the capability table
-                                              # makes of the thinking level, where it differs
 
 and is imported only when a spec names it, so a missing SDK never breaks the offline agents. `standin` is
 a local server speaking the Anthropic wire with the tracer's moves, for runs through a real SDK with no key.
@@ -164,16 +162,16 @@ def check_endpoints(specs: list[str], timeout: float = 10.0) -> None:
 def sent_as(specs: list[str], options: AgentOptions) -> dict[str, str]:
     """Per spec, what its thinking level is sent as where evalkit's capability table makes it something else
     than the spec says on its face (`claude-sonnet-4-5@low`: budgeted thinking), for a line before the run and
-    run.json (`evalkit.providers.capabilities`)."""
+    run.json (`evalkit.providers.thinking`)."""
+    from evalkit.providers import thinking
+
     said = {}
     for s in specs:
         try:
             spec = parse_spec(s)
         except ConfigError:
             continue
-        fn = getattr(provider_module(spec), "sent_as", None)
-        kw = {"provider": spec.provider} if spec.provider in ROUTED else {}
-        words = fn(spec.model, spec.thinking, options, **kw) if fn is not None else None
+        words = thinking.sent_as(spec.provider, spec.model, spec.thinking, options)
         if words:
             said[s] = words
     return said

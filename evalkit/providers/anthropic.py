@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalkit.errors import EndpointError
 from evalkit.providers import capabilities, clock
 from evalkit.providers import images as imgs
-from evalkit.providers.attempts import StreamError, error_fields, persist, reading_stream, request, settle
-from evalkit.providers.capabilities import Caps
+from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk, shared_client
+from evalkit.providers.thinking import claude_params, claude_refused, claude_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
-EFFORTS = ("low", "medium", "high")
-BUDGET_SHARE = {"low": 8, "medium": 4, "high": 2}
-"""Budgeted thinking (models without adaptive thinking): this share of `max_tokens` per level (1/8, 1/4, 1/2:
-2,000, 4,000 and 8,000 tokens at the default 16,000), at least MIN_BUDGET, which the API requires."""
-MIN_BUDGET = 1024
 WIRE = "anthropic"
 MAX_CONTINUATIONS = 4
 """A turn the API paused (`pause_turn`: a server tool's loop ran long) is continued at most this many times
@@ -243,83 +237,6 @@ def merge_turns(first: Turn, then: Turn) -> Turn:
     )
 
 
-def thinking_params(thinking: str | None, caps: Caps = Caps(), max_tokens: int = 16000) -> dict:
-    """The request fields of a thinking level on a model that accepts `caps` (see
-    `evalkit.providers.capabilities`): adaptive thinking with an effort, or budgeted thinking (a share of
-    `max_tokens`) where the model only knows that; `@off` as the model turns thinking off, or at its lowest
-    effort where it cannot."""
-    effort = {"output_config": {"effort": "low" if thinking == "off" else thinking}} if caps.effort else {}
-    if thinking == "off":
-        if caps.thinking == "none":
-            return {}
-        return effort if caps.off == "omit" else {"thinking": {"type": caps.off}}
-    if thinking not in EFFORTS or caps.thinking == "none":
-        return {}
-    if caps.thinking == "budgeted":
-        budget = max(MIN_BUDGET, max_tokens // BUDGET_SHARE[thinking])
-        if budget >= max_tokens:  # no room to think and still answer: the effort alone, if it takes one
-            return effort
-        return {"thinking": {"type": "enabled", "budget_tokens": budget}, **effort}
-    return {"thinking": {"type": "adaptive", "display": "summarized"}, **effort}
-
-
-def describe(thinking: str | None, caps: Caps, max_tokens: int) -> str:
-    """What `thinking_params` sends, in words, for a line and the record."""
-    p = thinking_params(thinking, caps, max_tokens)
-    kind = (p.get("thinking") or {}).get("type")
-    effort = (p.get("output_config") or {}).get("effort")
-    said = {
-        "enabled": f"budgeted thinking (budget_tokens {(p.get('thinking') or {}).get('budget_tokens')})",
-        "adaptive": "adaptive thinking",
-        "disabled": "thinking disabled",
-        "between_tools": "thinking between tools only",
-        None: "no thinking field",
-    }[kind]
-    return said + (f" at effort {effort}" if effort else "")
-
-
-def sent_as(model: str, thinking: str | None, options: AgentOptions) -> str | None:
-    """What the capability table makes of `thinking` on `model`, when that is not the newest request shape
-    (adaptive thinking with an effort): for a line before the run, and run.json."""
-    caps = capabilities.table_caps(WIRE, model)
-    said = describe(thinking, caps, options.max_tokens)
-    return said if thinking and said != describe(thinking, Caps(), options.max_tokens) else None
-
-
-_FIELD = re.compile(r"^(?P<field>[a-z_.]+): ")
-_TYPE = re.compile(r'^"thinking\.type\.(?P<type>[a-z_]+)" is not supported')
-ADAPTIVE_REFUSED = "adaptive thinking is not supported on this model"
-
-
-def refused(exc: BaseException | None, sent: dict, caps: Caps) -> dict | None:
-    """The change a 400 asks for, when it refuses a feature `sent` carried; else None. An Anthropic error body
-    has a type (`invalid_request_error`) and a message only: the documented messages are read, and the field
-    path a validation message starts with (`thinking: …`, `output_config.effort: …`)."""
-    anthropic = sdk("anthropic")
-    if (
-        not isinstance(exc, anthropic.BadRequestError)
-        or error_fields(exc).get("type") != "invalid_request_error"
-    ):
-        return None
-    message = str(error_fields(exc).get("message") or "")
-    kind = (sent.get("thinking") or {}).get("type")
-    typed, path = _TYPE.match(message), _FIELD.match(message)
-    field = path["field"] if path else ""
-    if (
-        message.startswith(ADAPTIVE_REFUSED) or (typed and typed["type"] == "adaptive")
-    ) and kind == "adaptive":
-        return {"thinking": "budgeted"}
-    if typed and typed["type"] == kind == "enabled":
-        return {"thinking": "adaptive"}
-    if typed and typed["type"] == kind and kind in ("disabled", "between_tools"):
-        return {"off": "omit"}
-    if field.startswith("output_config") and "output_config" in sent:
-        return {"effort": False}
-    if field.startswith("thinking") and kind is not None and caps.thinking != "none":
-        return {"thinking": "none"}
-    return None
-
-
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -400,7 +317,7 @@ class AnthropicAgent(Recorded):
             "max_tokens": self.options.max_tokens,
             "messages": self.messages,
             "cache_control": {"type": "ephemeral"},
-            **thinking_params(self.thinking, self._caps, self.options.max_tokens),
+            **claude_params(self.thinking, self._caps, self.options.max_tokens),
         }
         if self.system:
             p["system"] = self.system
@@ -459,8 +376,8 @@ class AnthropicAgent(Recorded):
                                log=log, timeout=seconds)  # fmt: skip
             except EndpointError as exc:
                 used, sent = self._caps, self._sent or {}
-                change = refused(exc.__cause__, sent, used)
-                words = functools.partial(describe, self.thinking, max_tokens=self.options.max_tokens)
+                change = claude_refused(exc.__cause__, sent, used)
+                words = functools.partial(claude_words, self.thinking, max_tokens=self.options.max_tokens)
                 if not capabilities.fall_back(
                     exc, WIRE, self.model_id, used, change, words, self.info, self._turn
                 ):

@@ -8,7 +8,8 @@ models, nothing of the kind on gpt-4.1 or gpt-4o, which answer either with a 400
 model-id pattern (first match wins), what a model takes; a user's file (`EVALKIT_CAPABILITIES`, else
 `~/.config/evalkit/capabilities.json`, the same shape:
 `{"anthropic": {"claude-x*": {"thinking": "budgeted"}}}`) is read first. A model the table does not know
-gets its wire's newest request shape.
+gets its wire's newest request shape. What a level becomes, given what a model accepts, is each wire's
+(`evalkit.providers.thinking`).
 
 Where the API still says no (a 400 naming the feature: the error's `param` for OpenAI, the documented
 message of an Anthropic `invalid_request_error`, which carries no other field), the adapter falls back once to

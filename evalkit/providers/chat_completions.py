@@ -23,7 +23,6 @@ from evalkit.providers.attempts import (
     request,
     settle,
 )
-from evalkit.providers.capabilities import Caps
 from evalkit.providers.common import (
     Recorded,
     data_url,
@@ -36,6 +35,7 @@ from evalkit.providers.common import (
     wire_args,
 )
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
+from evalkit.providers.thinking import chat_words
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -307,24 +307,6 @@ def turn_from_completion(resp: dict) -> Turn:
     )
 
 
-def describe(thinking: str | None, caps: Caps) -> str:
-    """What a request of `thinking` carries for it, in words."""
-    if thinking in EFFORTS:
-        return f"reasoning_effort {thinking}" if caps.reasoning and caps.effort else "no reasoning_effort"
-    return "no reasoning_effort"
-
-
-def sent_as(
-    model: str, thinking: str | None, options: AgentOptions, provider: str | None = None
-) -> str | None:
-    """What the capability table makes of `thinking` on an OpenAI model over chat completions, when that is
-    not what the spec asks (gpt-4.1 takes no reasoning_effort)."""
-    if provider != "openai-chat":
-        return None
-    said = describe(thinking, capabilities.table_caps("openai", model))
-    return said if said != describe(thinking, Caps()) else None
-
-
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
@@ -537,7 +519,7 @@ class ChatAgent(Recorded):
         fields = error_fields(exc.__cause__)
         bad = exc.status == 400 and fields.get("param") == "reasoning_effort" and "reasoning_effort" in sent
         used = capabilities.caps(self.wire, self.route)
-        words = functools.partial(describe, self.thinking)
+        words = functools.partial(chat_words, self.thinking)
         return capabilities.fall_back(exc, self.wire, self.route, used, {"effort": False} if bad else None,
                                       words, self.info, self._turn)  # fmt: skip
 

@@ -13,8 +13,7 @@ from typing import Any
 from evalkit.errors import EndpointError
 from evalkit.providers import capabilities, clock, openai_wire
 from evalkit.providers import images as imgs
-from evalkit.providers.attempts import StreamError, error_fields, persist, reading_stream, request, settle
-from evalkit.providers.capabilities import Caps
+from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import (
     Recorded,
     data_url,
@@ -26,10 +25,10 @@ from evalkit.providers.common import (
     shared_client,
     wire_args,
 )
+from evalkit.providers.thinking import responses_params, responses_refused, responses_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 WIRE = "openai"
-EFFORT = {"low": "low", "medium": "medium", "high": "high"}
 
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
@@ -88,63 +87,6 @@ def result_item(call: Call, out: ToolOutcome) -> dict:
         return {"type": "function_call_output", "call_id": call.id, "output": text or "(no output)"}
     parts = ([{"type": "input_text", "text": text}] if text else []) + [image_part(i) for i in out.images]
     return {"type": "function_call_output", "call_id": call.id, "output": parts}
-
-
-def reasoning_params(thinking: str | None, caps: Caps = Caps()) -> dict | None:
-    """The `reasoning` object of a thinking level on a model that accepts `caps`, or None for a model that
-    takes none (gpt-4.1, gpt-4o): `@off` is the lowest effort the model takes (`none`, `minimal`, `low`), and
-    a summary is asked for where the model gives one (never with effort `none`, which leaves nothing to
-    summarise)."""
-    if not caps.reasoning:
-        return None
-    effort = caps.off if thinking == "off" else EFFORT.get(thinking or "")
-    p: dict[str, Any] = {"summary": "auto"} if caps.summary and effort != "none" else {}
-    if effort and caps.effort:
-        p["effort"] = effort
-    return p
-
-
-def sent_as(model: str, thinking: str | None, options: AgentOptions) -> str | None:
-    """What the capability table makes of `thinking` on `model`, when that is not the newest request shape."""
-    said = describe(thinking, capabilities.table_caps(WIRE, model))
-    return said if said != describe(thinking, Caps()) else None
-
-
-LOWER = {"none": "minimal", "minimal": "low"}
-"""The next effort up, when a model refuses the lowest one asked for `@off`."""
-
-
-def refused(exc: BaseException | None, sent: dict, caps: Caps) -> dict | None:
-    """The change a 400 asks for, when its `param` names a reasoning field the request carried (never its
-    message): a summary refused (a model without them, or an organisation not verified for them), an effort
-    value refused (the lowest effort one step up), the reasoning object refused (not a reasoning model)."""
-    openai = sdk("openai")
-    if not isinstance(exc, openai.BadRequestError):
-        return None
-    fields = error_fields(exc)
-    param, code = fields.get("param"), fields.get("code")
-    reasoning = sent.get("reasoning")
-    if reasoning is None:
-        return None
-    if param == "reasoning.summary" and "summary" in reasoning:
-        return {"summary": False}
-    if param == "reasoning.effort" and "effort" in reasoning:
-        if code == "unsupported_value" and reasoning["effort"] in LOWER:
-            return {"off": LOWER[reasoning["effort"]]}
-        return {"reasoning": False} if code == "unsupported_parameter" else {"effort": False}
-    if param == "reasoning":
-        return {"reasoning": False}
-    return None
-
-
-def describe(thinking: str | None, caps: Caps) -> str:
-    """What `reasoning_params` sends, in words."""
-    p = reasoning_params(thinking, caps)
-    if p is None:
-        return "no reasoning object"
-    said = [f"effort {p['effort']}"] if "effort" in p else []
-    said += ["a reasoning summary"] if "summary" in p else []
-    return "reasoning " + (" with ".join(said) if said else "with no fields")
 
 
 # ---- from the wire -----------------------------------------------------------------------------------------
@@ -330,7 +272,7 @@ class ResponsesAgent(Recorded):
             "store": False,
             "max_output_tokens": self.options.max_tokens,
         }
-        reasoning = reasoning_params(self.thinking, self._caps)
+        reasoning = responses_params(self.thinking, self._caps)
         if reasoning is not None:  # a model without reasoning refuses the object and what it includes
             p["include"] = ["reasoning.encrypted_content"]
             p["reasoning"] = reasoning
@@ -376,8 +318,8 @@ class ResponsesAgent(Recorded):
                 # A refused reasoning field is asked again without it; any other refusal (an oversized
                 # image) is not ours to mend.
                 used = self._caps
-                change = refused(exc.__cause__, self._sent or {}, used)
-                words = functools.partial(describe, self.thinking)
+                change = responses_refused(exc.__cause__, self._sent or {}, used)
+                words = functools.partial(responses_words, self.thinking)
                 if not capabilities.fall_back(exc, WIRE, self.model_id, used, change, words, self.info,
                                               self._turn):  # fmt: skip
                     raise

@@ -256,8 +256,6 @@ def run_batch(
         meta = _meta(models, env, s, found.kind, surfaces, modes, evalset_id, len(jobs))
         _check_resume(out, meta)
         target.check_resets(env, _to_reset(jobs, completed_keys(out), s), found.reset)
-        said += [f"{m}: sent as {words}, which this model takes (evalkit's capability table)"
-                 for m, words in meta["sent_as"].items()]  # fmt: skip
         for line in said:
             notice(log, line)
         guard = breaker.Guard(env.url, s.env_breaker, _error, models)
@@ -455,6 +453,8 @@ def _execute(
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
+    for m, words in meta["sent_as"].items():
+        notice(log, f"{m}: sent as {words}, which this model takes (evalkit's capability table)")
     writer = TraceWriter(out)
     live.clear_stale(out)
     run = Run(out, skipped=len(jobs) - len(todo), meta=meta)

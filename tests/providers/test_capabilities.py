@@ -10,9 +10,9 @@ import pytest
 
 from evalkit.errors import EndpointError
 from evalkit.providers import capabilities, make_agent
-from evalkit.providers.anthropic import thinking_params
 from evalkit.providers.capabilities import table_caps
-from evalkit.providers.openai_responses import reasoning_params
+from evalkit.providers.thinking import claude_params as thinking_params
+from evalkit.providers.thinking import responses_params as reasoning_params
 from evalkit.types import AgentOptions, Image, ToolSpec
 from tests.providers.fakes import Reply
 
