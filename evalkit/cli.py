@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalkit.errors import ConfigError, DiskFullError, EvalkitError
+from evalkit.errors import ConfigError, DiskFullError, EvalkitError, NotWritableError
 from evalkit.run import validate
 from evalkit.run.settings import Settings, argtype
 
@@ -477,7 +477,12 @@ def cmd_summarise(a: argparse.Namespace) -> int:
                                       where)  # fmt: skip
         else:
             where = Path(a.out) / Path(run).name if len(runs) > 1 else Path(a.out)
-        analysis.write_summary(run, where, a.grades)
+        try:
+            analysis.write_summary(run, where, a.grades)
+        except NotWritableError as e:  # a run on a read-only disk is still read: the summary is printed
+            print(f"evalkit: {run}: summary.json and summary.md not written ({e.why} at {where}); the "
+                  "summary is below, and --out DIR writes them elsewhere", file=sys.stderr)  # fmt: skip
+            continue
         note = "" if native else " (a run another harness wrote is only read)"
         print(f"{run}: summary.json and summary.md written to {where}{note}", file=sys.stderr)
     df = analysis.load_runs(runs)

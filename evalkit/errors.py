@@ -9,6 +9,9 @@
     │   ├── KeyRejectedError     the endpoint refused the key (401/403): that model's episodes stop
     │   └── EvalsetError
     ├── EndpointError            the model endpoint failed after its retries → error_class "endpoint_error"
+    ├── ModelFailure             the API reported the model's own failure (a prompt past its context, a
+    │                            malformed call the server refused): data, an end reason, never unscored
+    ├── DeadlineReached          the episode's deadline passed during a model call: the request was cut
     ├── EnvError                 the environment connection failed → error_class "env_error"
     │   ├── EnvCapacityError     every session the server allows is in use: waited on, then env_error
     │   ├── EnvUnreachableError  nothing answers at the env's address (no /health, a refused connection)
@@ -16,6 +19,7 @@
     │   ├── EnvDeadError         a reset answered `done`: the env cannot play this episode
     │   └── EnvStepError         the server failed to run a step (OpenEnv's EXECUTION_ERROR)
     ├── TraceError               a run directory that cannot be read or written safely
+    ├── NotWritableError         a place evalkit was to write is read-only or not the user's: one line
     ├── DiskFullError            the file system holding a run (or a report) is full: the CLI exits 5
     ├── EpisodeCancelled         the caller stopped the episode (an interrupted batch) → "cancelled", not kept
     └── EpisodeOver              a debugger asked to step an episode past its end
@@ -75,6 +79,42 @@ class EndpointError(EvalkitError):
         self.status = status
         self.attempts: list = list(attempts or [])
         """Every failed request of the call (`evalkit.types.Attempt`), so their usage is still counted."""
+
+
+class ModelFailure(EvalkitError):
+    """The API answered with an error that is the model's own doing, not the provider's: its prompt grew past
+    its context window (`kind` "context_overflow": OpenAI's `context_length_exceeded`, Anthropic's "prompt is
+    too long", a 413) or it wrote a tool call the server refused to pass on (`kind` "malformed_call": Groq's
+    `tool_use_failed`, with the text it generated in `generation`). Asking again cannot help, and the
+    episode is the model's to lose: the loop ends the episode (or the turn) as its outcome and the env scores
+    it, rather than recording an endpoint error that resume would rerun forever."""
+
+    def __init__(self, message: str, kind: str, status: int | None = None, attempts: list | None = None,
+                 generation: str | None = None, code: str | None = None, detail: str = ""):  # fmt: skip
+        super().__init__(message)
+        self.kind, self.status, self.generation, self.code = kind, status, generation, code
+        self.detail = detail
+        """What the API said (its error message), for the model to read."""
+        self.attempts: list = list(attempts or [])
+        """Every failed request of the call, the refused one last (their usage still counts)."""
+
+    def __reduce__(self) -> tuple:
+        args = (str(self), self.kind, self.status, self.attempts, self.generation, self.code, self.detail)
+        return type(self), args
+
+
+class DeadlineReached(EvalkitError):
+    """The episode's deadline (`--episode-timeout`) passed while its model call was in flight: the request
+    was cut (`evalkit.providers.clock`), and the episode ends as `deadline`. `partial` is what had arrived
+    of the reply (an `evalkit.types.Turn`, or None), `attempts` every request of the call."""
+
+    def __init__(self, message: str, attempts: list | None = None, partial: object = None):
+        super().__init__(message)
+        self.attempts: list = list(attempts or [])
+        self.partial = partial
+
+    def __reduce__(self) -> tuple:
+        return type(self), (str(self), self.attempts, self.partial)
 
 
 class EnvError(EvalkitError):
@@ -140,6 +180,28 @@ class EnvStepError(EnvError):
 
 class TraceError(EvalkitError):
     """A run directory or trace file cannot be used safely."""
+
+
+class NotWritableError(EvalkitError, OSError):
+    """A file or folder could not be written at all: its file system is read-only, or the folder is not the
+    user's to write (`code`: EROFS, EACCES, EPERM). Said in one line naming it, what it was and what was
+    kept; a reader of a read-only run reads it and says what it could not write. Still an OSError (with its
+    errno), for code that was ready for the one it replaces."""
+
+    def __new__(cls, *args: object, **kw: object) -> NotWritableError:
+        return OSError.__new__(cls)  # (OSError's own would read the arguments as errno, strerror, filename)
+
+    def __init__(self, path: str | os.PathLike, why: str, kept: str, code: int = errno.EROFS):
+        self.message = f"cannot write {os.fspath(path)}: {why}; {kept}"
+        self.args = (self.message,)
+        self.errno, self.strerror = code, why
+        self.path, self.why, self.kept = os.fspath(path), why, kept
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.path, self.why, self.kept, self.errno)
 
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)

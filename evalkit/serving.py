@@ -4,6 +4,7 @@ own-loop agents' fake endpoint and the viewer's launcher share it; it knows none
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -33,6 +34,28 @@ def wait_healthy(base_url: str, timeout: float = 30.0) -> None:
     raise EnvError(f"{base_url} did not become healthy within {timeout:.0f}s ({last})")
 
 
+def _handlers() -> list[logging.Handler]:
+    """The handlers a server thread's records can reach: uvicorn's own, the root's, and Python's last
+    resort (a filter on a logger would miss the records its children propagate)."""
+    found: list[logging.Handler] = []
+    for name in ("uvicorn", "uvicorn.error", ""):
+        found += [h for h in logging.getLogger(name).handlers if h not in found]
+    if logging.lastResort is not None and logging.lastResort not in found:
+        found.append(logging.lastResort)
+    return found
+
+
+class _NotFrom(logging.Filter):
+    """Drops the records logged by one thread (a stopping server's)."""
+
+    def __init__(self, thread: str):
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != self.thread
+
+
 class ThreadedServer:
     """An ASGI app served by uvicorn in a background thread on a loopback port, healthy (`/health`) before
     the constructor returns; stop with `stop()` or use as a context manager."""
@@ -55,8 +78,19 @@ class ThreadedServer:
             raise
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        """Stop serving. Sessions still open fail in the server as it closes them (an app answering a call
+        whose client is gone), and whoever stops it is stopping too (a batch cut short by a full disk): what
+        the server's own thread logs meanwhile is not shown, one traceback per session on their terminal."""
+        quiet = _NotFrom(self._thread.name)
+        handlers = _handlers()
+        for handler in handlers:
+            handler.addFilter(quiet)
+        try:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        finally:
+            for handler in handlers:
+                handler.removeFilter(quiet)
 
     def __enter__(self) -> ThreadedServer:
         return self

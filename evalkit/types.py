@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 
 END_REASONS = (
     "submitted", "done", "answered", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "refused",
-    "error",
+    "context_overflow", "malformed_call", "error",
 )  # fmt: skip
 """`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env
 ended it on another action (a typed env's step, a game won or lost); `answered`: in an env with no
@@ -32,7 +32,10 @@ finishing tool, the model replied in text without a tool call, and that reply is
 `auto_submitted`: the env ended it on its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop
 ended it (then submitting on the model's behalf through a finishing tool that needs no arguments, when the
 env has one); `refused`: the model declined to go on (`Turn.refused`), and the loop ended the episode as
-data; `error`: the infrastructure broke it."""
+data; `context_overflow`: the model's conversation grew past its context window (the API refused the prompt
+as too long), and `malformed_call`: it wrote MAX_NUDGES tool calls in a row that the server refused to pass
+on — both the model's outcome, scored as the env scores an unfinished episode; `error`: the infrastructure
+broke it."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ class Attempt:
     """The HTTP status, when the server answered with one."""
     kind: str = ""
     """What went wrong: `rate_limited`, `server_error`, `rejected`, `timeout`, `no_connection`,
-    `connection_lost`, `stream_cut`, `stream_error`."""
+    `connection_lost`, `stream_cut`, `stream_error`; or the model's own failure the API reported,
+    `context_overflow` or `malformed_call` (`evalkit.errors.ModelFailure`)."""
     error: str = ""
     usage: Usage = field(default_factory=Usage)
     """What the API reported before the failure (an error status reports nothing and bills nothing)."""
@@ -161,6 +165,10 @@ class Attempt:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+
+MALFORMED_STOP = "tool_use_failed"
+"""The stop of a turn whose tool call the server refused to pass on (Groq's `tool_use_failed`): the model's
+text is the turn's, and it is told its call was malformed."""
 
 REFUSED_STOPS = ("refusal", "content_filter")
 """Stop reasons that end an episode as a refusal: the model declined, or the provider's filter cut it."""
@@ -216,7 +224,9 @@ class AgentOptions:
     """Settings every agent accepts; providers ignore what does not apply to them."""
 
     max_tokens: int = 16000
-    request_timeout: float = 600.0
+    request_timeout: float | None = None
+    """Seconds one model request may take in all, however slowly its reply streams; None: sized for
+    `max_tokens` (`evalkit.providers.clock.request_seconds`: 860 s at 16,000)."""
     max_retries: int = 4
     keep_images: int | None = None
     """Keep the newest N images in the history; older ones become a short placeholder."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +93,14 @@ def _balanced(tasks: list[dict], limit: int) -> list[dict]:
     return picked
 
 
+def repeated(ids: Iterable[str]) -> str:
+    """The ids met more than once, for a message ("a ×2, b ×3", at most ten), or "" when none is."""
+    counts = Counter(ids)
+    twice = [f"{i} ×{n}" for i, n in counts.items() if n > 1]
+    more = f" and {len(twice) - 10} more" if len(twice) > 10 else ""
+    return ", ".join(twice[:10]) + more
+
+
 def load_evalset(path: str | Path) -> Evalset:
     """Read and check an evalset file; any problem is an EvalsetError with a one-line message."""
     path = Path(path)
@@ -105,6 +115,11 @@ def load_evalset(path: str | Path) -> Evalset:
     for i, t in enumerate(data["tasks"]):
         if not isinstance(t, dict) or not isinstance(t.get("task_id"), str):
             raise EvalsetError(f"evalset {path}: task #{i} has no task_id")
+    twice = repeated(t["task_id"] for t in data["tasks"])
+    if twice:
+        # Run twice under one key, a task would be counted once and resumed as done: refused, not merged.
+        raise EvalsetError(f"evalset {path} lists the same task id more than once: {twice}; list each task "
+                           "once (--repeats runs every task again)")  # fmt: skip
     subsets = data.get("subsets") or {}
     if not isinstance(subsets, dict):
         raise EvalsetError(f"evalset {path}: subsets must be an object")

@@ -36,8 +36,9 @@ from evalkit.secrets import redact_url, scrub
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE = 100 * 2**20
-"""Largest frame accepted: observations may carry full-size screenshots."""
+MAX_MESSAGE = 512 * 2**20
+"""Largest frame accepted: observations may carry full-size screenshots, and an MCP observation's JSON holds
+its text about three times (a 50 MB log is a 157 MB frame, which the earlier 100 MiB refused)."""
 
 
 class ActionRefused(Exception):

@@ -159,6 +159,24 @@ def check_endpoints(specs: list[str], timeout: float = 10.0) -> None:
             ) from None
 
 
+def sent_as(specs: list[str], options: AgentOptions) -> dict[str, str]:
+    """Per spec, what its thinking level is sent as where evalkit's capability table makes it something else
+    than the spec says on its face (`claude-sonnet-4-5@low`: budgeted thinking), for a line before the run and
+    run.json (`evalkit.providers.thinking`)."""
+    from evalkit.providers import thinking
+
+    said = {}
+    for s in specs:
+        try:
+            spec = parse_spec(s)
+        except ConfigError:
+            continue
+        words = thinking.sent_as(spec.provider, spec.model, spec.thinking, options)
+        if words:
+            said[s] = words
+    return said
+
+
 ROUTED = ("hf", "vllm", "openai-chat")
 """Providers whose agents take the run's `ProviderHealth` (a router spec may name several providers)."""
 

@@ -7,16 +7,20 @@ prefix, and replies are streamed because long generations time out otherwise.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from evalkit.errors import EndpointError
+from evalkit.providers import capabilities, clock
 from evalkit.providers import images as imgs
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk, shared_client
+from evalkit.providers.thinking import claude_params, claude_refused, claude_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
-EFFORTS = ("low", "medium", "high")
+WIRE = "anthropic"
 MAX_CONTINUATIONS = 4
 """A turn the API paused (`pause_turn`: a server tool's loop ran long) is continued at most this many times
 within one `step()`; then it is returned as it stands, stop `pause_turn`."""
@@ -47,7 +51,7 @@ def create(
     # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself. Retries are made by
     # evalkit.providers.attempts, where each request is seen and accounted for.
     client = shared_client(
-        anthropic, "Anthropic", "ANTHROPIC_", max_retries=0, timeout=options.request_timeout
+        anthropic, "Anthropic", "ANTHROPIC_", max_retries=0, timeout=clock.request_seconds(options)
     )
     return AnthropicAgent(client, model, thinking, system=system, tools=tools, options=options)
 
@@ -208,6 +212,18 @@ def turn_from_message(msg: dict) -> tuple[Turn, list[dict]]:
     return turn, kept
 
 
+def partial_turn(msg: dict) -> Turn:
+    """What had arrived of a reply whose stream was cut (its text and thinking; calls never run)."""
+    content = [b for b in msg.get("content") or [] if isinstance(b, dict)]
+    return Turn(
+        text="".join(b.get("text", "") for b in content if b.get("type") == "text"),
+        reasoning="\n\n".join(b.get("thinking", "") for b in content if b.get("type") == "thinking"),
+        stop="cut",
+        usage=usage_from_wire(msg.get("usage") or {}),
+        usage_known=False,
+    )
+
+
 def merge_turns(first: Turn, then: Turn) -> Turn:
     """One turn of a reply the API paused and then continued: texts and calls in order, usage summed, the
     last stop reason."""
@@ -219,17 +235,6 @@ def merge_turns(first: Turn, then: Turn) -> Turn:
         usage=first.usage + then.usage,
         truncated=then.truncated,
     )
-
-
-def thinking_params(thinking: str | None) -> dict:
-    if thinking == "off":
-        return {"thinking": {"type": "disabled"}}
-    if thinking in EFFORTS:
-        return {
-            "thinking": {"type": "adaptive", "display": "summarized"},
-            "output_config": {"effort": thinking},
-        }
-    return {}
 
 
 # ---- the agent ---------------------------------------------------------------------------------------------
@@ -269,7 +274,10 @@ class AnthropicAgent(Recorded):
         self.messages: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
-        Recorded.__init__(self)
+        self._turn = 0
+        self._caps = capabilities.caps(WIRE, model)
+        capabilities.applied(WIRE, model, self.info)
+        Recorded.__init__(self, self._caps.images)
 
     def _append_user(self, blocks: list[dict]) -> None:
         if not blocks:
@@ -282,11 +290,13 @@ class AnthropicAgent(Recorded):
             self._opening = len(self.messages) - 1
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        text, images = self.withhold(text, images)
         blocks = user_blocks(text, images)
         self.ledger.add(blocks, images, _is_image)
         self._append_user(blocks)
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        pairs = self.withhold_results(pairs)
         blocks = result_blocks(pairs)
         # The images of error results trail the results (see result_blocks): the order the blocks hold them.
         inline = [i for _, out in pairs if not out.is_error for i in out.images]
@@ -307,7 +317,7 @@ class AnthropicAgent(Recorded):
             "max_tokens": self.options.max_tokens,
             "messages": self.messages,
             "cache_control": {"type": "ephemeral"},
-            **thinking_params(self.thinking),
+            **claude_params(self.thinking, self._caps, self.options.max_tokens),
         }
         if self.system:
             p["system"] = self.system
@@ -318,14 +328,15 @@ class AnthropicAgent(Recorded):
         return p
 
     def _call(self) -> dict:
+        self._caps = capabilities.caps(WIRE, self.model_id)  # what an earlier episode learned, at once
         params = self.params()
         self._sent = {"stream": True, **params} if self.stream else params
         if not self.stream:
-            return self.client.messages.create(**params).model_dump(mode="json")
-        events = self.client.messages.create(stream=True, **params)
+            return self.client.messages.create(**params, **clock.timeout()).model_dump(mode="json")
+        events = self.client.messages.create(stream=True, **params, **clock.timeout())
         partial: dict = {}
         try:
-            with events, reading_stream(sdk("anthropic")):
+            with events, reading_stream(sdk("anthropic"), events, lambda: partial_turn(partial)):
                 return accumulate((ev.model_dump(mode="json") for ev in events), partial)
         except Exception as exc:
             # message_start reports the input tokens (cache included): billed even if the reply never ends.
@@ -338,8 +349,9 @@ class AnthropicAgent(Recorded):
         policy = persist(self.options.max_retries)
         url = str(self.client.base_url)
         turn: Turn | None = None
+        self._turn += 1
         for asked in range(1 + MAX_CONTINUATIONS):
-            msg = request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy, log=log)
+            msg = self._request(policy, url, log)
             if self.keep_raw:
                 self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
             part, content = turn_from_message(msg)
@@ -353,6 +365,23 @@ class AnthropicAgent(Recorded):
             self.info["pause_turn_continuations"] = self.info.get("pause_turn_continuations", 0) + 1
         assert turn is not None
         return settle(turn, log, self.model_id, "anthropic")
+
+    def _request(self, policy: Any, url: str, log: list[Attempt]) -> dict:
+        """One reply; a 400 refusing a feature the request carried (adaptive thinking on a model that only
+        knows budgets) is asked again, once, with what the model accepts."""
+        while True:
+            try:
+                seconds = clock.request_seconds(self.options)
+                return request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy,
+                               log=log, timeout=seconds)  # fmt: skip
+            except EndpointError as exc:
+                used, sent = self._caps, self._sent or {}
+                change = claude_refused(exc.__cause__, sent, used)
+                words = functools.partial(claude_words, self.thinking, max_tokens=self.options.max_tokens)
+                if not capabilities.fall_back(
+                    exc, WIRE, self.model_id, used, change, words, self.info, self._turn
+                ):
+                    raise
 
     def _append_assistant(self, content: list[dict]) -> None:
         # A continued reply extends the paused one: one assistant message, as the API joins them anyway.

@@ -17,15 +17,17 @@ is unknown unless the API reported it, and the turn's cost with it.
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from evalkit import secrets
-from evalkit.errors import EndpointError
+from evalkit.errors import DeadlineReached, EndpointError, ModelFailure
+from evalkit.providers import clock
 from evalkit.types import Attempt, Turn, Usage
 
 T = TypeVar("T")
@@ -38,6 +40,9 @@ MAX_RETRY_AFTER = 60.0
 RATE_WAIT = 20.0
 """On a provider with a fallback, a 429 asking for at most this many seconds is waited for, once."""
 
+MODEL_KINDS = ("context_overflow", "malformed_call")
+"""Attempt kinds that are the model's failure (`model_failure`): raised as ModelFailure, never retried."""
+
 Policy = Callable[[Attempt, int], "float | None"]
 """(the failed attempt, retries so far) → seconds to wait before the next request, or None to give up."""
 
@@ -47,14 +52,60 @@ sleep = time.sleep
 
 class StreamError(Exception):
     """A stream that broke or ended without a usable response (a failed response event, no final event, a
-    connection cut mid-reply): transient.
+    connection cut mid-reply): transient, unless its `body` (the error object an error event carried) says
+    it is the model's own failure (`model_failure`).
 
     `partial_usage` is what the stream reported before it broke; adapters set the same attribute on the SDK's
     own exceptions when a stream they were reading fails."""
 
-    def __init__(self, message: str, usage: Usage | None = None):
+    def __init__(self, message: str, usage: Usage | None = None, body: dict | None = None, timed_out=False):
         super().__init__(message)
         self.partial_usage = usage
+        self.body = body
+        self.timed_out = timed_out
+        """The request's time ran out while its stream was read (`evalkit.providers.clock`): a timeout."""
+
+
+def error_fields(exc: BaseException | None) -> dict:
+    """The `error` object of an API error body (what the SDK kept of it), or {}."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        return {}
+    error = body.get("error", body)
+    return error if isinstance(error, dict) else {}
+
+
+CONTEXT_CODES = ("context_length_exceeded",)
+"""The `code` of an error that says the prompt is past the model's context window (OpenAI's chat completions
+and Responses, and the routers that pass the provider's code on)."""
+MALFORMED_CODES = ("tool_use_failed",)
+"""The `code` of an error that says the model wrote a tool call the server could not parse (Groq, which
+answers it instead of the reply, with the model's text in `failed_generation`)."""
+CONTEXT_MESSAGES = re.compile(
+    r"prompt is too long: \d+ tokens > \d+ maximum"
+    r"|input length and `max_tokens` exceed context limit: \d+ \+ \d+ > \d+"
+    r"|This (?:model|endpoint)'s maximum context length is \d+ tokens"
+)
+"""Where the error body has no code for it, the documented form of the message, numbers and all: an Anthropic
+`invalid_request_error` (type and message are all it carries), a vLLM or OpenRouter 400 (a message and the
+status). Matched at the message's start, never searched for words."""
+
+
+def model_failure(exc: BaseException) -> str | None:
+    """`context_overflow` or `malformed_call` when the API's error says the model failed (see
+    `evalkit.errors.ModelFailure`), by status and the error body's `code`, else its documented message
+    form; None for any other failure."""
+    fields = error_fields(exc)
+    code = fields.get("code")
+    status = getattr(exc, "status_code", None)
+    if code in MALFORMED_CODES:
+        return "malformed_call"
+    if code in CONTEXT_CODES or status == 413:  # 413: the request is past the size the API takes at all
+        return "context_overflow"
+    message = fields.get("message")
+    if status in (400, None) and isinstance(message, str) and CONTEXT_MESSAGES.match(message):
+        return "context_overflow"
+    return None
 
 
 def transport_errors(client_sdk: ModuleType) -> tuple[type[BaseException], ...]:
@@ -79,12 +130,36 @@ def _never_sent(exc: BaseException | None) -> bool:
 
 
 @contextmanager
-def reading_stream(client_sdk: ModuleType) -> Iterator[None]:
-    """Around the reading of an open stream: a broken connection becomes a StreamError, to be retried."""
-    try:
-        yield
-    except transport_errors(client_sdk) as exc:
-        raise StreamError(f"the connection broke mid-stream: {type(exc).__name__}: {_short(exc)}") from exc
+def reading_stream(
+    client_sdk: ModuleType, stream: Any = None, partial: Callable[[], Turn] | None = None
+) -> Iterator[None]:
+    """Around the reading of an open `stream`: a broken connection becomes a StreamError, to be retried; the
+    stream is cut when the request's time is up (`clock.watching`), a timeout however far it got; and what
+    had arrived of the reply (`partial()`) goes with whatever ends the reading early (`partial_turn`)."""
+    with clock.watching(stream) as cut:
+        try:
+            try:
+                yield
+            except transport_errors(client_sdk) as exc:
+                if cut.fired:
+                    raise _timed_out(cut) from exc
+                raise StreamError(
+                    f"the connection broke mid-stream: {type(exc).__name__}: {_short(exc)}"
+                ) from exc
+            except StreamError as exc:  # (the stream ended early because it was cut)
+                if cut.fired and not exc.timed_out:
+                    raise _timed_out(cut) from exc
+                raise
+            if cut.fired:  # the cut stream ended as if whole: it was not
+                raise _timed_out(cut)
+        except Exception as exc:
+            if partial is not None and getattr(exc, "partial_turn", None) is None:
+                exc.partial_turn = partial()  # type: ignore[attr-defined]
+            raise
+
+
+def _timed_out(cut: clock.Cut) -> StreamError:
+    return StreamError(f"no whole reply within {cut.seconds:.0f}s: the stream was cut", timed_out=True)
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
@@ -126,6 +201,13 @@ def classify(
         # An error body may echo the request's key or a token: the record keeps the error without it.
         return Attempt(route, status, kind, secrets.scrub(error), reported, known, wait, round(seconds, 3))
 
+    failed = model_failure(exc) if isinstance(exc, StreamError | client_sdk.APIError) else None
+    if failed is not None:
+        status = getattr(exc, "status_code", None)
+        error = f"{type(exc).__name__} {status or ''} from {where}: {_short(exc)}"
+        return attempt(failed, error, status, known=status is not None)  # an error status bills nothing
+    if isinstance(exc, StreamError) and exc.timed_out:
+        return attempt("timeout", f"{_short(exc)} ({where})")
     if isinstance(exc, StreamError):
         return attempt("stream_cut", f"{_short(exc)} ({where})")
     if isinstance(exc, client_sdk.APIStatusError) and exc.status_code != 200:
@@ -183,25 +265,51 @@ def describe(log: list[Attempt]) -> str:
 
 
 def request(
-    fn: Callable[[], T], client_sdk: ModuleType, *, route: str, url: str, policy: Policy, log: list[Attempt]
+    fn: Callable[[], T],
+    client_sdk: ModuleType,
+    *,
+    route: str,
+    url: str,
+    policy: Policy,
+    log: list[Attempt],
+    timeout: float | None = None,
 ) -> T:
     """Run one model call until it answers or `policy` gives up; every failed request is appended to `log`.
-    Giving up raises EndpointError carrying the whole log (of this call and any before it in `log`)."""
+    Giving up raises EndpointError carrying the whole log (of this call and any before it in `log`). Each
+    request may take `timeout` seconds in all (`clock.request_limit`; `fn` gives the SDK `clock.timeout()`
+    and reads its stream in `reading_stream`); none is made, or waited for, past the deadline of the call
+    (`clock.until`), which ends it with DeadlineReached."""
     n = 0
     while True:
+        if clock.passed():
+            raise DeadlineReached(f"the episode's deadline passed before request {n + 1}", log)
         t = time.monotonic()
         try:
-            return fn()
+            with clock.request_limit(timeout):
+                return fn()
         except Exception as exc:
             a = classify(exc, client_sdk, route, url, time.monotonic() - t)
             if a is None:
                 raise
             log.append(a)
+            if a.kind in MODEL_KINDS:  # the model's doing: asking again cannot help
+                raise _failed(a, exc, log) from exc
+            if clock.passed():  # cut by the deadline, or it failed as the deadline passed
+                raise DeadlineReached(describe(log), log, getattr(exc, "partial_turn", None)) from exc
             wait = policy(a, n)
             if wait is None:
                 raise EndpointError(describe(log), a.status, log) from exc
-            sleep(wait)
+            sleep(clock.bounded(wait))
             n += 1
+
+
+def _failed(a: Attempt, exc: BaseException, log: list[Attempt]) -> ModelFailure:
+    fields = error_fields(exc)
+    generation, code, detail = fields.get("failed_generation"), fields.get("code"), fields.get("message")
+    return ModelFailure(describe(log), a.kind, a.status, log,
+                        generation if isinstance(generation, str) else None,
+                        code if isinstance(code, str) else None,
+                        secrets.scrub(detail)[:500] if isinstance(detail, str) else "")  # fmt: skip
 
 
 def log_usage(log: list[Attempt]) -> tuple[Usage, bool]:

@@ -7,13 +7,14 @@ results. Replies are streamed with usage; servers that ignore `max_tokens` are h
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from evalkit.errors import ConfigError, EndpointError
+from evalkit.errors import ConfigError, EndpointError, ModelFailure
+from evalkit.providers import capabilities, clock, openai_wire
 from evalkit.providers import images as imgs
-from evalkit.providers import openai_wire
 from evalkit.providers.attempts import (
     FALLBACK,
     StreamError,
@@ -34,6 +35,7 @@ from evalkit.providers.common import (
     wire_args,
 )
 from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
+from evalkit.providers.thinking import chat_words
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -113,7 +115,12 @@ def create(
     load_env()
     # Retries are made by evalkit.providers.attempts, where each request is seen and accounted for.
     client = shared_client(
-        openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout, **endpoint(provider)
+        openai,
+        "OpenAI",
+        "OPENAI_",
+        max_retries=0,
+        timeout=clock.request_seconds(options),
+        **endpoint(provider),
     )
     return ChatAgent(
         client, model, thinking, system=system, tools=tools, options=options, provider=provider, health=health
@@ -251,6 +258,12 @@ class Accumulator:
                 self._take(entry["arguments"], fn.get("arguments") or "")
             self.finish = choice.get("finish_reason") or self.finish
 
+    def partial(self) -> Turn:
+        """What had arrived of a reply whose stream was cut (its text and reasoning; calls never run)."""
+        return Turn(
+            text="".join(self.content), reasoning="".join(self.reasoning), stop="cut", usage_known=False
+        )
+
     def message(self) -> dict:
         """The reply as a plain completion; a stream that ended without a finish reason was cut off (unless
         the harness cut it), and half a reply must not pass for a whole one."""
@@ -336,6 +349,9 @@ class ChatAgent(Recorded):
             lambda switch: self.info.setdefault("provider_switches", []).append(switch),
         )
         self.model = f"{provider}:{model}" + (f"@{thinking}" if thinking else "")
+        self.wire = "openai" if provider == "openai-chat" else "chat"
+        """The capability table's wire: OpenAI's own models by their names; a router's or the user's own
+        server's models are not in it, and learn from their 400s alone."""
         self.thinking = thinking
         self.tools = [tool_to_wire(t) for t in tools]
         self.options = options
@@ -347,9 +363,10 @@ class ChatAgent(Recorded):
         """The thinking-off switch found for each route probed."""
         self._opening: int | None = None
         self._turn = 0
-        Recorded.__init__(self)
+        Recorded.__init__(self, capabilities.caps(self.wire, model).images)
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        text, images = self.withhold(text, images)
         parts = ([{"type": "text", "text": text}] if text else []) + [
             image_part(i, self.shrink_over) for i in images
         ]
@@ -364,6 +381,7 @@ class ChatAgent(Recorded):
             self._opening = len(self.messages) - 1
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        pairs = self.withhold_results(pairs)
         msgs = result_messages(pairs, self.shrink_over)
         self.ledger.add(msgs, [i for _, o in pairs for i in o.images], _is_image)
         self.messages += msgs
@@ -395,7 +413,8 @@ class ChatAgent(Recorded):
         }
         if self.tools:
             p["tools"] = self.tools
-        if self.thinking in EFFORTS:
+        caps = capabilities.caps(self.wire, route)
+        if self.thinking in EFFORTS and caps.reasoning and caps.effort:
             p["reasoning_effort"] = self.thinking
         elif self.thinking == "off" and route in self.off:
             p.update(self.off[route].params)
@@ -416,7 +435,7 @@ class ChatAgent(Recorded):
         openai = sdk("openai")
         chunks = self._post({**streamed, **params}, stream=True)
         try:
-            with chunks, reading_stream(openai):
+            with chunks, reading_stream(openai, chunks, acc.partial):
                 for chunk in chunks:
                     acc.add(chunk if isinstance(chunk, dict) else {})
                     if acc.chars > cap:
@@ -452,6 +471,8 @@ class ChatAgent(Recorded):
         log: list[Attempt] = []
         shrunk = False
         self.routes.begin(self._turn)
+        if self._turn == 1:
+            capabilities.applied(self.wire, self.route, self.info)
         while True:
             # With another provider behind this one, a failure moves on at once instead of retrying here.
             policy = FALLBACK if self.routes.fallback_left else persist(self.options.max_retries)
@@ -459,15 +480,26 @@ class ChatAgent(Recorded):
                 if self.thinking == "off" and self.route not in self.off:
                     self._probe(policy, log)
                 url = str(self.client.base_url)
-                resp = request(self._call, openai, route=self.route, url=url, policy=policy, log=log)
+                resp = request(self._call, openai, route=self.route, url=url, policy=policy, log=log,
+                               timeout=clock.request_seconds(self.options))  # fmt: skip
                 self.routes.succeeded()
                 break
-            except EndpointError as exc:
+            except (EndpointError, ModelFailure) as exc:
                 last, cause = exc.attempts[-1], exc.__cause__
-                if not shrunk and self._shrink_rejected(last, cause):
+                if isinstance(exc, EndpointError) and self._fell_back(exc):
+                    continue
+                # A prompt past the context (or the server's limit of images) may fit without its old images.
+                overflow = isinstance(exc, ModelFailure) and exc.kind == "context_overflow"
+                if (
+                    not shrunk
+                    and (overflow or isinstance(exc, EndpointError))
+                    and self._shrink_rejected(last, cause)
+                ):
                     shrunk = True
                     continue
-                if not provider_failure(last, cause) or not self.routes.failed(last, self._turn):
+                if isinstance(exc, ModelFailure) or not provider_failure(last, cause):
+                    raise
+                if not self.routes.failed(last, self._turn):
                     raise
         if self.thinking == "off":
             self.info["thinking_off_method"] = self.off[self.route].method
@@ -479,6 +511,17 @@ class ChatAgent(Recorded):
         if msg:
             self.messages.append(msg)
         return turn
+
+    def _fell_back(self, exc: EndpointError) -> bool:
+        """A 400 whose `param` names `reasoning_effort`, which the request carried: the route is asked
+        without it, now and from now on (a model that is no reasoning model, such as gpt-4.1)."""
+        sent = self._sent or {}
+        fields = error_fields(exc.__cause__)
+        bad = exc.status == 400 and fields.get("param") == "reasoning_effort" and "reasoning_effort" in sent
+        used = capabilities.caps(self.wire, self.route)
+        words = functools.partial(chat_words, self.thinking)
+        return capabilities.fall_back(exc, self.wire, self.route, used, {"effort": False} if bad else None,
+                                      words, self.info, self._turn)  # fmt: skip
 
     def _probe(self, policy: Any, log: list[Attempt]) -> None:
         choice, spent = probe(

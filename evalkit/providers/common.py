@@ -4,18 +4,20 @@ says to a model. (How requests are retried and accounted for is `evalkit.provide
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib
 import json
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
 from evalkit.errors import ConfigError
 from evalkit.providers.images import Ledger
-from evalkit.types import Call
+from evalkit.types import Call, Image, ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,17 @@ def load_env(env_file: str | os.PathLike | None = None) -> Path | None:
         load_dotenv(path, override=False)
         _loaded.add(path)
     return path
+
+
+def user_file(variable: str, name: str) -> Path | None:
+    """A user's file of evalkit data: the one `variable` names (which must exist), else `name` in evalkit's
+    config directory (`$XDG_CONFIG_HOME/evalkit`, or `~/.config/evalkit`) when it is there."""
+    named = os.environ.get(variable)
+    if named:
+        return Path(named).expanduser()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = config / "evalkit" / name
+    return path if path.is_file() else None
 
 
 def sdk(name: str, extra: str = "") -> ModuleType:
@@ -185,12 +198,35 @@ class Recorded:
     """What a wire adapter keeps for the record beside its history: which images each block holds (so that a
     prune can name what it dropped), and with `keep_raw` the last call's request and response."""
 
-    def __init__(self) -> None:
+    def __init__(self, takes_images: bool = True) -> None:
         self.ledger = Ledger()
         self.keep_raw = False
         """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
         self.last_raw: dict | None = None
         self._sent: dict | None = None
+        self.takes_images = takes_images
+        """False for a model that accepts no image inputs (`evalkit.providers.capabilities`): its images are
+        replaced by a line saying so, counted in `info["images_withheld"]`."""
+
+    def withhold(self, text: str, images: Sequence[Image]) -> tuple[str, list[Image]]:
+        """(text, images) as this model can take them: a model without image inputs gets a line instead."""
+        if self.takes_images or not images:
+            return text, list(images)
+        info = getattr(self, "info", None)
+        if isinstance(info, dict):
+            info["images_withheld"] = info.get("images_withheld", 0) + len(images)
+        line = f"[{len(images)} image(s) not shown: this model takes no image input]"
+        return (f"{text}\n{line}" if text else line), []
+
+    def withhold_results(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[tuple[Call, ToolOutcome]]:
+        """Tool results as this model can take them (`withhold`)."""
+        if self.takes_images:
+            return pairs
+        kept = []
+        for call, out in pairs:
+            text, images = self.withhold(out.text, out.images)
+            kept.append((call, dataclasses.replace(out, text=text, images=images)))
+        return kept
 
     @property
     def dropped_images(self) -> list[str]:

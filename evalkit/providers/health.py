@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.providers.attempts import transient
+from evalkit.providers.attempts import error_fields, transient
 from evalkit.types import Attempt
 
 COOLDOWN = 300.0
@@ -28,15 +28,6 @@ COOLDOWN = 300.0
 
 PROVIDER_STATUSES = (402, 403, 404)
 MODEL_CODES = ("model_not_supported", "model_not_found", "model_not_available", "provider_not_supported")
-
-
-def error_fields(exc: BaseException | None) -> dict:
-    """The `error` object of an API error body (what the SDK kept of it), or {}."""
-    body = getattr(exc, "body", None)
-    if not isinstance(body, dict):
-        return {}
-    error = body.get("error", body)
-    return error if isinstance(error, dict) else {}
 
 
 def provider_failure(attempt: Attempt, exc: BaseException | None) -> bool:

@@ -6,12 +6,13 @@ the input, so the history stays ours (old images can be pruned) while the model 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from evalkit.errors import EndpointError
+from evalkit.providers import capabilities, clock, openai_wire
 from evalkit.providers import images as imgs
-from evalkit.providers import openai_wire
 from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
 from evalkit.providers.common import (
     Recorded,
@@ -24,12 +25,10 @@ from evalkit.providers.common import (
     shared_client,
     wire_args,
 )
-from evalkit.providers.health import error_fields
+from evalkit.providers.thinking import responses_params, responses_refused, responses_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
-EFFORT = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
-EFFORT_PARAM = "reasoning.effort"
-"""The `param` of a 400 that refuses the reasoning effort: the only 400 the effort fallback answers."""
+WIRE = "openai"
 
 
 def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
@@ -56,7 +55,7 @@ def create(
     load_env()
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself. Retries are made by
     # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = shared_client(openai, "OpenAI", "OPENAI_", max_retries=0, timeout=options.request_timeout)
+    client = shared_client(openai, "OpenAI", "OPENAI_", max_retries=0, timeout=clock.request_seconds(options))
     return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
 
 
@@ -88,12 +87,6 @@ def result_item(call: Call, out: ToolOutcome) -> dict:
         return {"type": "function_call_output", "call_id": call.id, "output": text or "(no output)"}
     parts = ([{"type": "input_text", "text": text}] if text else []) + [image_part(i) for i in out.images]
     return {"type": "function_call_output", "call_id": call.id, "output": parts}
-
-
-def reasoning_params(effort: str | None) -> dict:
-    if effort == "none":
-        return {"effort": "none"}
-    return {"summary": "auto", **({"effort": effort} if effort else {})}
 
 
 # ---- from the wire -----------------------------------------------------------------------------------------
@@ -153,7 +146,28 @@ def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
     return turn, carried
 
 
-def final_response(events: Any) -> dict:
+class Seen:
+    """What a response stream delivered of its text and reasoning summary, event by event: what had arrived
+    of a reply cut before its end."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+
+    def add(self, kind: str, ev: dict) -> None:
+        delta = ev.get("delta")
+        if not isinstance(delta, str):
+            return
+        if kind == "response.output_text.delta":
+            self.text.append(delta)
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            self.reasoning.append(delta)
+
+    def turn(self) -> Turn:
+        return Turn(text="".join(self.text), reasoning="".join(self.reasoning), stop="cut", usage_known=False)
+
+
+def final_response(events: Any, seen: Seen | None = None) -> dict:
     """Read a response stream (events as the server's JSON) to its end: the final response object, whether
     completed or incomplete. The events after it are read too (the end of the body), so that the connection
     goes back to the pool rather than being closed with the body unread (a new connection, and a TLS
@@ -164,14 +178,16 @@ def final_response(events: Any) -> dict:
         kind = ev.get("type", "")
         if final is not None:
             continue
-        if kind in ("response.completed", "response.incomplete"):
+        if seen is not None and kind.endswith(".delta"):
+            seen.add(kind, ev)
+        elif kind in ("response.completed", "response.incomplete"):
             final = without_nulls(ev.get("response") or {})
         elif kind == "response.failed":
             error = (ev.get("response") or {}).get("error")
-            code, message = (error.get("code"), error.get("message")) if isinstance(error, dict) else ("", "")
-            raise StreamError(f"response failed: {code} {message}")
-        elif kind == "error":
-            raise StreamError(f"stream error {ev.get('code')}: {ev.get('message')}")
+            error = error if isinstance(error, dict) else {}
+            raise StreamError(f"response failed: {error.get('code')} {error.get('message')}", body=error)
+        elif kind == "error":  # its code tells a prompt past the context window from a server's trouble
+            raise StreamError(f"stream error {ev.get('code')}: {ev.get('message')}", body=ev)
     if final is None:
         raise StreamError("the stream ended before the response completed")
     return final
@@ -185,11 +201,6 @@ def without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [without_nulls(v) for v in value]
     return value
-
-
-def rejects_effort(exc: BaseException | None, openai: Any) -> bool:
-    """Whether `exc` is a 400 refusing the reasoning effort, by the `param` of the error body the SDK kept."""
-    return isinstance(exc, openai.BadRequestError) and error_fields(exc).get("param") == EFFORT_PARAM
 
 
 # ---- the agent ---------------------------------------------------------------------------------------------
@@ -221,16 +232,20 @@ class ResponsesAgent(Recorded):
         self.client = client
         self.model_id = model
         self.model = f"openai:{model}" + (f"@{thinking}" if thinking else "")
-        self.effort = EFFORT.get(thinking or "")
+        self.thinking = thinking
         self.system = system
         self.tools = [tool_to_wire(t) for t in tools]
         self.options = options
         self.items: list[dict] = []
         self.info: dict = {}
         self._opening: int | None = None
-        Recorded.__init__(self)
+        self._turn = 0
+        self._caps = capabilities.caps(WIRE, model)
+        capabilities.applied(WIRE, model, self.info)
+        Recorded.__init__(self, self._caps.images)
 
     def user(self, text: str, images: Sequence[Image] = ()) -> None:
+        text, images = self.withhold(text, images)
         item = user_item(text, images)
         self.ledger.add(item, images, _is_image)
         self.items.append(item)
@@ -238,6 +253,7 @@ class ResponsesAgent(Recorded):
             self._opening = len(self.items) - 1
 
     def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
+        pairs = self.withhold_results(pairs)
         items = [result_item(c, o) for c, o in pairs]
         self.ledger.add(items, [i for _, o in pairs for i in o.images], _is_image)
         self.items += items
@@ -254,10 +270,12 @@ class ResponsesAgent(Recorded):
             "model": self.model_id,
             "input": self.items,
             "store": False,
-            "include": ["reasoning.encrypted_content"],
             "max_output_tokens": self.options.max_tokens,
-            "reasoning": reasoning_params(self.effort),
         }
+        reasoning = responses_params(self.thinking, self._caps)
+        if reasoning is not None:  # a model without reasoning refuses the object and what it includes
+            p["include"] = ["reasoning.encrypted_content"]
+            p["reasoning"] = reasoning
         if self.system:
             p["instructions"] = self.system
         if self.tools:
@@ -267,12 +285,14 @@ class ResponsesAgent(Recorded):
         return p
 
     def _call(self) -> dict:
+        self._caps = capabilities.caps(WIRE, self.model_id)  # what an earlier episode learned, at once
         params = self.params()
         self._sent = {"stream": True, **params} if self.stream else params
         if self.stream:
             events = openai_wire.post(self.client, "/responses", self._sent, stream=True)
-            with events, reading_stream(sdk("openai")):
-                return final_response(events)
+            seen = Seen()
+            with events, reading_stream(sdk("openai"), events, seen.turn):
+                return final_response(events, seen)
         return without_nulls(openai_wire.post(self.client, "/responses", params, stream=False))
 
     @property
@@ -284,17 +304,25 @@ class ResponsesAgent(Recorded):
         openai = sdk("openai")
         log: list[Attempt] = []
         kw = dict(
-            route=self.model_id, url=str(self.client.base_url), policy=persist(self.options.max_retries)
+            route=self.model_id,
+            url=str(self.client.base_url),
+            policy=persist(self.options.max_retries),
+            timeout=clock.request_seconds(self.options),
         )
-        try:
-            resp = request(self._call, openai, log=log, **kw)
-        except EndpointError as exc:
-            # Some models reject effort `none`; any other refusal (an oversized image) is not ours to mend.
-            if self.effort != "none" or not rejects_effort(exc.__cause__, openai):
-                raise
-            self.effort = "low"
-            self.info["effort_fallback"] = "low"
-            resp = request(self._call, openai, log=log, **kw)
+        self._turn += 1
+        while True:
+            try:
+                resp = request(self._call, openai, log=log, **kw)
+                break
+            except EndpointError as exc:
+                # A refused reasoning field is asked again without it; any other refusal (an oversized
+                # image) is not ours to mend.
+                used = self._caps
+                change = responses_refused(exc.__cause__, self._sent or {}, used)
+                words = functools.partial(responses_words, self.thinking)
+                if not capabilities.fall_back(exc, WIRE, self.model_id, used, change, words, self.info,
+                                              self._turn):  # fmt: skip
+                    raise
         if self.keep_raw:
             self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
         turn, carried = turn_from_response(resp)

@@ -27,12 +27,14 @@ from evalkit.providers.common import sdk
 def post(client: Any, path: str, body: dict, stream: bool) -> Any:
     """POST `body` to `path` as `create` does; the reply's JSON object (a StreamError when it is not one), or
     (`stream`) its events as dicts."""
+    from evalkit.providers import clock
+
     openai = sdk("openai")
     reply = client.post(
         path,
         body=body,
         cast_to=object,
-        options={"security": {"bearer_auth": True}},
+        options={"security": {"bearer_auth": True}, **clock.timeout()},
         stream=stream,
         stream_cls=draining_stream(openai)[object],
     )

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
+from evalkit.providers.common import user_file
 from evalkit.types import Usage
 
 PRICES_PATH = Path(__file__).resolve().parents[1] / "data" / "prices.json"
@@ -28,12 +28,7 @@ OVERRIDE_VARIABLE = "EVALKIT_PRICES"
 
 def override_path() -> Path | None:
     """The user's price file: `EVALKIT_PRICES` (which must exist), else the config-dir file if present."""
-    named = os.environ.get(OVERRIDE_VARIABLE)
-    if named:
-        return Path(named).expanduser()
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    path = config / "evalkit" / "prices.json"
-    return path if path.is_file() else None
+    return user_file(OVERRIDE_VARIABLE, "prices.json")
 
 
 def _valid_entry(value: object) -> bool:

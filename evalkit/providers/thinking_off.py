@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.errors import EndpointError
+from evalkit.providers import clock
 from evalkit.providers.attempts import Policy, request
 from evalkit.providers.health import provider_failure
 from evalkit.types import Attempt, ToolSpec, Usage
@@ -91,6 +92,7 @@ def probe(
                     tools=[tool_to_wire(PROBE_TOOL)],
                     **{limit_key: 512},
                     **kwargs,
+                    **clock.timeout(),
                 ).model_dump(mode="json")
 
             try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from evalkit.errors import ConfigError, DiskFullError, no_space
-from evalkit.records.traces import mount_point
+from evalkit.records.outputs import mount_point, sweep
 
 LOCK_FILE = ".evalkit/writer.lock"
 
@@ -127,13 +127,16 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         """Take the lock, or raise RunLockedError naming its holder (DiskFullError when there is no room
-        for its file)."""
+        for its file). The new writer then sweeps what writers killed mid-write left in the run (their
+        temporary files: `evalkit.records.outputs.sweep`)."""
         try:
-            return self._acquire()
+            self._acquire()
         except OSError as exc:
             if not no_space(exc):
                 raise
             raise DiskFullError(self.out / LOCK_FILE, mount_point(self.out), "nothing was written") from None
+        sweep(self.out)
+        return self
 
     def _acquire(self) -> RunLock:
         key = str(self.out.resolve())

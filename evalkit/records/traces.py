@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from evalkit import secrets
-from evalkit.errors import NOT_JSON, DiskFullError, TraceError, no_space
+from evalkit.errors import NOT_JSON, TraceError, no_space
 from evalkit.records import importers
 from evalkit.records.jsonl import iter_lines
+from evalkit.records.outputs import disk_full, failed
 from evalkit.types import EpisodeRecord, Image, record_problems
 
 T = TypeVar("T")
@@ -40,20 +41,6 @@ RUN_JSON = "run.json"
 _tmp_names = itertools.count()
 
 
-def mount_point(path: str | Path) -> str:
-    """The mount point of the file system `path` is (or would be) on, to name it in a message."""
-    p = Path(os.path.abspath(path))
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    while not os.path.ismount(p) and p != p.parent:
-        p = p.parent
-    return str(p)
-
-
-def disk_full(path: str | Path, exc: OSError, kept: str) -> DiskFullError:
-    return DiskFullError(path, mount_point(path), kept, exc.errno or 0)
-
-
 def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
     """Write a whole file or nothing: a crash leaves the old file, never half a new one. Text never carries
     the value of a key the environment holds (`secrets.scrub_known`). `sync`: on disk before the file is in
@@ -62,16 +49,15 @@ def atomic_write(path: Path, data: bytes | str, sync: bool = True) -> None:
 
     In few system calls, each a point where a thread hands the GIL on (fifty episodes at once write several
     files each): the temporary file is made with the mode a new file of the user's gets (0666 less the
-    umask, as the kernel applies it), and its directory only when it is missing."""
+    umask, as the kernel applies it), and its directory only when it is missing. A place that cannot be
+    written at all (a read-only file system) is a NotWritableError saying so."""
     path = Path(path)
     raw = secrets.scrub_known(data).encode() if isinstance(data, str) else data
     try:
         _write_whole(path, raw, sync)
     except OSError as exc:
-        if not no_space(exc):
-            raise
         kept = f"{path.name} is as it was" if path.exists() else f"{path.name} was not written"
-        raise disk_full(path, exc, kept) from None
+        raise failed(path, exc, kept) from None
 
 
 def _write_whole(path: Path, raw: bytes, sync: bool) -> None:

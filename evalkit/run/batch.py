@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.envs import loopback, target
-from evalkit.envs.evalsets import load_evalset
+from evalkit.envs.evalsets import load_evalset, repeated
 from evalkit.envs.target import Draw, Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
-from evalkit.providers import check_endpoints
+from evalkit.providers import check_endpoints, sent_as
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
@@ -111,6 +111,9 @@ def select_tasks(
     resolves (`evalkit.envs.target.start`: its own tasks where it has a Task API) — and the evalset id.
     Raises ConfigError on a bad selection. `reset` gives the reset arguments themselves: one dict, or a list
     of them (one task each)."""
+    if task_ids and repeated(task_ids):
+        raise ConfigError(f"--task-ids names a task more than once: {repeated(task_ids)}; name each once "
+                          "(--repeats runs every task again)")  # fmt: skip
     if reset is not None:
         if evalset is not None or task_ids or tasks is not None or split is not None:
             raise ConfigError(
@@ -386,6 +389,7 @@ def _meta(
         "server_sessions": env.capacity,
         "env_config": env.config,
         "n_jobs": n_jobs,
+        "sent_as": sent_as(models, s.options),
         "evalkit_version": __version__,
     }
 
@@ -424,6 +428,21 @@ def _to_reset(jobs: list[Job], done: set[str], s: Settings) -> list[tuple]:
     return [(j.ident, j.task, j.surface, j.mode, j.skin, j.coordinates) for j in probes.values()]
 
 
+def _keep_fallbacks(out: Path, rec: EpisodeRecord) -> None:
+    """A fallback an episode learned (a feature its model's API refused: `evalkit.providers.capabilities`)
+    goes into run.json under `fallbacks`, by model, once."""
+    learned = [f for f in (rec.info or {}).get("fallbacks") or [] if f.get("turn")]
+    if not learned:
+        return
+    meta = read_run_json(out)
+    kept = meta.setdefault("fallbacks", {}).setdefault(rec.model, [])
+    seen = {(k.get("feature"), k.get("sent")) for k in kept}
+    new = [f for f in learned if (f.get("feature"), f.get("sent")) not in seen]
+    if new:
+        kept += [{k: v for k, v in f.items() if k != "turn"} | {"episode": rec.key} for f in new]
+        write_run_json(out, meta)
+
+
 def _write_meta(out: Path, meta: dict) -> None:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     old = read_run_json(out)
@@ -439,6 +458,8 @@ def _execute(
     done_keys = completed_keys(out)
     todo = [j for j in jobs if j.key not in done_keys]
     _write_meta(out, meta)
+    for m, words in meta["sent_as"].items():
+        notice(log, f"{m}: sent as {words}, which this model takes (evalkit's capability table)")
     writer = TraceWriter(out)
     live.clear_stale(out)
     run = Run(out, skipped=len(jobs) - len(todo), meta=meta)
@@ -456,6 +477,7 @@ def _execute(
             if not closed and not (stopping and rec.error_class):
                 writer.append(rec)
                 _count(run, rec)
+                _keep_fallbacks(out, rec)
         live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
 
     def left(kind: str) -> None:

@@ -37,8 +37,16 @@ from typing import Any
 from evalkit import secrets
 from evalkit.envs.sessions import close_quietly
 from evalkit.envs.target import Target, resolve, with_records
-from evalkit.errors import ConfigError, DiskFullError, EndpointError, EpisodeCancelled, error_class_of
-from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
+from evalkit.errors import (
+    ConfigError,
+    DeadlineReached,
+    DiskFullError,
+    EndpointError,
+    EpisodeCancelled,
+    ModelFailure,
+    error_class_of,
+)
+from evalkit.providers import check_endpoints, check_keys, clock, make_agent, parse_spec
 from evalkit.providers.attempts import log_usage
 from evalkit.providers.common import notes_text
 from evalkit.providers.health import ProviderHealth
@@ -50,6 +58,7 @@ from evalkit.run.breaker import refused_key
 from evalkit.run.pictures import Camera, frame_takers
 from evalkit.run.settings import Settings
 from evalkit.types import (
+    MALFORMED_STOP,
     RESULT_CAP,
     Agent,
     AgentOptions,
@@ -352,6 +361,8 @@ class Episode:
         self.usage, self.usage_known = Usage(), True
         """`usage_known` False once some request may have been billed without reporting its usage."""
         self.nudges = 0
+        self._malformed = ""
+        """What the server said of the last tool call it refused to pass on (the model is told)."""
         self.ended: str | None = None
         """How the episode ended, once it has (one of `evalkit.types.END_REASONS`): set by `end` alone."""
         self.concluded = False
@@ -471,7 +482,8 @@ class Episode:
         return None if turn is None else self.act(turn)
 
     def think(self) -> Turn | None:
-        """The model's next turn, not yet carried out (None at the deadline, which ends the episode)."""
+        """The model's next turn, not yet carried out (None when the episode ended instead: at the deadline,
+        or on a prompt past the model's context)."""
         if self.cancel is not None and self.cancel.is_set():
             raise EpisodeCancelled("the batch was interrupted")
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -484,8 +496,10 @@ class Episode:
         t = time.monotonic()
         turn = self._model_call(n)
         self._turn_model_s = time.monotonic() - t
-        self._sent(n)
         self.rec.model_seconds = round(self.rec.model_seconds + self._turn_model_s, 4)
+        if turn is None:  # the episode ended during the call
+            return None
+        self._sent(n)
         self.usage = self.usage + turn.usage
         self.usage_known = self.usage_known and turn.usage_known
         return turn
@@ -585,20 +599,25 @@ class Episode:
 
     def _silent(self, n: int, turn: Turn, trec: TurnRecord) -> None:
         """A turn without a tool call: in an env with no finishing tool a reply in text is the answer (an
-        empty one is no answer); elsewhere the model is nudged, and ends after MAX_NUDGES in a row."""
-        if self.answers and not turn.truncated:
+        empty one is no answer); elsewhere the model is nudged, and ends after MAX_NUDGES in a row. A call
+        the server refused to pass on (`MALFORMED_STOP`) is a parse error the model is told about, never an
+        answer; MAX_NUDGES of them in a row end the episode as `malformed_call`."""
+        malformed = turn.stop == MALFORMED_STOP
+        self.rec.parse_errors += malformed
+        if self.answers and not turn.truncated and not malformed:
             self.end("answered" if turn.text.strip() else "no_tool_call")
             return
-        if self.answers:
+        if self.answers and not malformed:
             return
         fresh = self._look(turn, [], trec)
         if self.ended is not None:  # the env ended the episode on the loop's screenshot
             return
         self.nudges += 1
         if self.nudges >= MAX_NUDGES:
-            self.end("no_tool_call")
+            self.end("malformed_call" if malformed else "no_tool_call")
             return
-        said = wording.nudge(self.finish) + wording.turns_left_note(self.max_turns - n, self.finish)
+        said = wording.malformed(self.finish, self._malformed) if malformed else wording.nudge(self.finish)
+        said += wording.turns_left_note(self.max_turns - n, self.finish)
         self.agent.user(said, fresh)
         self.tx.user(n, said, fresh, "nudge", shot=bool(fresh))
 
@@ -621,28 +640,61 @@ class Episode:
                 trec.calls[-1].images += self.camera.save_all(extra.images)
         return list(extra.images)
 
-    def _model_call(self, n: int) -> Turn:
-        """One model call. When it fails, what its failed requests reported still counts, and whatever
-        they may have cost without saying makes the episode's cost unknown."""
+    def _model_call(self, n: int) -> Turn | None:
+        """One model call; None when the episode ended instead: the model's prompt outgrew its context (its
+        outcome), or the deadline passed during the call (the request was cut). When it fails, what its
+        failed requests reported still counts, and whatever they may have cost without saying makes the
+        episode's cost unknown."""
         try:
-            return self.agent.step()
+            with clock.until(self.deadline):  # a request in flight at the deadline is cut
+                return self.agent.step()
+        except ModelFailure as e:
+            return self._model_failed(n, e)
+        except DeadlineReached as e:
+            self._failed_requests(n, e.attempts)
+            partial = e.partial
+            if partial is not None and (partial.text or partial.reasoning):  # what had come of the reply
+                self.rec.info["cut_turn"] = {"turn": n, "text": partial.text, "reasoning": partial.reasoning}
+            self.end("deadline")
+            return None
         except EndpointError as e:
             refused = refused_key(self.rec.model, e)
             if refused is not None:  # every episode of this model would fail alike: not data, a config error
                 raise refused from e
-            usage, known = log_usage(e.attempts)
-            self.usage = self.usage + usage
-            self.usage_known = self.usage_known and known and bool(e.attempts)
-            if e.attempts:
-                self.rec.info["failed_turn"] = {
-                    "turn": n,
-                    "attempts": len(e.attempts),
-                    "failed_attempts": [a.to_dict() for a in e.attempts],
-                }
+            self._failed_requests(n, e.attempts)
             raise
         except Exception:
             self.usage_known = False  # the request may have been answered, and billed, before the break
             raise
+
+    def _failed_requests(self, n: int, log: list) -> None:
+        """The requests of a call that brought no turn: their usage counts, the record keeps them."""
+        usage, known = log_usage(log)
+        self.usage = self.usage + usage
+        self.usage_known = self.usage_known and known and bool(log)
+        if log:
+            self.rec.info["failed_turn"] = {
+                "turn": n,
+                "attempts": len(log),
+                "failed_attempts": [a.to_dict() for a in log],
+            }
+
+    def _model_failed(self, n: int, e: ModelFailure) -> Turn | None:
+        """The API said the model failed (`evalkit.errors.ModelFailure`): a malformed call is a turn of the
+        model's, its generated text kept, and it is told (`_silent`); a prompt past its context ends the
+        episode as `context_overflow`, scored as the env scores an unfinished one (`conclude`)."""
+        last = e.attempts[-1] if e.attempts else None
+        said = {"turn": n, "kind": e.kind, "status": e.status, "code": e.code,
+                "error": last.error if last is not None else str(e)}  # fmt: skip
+        self.rec.info.setdefault("model_failures", []).append(said)
+        if e.kind == "malformed_call":
+            self._malformed = e.detail or e.code or ""
+            usage, known = log_usage(e.attempts)
+            return Turn(text=e.generation or "", stop=MALFORMED_STOP, usage=usage, usage_known=known,
+                        attempts=list(e.attempts[:-1]), route=getattr(last, "route", ""))  # fmt: skip
+        self._failed_requests(n, e.attempts)
+        self.end("context_overflow")
+        return None
 
     # ---- the operator's hand (EpisodeStepper)
 

@@ -233,7 +233,12 @@ class Settings:
         None, "tool calls before the env ends the episode", whole(), outcome=True, parse=_int
     )
     episode_timeout: float | None = knob(
-        None, "wall-clock seconds per episode", positive, outcome=True, parse=_float
+        None,
+        "wall-clock seconds per episode, a model request in flight included (it is cut; the episode ends "
+        "as deadline)",
+        positive,
+        outcome=True,
+        parse=_float,
     )
     hide_fields: list[str] | None = knob(
         None,
@@ -255,8 +260,13 @@ class Settings:
     max_tokens: int = knob(
         _AGENT.max_tokens, "output tokens per model call", whole(), outcome=True, parse=_int, agent=True
     )
-    request_timeout: float = knob(
-        _AGENT.request_timeout, "seconds a model request may take", positive, parse=_float, agent=True
+    request_timeout: float | None = knob(
+        _AGENT.request_timeout,
+        "seconds one model request may take in all, however slowly its reply streams (default: 60 plus one "
+        "per 20 output tokens allowed, 860 at --max-tokens 16000); --episode-timeout cuts a request sooner",
+        positive,
+        parse=_float,
+        agent=True,
     )
     max_retries: int = knob(
         _AGENT.max_retries, "retries of a failed model request", whole(0), parse=_count, agent=True

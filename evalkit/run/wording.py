@@ -221,6 +221,13 @@ def nudge(finish: str | None) -> str:
     return f"{head}."
 
 
+def malformed(finish: str | None, why: str) -> str:
+    """What a model whose tool call the server refused to pass on is told (`why`: the server's words)."""
+    head = f"Your last tool call could not be parsed and was not run ({why.strip() or 'malformed'})."
+    tail = f"; when you are done, call {finish}." if finish else "."
+    return f"{head} Call one of your tools again, with arguments that are a JSON object{tail}"
+
+
 def turns_left_note(left: int, finish: str | None) -> str:
     """Appended to the last tool result of a turn."""
     if left <= 0:

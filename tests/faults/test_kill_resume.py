@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import subprocess
 
+from evalkit.records import outputs
 from tests.faults.drivers import CALL_USAGE, StandIn, check_once, kill_at_random, run_argv
 
 EPISODES = 24
@@ -43,3 +44,6 @@ def test_killed_five_times_and_resumed(tmp_path, canvas_server):
     df = load_runs(out)
     assert df.height == EPISODES and df["scored"].all()
     assert int(df["input_tokens"].sum()) == 2 * CALL_USAGE["input"] * EPISODES
+    # What the kills left mid-write (a frame, a text, summary.json) was swept by the writer that came next.
+    stray = [p for p in out.rglob("*.tmp") if outputs.TEMP.match(p.name)]
+    assert stray == [], (seed, hits, stray)

@@ -19,7 +19,7 @@ def _server():
 @pytest.fixture
 def fake(_server, monkeypatch):
     """The fake server, emptied, with every provider's base URL and key pointed at it."""
-    from evalkit.providers import attempts, thinking_off
+    from evalkit.providers import attempts, capabilities, thinking_off
 
     _server.reset()
     for k, v in KEYS.items():
@@ -33,4 +33,6 @@ def fake(_server, monkeypatch):
     _server.waits = []
     monkeypatch.setattr(attempts, "sleep", _server.waits.append)
     thinking_off.clear_cache()
+    capabilities.forget()  # what one test's server refused is not the next test's model
     yield _server
+    capabilities.forget()

@@ -60,6 +60,8 @@ class Reply:
     """A recorded stream answered byte for byte (an SSE body as a live API sent it) to a streamed request."""
     body: dict | None = None
     """A recorded JSON reply answered as it is to a plain request."""
+    error_body: dict | None = None
+    """A recorded error body answered as it is, with `status` (a provider's documented 400)."""
 
 
 Script = Reply | Callable[[dict], Reply]
@@ -437,7 +439,9 @@ class FakeModelServer:
         self._lock = threading.Lock()
         app = Starlette(routes=[Route(p, self._handle, methods=["POST"]) for p in RENDER])
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+            uvicorn.Config(
+                app, host="127.0.0.1", port=self.port, log_level="warning", timeout_graceful_shutdown=1
+            )
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         # uvicorn logs the exception that drops a connection; for a scripted cut that is only noise.
@@ -482,11 +486,15 @@ class FakeModelServer:
         if reply.delay:
             import anyio
 
-            await anyio.sleep(reply.delay)
+            try:
+                await anyio.sleep(reply.delay)
+            except anyio.get_cancelled_exc_class():  # stopped with the wait unanswered: a test is over
+                return Response(status_code=503)
         if reply.status != 200:
             wait = reply.retry_after
             headers = {"retry-after-ms": f"{wait * 1000:g}", "retry-after": f"{wait:g}"} if wait else {}
-            return JSONResponse(error_body(path, reply.status, reply.error), reply.status, headers=headers)
+            answer = reply.error_body or error_body(path, reply.status, reply.error)
+            return JSONResponse(answer, reply.status, headers=headers)
         if body.get("stream") and reply.recorded is not None:
             return StreamingResponse(iter([reply.recorded]), media_type="text/event-stream")
         if not body.get("stream") and reply.body is not None:

@@ -10,7 +10,7 @@ import warnings
 import pytest
 from PIL import Image as PILImage
 
-from evalkit.errors import ConfigError, EndpointError
+from evalkit.errors import ConfigError, EndpointError, ModelFailure
 from evalkit.providers import make_agent
 from evalkit.types import AgentOptions, Image, ToolOutcome, ToolSpec
 from tests.providers.fakes import Reply
@@ -156,13 +156,15 @@ def test_overlong_prompt_drops_later_images_but_never_the_target(fake):
     ]
 
 
-def test_overlong_prompt_with_only_the_target_is_an_endpoint_error(fake):
+def test_overlong_prompt_with_only_the_target_is_the_models_context_overflow(fake):
+    """Nothing left to drop: the prompt is past what the model takes, the model's outcome (not an endpoint
+    error that resume would rerun)."""
     fake.reset(default=Reply(status=413))
     a = agent()
     a.user("target", [SHOT, SHOT])
-    with pytest.raises(EndpointError) as info:
+    with pytest.raises(ModelFailure) as info:
         a.step()
-    assert info.value.status == 413 and len(fake.requests) == 1
+    assert info.value.status == 413 and info.value.kind == "context_overflow" and len(fake.requests) == 1
     assert all(SHOT.b64 in json.dumps(b) for b in fake.bodies())
 
 
@@ -223,17 +225,19 @@ def test_vllm_needs_a_base_url(fake, monkeypatch):
         agent("vllm:m")
 
 
-def test_slow_stream_within_timeout_still_arrives(fake):
+def test_the_request_timeout_bounds_a_trickling_stream_in_all(fake):
+    """Each gap (0.1 s) is inside the timeout, the whole stream (≈0.5 s) is not: a read timeout alone, which
+    every chunk restarts, would never fire; the request's own time does, and the request is asked again."""
     import time
 
-    # Each gap (0.1 s) is inside the timeout, the whole stream (≈0.5 s) is not: the timeout must bound a
-    # silence, not the length of a reply.
-    fake.reset(Reply(text="slow but steady " * 3, chunk_delay=0.1))
+    fake.reset(Reply(text="slow but steady " * 3, chunk_delay=0.1), Reply(text="quick"))
     a = agent(request_timeout=0.3)
     a.user("go")
     t = time.monotonic()
-    assert a.step().text == "slow but steady " * 3
-    assert time.monotonic() - t > 0.3 and len(fake.bodies()) == 1  # one request, no timeout-and-retry
+    turn = a.step()
+    assert turn.text == "quick" and [x.kind for x in turn.attempts] == ["timeout"]
+    assert 0.3 <= time.monotonic() - t < 1.5 and len(fake.bodies()) == 2
+    assert "cut" in turn.attempts[0].error and not turn.usage_known
 
 
 def test_error_chunk_inside_stream_is_retried(fake):

@@ -103,4 +103,6 @@ def test_target_survives_a_provider_switch_and_a_rejected_prompt(fake):
     retried = bodies[[json.dumps(b) for b in bodies].index(refused[0]) + 1]
     assert len(live_images(retried)) == 2 and live_images(retried)[0].endswith(TARGET.b64)
     assert rec.turns[11].attempts == 2 and rec.turns[19].attempts == 2
-    assert [a["kind"] for a in rec.turns[19].failed_attempts] == ["rejected"]
+    assert [a["kind"] for a in rec.turns[19].failed_attempts] == [
+        "context_overflow"
+    ]  # a 413: past the size it takes

@@ -77,16 +77,31 @@ def test_stateless_history_carries_encrypted_reasoning(fake, stream):
 EFFORT_REFUSED = {"param": "reasoning.effort", "code": "unsupported_value"}
 
 
-def test_effort_none_rejected_falls_back_to_low(fake):
-    fake.reset(Reply(status=400, error=EFFORT_REFUSED), Reply(text="a"), Reply(text="b"))
+def test_effort_none_rejected_steps_up_to_what_the_model_takes(fake):
+    """`none` refused, then `minimal` refused: `low`, learned once for the model's later requests and
+    episodes."""
+    refused = Reply(status=400, error=EFFORT_REFUSED)
+    fake.reset(refused, refused, Reply(text="a"), Reply(text="b"), Reply(text="c"))
     a = agent("openai:gpt-6.2-sol@off")
     a.user("go")
     assert a.step().text == "a"
     a.user("again")
     a.step()
     efforts = [b["reasoning"].get("effort") for b in fake.bodies()]
-    assert efforts == ["none", "low", "low"]
-    assert a.info == {"effort_fallback": "low"}
+    assert efforts == ["none", "minimal", "low", "low"]
+    assert [(f["turn"], f["asked"], f["sent"]) for f in a.info["fallbacks"]] == [
+        (1, "reasoning effort none", "reasoning effort minimal with a reasoning summary"),
+        (
+            1,
+            "reasoning effort minimal with a reasoning summary",
+            "reasoning effort low with a reasoning summary",
+        ),
+    ]
+    later = agent("openai:gpt-6.2-sol@off")  # a later episode starts from what was learned
+    later.user("go")
+    later.step()
+    assert fake.bodies()[-1]["reasoning"]["effort"] == "low"
+    assert [f["turn"] for f in later.info["fallbacks"]] == [0, 0]
 
 
 def test_effort_levels(fake):
@@ -167,7 +182,7 @@ def test_other_400_is_an_endpoint_error_not_an_effort_fallback(fake):
     with pytest.raises(EndpointError) as info:
         a.step()
     assert info.value.status == 400 and len(fake.requests) == 1
-    assert a.info == {} and a.effort == "none"
+    assert a.info == {} and fake.bodies()[0]["reasoning"] == {"effort": "none"}
 
 
 @pytest.mark.parametrize("cut", ["drop", "end"])

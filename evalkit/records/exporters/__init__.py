@@ -97,8 +97,13 @@ def convert(run: str | Path, to: str, out: str | Path, summary: str | None = Non
         raise ConfigError(f"convert: {out} is inside the run {run}; write the conversion elsewhere")
     if to == "atif":
         from evalkit.records.exporters import atif
+        from evalkit.records.outputs import building
 
-        return atif.write(Path(run), Path(out))
+        # Built in a sibling folder and swapped in whole: a conversion cut short leaves no half a job.
+        with building(out, "ATIF job") as tmp:
+            done = atif.write(Path(run), tmp, home=Path(out))
+        done.paths = [Path(out)]
+        return done
     if to == "inspect":
         from evalkit.records.exporters import inspect_log
 

@@ -315,8 +315,10 @@ def trial_result(rec: EpisodeRecord, name: str, trial_dir: Path) -> dict:
     return result
 
 
-def write(run: Path, out: Path) -> Converted:
-    """Every episode of `run` as a trial of the job folder `out` (see the module doc)."""
+def write(run: Path, out: Path, home: Path | None = None) -> Converted:
+    """Every episode of `run` as a trial of the job folder `out` (see the module doc); `home` is where the
+    folder will be (named in the job and its trials' URIs) when it is built elsewhere first."""
+    home = home or out
     done = Converted(paths=[out])
     out.mkdir(parents=True, exist_ok=True)
     models: dict[str, None] = {}
@@ -330,7 +332,7 @@ def write(run: Path, out: Path) -> Converted:
         traces.atomic_write(
             trial / "agent" / "trajectory.json", json.dumps(traj, ensure_ascii=False), sync=False
         )
-        result = trial_result(rec, name, trial)
+        result = trial_result(rec, name, home / name)
         traces.atomic_write(
             trial / "result.json", json.dumps(result, indent=2, ensure_ascii=False, default=str), sync=False
         )
@@ -340,7 +342,7 @@ def write(run: Path, out: Path) -> Converted:
         done.episodes += 1
         done.images += images
     # A job's config.json is how Harbor's viewer tells a folder of jobs from one of tasks.
-    job = {"schema_version": 1, "job_name": out.name,
+    job = {"schema_version": 1, "job_name": home.name,
            "agents": [{"name": AGENT, "model_name": m or None} for m in models]}  # fmt: skip
     traces.atomic_write(out / "config.json", json.dumps(job, indent=2), sync=False)
     return done

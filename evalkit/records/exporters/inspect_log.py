@@ -28,6 +28,7 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.records import traces, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
+from evalkit.records.outputs import writing
 from evalkit.types import SCRIPTED, EpisodeRecord
 
 SCORER = "evalkit"
@@ -314,7 +315,8 @@ def write(run: Path, out: Path) -> Converted:
     out.parent.mkdir(parents=True, exist_ok=True)
     for group, path in paths_for(out, list(by)).items():
         recs = by[group]
-        b.log.write_eval_log(b.eval_log(run.name or str(run), group, recs), str(path), format="eval")
+        with writing(path, path.name) as tmp:  # whole or not there: Inspect writes the file itself
+            b.log.write_eval_log(b.eval_log(run.name or str(run), group, recs), str(tmp), format="eval")
         done.paths.append(path)
         done.episodes += len(recs)
     return done

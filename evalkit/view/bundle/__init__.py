@@ -26,6 +26,7 @@ is written into the runs read, beyond what `evalkit.analysis` caches for any rea
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 import shutil
@@ -37,6 +38,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
+from evalkit.records import outputs
 from evalkit.view import support as vs
 from evalkit.view.bundle.episodes import Images, detail
 
@@ -75,7 +77,7 @@ def _script(name: str, payload: Any, *args: int) -> bytes:
     return f'EK.{name}({head}"{packed}");\n'.encode()
 
 
-def _prepare(out: Path) -> None:
+def _check_out(out: Path) -> None:
     """`out` must be new, empty, or an earlier bundle (which is replaced); anything else is refused before
     any work, so that a typo never empties a folder of the user's."""
     if out.exists():
@@ -83,8 +85,9 @@ def _prepare(out: Path) -> None:
             raise ConfigError(f"{out} is a file: give a new or empty directory for the bundle")
         if any(out.iterdir()) and not (out / MARKER).exists():
             raise ConfigError(f"{out} is not empty and not an evalkit bundle: give a new or empty directory")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+
+
+def _prepare(out: Path) -> None:
     (out / MARKER).write_text("written by `evalkit bundle`; the whole folder is replaced when rebuilt\n")
 
 
@@ -168,11 +171,22 @@ class _Pieces:
 
 
 def build(runs: list[str | Path], out: str | Path) -> Built:
-    """Write the bundle of `runs` to `out` (see the module docstring); returns what was written."""
+    """Write the bundle of `runs` to `out` (see the module docstring); returns what was written. It is built
+    in a sibling folder and swapped in whole (`evalkit.records.outputs.building`): a build killed or failed
+    at any point leaves the earlier bundle, if there was one, as it was."""
     t0 = time.perf_counter()
     out = Path(out)
     runs = [str(Path(r).resolve()) for r in runs]
     df = _table(runs)  # a run that cannot be read is refused before anything is written
+    _check_out(out)
+    with outputs.building(out, "bundle") as tmp:
+        built = _write(runs, df, tmp)
+    return dataclasses.replace(built, path=out.resolve(), seconds=time.perf_counter() - t0)
+
+
+def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
+    """Every file of the bundle, into the (new) folder `out`."""
+    t0 = time.perf_counter()
     _prepare(out)
     for f in ASSETS.iterdir():
         if f.is_file():
