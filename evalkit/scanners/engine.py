@@ -7,8 +7,10 @@ offset its index holds, decoded by msgspec into a light record with the fields t
 record a user's own scanner reads, becomes a whole `EpisodeRecord`. A run another harness wrote is read
 through its importer. Judged scanners (`evalkit.scanners.judge`) then ask their model, episode by episode.
 
-10,000 episodes, keyless, profiled with py-spy (benchmarks/scan.py): msgspec's decode of the turns and calls
-was the largest part, then the rules' pass over the calls (the canonical JSON of each call's arguments).
+10,000 episodes (80 MB), keyless, profiled with py-spy (benchmarks/scan.py): of a 2.3 s scan with its index
+cached, msgspec's decode ~25%, the rules ~35% (walking the calls, the canonical JSON of arguments), imports
+~20%. The `steps` column had cost ~1 s of it through Polars' constructor of lists: it is built from offsets
+through Arrow (`_lists`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from evalkit.errors import TraceError
+from evalkit.errors import NOT_JSON, TraceError
 from evalkit.records import scans as store
 from evalkit.records import traces
 from evalkit.records.columns import eager
@@ -140,7 +142,13 @@ class _Episode:
     @property
     def full(self) -> EpisodeRecord:
         if self._full is None:
-            d = self.raw if isinstance(self.raw, dict) else json.loads(bytes(self.raw))
+            try:
+                d = self.raw if isinstance(self.raw, dict) else json.loads(bytes(self.raw))
+            except NOT_JSON:
+                d = None
+            if not isinstance(d, dict):  # the trace changed under a frame read from it earlier
+                raise TraceError(f"{self.run}: an episode of the frame is no longer where it was; load the run "
+                                 "again (ek.load_runs) and scan that")  # fmt: skip
             self._full = EpisodeRecord.from_dict(d)
             self._full.run_dir = self.run
         return self._full
@@ -294,15 +302,13 @@ def _scan_run(
     for s in rules + asked:
         if s.judged:
             got = s.answer_all(run, [eps[i] for i in present], progress)
-            cols = {c: [g.get(c) for g in got] for c in _JUDGED}
+            cols = {c: [g.get(c) for g in got] for c in _JUDGED if c != "steps"}
+            steps = [g["steps"] for g in got]
         else:
             found = _rule_pass(s, [eps[i] for i in present], [ctxs[i] for i in present])
-            cols = {
-                "fired": [f.fired for f in found],
-                "steps": [list(f.steps) for f in found],
-                "evidence": [f.evidence or None for f in found],
-            }
-        series = [pl.Series(c, v, schema[c]) for c, v in cols.items()]
+            cols = {"fired": [f.fired for f in found], "evidence": [f.evidence or None for f in found]}
+            steps = [f.steps for f in found]
+        series = [pl.Series(c, v, schema[c]) for c, v in cols.items()] + [_lists("steps", steps)]
         parts.append(
             base.with_columns(
                 pl.lit(s.name, _S).alias("scanner"),
@@ -316,6 +322,22 @@ def _scan_run(
     out = pl.concat(parts, how="diagonal_relaxed").sort("_i", maintain_order=True)
     return out.select([pl.col(c).cast(t) if c in out.columns else pl.lit(None, t).alias(c)
                        for c, t in schema.items()])  # fmt: skip
+
+
+def _lists(name: str, values: list) -> pl.Series:
+    """A column of integer lists, built through Arrow from offsets: Polars' own constructor walked 100,000
+    mostly empty lists in ~1 s, this in ~0.02 s. From buffers, not `pa.array`, which imports pandas (seconds
+    of a scan's start)."""
+    import numpy as np
+    import pyarrow as pa
+
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    offsets = np.zeros(len(values) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.fromiter((x for v in values for x in v), np.int64, int(offsets[-1]))
+    items = pa.Array.from_buffers(pa.int64(), len(flat), [None, pa.py_buffer(flat)])
+    starts = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+    return pl.Series(name, pl.from_arrow(pa.ListArray.from_arrays(starts, items)))
 
 
 _JUDGED = ("fired", "steps", "evidence", "judge", "answer", "explanation", "cost_usd", "cached")
