@@ -142,7 +142,8 @@ def main() -> None:
         t_warm, got = timed(lambda: ek.scan(big), args.repeat)
         t_index, _ = timed(lambda: ek.load_runs(big), args.repeat, before=cold)
         mb = (big / traces.TRACE).stat().st_size / 1e6
-        print(f"\n{args.scale:,} episodes ({mb:.0f} MB of trace), {len(BUILTIN)} keyless scanners, medians of "
+        n_scan = len(BUILTIN)
+        print(f"\n{args.scale:,} episodes ({mb:.0f} MB of trace), {n_scan} keyless scanners, medians of "
               f"{args.repeat}:")  # fmt: skip
         print(f"  scan, cold (index built):   {t_cold:.2f} s  ({t_cold / t_index:.1f}x load_runs cold, "
               f"{t_index:.2f} s)")  # fmt: skip

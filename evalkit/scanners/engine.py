@@ -147,8 +147,10 @@ class _Episode:
             except NOT_JSON:
                 d = None
             if not isinstance(d, dict):  # the trace changed under a frame read from it earlier
-                raise TraceError(f"{self.run}: an episode of the frame is no longer where it was; load the run "
-                                 "again (ek.load_runs) and scan that")  # fmt: skip
+                raise TraceError(
+                    f"{self.run}: an episode of the frame is no longer where it was; load the run again "
+                    "(ek.load_runs) and scan that"
+                )
             self._full = EpisodeRecord.from_dict(d)
             self._full.run_dir = self.run
         return self._full

@@ -26,7 +26,9 @@ def test_every_builtin_fires_where_it_was_planted_at_the_planted_turn(planted_ru
     assert rows.columns == list(SCAN_COLUMNS)
     assert rows.height == len(truth) * len(BUILTIN)
     wrong = []
-    for key, name, fired, steps, evidence in rows.select("key", "scanner", "fired", "steps", "evidence").rows():
+    for key, name, fired, steps, evidence in rows.select(
+        "key", "scanner", "fired", "steps", "evidence"
+    ).rows():
         kind, step = truth[key]
         want = planted.TRUTH[kind] == name
         if fired != want or (want and steps[0] != step) or (fired and not evidence):
@@ -84,7 +86,9 @@ def test_each_key_counts_once_and_bad_lines_are_skipped(planted_run, tmp_path):
     assert latest.height == 1 and not latest["fired"][0]
 
 
-def test_save_keeps_the_rows_beside_the_run_and_a_later_scan_replaces_only_its_scanners(planted_run, tmp_path):
+def test_save_keeps_the_rows_beside_the_run_and_a_later_scan_replaces_only_its_scanners(
+    planted_run, tmp_path
+):
     run, _ = planted_run
     copy = tmp_path / "run"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns(".evalkit"))

@@ -31,7 +31,9 @@ def fired(name: str, r: EpisodeRecord, ctx: Context = CTX, **settings) -> Findin
 
 def test_repeated_call_three_in_a_row_and_cycles_not_twice():
     same = [call("look", x=1, y=2)]
-    f = fired("repeated_call", rec([call("add", n=1)], same, same, [call("look", y=2, x=1)], [call("submit")]))
+    f = fired(
+        "repeated_call", rec([call("add", n=1)], same, same, [call("look", y=2, x=1)], [call("submit")])
+    )
     assert f.fired and f.steps == (2, 3, 4)  # keys in another order are the same call
     assert "look" in f.evidence and "×3" in f.evidence and "turn 2" in f.evidence
     assert not fired("repeated_call", rec(same, same, [call("add")], same)).fired
@@ -47,7 +49,9 @@ def test_repeated_call_three_in_a_row_and_cycles_not_twice():
 
 def test_error_streak_needs_three_errors_in_a_row():
     bad = [call("update", ok=False, result="no element e9", id="e9")]
-    f = fired("error_streak", rec([call("add")], bad, [call("update", ok=False, id="e8")], bad, [call("add")]))
+    f = fired(
+        "error_streak", rec([call("add")], bad, [call("update", ok=False, id="e8")], bad, [call("add")])
+    )
     assert f.fired and f.steps == (2, 3, 4) and "3 tool errors in a row from turn 2" in f.evidence
     assert "no element e9" in f.evidence
     assert not fired("error_streak", rec(bad, bad, [call("add")], bad)).fired
@@ -55,7 +59,9 @@ def test_error_streak_needs_three_errors_in_a_row():
 
 def test_calls_the_loop_never_ran_are_no_errors_of_the_model():
     not_run = call("add", ok=False, result=rules.NOT_RUN)
-    r = rec([call("update", ok=False, id=1), call("update", ok=False, id=2), call("submit"), not_run, not_run])
+    r = rec(
+        [call("update", ok=False, id=1), call("update", ok=False, id=2), call("submit"), not_run, not_run]
+    )
     assert not fired("error_streak", r).fired
 
 
@@ -94,7 +100,9 @@ def test_early_finish_counts_turns_against_the_budget_the_loop_noted():
     f = fired("early_finish", ended(9, 0.1, "\n[59 turns left]"))  # a quarter of 60
     assert f.fired and "of 60" in f.evidence
     assert not fired("early_finish", ended(16, 0.1, "\n[59 turns left]")).fired
-    assert not fired("early_finish", rec([call("add")], [call("add")], end_reason="turn_limit", reward=0.1)).fired
+    assert not fired(
+        "early_finish", rec([call("add")], [call("add")], end_reason="turn_limit", reward=0.1)
+    ).fired
 
 
 def test_no_tool_call_where_the_loop_nudged_or_the_episode_ended_for_it():
@@ -132,7 +140,9 @@ def _broken(status: int, error: str, code: str | None = None) -> EpisodeRecord:
 
 
 def test_a_prompt_too_long_is_a_context_overflow_and_no_infrastructure_error():
-    too_long = _broken(400, "BadRequestError 400: {'error': {'message': '…', 'code': 'context_length_exceeded'}}")
+    too_long = _broken(
+        400, "BadRequestError 400: {'error': {'message': '…', 'code': 'context_length_exceeded'}}"
+    )
     assert fired("context_overflow", too_long).steps == (2,)
     assert not fired("infra_error", too_long).fired
     assert fired("context_overflow", _broken(413, "PayloadTooLarge 413")).fired

@@ -21,7 +21,8 @@ KINDS = ("clean", "loop", "retry", "streak", "unknown", "give_up", "early", "out
 TRUTH = {
     "clean": None, "loop": "repeated_call", "retry": "retry_unchanged", "streak": "error_streak",
     "unknown": "unknown_tool", "give_up": "no_tool_call", "early": "early_finish",
-    "output_limit": "output_limit", "refusal": "refusal", "context": "context_overflow", "infra": "infra_error",
+    "output_limit": "output_limit", "refusal": "refusal", "context": "context_overflow",
+    "infra": "infra_error",
 }  # fmt: skip
 
 Action = list[tuple[str, dict]] | Turn | Exception
@@ -67,7 +68,10 @@ def plan(kind: str, seed: int) -> Plan:
             turns[k] = [("update_element", {"id": "e90", "fill": "#222222"})]
             turns[k + 1] = [("update_element", {"id": "e1", "fill": "#222222"})]
         elif miss == "two_errors":
-            turns[k] = [("delete_element", {"id": "e91"}), ("update_element", {"id": "e92", "fill": "#333333"})]
+            turns[k] = [
+                ("delete_element", {"id": "e91"}),
+                ("update_element", {"id": "e92", "fill": "#333333"}),
+            ]
     elif kind == "loop":
         for t in range(k, k + 4):
             turns[t] = [("get_document", {})]
