@@ -85,6 +85,7 @@ class _Turn(msgspec.Struct, gc=False):
 class _Entry(msgspec.Struct, gc=False):
     role: Any = None
     note: Any = None
+    text: Any = None
 
 
 class _Transcript(msgspec.Struct, gc=False):
@@ -180,7 +181,10 @@ def _episodes(run: str, sub: pl.DataFrame) -> list[_Episode | None]:
 
 
 def _declared(run: str, ref: Any, cache: dict) -> frozenset[str] | None:
-    """The names of the tools a record says were declared to the model (its transcript's `tools`)."""
+    """The names of the tools a record says were declared to the model (its transcript's `tools`: a text
+    of the run's store, or a list kept inline by an importer)."""
+    if isinstance(ref, list):
+        return frozenset(t["name"] for t in ref if isinstance(t, dict) and isinstance(t.get("name"), str))
     if not isinstance(ref, str):
         return None
     if ref not in cache:

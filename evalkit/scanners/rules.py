@@ -32,6 +32,7 @@ CONTEXT_CODE = re.compile(r"""['"]code['"]\s*:\s*['"]context_length_exceeded['"]
 of the error body an attempt kept."""
 TOO_LARGE = 413
 TURNS_LEFT = re.compile(r"\[(\d+) turns? left")
+TURNS_LEFT_END = re.compile(r"\n\[(\d+) turns? left[^\]\n]*\]\s*$")
 """The turns-left note of evalkit's loop (`evalkit.run.wording.turns_left_note`; a test holds them
 together)."""
 
@@ -170,15 +171,21 @@ def unknown_tool(rec: Any, ctx: Context) -> Finding:
 
 def budget(rec: Any) -> int | None:
     """The episode's turn budget, where the record says it: the turns-left note evalkit's loop appends to
-    each turn's last result (`[59 turns left]` after turn 1 of 60)."""
+    each turn's last result (`[59 turns left]` after turn 1 of 60), kept apart as the entry's `note`, or (a
+    run of evalkit's written out as another harness's) at the very end of the result's text."""
     after = _get(rec.transcript, "after") or {}
-    found = None
     for turn, entries in after.items() if isinstance(after, dict) else ():
+        if not str(turn).isdigit():
+            continue
         for e in entries or ():
-            m = TURNS_LEFT.search(str(_get(e, "note") or ""))
-            if m and str(turn).isdigit():
-                found = int(turn) + int(m.group(1))
-    return found
+            note = _get(e, "note")
+            text = _get(e, "text")
+            m = TURNS_LEFT.search(note) if isinstance(note, str) else None
+            if m is None and isinstance(text, str):
+                m = TURNS_LEFT_END.search(text[-120:])
+            if m:
+                return int(turn) + int(m.group(1))
+    return None
 
 
 def early_finish(rec: Any, ctx: Context, turns: int = 3, share: float = 0.25, below: float = 0.5) -> Finding:

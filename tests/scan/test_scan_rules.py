@@ -191,9 +191,14 @@ def test_the_constants_are_the_loops_and_the_providers():
 
     assert rules.NOT_RUN == NOT_RUN
     assert HARNESS_CAP in rules.LIMIT_STOPS
+    from evalkit.types import ToolOutcome
+
     for left in (1, 2, 59):
-        m = rules.TURNS_LEFT.search(wording.turns_left_note(left, "submit"))
+        note = wording.turns_left_note(left, "submit")
+        m = rules.TURNS_LEFT.search(note)
         assert m and int(m.group(1)) == left
+        sent = wording.with_note(ToolOutcome('{"id": "e1"}'), note).text  # as another harness keeps it
+        assert int(rules.TURNS_LEFT_END.search(sent).group(1)) == left
 
 
 def test_the_cli_names_every_scanner():
