@@ -29,3 +29,26 @@ def planted_run(canvas_server, tmp_path_factory) -> tuple[Path, dict[str, tuple[
     with ThreadPoolExecutor(4) as pool:
         truth = dict(pool.map(one, jobs))
     return out, truth
+
+
+@pytest.fixture(scope="session")
+def _judge_server():
+    from tests.providers.fakes import FakeModelServer
+
+    server = FakeModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def judge_server(_judge_server, monkeypatch):
+    """A local server speaking the Anthropic Messages API (the real SDK's requests), emptied, the
+    Anthropic provider pointed at it; waits between retries recorded, not slept."""
+    from evalkit.providers import attempts
+
+    _judge_server.reset()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", _judge_server.url)
+    _judge_server.waits = []
+    monkeypatch.setattr(attempts, "sleep", _judge_server.waits.append)
+    yield _judge_server
