@@ -113,6 +113,15 @@ def read_scan(run: str | Path) -> pl.DataFrame | None:
         return None
 
 
+def read_scans(runs: str | Path | Iterable[str | Path]) -> pl.DataFrame | None:
+    """The last scans of several runs in one frame (the runs that have none left out), or None when none
+    has one: what a viewer of the runs shows."""
+    if isinstance(runs, str | os.PathLike):
+        runs = [runs]
+    found = [df for df in (read_scan(r) for r in runs) if df is not None and df.height]
+    return pl.concat(found, how="diagonal_relaxed") if found else None
+
+
 # ----------------------------------------------------------------------------------------- judged answers
 
 

@@ -27,7 +27,9 @@ _NAMES = {
          "no_tool_call", "output_limit", "refusal", "context_overflow", "infra_error"],
         "evalkit.scanners.rules",
     ),
-    **dict.fromkeys(["label", "read_labels", "read_scan", "write_scan", "scan_dir"], "evalkit.records.scans"),
+    **dict.fromkeys(
+        ["label", "read_labels", "read_scan", "read_scans", "write_scan", "scan_dir"], "evalkit.records.scans"
+    ),
     **dict.fromkeys(["why", "check", "disagreements", "parting", "partings"], "evalkit.analysis.why"),
 }  # fmt: skip
 

@@ -160,7 +160,8 @@ class _Episode:
 def _episodes(run: str, sub: pl.DataFrame) -> list[_Episode | None]:
     """The episodes of `sub` (rows of one run), in its order; None for one no longer in the run."""
     path = Path(run)
-    if path.is_dir() and traces.is_native(path) and sub["offset"].is_not_null().all():
+    offsets = "offset" in sub.columns and sub["offset"].is_not_null().all()
+    if offsets and path.is_dir() and traces.is_native(path):
         data = memoryview(traces.trace_file(path).read_bytes())
         raw = data.obj
         out: list[_Episode | None] = []

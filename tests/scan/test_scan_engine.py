@@ -99,7 +99,9 @@ def test_save_keeps_the_rows_beside_the_run_and_a_later_scan_replaces_only_its_s
     def never(rec):
         return False
 
-    ek.scan(copy, ["refusal", never], save=True)
+    bare = ek.load_runs(copy).drop("offset")  # a frame without offsets: its episodes found by key
+    assert ek.scan(bare, ["refusal", never], save=True).height == 2 * bare.height
     kept = store.read_scan(copy)
     assert sorted(kept["scanner"].unique()) == sorted([*BUILTIN, "never"])
     assert kept.height == first.height + first.height // len(BUILTIN)
+    assert store.read_scans([copy, tmp_path / "elsewhere"]).equals(kept)
