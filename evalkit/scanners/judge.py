@@ -67,7 +67,7 @@ class Judged(Scanner):
     images: bool = False
     max_chars: int = 60_000
     concurrency: int = 8
-    options: AgentOptions = field(default_factory=lambda: AgentOptions(max_tokens=2048))
+    options: AgentOptions = field(default_factory=lambda: AgentOptions(max_tokens=8192))
     judged: ClassVar[bool] = True
 
     def check(self) -> None:
@@ -247,7 +247,9 @@ def ask(
     as the failure being there (default: "yes" for yes / no, else every answer but "no", "none" and
     "other"). `images`: send the pictures the model saw too (at most MAX_IMAGES, the task's and the newest);
     `max_chars`: the transcript's budget, cut in the middle where it is longer (the instructions, the task
-    and the latest turns kept). `name` defaults to the question's words; `phrase` is how its rate is said."""
+    and the latest turns kept). `name` defaults to the question's words; `phrase` is how its rate is said.
+    `options`: the judge's AgentOptions (default: 8,192 output tokens, room for a thinking judge's
+    reasoning and its one call; the provider's retries as a batch has them)."""
     answers = tuple(str(a).strip() for a in answers)
     if len(answers) < 2 or len({a.lower() for a in answers}) < len(answers) or not all(answers):
         raise ConfigError("ask: give at least two different answers")
@@ -275,7 +277,7 @@ def ask(
         images=images,
         max_chars=int(max_chars),
         concurrency=max(1, int(concurrency)),
-        options=options or AgentOptions(max_tokens=2048),
+        options=options or AgentOptions(max_tokens=8192),
     )
 
 
