@@ -80,3 +80,25 @@ def test_a_judge_without_its_key_is_refused_before_any_work(sample, capsys, monk
     assert "missing API key ANTHROPIC_API_KEY" in capsys.readouterr().err
     assert store.read_scan(sample) is None
     assert main(["scan", str(sample / "nothing-here")]) == 2
+
+
+def test_a_built_in_question_asked_through_the_judge(sample, judge_server, capsys):
+    from tests.providers.fakes import Reply
+
+    said = {"answer": "no", "step": None, "reason": "it read it"}
+    judge_server.reset(default=Reply(calls=[("answer", said)], usage={"input": 2000, "output": 30}))
+    args = ["scan", str(sample), "--scanner", "misread_task", "--judge", "anthropic:claude-haiku-4-5"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert len(judge_server.requests) == 36 and "Did the agent misread" in json_text(judge_server)
+    row = next(line for line in out.out.splitlines() if line.startswith("misread_task"))
+    assert row.count("0% [0%,") == 3  # three models, no task misread
+    assert "the judge cost $0.0" in out.err
+    assert main(args) == 0 and len(judge_server.requests) == 36  # the second time from the cache
+    assert "the judge cost $0.0000" in capsys.readouterr().err
+
+
+def json_text(server) -> str:
+    import json
+
+    return json.dumps(server.bodies()[0])
