@@ -255,7 +255,8 @@ def scan(
     (`steps`), a line of `evidence`; for judged scanners (`ek.scanners.ask`) the judge's `answer`,
     `explanation` and `cost_usd`, asked once per episode and question and kept beside the run, so that a
     rerun pays nothing. `save`: also keep the rows beside each run (`evalkit.records.scans`), where
-    `evalkit scan` keeps them and the viewer reads them. `progress` gets a line now and then."""
+    `evalkit scan` keeps them and the viewer reads them (as that run's rows of these scanners: scan the
+    whole run to keep them all). `progress` gets a line now and then."""
     chosen = scanners_of(scanners)
     if isinstance(runs, pl.DataFrame | pl.LazyFrame) or "pandas" in type(runs).__module__:
         episodes = eager(runs, "scan")
@@ -265,7 +266,7 @@ def scan(
     asked = [s for s in chosen if s.judged]
     for s in asked:
         s.check()  # a missing key or an unknown judge is said before any work
-    extra = ["env_config"] if "env_config" in episodes.columns else []
+    extra = {"env_config": episodes.schema["env_config"]} if "env_config" in episodes.columns else {}
     parts = []
     for (run,), sub in episodes.group_by("run", maintain_order=True):
         part = _scan_run(str(run), sub, rules, asked, extra, progress)
@@ -277,13 +278,11 @@ def scan(
     return pl.concat(parts, how="vertical")
 
 
-def _schema(extra: list[str]) -> dict[str, Any]:
-    cols = dict(SCAN_COLUMNS)
-    if extra:
-        items = list(cols.items())
-        at = [k for k, _ in items].index("env") + 1
-        cols = dict(items[:at] + [(e, _S) for e in extra] + items[at:])
-    return cols
+def _schema(extra: dict[str, Any]) -> dict[str, Any]:
+    """SCAN_COLUMNS, with the episodes' own `env_config` (of their type) after `env` where they have it."""
+    items = list(SCAN_COLUMNS.items())
+    at = [k for k, _ in items].index("env") + 1
+    return dict(items[:at] + list(extra.items()) + items[at:])
 
 
 def _scan_run(
@@ -291,7 +290,7 @@ def _scan_run(
     sub: pl.DataFrame,
     rules: list[Scanner],
     asked: list[Scanner],
-    extra: list[str],
+    extra: dict[str, Any],
     progress: Callable[[str], None] | None,
 ) -> pl.DataFrame:
     try:
@@ -303,7 +302,7 @@ def _scan_run(
         log.warning("%s: %d episode(s) of the frame are no longer in the run; not scanned", run, missing)
     ctxs = _contexts(run, eps) if rules else [None] * len(eps)
     present = [i for i, ep in enumerate(eps) if ep is not None]
-    base = sub.select(list(_HEAD) + extra)[present].with_row_index("_i")
+    base = sub.select(list(_HEAD) + list(extra))[present].with_row_index("_i")
     schema = _schema(extra)
     parts = []
     for s in rules + asked:

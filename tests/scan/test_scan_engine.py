@@ -105,3 +105,11 @@ def test_save_keeps_the_rows_beside_the_run_and_a_later_scan_replaces_only_its_s
     assert sorted(kept["scanner"].unique()) == sorted([*BUILTIN, "never"])
     assert kept.height == first.height + first.height // len(BUILTIN)
     assert store.read_scans([copy, tmp_path / "elsewhere"]).equals(kept)
+
+
+def test_the_envs_configuration_travels_with_the_rows(planted_run):
+    run, truth = planted_run
+    df = ek.load_runs(run).with_columns(pl.lit('{"seed": 1}').alias("env_config"))
+    rows = ek.scan(df, ["refusal"])
+    assert rows.columns[rows.columns.index("env") + 1] == "env_config"
+    assert set(rows["env_config"]) == {'{"seed": 1}'} and rows.height == len(truth)
