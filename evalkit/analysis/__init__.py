@@ -3,6 +3,8 @@
 - `stats` — task-weighted summaries per model and tier with CIs over tasks, paired comparisons by task;
 - `repeats` — pass@k and pass^k over repeats, and `plan` (tasks and repeats a difference needs);
 - `noise` — how noisy a benchmark is, from its repeats: flips, variance parts, the difference needed;
+- `why` — scanners' rates per model, the failure modes that separate two models, checks against labels, and
+  where two trajectories part;
 - `summary` — the same as the CLI's text tables and a run's `summary.json` / `summary.md`;
 - `tables`, `plots`, `display` — HTML tables, Altair charts, the notebook display of records and runs;
 - `report`, `export` — `evalkit report` (the report notebook executed) and any notebook as offline HTML.
@@ -29,6 +31,7 @@ _NAMES = {
     ),
     **dict.fromkeys(["pass_at_k", "pass_hat_k", "plan", "format_plan"], "evalkit.analysis.repeats"),
     **dict.fromkeys(["noise", "format_noise"], "evalkit.analysis.noise"),
+    **dict.fromkeys(["why", "check", "disagreements", "parting", "partings"], "evalkit.analysis.why"),
     **dict.fromkeys(["calls", "load_runs", "malformed", "turns"], "evalkit.records.loading"),
     **dict.fromkeys(
         ["CALL_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "TURN_COLUMNS"], "evalkit.records.columns"
