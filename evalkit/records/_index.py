@@ -44,7 +44,8 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from operator import attrgetter
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
 from typing import Annotated, Any, BinaryIO
 
 import msgspec
@@ -243,23 +244,27 @@ _SEP = "\x00"  # between the texts of a packed column: a text holding it is sent
 
 
 def _pack(col: list, kind: Any) -> Any:
-    """A column of `_take` in a form msgpack carries, and `_unpack` reads, fast: numbers as the bytes of a
-    numpy array (a null count or flag as 0, as `_fast_columns` reads it; a null float as NaN, which no field
-    msgspec read can hold), texts joined by `_SEP` with the positions of their nulls."""
+    """A column of `_take` in a form msgpack carries, and `_unpack` reads, fast: None when it is all null;
+    numbers as the bytes of a numpy array (a null count or flag as 0, as `_fast_columns` reads it; a null
+    float as NaN, which no field msgspec read can hold); texts joined by `_SEP`, with where their nulls are
+    (their place in the text holds "None")."""
+    nulls = col.count(None)
+    if nulls == len(col):
+        return None
     if kind is _F:
         return np.array(col, np.float64).tobytes()
     if kind is _I or kind is _B:
-        return np.array(
-            [v or 0 for v in col] if None in col else col, np.int64 if kind is _I else bool
-        ).tobytes()
+        return np.array([v or 0 for v in col] if nulls else col, np.int64 if kind is _I else bool).tobytes()
     if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
-        return b"\x00".join([v or b"" for v in col] if None in col else col)
-    nulls = [i for i, v in enumerate(col) if v is None] if None in col else []
-    text = _SEP.join([v or "" for v in col] if nulls else col)
-    return [text, nulls] if text.count(_SEP) == len(col) - 1 else [None, col]
+        return b"\x00".join([v or b"" for v in col] if nulls else col)
+    where = list(compress(count(), map(is_, col, repeat(None)))) if nulls else []
+    text = _SEP.join(map(str, col) if nulls else col)
+    return [text, where] if text.count(_SEP) == len(col) - 1 else [None, col]
 
 
 def _unpack(packed: Any, kind: Any, n: int) -> pl.Series:
+    if packed is None:
+        return pl.repeat(None, n, dtype=_S if kind is _BIN else kind, eager=True)
     if kind is _F:
         return pl.Series(np.frombuffer(packed, np.float64)).fill_nan(None)
     if kind is _I:
@@ -268,12 +273,11 @@ def _unpack(packed: Any, kind: Any, n: int) -> pl.Series:
         return pl.Series(np.frombuffer(packed, bool))
     if kind is _BIN:
         text = packed.decode()  # lines were checked to be UTF-8, and a grade is a part of one
-        out = pl.Series([text]).str.split("\x00").explode() if n else pl.Series([], dtype=_S)
-        return out.replace("", None)
+        return pl.Series([text]).str.split("\x00").explode().replace("", None)
     text, nulls = packed
     if text is None:
         return pl.Series(nulls, dtype=_S)
-    out = pl.Series([text], dtype=_S).str.split(_SEP).explode() if n else pl.Series([], dtype=_S)
+    out = pl.Series([text], dtype=_S).str.split(_SEP).explode()
     return out.scatter(nulls, None) if nulls else out
 
 

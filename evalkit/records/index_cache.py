@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,40 @@ def _write(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
         pass  # a read-only or full place just goes without a cache
 
 
+# An index this large is written in a thread (~0.1 s per 100,000 rows): the frame is returned without waiting
+# for it. A later read of the run waits for it first; the interpreter waits for it before it exits.
+_LATER_ROWS = 20_000
+_writing: dict[Path, threading.Thread] = {}
+_writing_lock = threading.Lock()
+
+
+def _write_soon(path: Path, df: pl.DataFrame, meta: dict | None) -> None:
+    if df.height < _LATER_ROWS:
+        _write(path, df, meta)
+        return
+
+    def write() -> None:
+        try:
+            _write(path, df, meta)
+        finally:
+            with _writing_lock:
+                if _writing.get(path.parent) is thread:
+                    del _writing[path.parent]
+
+    thread = threading.Thread(target=write, name="evalkit-index-cache")
+    with _writing_lock:
+        _writing[path.parent] = thread
+    thread.start()
+
+
+def flush(folder: Path | None = None) -> None:
+    """Wait for the cached index being written in a thread into `folder` (every one, when None)."""
+    with _writing_lock:
+        pending = [t for f, t in _writing.items() if folder is None or f == folder]
+    for thread in pending:
+        thread.join()
+
+
 def load(run: Path, cache: bool | str = True) -> pl.DataFrame:
     """The index of `run`: read from its cache when that is current, else built (extended when a native
     trace only grew) and cached. Malformed records are in it, with their `problem`. `cache="read"` uses a
@@ -181,6 +216,7 @@ def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
         df = build(run, counts)
         return df, counts.get("unreadable", 0) + counts.get("torn", 0)
     path = index_path(run)
+    flush(path.parent)
     if path.exists():
         try:
             # A run path may hold glob characters ([, *, ?): it names one file, never a pattern.
@@ -192,7 +228,7 @@ def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
     native = run.is_dir() and traces.is_native(run)
     df, meta = _index_native(run) if native else (build(run), None)
     if cache != "read":
-        _write(path, df, meta)
+        _write_soon(path, df, meta)
     return df, _unreadable(meta)
 
 

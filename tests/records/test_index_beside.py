@@ -8,7 +8,10 @@ import os
 import signal
 from pathlib import Path
 
+import msgspec
+import polars as pl
 import pytest
+from polars.testing import assert_series_equal
 
 from evalkit.records import _index, beside, traces
 from evalkit.records.traces import TraceWriter
@@ -135,3 +138,34 @@ def test_an_extended_index_reads_its_tail_beside(tmp_path, here, monkeypatch):
     here.clear()
     check(run)  # extended from the cache: only the appended bytes are read, from past the file's start
     assert 0 < sum(here) < 80
+
+
+@pytest.mark.parametrize(
+    "kind,col",
+    [
+        (_index._S, ["a", "b\u00e9", "", "🙂"]),
+        (_index._S, [None, "x", None, ""]),
+        (_index._S, [None, None]),
+        (_index._S, ["with\x00nul", None, "y"]),  # a NUL in a text: sent as a list
+        (_index._S, ["one"]),
+        (_index._S, []),
+        (_index._F, [0.5, None, -0.0, 1e308, 5e-324]),
+        (_index._I, [1, None, -(2**63) + 1, 2**63 - 1]),
+        (_index._B, [True, None, False]),
+        (_index._BIN, [b'{"a": 1}', None, b"{}"]),
+        (_index._BIN, [None, None, None]),
+    ],
+)
+def test_columns_packed_beside_read_back_as_here(kind, col):
+    """What the process beside sends of a column reads back as the column this process builds itself, but
+    for what `_fast_columns` reads as the same (a null count or flag as 0 or false)."""
+    here = pl.Series(col, dtype=kind)
+    if kind is _index._BIN:
+        here = here.cast(_index._S)
+    elif kind in (_index._I, _index._B):
+        here = here.fill_null(0 if kind is _index._I else False)
+    packed = msgspec.msgpack.decode(msgspec.msgpack.encode(_index._pack(list(col), kind)))
+    back = _index._unpack(packed, kind, len(col))
+    if kind in (_index._I, _index._B) and here.null_count() == 0 and back.null_count() == len(col) > 0:
+        back = back.fill_null(0 if kind is _index._I else False)
+    assert_series_equal(back, here, check_names=False, check_exact=True)
