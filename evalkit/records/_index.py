@@ -18,23 +18,23 @@ A line that names a harness's own reward or error (`info.harness_reward`, `info.
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced (it builds
-every nested value) and eight regexes over the whole of every line (to pick the lines it could read) took
-~45% of the time each. Then the main thread was mostly msgspec's decode of the few fields the index needs,
-beside one regex for the lines that might be malformed. msgspec now checks every field instead, so the regex
-is gone; that decode builds the nested records (their strings), which cost ~1.6x as much as the skipping one
-until the records were decoded and freed 128 lines at a time, while they are in the cache. It was then ~60%
-of the load, and it holds the GIL: so a trace of 32 MB or more, when this process may use two CPUs, is read
-in two (`_read`): a fork (`beside`) reads and decodes its later half from the file, a chunk at a time, while
-this process reads the whole and decodes the first half; only the fork's fields come back (msgpack, ~27 MB
-for 50,000 episodes), and only when it read the lines this process holds (else they are decoded here). Cold
-load 2.4-3.05 s where one process took 3.1-3.5 s in the same runs (the 3.05: the other CPU busy, 1.02x
-gained). On the main thread now: reading the file ~0.45 s, its half of the decode ~0.9 s, the fork's reply
-~0.2 s, columns ~0.5 s, writing the cache ~0.15 s.
+A cold load (a trace evalkit did not write, or whose kept index is gone: `kept` holds the index of a run
+evalkit writes) of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced and eight
+regexes over every line took ~45% of the time each; then msgspec's decode of every field at every depth
+(~1 s of CPU per 100,000: the syntax alone is ~0.5 s, the nested records' strings ~0.3 s) was ~60% of it,
+and it holds the GIL. So a trace of 32 MB or more, when this process may use two CPUs, is read in two
+(`_scan`): the trace is cut at a line start, a fork (`beside`) reads and decodes the later part while this
+process reads and decodes the first, each `_CHUNK` bytes at a time into one buffer (reading the whole trace
+into one new bytes object cost 0.45 s), and builds its part's frame and columns while the fork still runs;
+the fork sends its columns packed (`_Part.dump`: numbers as numpy bytes, texts joined), which this process
+reads back in ~0.06-0.09 s where a list per column cost ~0.2 s to decode and ~0.3 s to build. The nested
+fields are checked before the frame is returned, not later: whether a record is sound decides whether it
+is in the frame at all (`problem`), so a frame shown before that check could change after it. On the stop
+before: reading 0.45 s, its half of the decode 0.9 s, the reply 0.2 s, columns 0.55 s, the cache 0.15 s.
 Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
-the fork decoding from this process's copy after the read (the read then not beside anything: 0.3 s more),
-reading the trace in a thread while decoding (the decode slowed by what the read gained), reading it in
-16 MB chunks, one `astuple` per record in `_take` (no faster while each block is in the cache).
+Polars' NDJSON reader with only the index's columns (1.1 s wall, 2.1 s of CPU: skipping the nested values
+costs it more than msgspec's whole decode), the same rows re-encoded by msgspec for Polars to read (no
+cheaper than taking them), `astuple` per record.
 """
 
 from __future__ import annotations

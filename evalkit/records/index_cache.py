@@ -88,7 +88,11 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
         start = base[1]["indexed"] if base else 0
         before = base[1].get("unreadable", 0) if base else 0  # unreadable lines add up over extensions
         known = []
-        journal = kept.read(run, f.fileno())
+        since = base[1].get("kept") if base else None  # what the journal had given that index
+        journal = kept.read(run, f.fileno(), tuple(since)) if isinstance(since, list) else None
+        if journal is None:
+            journal = kept.read(run, f.fileno())
+        kept_meta = [journal.size, journal.end] if journal is not None else since
         if journal is not None and (journal.end > start or base is None):
             journal = journal.after(start)
             rows, bad = kept.reference_rows(f, journal.read_it)
@@ -105,6 +109,8 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
         df = _latest(recs) if base is None else _extend(base[0], recs)
         # A torn last line is read again by the next one.
         meta = {"version": VERSION, "torn": counts["torn"], "unreadable": before + counts["unreadable"]}
+        if kept_meta:
+            meta["kept"] = kept_meta
         if _covered(tail, indexed - start):
             meta |= {
                 "indexed": indexed,

@@ -247,6 +247,8 @@ class Kept(NamedTuple):
     """Where the lines that hold no record start."""
     end: int
     """The bytes of the trace it covers."""
+    size: int
+    """The bytes of the journal that cover them: a later `read` may read on from there (`since`)."""
 
     def after(self, at: int) -> Kept:
         """What it holds of the trace's lines from `at` (a line start) on."""
@@ -255,32 +257,43 @@ class Kept(NamedTuple):
             [a for a in self.read_it if a >= at],
             [a for a in self.bad if a >= at],
             self.end,
+            self.size,
         )
 
 
-def read(run: Path, fd: int) -> Kept | None:
-    """The journal of `run` when it matches its trace (open as `fd`), else None."""
+def read(run: Path, fd: int, since: tuple[int, int] | None = None) -> Kept | None:
+    """The journal of `run` when it matches its trace (open as `fd`), else None; with `since` (a `Kept`'s
+    `size` and `end`), only what it holds after that, which must go on from there (a cached index built
+    from it need not read it all again)."""
+    at, start = since if since is not None else (len(_HEADER), 0)
     try:
-        data = path(run).read_bytes()
+        with open(path(run), "rb") as f:
+            if f.read(len(_HEADER)) != _HEADER or at < len(_HEADER):
+                return None
+            f.seek(at)
+            data = f.read()
     except OSError:
         return None
-    if not data.startswith(_HEADER):
-        return None
+    data = data[: data.rfind(b"\n") + 1]
     try:
-        df = pl.read_csv(data[: data.rfind(b"\n") + 1], schema=_COLUMNS, has_header=True)
+        df = pl.read_csv(_HEADER + data, schema=_COLUMNS, has_header=True)
     except Exception as e:  # noqa: BLE001 - a damaged journal is ignored, never fatal
         log.debug("%s: unreadable (%s)", path(run), e)
         return None
-    return _matched(df, fd)
+    return _matched(df, fd, start, at, data)
 
 
-def _matched(df: pl.DataFrame, fd: int) -> Kept | None:
-    """The journal's lines as a `Kept`, when its stretches follow each other from the trace's start, its
-    lines lie in them in order, and the trace matches its fingerprint where it ends."""
+def _matched(df: pl.DataFrame, fd: int, start: int, pos: int, data: bytes) -> Kept | None:
+    """The journal's lines (`data`, from its byte `pos` on) as a `Kept`, when its stretches follow each
+    other from `start` in the trace, its lines lie in them in order, and the trace matches its fingerprint
+    where they end."""
     stops = df["_to"].is_not_null().arg_true()
     if not len(stops):
-        return Kept(SCHEMA.to_frame(), [], [], 0) if df.height == 0 else None
-    df = df.head(stops[-1] + 1)  # lines after the last stretch's end: a write a kill cut short
+        return Kept(SCHEMA.to_frame(), [], [], start, pos) if df.height == 0 else None
+    used = len(data)
+    for _ in range(df.height - stops[-1] - 1):  # lines after the last stretch's end: a write cut short
+        used = data.rfind(b"\n", 0, used - 1) + 1
+    df = df.head(stops[-1] + 1)
     ends = df.filter(pl.col("_to").is_not_null())
     at, to = ends["_at"], ends["_to"]
     # Each line lies in the stretch whose end comes after it: [its start, its end).
@@ -293,7 +306,7 @@ def _matched(df: pl.DataFrame, fd: int) -> Kept | None:
     inside = span.filter(pl.col("_mark").fill_null(0) != STRETCH)
     lines_at = inside["_at"]
     sound = (
-        at[0] == 0
+        at[0] == start
         and (at.slice(1) == to.slice(0, len(to) - 1)).all()
         and (to > at).all()
         and inside.select(((pl.col("_at") >= pl.col("lo")) & (pl.col("_at") < pl.col("hi"))).all()).item()
@@ -308,6 +321,7 @@ def _matched(df: pl.DataFrame, fd: int) -> Kept | None:
         df.filter(mark == READ_IT)["_at"].to_list(),
         df.filter(mark == BAD)["_at"].to_list(),
         end,
+        pos + used,
     )
 
 

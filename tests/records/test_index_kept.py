@@ -217,3 +217,30 @@ def test_writing_without_the_journal_still_writes_the_trace(tmp_path, cold, monk
     assert not w.keeping()
     w.append(rec(9, 0.9))
     assert loads(run, cold) > 0
+
+
+def test_a_cached_index_reads_on_in_the_journal_from_where_it_stopped(tmp_path, cold, monkeypatch):
+    run = make(tmp_path / "r", 20, 1, 2, seed_lines=False)
+    index_cache.read(run)  # cached, with how much of the journal gave it
+    w = TraceWriter(run)
+    w.append(rec(30, 0.3))
+    append(run, line("foreign", reward=0.2))
+    w.append(rec(31, 0.4))
+    read_from: list[int] = []
+    real = kept._matched
+
+    def spy(df, fd, start, pos, data):
+        read_from.append(pos)
+        return real(df, fd, start, pos, data)
+
+    monkeypatch.setattr(kept, "_matched", spy)
+    cold.clear()
+    df, _ = index_cache.read(run)
+    assert read_from[0] > len(kept._HEADER) and sum(cold) == 0  # the journal read on, nothing cold
+    assert_frame_equal(df, index_cache.build_reference(run), check_exact=True)
+    journal(run).write_bytes(journal(run).read_bytes()[:-40])  # that part damaged: read whole, then cold
+    w2 = TraceWriter(run)
+    w2.append(rec(32, 0.5))
+    read_from.clear()
+    df, _ = index_cache.read(run)
+    assert_frame_equal(df, index_cache.build_reference(run), check_exact=True)
