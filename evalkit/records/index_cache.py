@@ -21,7 +21,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from evalkit.errors import DiskFullError, TraceError
@@ -36,13 +35,10 @@ _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see
 
 
 def _latest(df: pl.DataFrame) -> pl.DataFrame:
-    keep = traces.survivors(df["key"].to_list())
-    if len(keep) == df.height:  # positions come in order: all of them is all of df
-        return df
-    # A mask, not the positions: on a 100k-row index the filter took 12 ms where gathering took 79 ms.
-    mask = np.zeros(df.height, bool)
-    mask[keep] = True
-    return df.filter(pl.Series(mask))
+    """The rows that count, by `traces.survivors`' rule (each key's last row, every row without a key) in
+    Polars: 4-7 ms on a 100k-row index where the keys as a list and a dict took 25 ms (the reference,
+    `build_reference`, goes through `survivors` itself, and the index tests compare the two)."""
+    return df.filter(pl.col("key").is_last_distinct() | pl.col("key").is_null())
 
 
 def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
