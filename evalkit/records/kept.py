@@ -125,22 +125,28 @@ class Journal:
             if os.pread(jfd, len(_HEADER), 0) != _HEADER:
                 return None
             tail = os.pread(jfd, min(_TAIL, size), max(size - _TAIL, 0))
-            if not tail.endswith(b"\n"):
-                os.ftruncate(jfd, size - len(tail) + tail.rfind(b"\n") + 1)
-                tail = tail[: tail.rfind(b"\n") + 1]
+            cut = tail.rfind(b"\n") + 1
+            if not cut:  # a line longer than the tail read: started anew
+                return None
+            if cut < len(tail):
+                os.ftruncate(jfd, size - len(tail) + cut)
+                tail = tail[:cut]
         finally:
             os.close(jfd)
         if size == len(_HEADER):
             return 0
-        for line in reversed(tail.split(b"\n")[:-1]):
+        lines = tail.split(b"\n")[:-1]
+        if len(tail) < size:  # read from within the journal: its first line may be the end of one
+            lines = lines[1:]
+        for line in reversed(lines):
             at, to, fp = (line.split(b",", 3) + [b"", b""])[:3]
             if line.startswith(b"_at,"):  # the header: no stretch ends in what it wrote
                 return None
             if to:  # the last end of a stretch: where the rows after it (a cut write) are not counted
-                to = int(to)
-                if to > os.fstat(fd).st_size or fingerprint(fd, to) != fp.decode():
+                end, fp = int(to) if to.isdigit() else -1, fp.decode("ascii", "replace")
+                if not 0 <= end <= os.fstat(fd).st_size or fingerprint(fd, end) != fp:
                     return None
-                return to
+                return end
         return None  # a stretch longer than the tail read: started anew
 
     def _catch_up(self, f: BinaryIO) -> None:

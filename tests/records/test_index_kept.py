@@ -244,3 +244,12 @@ def test_a_cached_index_reads_on_in_the_journal_from_where_it_stopped(tmp_path, 
     read_from.clear()
     df, _ = index_cache.read(run)
     assert_frame_equal(df, index_cache.build_reference(run), check_exact=True)
+
+
+def test_a_row_longer_than_the_tail_a_writer_reads(tmp_path, cold):
+    run = make(tmp_path / "r", 5, 1, seed_lines=False)
+    TraceWriter(run).append(rec(8, 0.5, grade={"total": 0.5, "note": "x" * 70_000}))  # a 70 KB row
+    w = TraceWriter(run)
+    assert w.keeping()
+    w.append(rec(9, 0.25))
+    assert loads(run, cold) == 0
