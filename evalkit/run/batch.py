@@ -30,6 +30,7 @@ from evalkit.notices import notice
 from evalkit.providers import check_endpoints
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
+from evalkit.providers.prices import price_source
 from evalkit.records import live
 from evalkit.records.lock import RunLock
 from evalkit.records.settings import outcome_settings
@@ -387,6 +388,7 @@ def _meta(
         "env_config": env.config,
         "n_jobs": n_jobs,
         "evalkit_version": __version__,
+        "prices": price_source(),
     }
 
 
