@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+import evalkit as ek
 from evalkit import analysis as A
 from evalkit.analysis import sequential as S
 from evalkit.analysis import stats
@@ -178,6 +179,7 @@ def test_compare_reports_the_sequential_result_on_a_run_that_recorded_looks(tmp_
         if looks[-1].decision != "continue":
             break
     got = A.compare(df, "A", "B")
+    assert ek.compare(df, "A", "B").equals(got)
     row = got.filter(pl.col("group") == "all").row(0, named=True)
     assert row["decision"] == "a" and row["verdict"] == "A better" and row["looks"] == len(looks)
     assert (row["p_value"], row["ci_low"], row["ci_high"]) == (
