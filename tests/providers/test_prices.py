@@ -131,6 +131,10 @@ def test_unknown_stays_null():
     assert prices.cost_usd("hf:Qwen/Qwen3.8-27B", usage) is None  # the router chose: who billed it?
     assert prices.cost_usd("openai:claude-sonnet-5", usage) is None  # not an OpenAI model
     assert prices.model_id("hf:org/m:novita|together@low") == "org/m"
+    assert prices.priced(["openai:gpt-6-sol", "vllm:my-model"]) == {
+        "openai:gpt-6-sol": True,
+        "vllm:my-model": False,
+    }
 
 
 def test_router_fallbacks_are_priced_only_where_their_providers_agree():
