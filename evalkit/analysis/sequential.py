@@ -39,6 +39,7 @@ import polars as pl
 from scipy import optimize, special
 
 from evalkit.analysis.tables import MIN_TASKS
+from evalkit.records.columns import eager
 
 FORMAT_VERSION = 1
 LOOKS_FILE = "looks.jsonl"
@@ -453,6 +454,7 @@ def compare(
     level), their means and counts kept. Elsewhere exactly `stats.compare`."""
     from evalkit.analysis import stats
 
+    df = eager(df, "compare")  # a LazyFrame (or a pandas frame, named in the error) as stats.compare takes it
     out = stats.compare(df, a, b, by=by, n_boot=n_boot, seed=seed, margin=margin)
     look = recorded(df, a, b)
     if look is None:
