@@ -42,7 +42,7 @@ _EXPORTS = {
     "calls": "evalkit.records.loading",
     "summarise": "evalkit.analysis.stats",
     "by_tier": "evalkit.analysis.stats",
-    "compare": "evalkit.analysis.stats",
+    "compare": "evalkit.analysis.sequential",  # stats.compare, or the design's result on a sequential run
     "compare_many": "evalkit.analysis.stats",
     "pass_at_k": "evalkit.analysis.repeats",
     "pass_hat_k": "evalkit.analysis.repeats",

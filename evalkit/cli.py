@@ -534,7 +534,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)))
+    result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)
+    print(analysis.format_compare(result))
+    if line := analysis.format_sequential(result):
+        print(line)
     return 0
 
 
