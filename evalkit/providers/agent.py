@@ -283,6 +283,10 @@ class WireAgent:
 
     def _fell_back(self, exc: EndpointError) -> bool:
         change = self._refused(exc, self._sent or {})
+        if change and self._caps.but(**change) == self._caps:
+            # The refused request was built so already (what it carried comes from elsewhere: chat's @off
+            # switch): asked again, it would be refused again, without end.
+            return False
         return capabilities.fall_back(
             exc, self.wire, self.route, self._caps, change, self._words, self.info, self._turn
         )

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
+from evalkit.errors import EndpointError
 from evalkit.providers import make_agent
 from evalkit.types import AgentOptions, ToolSpec
 from tests.providers.fakes import Reply
-from tests.providers.test_capabilities import ADAPTIVE_REFUSED
+from tests.providers.test_capabilities import ADAPTIVE_REFUSED, CHAT_EFFORT_REFUSED
 
 TOOLS = [ToolSpec("submit", "Finish.", {"type": "object", "properties": {}})]
 WIRES = ["anthropic:claude-sonnet-5", "openai:gpt-6-sol", "openai-chat:gpt-6-luna", "hf:org/m:a|b"]
@@ -50,6 +51,27 @@ def test_a_fallback_learned_after_an_agent_was_made_is_in_its_record(fake):
     waiting.step()
     assert fake.bodies()[-1]["thinking"]["type"] == "enabled"
     assert [(f["turn"], f["feature"]) for f in waiting.info["fallbacks"]] == [(0, "thinking")]
+
+
+def test_a_refusal_of_what_the_fallback_already_dropped_is_not_asked_again(fake):
+    """`@off` on a server whose probe took `reasoning_effort: none` but whose real requests refuse it: the
+    fallback to no effort leaves the probe's switch in the request, so the next request is refused alike.
+    The call ends there (the server's 400 is the request's), instead of asking again without end."""
+    real: list[dict] = []
+
+    def server(body: dict) -> Reply:
+        if body["tools"][0]["function"]["name"] == "record":  # the @off probe: effort none works
+            off = body.get("reasoning_effort") == "none"
+            return Reply(reasoning="" if off else "thinking about 7", calls=[("record", {"n": 7})])
+        real.append(body)
+        return Reply(status=400, error_body=CHAT_EFFORT_REFUSED) if len(real) <= 8 else Reply(text="a")
+
+    fake.reset(default=server)
+    a = agent("vllm:qwen3@off")
+    a.user("go")
+    with pytest.raises(EndpointError):
+        a.step()
+    assert len(real) == 2 and [f["feature"] for f in a.info["fallbacks"]] == ["effort"]
 
 
 def test_the_sdks_are_imported_only_when_a_request_is_made():
