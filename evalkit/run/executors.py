@@ -6,36 +6,32 @@ record to `arrive` — the one place a record reaches the batch, which writes it
 they arrive, for the batch's progress.
 
 Threads: `arrive` runs in the worker as soon as the episode ends (written even after Ctrl-C, while the
-batch shuts down). Ray: each episode is a task on a runner actor, one per node, whose threads run the
-node's share of the episodes; a task stores its pictures in a temporary directory and returns them as
-bytes with the record, and the driver alone writes `trace.jsonl`, frames and renders (content-addressed,
-so a picture two episodes share is written once). The driver keeps at most `concurrency` tasks in flight,
-so the limit holds across the cluster. An embedded env is served by the driver for its own node and by
-each other node's runner for that node; a `--base-url` env is reached from every node as given.
+batch shuts down). Ray (`evalkit.run.cluster`): each episode is a task on a runner actor, one per node (or
+per CPU), handed to whichever runner is free; the driver alone writes `trace.jsonl`, frames and renders,
+fetching from the node only the files it lacks. The driver keeps at most `concurrency` tasks in flight, so
+the limit holds across the cluster; a lost or frozen node costs only its episodes in flight, run again on
+the others. An embedded env is served by the driver for its own node and by each other node's runner for
+that node; a `--base-url` env is reached from every node as given.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.target import Target, served_by
-from evalkit.errors import ConfigError, KeyRejectedError
+from evalkit.envs.target import Target
+from evalkit.errors import ConfigError
 from evalkit.records import live
-from evalkit.records.traces import store_files
+from evalkit.run.cluster import ray_module, run_ray, start_ray  # noqa: F401 (batch and benchmarks use them)
 from evalkit.run.episode import Job, play
 from evalkit.run.settings import Settings
 from evalkit.types import EpisodeRecord
 
 EXECUTORS = ("threads", "ray")
-ENV_PREFIXES = ("OPENAI_", "ANTHROPIC_", "HF_", "VLLM_")
-"""Variables a provider reads (keys, base URLs, router settings): a Ray task gets the driver's values."""
 
 
 @dataclass
@@ -47,7 +43,7 @@ class Episodes:
     out: Path
     settings: Settings
     environ: dict[str, str] = field(default_factory=dict)
-    """Provider variables (keys, base URLs) a Ray node gets from the driver."""
+    """Variables a Ray node gets from the driver besides those `evalkit.run.cluster.TRAVELS` names."""
 
     def play(self, job: Job, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
         return play(job.model, self.target, job, self.settings, store_dir, cancel, health)
@@ -132,131 +128,3 @@ def run_threads(
         if f.cancel():
             left("not_run")
     pool.shutdown(wait=False, cancel_futures=True)
-
-
-def provider_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
-
-
-# ---- Ray ---------------------------------------------------------------------------------------------------
-
-
-def ray_module() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("the Ray executor needs Ray: pip install 'evalkit[ray]'") from None
-    return ray
-
-
-def start_ray(address: str | None) -> Any:
-    """Ray, connected: to `address` (a cluster's `ray://…` or `host:port`), else to the instance this
-    process already has, else to a new local one."""
-    ray = ray_module()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, log_to_driver=False, include_dashboard=False)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            where = address or "(a new local instance)"
-            raise ConfigError(f"cannot connect to Ray at {where}: {e}") from None
-    return ray
-
-
-class Runner:
-    """A node's episodes, run by the actor's threads (made a Ray actor by `run_ray`)."""
-
-    def __init__(self, episodes: Episodes, driver_node: str):
-        import ray
-
-        from evalkit.providers.health import ProviderHealth
-
-        os.environ.update(episodes.environ)
-        self.server = None
-        if episodes.target.embedded and ray.get_runtime_context().get_node_id() != driver_node:
-            from evalkit.envs.server import serve
-
-            self.server = serve(episodes.target.name)
-            episodes = replace(episodes, target=served_by(episodes.target, self.server))
-        self.episodes = episodes
-        self.health = ProviderHealth()
-
-    def play(self, job: Any) -> tuple[EpisodeRecord | None, dict[str, bytes], KeyRejectedError | None]:
-        """One episode; the files it wrote (pictures, shared texts, raw bodies) come back as bytes by their
-        run-relative paths. Its live progress stays on the node (a viewer of the run sees it finished). A
-        refused key comes back instead of a record (the driver's gate stops the model)."""
-        with tempfile.TemporaryDirectory(prefix="evalkit-ep-") as tmp:
-            try:
-                rec = self.episodes.play(job, Path(tmp), None, self.health)
-            except KeyRejectedError as e:
-                return None, {}, e
-            finally:
-                # The live file is written by this process's writer thread: none of its writes may land in
-                # the directory as it goes (or make it again).
-                live.finish(tmp, job.key)
-            found = [
-                p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"
-            ]
-            files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in found}
-        return rec, files, None
-
-
-def run_ray(
-    jobs: list,
-    episodes: Episodes,
-    concurrency: int,
-    arrive: Arrive,
-    gate: Any,
-    left: Left,
-    address: str | None = None,
-) -> Iterator[EpisodeRecord | None]:
-    ray = start_ray(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    driver = ray.get_runtime_context().get_node_id()
-    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [driver]
-    episodes = replace(episodes, environ={**provider_environ(), **episodes.environ})
-    actor = ray.remote(num_cpus=0, max_concurrency=concurrency)(Runner)
-    on = [NodeAffinitySchedulingStrategy(n, soft=True) for n in nodes]
-    runners = [actor.options(scheduling_strategy=s).remote(episodes, driver) for s in on]
-    queue = iter(jobs)
-    flight: dict[Any, Any] = {}
-    turn = 0
-
-    def submit() -> bool:
-        nonlocal turn
-        for job in queue:
-            if not gate.allow(job.model):
-                left("not_run")
-                continue
-            flight[runners[turn % len(runners)].play.remote(job)] = job
-            turn += 1
-            return True
-        return False
-
-    try:
-        while len(flight) < concurrency and submit():
-            pass
-        while flight and gate.down is None:
-            # Woken every second, so that the gate going down is seen while every episode hangs.
-            done, _ = ray.wait(list(flight), num_returns=1, timeout=1.0)
-            for ref in done:
-                flight.pop(ref)
-                rec, files, refused = ray.get(ref)
-                if refused is not None:
-                    gate.refused_by(refused)
-                    yield None
-                else:
-                    gate.ended(rec)
-                    store_files(episodes.out, files)
-                    rec.run_dir = str(episodes.out)
-                    arrive(rec, False)
-                    yield rec
-                submit()
-        if gate.down is not None:
-            for _ in queue:
-                left("not_run")
-    finally:
-        # Ctrl-C, the gate down, or the end: episodes still in flight are dropped with their runners (resume
-        # runs them).
-        for r in runners:
-            ray.kill(r)

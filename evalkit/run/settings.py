@@ -158,6 +158,20 @@ def reset_rows(flag: str, v: Any) -> dict | list[dict] | None:
     raise ConfigError(f"{flag} wants a JSON object or a non-empty list of objects")
 
 
+def cluster_address(flag: str, v: Any) -> str | None:
+    """`--ray-address`: a cluster's GCS address (HOST:PORT, or `auto`); a Ray Client address is refused."""
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise ConfigError(f"{flag} wants HOST:PORT, got {v!r}")
+    if v.startswith("ray://"):
+        raise ConfigError(
+            f"{flag} {v}: Ray Client (ray://) is not supported; run evalkit on a node of the cluster (the "
+            "head, or through `ray job submit`) and give the cluster's HOST:PORT"
+        )
+    return v.strip()
+
+
 def breaker(flag: str, v: Any) -> Any:
     from evalkit.run.breaker import BreakerSettings
 
@@ -305,7 +319,22 @@ class Settings:
         choices=("threads", "ray"),
     )
     ray_address: str | None = knob(
-        None, "with --executor ray: the cluster to join (default: start a local instance)"
+        None,
+        "with --executor ray: the cluster to join, HOST:PORT (default: start a local instance)",
+        cluster_address,
+    )
+    ray_runners: str = knob(
+        "node",
+        "with --executor ray: one runner process per node, or one per CPU of each node (cpus)",
+        one_of("node", "cpus"),
+        choices=("node", "cpus"),
+    )
+    ray_node_timeout: float = knob(
+        30.0,
+        "with --executor ray: seconds a node may leave the driver unanswered before its episodes in flight "
+        "run on the other nodes",
+        positive,
+        parse=_float,
     )
     env_breaker: Any = knob(
         None,
