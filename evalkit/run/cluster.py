@@ -167,6 +167,8 @@ class Ledger:
     ran: Counter = field(default_factory=Counter)
     lost: list[str] = field(default_factory=list)
     rerun: int = 0
+    started: dict[str, float] = field(default_factory=dict)
+    """Seconds each node's first runner took to start."""
     shipped: int = 0
     spared: int = 0
 
@@ -357,6 +359,8 @@ class Dispatch:
             return
         if f.kind == "ready":
             f.post.ready = True
+            where = short(f.post.node, f.post.address)
+            self.ledger.started.setdefault(where, round(time.monotonic() - f.post.since, 1))
         elif f.kind == "ping":
             f.post.ping_at = None
         elif f.kind == "play":
@@ -455,6 +459,9 @@ class Dispatch:
         if not self.ledger.ran and not self.ledger.lost:
             return
         ran = ", ".join(f"{n} on {where}" for where, n in self.ledger.ran.most_common())
+        starting = {short(p.node, p.address) for p in self.fleet.posts if not p.ready}
+        if starting:  # placed, but the batch ended first
+            ran += f" (still starting: {', '.join(sorted(starting))})"
         lost = f"; given up: {', '.join(self.ledger.lost)} ({self.ledger.rerun} episode(s) run again)"
         notice(log, f"Ray: {ran or 'no episode finished'}{lost if self.ledger.lost else ''}; files fetched "
                f"{self.ledger.shipped}, already here {self.ledger.spared}")  # fmt: skip
