@@ -88,6 +88,7 @@ class Runner:
         from evalkit.providers.health import ProviderHealth
 
         os.environ.update(episodes.environ)
+        _reachable_cwd()
         ctx = ray.get_runtime_context()
         self.node = {"id": ctx.get_node_id(), "address": ray.util.get_node_ip_address()}
         self.server = None
@@ -130,6 +131,18 @@ class Runner:
             return {rel: (Path(tmp) / rel).read_bytes() for rel in paths}
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reachable_cwd() -> None:
+    """A worker whose working directory cannot be reached by its name (removed, or under a mount made after
+    the node started) moves to the temporary directory: reading `.env` walks up from the working directory,
+    and failed every episode of such a node."""
+    try:
+        if os.path.isdir(os.getcwd()):
+            return
+    except OSError:
+        pass
+    os.chdir(tempfile.gettempdir())
 
 
 def _sha(data: bytes) -> str:
@@ -458,7 +471,8 @@ class Dispatch:
             self.gate.down = f"{self.given_up} episode(s) lost {MAX_TRIES} Ray nodes each: left for a resume"
         if not self.ledger.ran and not self.ledger.lost:
             return
-        ran = ", ".join(f"{n} on {where}" for where, n in self.ledger.ran.most_common())
+        up = self.ledger.started
+        ran = ", ".join(f"{n} on {w} (up after {up.get(w, '?')}s)" for w, n in self.ledger.ran.most_common())
         starting = {short(p.node, p.address) for p in self.fleet.posts if not p.ready}
         if starting:  # placed, but the batch ended first
             ran += f" (still starting: {', '.join(sorted(starting))})"

@@ -10,6 +10,7 @@ stops every Ray on the machine). Ray's token authentication is off for this clus
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -41,12 +42,34 @@ def get_node(*args, **kw):
 
 
 services.get_node = get_node
+
+import inspect
+import ray._raylet as raylet
+
+start_raylet = services.start_raylet
+PORTS = {"dashboard_agent_listen_port": raylet.DASHBOARD_AGENT_LISTEN_PORT_NAME,
+         "metrics_agent_port": raylet.METRICS_AGENT_PORT_NAME,
+         "metrics_export_port": raylet.METRICS_EXPORT_PORT_NAME,
+         "runtime_env_agent_port": raylet.RUNTIME_ENV_AGENT_PORT_NAME}
+
+
+def announced(*args, **kw):
+    got = inspect.signature(start_raylet).bind(*args, **kw).arguments
+    for key, name in PORTS.items():
+        if got.get(key):
+            raylet.persist_port(got["session_dir"], got["node_id"], name, got[key])
+    return start_raylet(*args, **kw)
+
+
+services.start_raylet = announced
 sys.argv[0] = "ray"
 main()
 """
-"""`ray start`, but waiting up to 3 minutes for its raylet to register where Ray waits 30 s (a fixed limit in
-`ray._private.node`): on a 2-core machine shared with other work, a raylet waits longer than that for its
-dashboard agent to start (40 s and more were measured at a load average of 12-15). Tests only."""
+"""`ray start`, made patient for a 2-core machine shared with other work: Ray waits 30 s for a raylet to
+register (a fixed limit in `ray._private.node`), and a raylet waits 15 s for its agents to say their ports,
+which their start-up took longer than at a load average of 12-15 (the raylet aborted). Here the node waits
+up to 3 minutes, and the agents' ports, fixed by the command line, are written for the raylet before it
+starts (the agents write the same later). Tests only."""
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(80 * 2**20), "--disable-usage-stats", "--block"]
 
 ATTEMPTS = 3
@@ -82,9 +105,7 @@ class Cluster:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="ekray-"))
         self.private = can_unshare()
-        self.patient = self.dir / "node2" / "patient_ray.py"  # reached from node2's cwd in its namespace
-        self.patient.parent.mkdir()
-        self.patient.write_text(PATIENT)
+        (self.dir / "node2").mkdir()
         self.env = {
             **os.environ,
             "RAY_USAGE_STATS_ENABLED": "0",
@@ -105,7 +126,8 @@ class Cluster:
     def _head(self) -> None:
         (self.port,) = free_ports(1)
         self.address = f"127.0.0.2:{self.port}"
-        head = [sys.executable, str(self.patient), "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(self.port),
+        head = [sys.executable, "-c", PATIENT, "start", "--head", "--node-ip-address", "127.0.0.2",
+                "--port", str(self.port),
                 "--dashboard-port", str(free_ports(1)[0]), "--include-dashboard=false",
                 "--temp-dir", str(self.dir / "t"), *own_ports(), *SMALL]  # fmt: skip
         (self.dir / "head.log").unlink(missing_ok=True)
@@ -146,11 +168,11 @@ class Cluster:
                 return
 
     def _join(self) -> None:
-        join = [sys.executable, "patient_ray.py", "start", "--address", self.address, "--node-ip-address", "127.0.0.3", *own_ports()]
-        join += SMALL
+        join = [sys.executable, "-c", PATIENT, "start", "--address", self.address]
+        join += ["--node-ip-address", "127.0.0.3", *own_ports(), *SMALL]
         work = self.dir / "node2"
         if self.private:
-            inner = "mount -t tmpfs tmpfs /tmp && exec " + " ".join(join)
+            inner = "mount -t tmpfs tmpfs /tmp && exec " + shlex.join(join)
             argv = ["unshare", "--mount", "--map-root-user", "sh", "-c", inner]
         else:
             argv = join
