@@ -92,3 +92,28 @@ def test_a_refused_key_stops_its_model_on_either_executor(
     assert list(run.refused) == [f"{MODEL}-badkey"] and "VLLM_API_KEY" in run.refused[f"{MODEL}-badkey"]
     assert {r.model for r in run.records()} == {MODEL} and run.ran - run.errors >= 4
     assert run.not_run >= 1 and run.exit_status == 2
+
+
+def test_cluster_settings_are_checked_before_any_work(canvas_server, tmp_path):
+    """A Ray Client address is refused in one line; the node timeout and runner placement are knobs."""
+    with pytest.raises(ConfigError, match=r"Ray Client \(ray://\) is not supported"):
+        run_batch(MODELS, canvas_server, out=tmp_path / "a", tasks=1, executor="ray",
+                  ray_address="ray://head:10001", progress=False)  # fmt: skip
+    with pytest.raises(ConfigError, match="--ray-node-timeout must be a finite number > 0"):
+        run_batch(MODELS, canvas_server, out=tmp_path / "b", tasks=1, executor="ray", ray_node_timeout=0,
+                  progress=False)  # fmt: skip
+    with pytest.raises(ConfigError, match="unknown ray runners 'gpu'"):
+        run_batch(MODELS, canvas_server, out=tmp_path / "c", tasks=1, executor="ray", ray_runners="gpu",
+                  progress=False)  # fmt: skip
+    assert not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_what_travels_to_the_nodes_is_declared_once(monkeypatch):
+    from evalkit.run.cluster import travelling_environ
+
+    monkeypatch.setenv("EVALKIT_CHROMIUM", "/opt/chromium")
+    monkeypatch.setenv("OWNLOOP_API_KEY", "k")
+    monkeypatch.setenv("UNRELATED_SECRET", "no")
+    got = travelling_environ()
+    assert got["EVALKIT_CHROMIUM"] == "/opt/chromium" and got["OWNLOOP_API_KEY"] == "k"
+    assert "UNRELATED_SECRET" not in got
