@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 FINISH_TAG = "finish"
 """A tool the env marks with this fastmcp tag, or with `finishes_episode: true` in its MCP meta, is the one
-that ends the episode (see `evalkit.run.wording.finishing_tool`)."""
+that ends the episode (see `evalkit.run.rules.finishing_tool`)."""
 
 
 def http_url(url: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from evalkit.envs import loopback, target
 from evalkit.envs.evalsets import load_evalset, repeated
+from evalkit.envs.selection import task_identity
 from evalkit.envs.target import Draw, Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
@@ -41,9 +42,9 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
-from evalkit.run import breaker, validate, wording
-from evalkit.run.episode import Job, check_agent, task_identity
+from evalkit.run import breaker, rules, validate, wording
 from evalkit.run.executors import Episodes, execute, ray_module
+from evalkit.run.jobs import Job, check_agent, plan_jobs
 from evalkit.run.pictures import frame_takers
 from evalkit.run.settings import Settings
 from evalkit.types import EpisodeRecord
@@ -142,49 +143,6 @@ def select_tasks(
     if n != "all" and n < 1:
         raise ConfigError("--tasks must be ≥ 1")
     return Draw(split or "test", n, start, stride), None
-
-
-COORDINATES = ("auto", "pixels", "normalized")
-
-
-def job_coordinates(choice: str | None, model: str, env: Target, surface: str) -> str | None:
-    """What to ask the env for: `auto` picks by model on the surfaces that show a screen (normalised for
-    open VLMs, pixels for Claude and GPT) and leaves the others to the env; an explicit choice goes as is."""
-    if choice not in (None, "auto"):
-        return choice
-    if surface in (env.screens or ()):
-        from evalkit.browser.computer import coordinates_for
-
-        return coordinates_for(model, "auto")
-    return None
-
-
-def plan_jobs(
-    models: list[str],
-    env: Target,
-    tasks: list[tuple[dict, str]],
-    surfaces: list[str],
-    modes: list[str],
-    repeats: int,
-    evalset_id: str | None = None,
-    skins: list[str] | None = None,
-    coordinates: str | None = "auto",
-) -> list[Job]:
-    """Jobs ordered task-major, so that a batch cut short still has every model on the same tasks. Skins
-    multiply only the surfaces that show a screen (every surface of an env evalkit does not know)."""
-    jobs = []
-    for r in range(repeats):
-        for task, ident in tasks:
-            for surface in surfaces:
-                skinned = skins and (env.screens is None or surface in env.screens)
-                for skin in skins if skinned else [None]:
-                    for mode in modes:
-                        for m in models:
-                            coords = job_coordinates(coordinates, m, env, surface)
-                            jobs.append(
-                                Job.of(m, env, task, surface, mode, r, skin, coords, evalset_id, ident)
-                            )
-    return jobs
 
 
 def _as_list(x: Any) -> list[str]:
@@ -355,7 +313,7 @@ def _summary(env: Target, found: Any) -> str:
     """One line: which kind of env this is and how it will be driven (`EnvReport.summary`)."""
     from evalkit.run.probe import EnvReport
 
-    finish = wording.finishing_tool(found.tools)
+    finish = rules.finishing_tool(found.tools)
     finish = finish.name if finish else None
     report = EnvReport(env.name, env.url, found.kind, found.tools, finish, found.meta, found.observation, "",
                        wording.Opening(""), found.reset, found.capacity, found.tried)  # fmt: skip

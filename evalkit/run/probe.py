@@ -21,7 +21,7 @@ from evalkit.envs import actions, tasks
 from evalkit.envs.sessions import close_quietly
 from evalkit.envs.target import Target, preflight, resolve, with_records
 from evalkit.errors import ConfigError, EnvError
-from evalkit.run import wording
+from evalkit.run import rules, wording
 from evalkit.types import ToolOutcome, ToolSpec
 
 KINDS = {
@@ -116,7 +116,7 @@ class EnvReport:
             "opening_message": self.opening.text,
             "opening_images": [repr(i) for i in self.opening.images],
             "hidden": self.hidden,
-            "finishing": wording.auto_submit_text(wording.finishing_tool(self.tools)),
+            "finishing": wording.auto_submit_text(rules.finishing_tool(self.tools)),
             "step": {"tool": self.step[0], "args": self.step[1]} if self.step else None,
             "step_error": self.step_error or None,
             "step_result": None if self.result is None else {
@@ -128,7 +128,7 @@ class EnvReport:
 
     def describe(self) -> str:
         """The full report, as `evalkit probe` prints it."""
-        finish = wording.finishing_tool(self.tools)
+        finish = rules.finishing_tool(self.tools)
         lines = [
             f"name:       {self.name}" + (f"  ({self.url})" if self.url else ""),
             f"kind:       {KINDS.get(self.kind, self.kind)}",
@@ -253,8 +253,8 @@ def probe(
     found = preflight(env, reset or {}, sessions=sessions, wait=wait, cancel=cancel, hold=True)
     session, meta, tools, fields = found.session, found.meta, found.tools, found.observation
     try:
-        finish = wording.finishing_tool(tools)
-        budget = wording.turn_budget(max_turns, meta)
+        finish = rules.finishing_tool(tools)
+        budget = rules.turn_budget(max_turns, meta)
         named = meta.get("screenshot_tool")
         shot = named if any(t.name == named for t in tools) else None
         shown, shown_fields = wording.seen(session, meta, hide)
@@ -339,7 +339,7 @@ def example_step(
     no tool can be."""
     if shot:
         return shot, {}
-    finish = wording.finishing_tool(tools)
+    finish = rules.finishing_tool(tools)
     legal = actions.legal_actions(meta, fields)
     return actions.sample_step(tools, legal, skip=finish.name if finish else None)
 

@@ -324,9 +324,9 @@ class Settings:
             raise ConfigError("--ray-address needs --executor ray")
 
     @classmethod
-    def make(cls, settings: Settings | None = None, **kw: Any) -> Settings:
+    def make(cls, settings: Settings | None = None, who: str = "run_batch()", **kw: Any) -> Settings:
         """`settings` with keyword overrides; `options=AgentOptions(...)` sets the model knobs it holds.
-        An unknown keyword is a ConfigError naming the ones there are."""
+        An unknown keyword is a ConfigError naming the ones there are (and `who` was given it)."""
         options = kw.pop("options", None)
         if options is not None:
             if not isinstance(options, AgentOptions):
@@ -336,8 +336,7 @@ class Settings:
         unknown = sorted(set(kw) - known)
         if unknown:
             raise ConfigError(
-                f"run_batch() got unknown setting(s) {', '.join(unknown)} "
-                f"(settings: {', '.join(sorted(known))})"
+                f"{who} got unknown setting(s) {', '.join(unknown)} (settings: {', '.join(sorted(known))})"
             )
         base = settings if settings is not None else cls()
         return dataclasses.replace(base, **kw) if kw else base

@@ -16,7 +16,8 @@ import pytest
 from evalkit.envs.target import Target, embedded
 from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.records.traces import TraceWriter, iter_lines, read_records
-from evalkit.run.batch import plan_jobs, run_batch
+from evalkit.run.batch import run_batch
+from evalkit.run.jobs import plan_jobs
 from evalkit.types import AgentOptions, EpisodeRecord
 
 EVALSET = "data/evalsets/canvas-test-300.json"

@@ -179,7 +179,8 @@ def test_cancel_stops_before_the_next_turn(canvas_server):
         return Turn(calls=[call("get_document")])
 
     from evalkit.envs.target import resolve
-    from evalkit.run.episode import Job, play
+    from evalkit.run.episode import play
+    from evalkit.run.jobs import Job
     from evalkit.run.settings import Settings
 
     env = resolve(canvas_server)  # the batch's own entry: a batch's episodes are cancelled when it stops
@@ -291,9 +292,10 @@ def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
 
 def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     from evalkit.analysis import load_runs
+    from evalkit.envs.selection import task_identity
     from evalkit.envs.target import draw_tasks, embedded
-    from evalkit.run.batch import plan_jobs, select_tasks
-    from evalkit.run.episode import task_identity
+    from evalkit.run.batch import select_tasks
+    from evalkit.run.jobs import plan_jobs
 
     recs = [
         run_episode(
