@@ -11,7 +11,8 @@
 This module is the public API. Names are imported on first use so that `import evalkit` stays cheap and
 needs no optional dependency. The parts, each a package whose docstring says what it owns and may import:
 `run` (the loop and the batch) uses `envs`, `providers` and `records`; `analysis` and `view` read `records`;
-`types`, `wellformed`, `jsonvalues`, `errors`, `secrets` and `serving` are shared by all; `cli` sits on top.
+`types`, `wellformed`, `errors`, `secrets`, `serving`, `notices` and `values` are shared by all; `cli` sits
+on top.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "evalkit"
 VIEWER = PACKAGE.parent / "viewer"
 
-BASE = {"types", "wellformed", "errors", "secrets", "serving", "notices", "jsonvalues"}
-"""The modules at evalkit's top that every part may use."""
+BASE = {"types", "wellformed", "errors", "secrets", "serving", "notices", "values"}
+"""The modules at evalkit's top, and the `values` package, that every part may use."""
 MAY_IMPORT = {
     **{m: BASE for m in BASE},
     "browser": BASE,

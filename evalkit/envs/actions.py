@@ -1,8 +1,8 @@
 """A sample action typed from an action's JSON schema: what `evalkit probe` sends to show one step's result.
 
-Each required field gets a value that fits its schema (`evalkit.jsonvalues.example`: its default, the first
-of its enum, a number's lowest allowed value, the shortest string of its pattern, as few array items as it
-allows). One field may instead take the first action the observation lists as legal (`legal_actions`,
+Each required field gets a value that fits its schema (`evalkit.values.fitting.example`: its default, the
+first of its enum, a number's lowest allowed value, the shortest string of its pattern, as few array items
+as it allows). One field may instead take the first action the observation lists as legal (`legal_actions`,
 `valid_moves`, ...), and only when that value fits the field's schema: OpenSpiel's `action_id` takes the
 first legal id, a text field never gets a number.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evalkit.jsonvalues import LEGAL, NONE, deref, example, fits, legal_actions
+from evalkit.values.fitting import LEGAL, NONE, deref, example, fits, legal_actions
 
 __all__ = ["LEGAL", "NONE", "example", "fits", "legal_actions", "sample_action", "sample_step", "shaped"]
 

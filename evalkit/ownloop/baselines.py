@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .task import Settings, TaskRun
+from .settings import Settings
+from .task import TaskRun
 
 # The element a solution step names: "css:<selector>", or the visible text of a link, button, label or
 # heading (the first in document order, clickable elements first).

@@ -29,7 +29,8 @@ from typing import Any
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.types import Usage
 
-from .task import Settings, TaskRun, not_released, on_path
+from .settings import Settings
+from .task import TaskRun, not_released, on_path
 
 VIEWPORT = (1440, 900)
 _lock = threading.Lock()

@@ -21,7 +21,8 @@ from typing import Any
 from evalkit.errors import EndpointError
 
 from .endpoint import Endpoint
-from .task import Settings, TaskRun, not_released, on_path
+from .settings import Settings
+from .task import TaskRun, not_released, on_path
 from .uitars import png_url
 
 VIEWPORT = (1280, 720)

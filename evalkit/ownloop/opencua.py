@@ -23,7 +23,8 @@ from evalkit.types import Usage
 from .baselines import settle
 from .endpoint import Endpoint, RequestRejected
 from .pyautogui import PyAutoGUI, run_pyautogui
-from .task import Settings, TaskRun, not_released, on_path
+from .settings import Settings
+from .task import TaskRun, not_released, on_path
 
 _lock = threading.Lock()
 _classes: dict[str, type] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from evalkit.envs.webapp.tasks import fill, instruction
 from evalkit.errors import ConfigError
 from evalkit.records.traces import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
+
+from .settings import Settings
 
 CLIPBOARD = ("clipboard-read", "clipboard-write")
 SESSION_FIELDS = (
@@ -34,35 +35,6 @@ SESSION_FIELDS = (
     "parse_fails",
     "action_errors",
 )
-
-
-@dataclass
-class Settings:
-    """What an own-loop run was asked to do; the released defaults of each runner apply where 0 / None."""
-
-    agent: str
-    model: str | None = None
-    endpoint: str | None = None
-    max_steps: int = 40
-    timeout: float = 1800.0
-    """Wall-clock seconds per task."""
-    width: int = 0
-    height: int = 0
-    path: list[str] = field(default_factory=list)
-    """Directories put first on sys.path for released agent code (`--path`, default `$OWNLOOP_PATH`)."""
-    wait_s: float = 5.0
-    """UI-TARS's wait() and OpenCUA's pause after every action (their released 5 s)."""
-    settle_s: float = 1.0
-    """Pause after the start page loads and after each step, for the page to settle."""
-    retry_wait: float = 5.0
-    request_timeout: float = 300.0
-    frequency_penalty: float = 0.0
-    temperature: float | None = None
-    top_p: float | None = None
-    max_past_steps: int = 10
-    fara_retries: int = 5
-    opencua_max_tokens: int = 2048
-    seed: int = 0
 
 
 RELEASED = {

@@ -21,7 +21,8 @@ from .baselines import settle
 from .coords import MAX_PIXELS, MIN_PIXELS, box_centre, fit_pixels
 from .endpoint import Endpoint, RequestRejected
 from .keys import pw_combo, pw_key
-from .task import Settings, TaskRun
+from .settings import Settings
+from .task import TaskRun
 
 SYSTEM = "You are a helpful assistant."
 SCROLL_NOTCH, SCROLL_NOTCHES = 100, 5

@@ -32,6 +32,7 @@ from evalkit.providers import check_endpoints, sent_as
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
+from evalkit.records.checks import run_out
 from evalkit.records.lock import RunLock
 from evalkit.records.settings import outcome_settings
 from evalkit.records.traces import (
@@ -42,8 +43,8 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
-from evalkit.run import breaker, rules, validate, wording
-from evalkit.run.executors import Episodes, execute, ray_module
+from evalkit.run import breaker, rules, wording
+from evalkit.run.executors import Episodes, check_concurrency, execute, ray_module
 from evalkit.run.jobs import Job, check_agent, plan_jobs
 from evalkit.run.pictures import frame_takers
 from evalkit.run.settings import Settings
@@ -235,8 +236,8 @@ def _check(models: list[str], s: Settings, out: str | Path) -> Path:
     for m in models:
         check_agent(m, s.options, endpoint=False)
     check_endpoints(models)
-    validate.concurrency(s.concurrency, s.executor)
-    out = validate.run_out("--out", out)
+    check_concurrency(s.concurrency, s.executor)
+    out = run_out("--out", out)
     if s.executor == "ray":
         ray_module()  # not installed: say so before any work
     return out

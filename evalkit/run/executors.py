@@ -138,6 +138,54 @@ def provider_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
 
 
+FILES_PER_EPISODE = 8
+"""Files (sockets) an episode holds open in the batch's process, with room: its WebSocket to the env, a kept
+connection for pictures on its thread and on a frame taker, its model's connection — and as many again for
+the env's ends when the env is served in this process. Measured: 4.8 per episode at 64 at once (the env in
+child processes, the tests' model server in this process), 8.8 at 6 (both in this process)."""
+MIB_PER_EPISODE = 4
+"""Memory an episode adds at the least (the canvas `tools` surface; a screen surface's browser page takes
+far more): 4.3 MiB measured between 8 and 64 episodes at once, the env's processes included."""
+
+
+def most_episodes() -> tuple[int, str]:
+    """How many episodes at once this machine can hold, and what bounds it: the files this process may
+    open (past them every new connection fails), or the memory available now."""
+    try:
+        import resource  # Unix's alone: elsewhere the bound is the memory's
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = -1
+    bounds = []
+    if limit > 0:  # (RLIM_INFINITY is -1)
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            used = 64
+        bounds.append((max(1, (limit - used - 64) // FILES_PER_EPISODE),
+                       f"each keeps ~{FILES_PER_EPISODE} files open and this process may open {limit:,}: "
+                       "`ulimit -n` raises that"))  # fmt: skip
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) // 1024
+        why = f"each needs {MIB_PER_EPISODE} MiB or more and {avail:,} MiB is available"
+        bounds.append((max(1, avail // MIB_PER_EPISODE), why))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return min(bounds) if bounds else (2**31, "")
+
+
+def check_concurrency(n: int, executor: str = "threads") -> None:
+    """Episodes run in this process's threads are bounded by what the machine holds (`most_episodes`); on
+    Ray, by the cluster."""
+    if executor == "threads":
+        most, why = most_episodes()
+        if n > most:
+            raise ConfigError(f"--concurrency {n:,} is more than this machine holds: at most "
+                              f"{most:,} episodes at once ({why})")  # fmt: skip
+
+
 # ---- Ray ---------------------------------------------------------------------------------------------------
 
 

@@ -37,8 +37,8 @@ from evalkit.envs.target import resolve, with_records
 from evalkit.errors import EpisodeOver
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth
+from evalkit.records.checks import run_out
 from evalkit.records.traces import TraceWriter, read_run_json, store_files, write_run_json
-from evalkit.run import validate
 from evalkit.run.episode import Opened
 from evalkit.run.jobs import Job, agent_label, check_agent
 from evalkit.run.operator import OperatedEpisode
@@ -412,7 +412,7 @@ class EpisodeStepper:
         ep = self._need()
         if not ep.over:
             raise RuntimeError("the episode is not over yet: step on (st.run()), or st.submit()")
-        out = validate.run_out("out", out)
+        out = run_out("out", out)
         rec = dataclasses.replace(ep.finish(), run_dir=str(out))
         store_files(out, Path(self._store))
         if not read_run_json(out):

@@ -14,8 +14,7 @@ import pytest
 from evalkit import analysis as A
 from evalkit.cli import main
 from evalkit.errors import ConfigError
-from evalkit.records import index_cache, traces
-from evalkit.run import validate
+from evalkit.records import checks, index_cache, traces
 from evalkit.view import support as vs
 from tests.support.snapshot import snapshot
 
@@ -49,7 +48,7 @@ def test_load_runs_on_a_folder_of_runs_reads_each_and_says_which(s001, caplog):
 
 def test_every_command_resolves_a_folder_of_runs(s001, capsys):
     for command in ("summarise", "compare", "report", "view", "bundle"):
-        assert validate.runs([str(s001)], command) == [os.path.join(s001, r) for r in AGENT_RUNS]
+        assert checks.runs([str(s001)], command) == [os.path.join(s001, r) for r in AGENT_RUNS]
         assert capsys.readouterr().err.strip() == (
             f"evalkit: {s001}: a folder of 4 run(s), read as each of them: {', '.join(AGENT_RUNS)}"
         )
@@ -64,7 +63,7 @@ def test_every_command_resolves_a_folder_of_runs(s001, capsys):
 def test_a_folder_of_nothing_is_still_refused_with_a_hint(tmp_path):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     with pytest.raises(ConfigError, match="nor a folder of such runs"):
-        validate.runs([str(tmp_path / "empty")], "summarise")
+        checks.runs([str(tmp_path / "empty")], "summarise")
 
 
 def test_nothing_is_written_under_a_foreign_root(s001, tmp_path, capsys):

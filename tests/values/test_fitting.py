@@ -1,11 +1,11 @@
-"""Values that fit a JSON schema (`evalkit.jsonvalues`): the probe's example and the random baseline's draws
-keep every limit the schema states, checked by jsonschema's own verdict."""
+"""Values that fit a JSON schema (`evalkit.values.fitting`): the probe's example and the random baseline's
+draws keep every limit the schema states, checked by jsonschema's own verdict."""
 
 from __future__ import annotations
 
 import random
 
-from evalkit import jsonvalues as jv
+from evalkit.values import fitting as jv
 
 MINES = {
     "type": "object",
