@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit.envs.server import serve  # noqa: E402
+from evalkit.envs.embedded.server import serve  # noqa: E402
 from evalkit.providers import prices  # noqa: E402
 from evalkit.providers.standin import SPEC, StandIn  # noqa: E402
 from evalkit.records import traces, transcripts  # noqa: E402

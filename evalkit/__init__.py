@@ -26,10 +26,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "serve": "evalkit.envs.server",
-    "connect": "evalkit.envs.openenv",
-    "OpenEnvSession": "evalkit.envs.openenv",
-    "TypedSession": "evalkit.envs.openenv",
+    "serve": "evalkit.envs.embedded.server",
+    "connect": "evalkit.envs.client.openenv",
+    "OpenEnvSession": "evalkit.envs.client.openenv",
+    "TypedSession": "evalkit.envs.client.openenv",
     "load_evalset": "evalkit.envs.evalsets",
     "make_agent": "evalkit.providers",
     "probe": "evalkit.run.probe",

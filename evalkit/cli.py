@@ -373,7 +373,8 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def _probe(a: argparse.Namespace) -> int:
-    from evalkit.envs import EMBEDDED, target
+    from evalkit.envs import EMBEDDED
+    from evalkit.envs.client import target
     from evalkit.errors import EnvError
     from evalkit.run.probe import probe
 
@@ -390,7 +391,7 @@ def _probe(a: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{a.url!r} is neither a URL nor an embedded environment ({', '.join(EMBEDDED)})"
             )
-        from evalkit.envs.server import serve
+        from evalkit.envs.embedded.server import serve
 
         served = serve(a.url)
     try:
@@ -567,7 +568,7 @@ def cmd_bundle(a: argparse.Namespace) -> int:
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
-    from evalkit.envs.server import build_app, serve_forever
+    from evalkit.envs.embedded.server import build_app, serve_forever
 
     build_app(a.name)  # an unknown name fails here, with one line, before uvicorn starts
     checks.free_port("--port", a.port, a.host)

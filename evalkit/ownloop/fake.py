@@ -365,7 +365,7 @@ class TaskPolicy(PlanPolicy):
     there leaves the agent's own server as it was."""
 
     def __init__(self, style: str, width: int, height: int, tasks: str | Path | None = None):
-        from evalkit.envs.webapp.tasks import load_tasks
+        from evalkit.envs.embedded.webapp.tasks import load_tasks
 
         defined = load_tasks(tasks)
         super().__init__({t["prompt"]: None for t in defined}, style)
@@ -380,7 +380,7 @@ class TaskPolicy(PlanPolicy):
         with self._lock:  # one solve per task, however many workers ask for it at once
             if self.plans[key] is None:
                 if self._site is None:
-                    from evalkit.envs.webapp.serve import SiteServer
+                    from evalkit.envs.embedded.webapp.serve import SiteServer
 
                     self._site = SiteServer()
                 self.plans[key] = plan_task(self.tasks[key], self._site, *self.size)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.webapp.grade import grade
-from evalkit.envs.webapp.tasks import load_tasks
+from evalkit.envs.embedded.webapp.grade import grade
+from evalkit.envs.embedded.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
 from evalkit.notices import notice
 from evalkit.records.lock import RunLock
@@ -176,7 +176,7 @@ def _play(
 ) -> None:  # fmt: skip
     """Play `todo` on `workers` threads over `servers` web-app servers (and the fake endpoint), each
     episode appended to the run's trace as it ends."""
-    from evalkit.envs.webapp.serve import SiteServer
+    from evalkit.envs.embedded.webapp.serve import SiteServer
 
     writer, frames = TraceWriter(run.path), FrameStore(run.path)
     lock, queue = threading.Lock(), list(todo)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.webapp.tasks import fill, instruction
+from evalkit.envs.embedded.webapp.tasks import fill, instruction
 from evalkit.errors import ConfigError
 from evalkit.records.traces import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage

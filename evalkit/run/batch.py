@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs import loopback, target
+from evalkit.envs.client import loopback, target
+from evalkit.envs.client.selection import task_identity
+from evalkit.envs.client.target import Draw, Target
 from evalkit.envs.evalsets import load_evalset, repeated
-from evalkit.envs.selection import task_identity
-from evalkit.envs.target import Draw, Target
 from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
 from evalkit.notices import notice
 from evalkit.providers import check_endpoints, sent_as
@@ -110,7 +110,7 @@ def select_tasks(
     reset: dict | list[dict] | None = None,
 ) -> tuple[list[tuple[dict, str]] | Draw, str | None]:
     """(reset arguments, identity) per task — or, drawn from a split by position, the `Draw` the env
-    resolves (`evalkit.envs.target.start`: its own tasks where it has a Task API) — and the evalset id.
+    resolves (`evalkit.envs.client.target.start`: its own tasks where it has a Task API) — and the evalset id.
     Raises ConfigError on a bad selection. `reset` gives the reset arguments themselves: one dict, or a list
     of them (one task each)."""
     if task_ids and repeated(task_ids):
@@ -275,10 +275,10 @@ def _resolve_modes(name: str, asked: list[str], declared: tuple[str, ...] | None
 
 def _start(env: Target, s: Settings, surfaces: list[str], tasks: list | Draw, serve: bool) -> tuple:
     """The env served (an embedded one, for the batch) and its preflight: the first task reset once, tools
-    listed, capacity counted (`evalkit.envs.target.start`). A task the env refuses, an unreachable server or
-    an env with no tools is the user's mistake, better said now than recorded as an env error per episode.
-    Returns the env with what was measured, what was found, the server to stop (or None), the lines to say,
-    and the settings with the concurrency the server allows."""
+    listed, capacity counted (`evalkit.envs.client.target.start`). A task the env refuses, an unreachable
+    server or an env with no tools is the user's mistake, better said now than recorded as an env error per
+    episode. Returns the env with what was measured, what was found, the server to stop (or None), the lines
+    to say, and the settings with the concurrency the server allows."""
     mode = s.modes[0] if s.modes else None
     try:
         env, found, served = target.start(env, tasks, surfaces[0], mode, s.concurrency, serve)
@@ -357,7 +357,7 @@ def _check_resume(out: Path, meta: dict) -> None:
     """A run resumed with settings that change what an episode is would mix incomparable records."""
     if not (out / TRACE).exists():
         return
-    from evalkit.envs.identity import mismatch
+    from evalkit.envs.client.identity import mismatch
 
     recorded = read_run_json(out).get("env_config")
     differs = mismatch(recorded, meta["env_config"]) if isinstance(recorded, dict) else None

@@ -168,7 +168,7 @@ class Guard:
     def _watch(self) -> None:
         import httpx
 
-        from evalkit.envs.openenv import http_url
+        from evalkit.envs.client.openenv import http_url
 
         health = f"{http_url(self.url)}/health"
         every, silence = self.settings.every, self.settings.silence

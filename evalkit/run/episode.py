@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.sessions import close_quietly
-from evalkit.envs.target import Target, resolve, with_records
+from evalkit.envs.client.sessions import close_quietly
+from evalkit.envs.client.target import Target, resolve, with_records
 from evalkit.errors import (
     ConfigError,
     DiskFullError,

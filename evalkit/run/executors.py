@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.target import Target, served_by
+from evalkit.envs.client.target import Target, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.records import live
 from evalkit.records.traces import store_files
@@ -221,7 +221,7 @@ class Runner:
         os.environ.update(episodes.environ)
         self.server = None
         if episodes.target.embedded and ray.get_runtime_context().get_node_id() != driver_node:
-            from evalkit.envs.server import serve
+            from evalkit.envs.embedded.server import serve
 
             self.server = serve(episodes.target.name)
             episodes = replace(episodes, target=served_by(episodes.target, self.server))

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.envs.selection import task_identity
-from evalkit.envs.target import Target
+from evalkit.envs.client.selection import task_identity
+from evalkit.envs.client.target import Target
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import check_budget

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from evalkit.envs import loopback
+from evalkit.envs.client import loopback
 from evalkit.records.traces import FrameStore
 from evalkit.types import EnvSession, Image, ToolOutcome
 

@@ -3,7 +3,7 @@ runs the same preflight (the kind of env, its tools, how many sessions its serve
 
 One session is opened and reset on a task; while it is held, more sessions are opened (each asked only for
 its state) until the server refuses one or enough are open, so the count is what the server accepts now
-(`evalkit.envs.target.preflight`, which is all a batch asks).
+(`evalkit.envs.client.target.preflight`, which is all a batch asks).
 With `step`, the probe also takes one step in its session — one the user gives, else one it can fill in
 (`example_step`) — and shows its result as a model would get it after its first turn: the opening message
 and that result are built as an episode builds them (`evalkit.run.wording`).
@@ -17,9 +17,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.envs import actions, tasks
-from evalkit.envs.sessions import close_quietly
-from evalkit.envs.target import Target, preflight, resolve, with_records
+from evalkit.envs.client import actions, tasks
+from evalkit.envs.client.sessions import close_quietly
+from evalkit.envs.client.target import Target, preflight, resolve, with_records
 from evalkit.errors import ConfigError, EnvError
 from evalkit.run import rules, wording
 from evalkit.types import ToolOutcome, ToolSpec
@@ -190,7 +190,7 @@ def hidden_from_model(session: Any, meta: dict, hide: tuple[str, ...] = ()) -> d
     """What the reset holds that the model is not shown, key → why: what is withheld from it (the
     evaluator's task spec, a Task API record, what `--hide-field` names: never sent, pictures included),
     what the env lists under `hidden_keys`, and evalkit's own bookkeeping (ids, the loop's settings)."""
-    from evalkit.envs import observation
+    from evalkit.envs.client import observation
 
     fields = dict(getattr(session, "observation", None) or {})
     withheld = getattr(session, "withheld", None)
@@ -240,9 +240,9 @@ def probe(
     step: bool | dict = False,
     hide: tuple[str, ...] | list[str] = (),
 ) -> EnvReport:
-    """Open a session on `env` (a Target, or anything `evalkit.envs.target.resolve` takes), reset it with
-    `reset`, and report what a model would be given (`max_turns` None: the env's own budget, as an episode
-    has) and what it would not (`EnvReport.hidden`; `hide` names more, as `--hide-field` does). With
+    """Open a session on `env` (a Target, or anything `evalkit.envs.client.target.resolve` takes), reset it
+    with `reset`, and report what a model would be given (`max_turns` None: the env's own budget, as an
+    episode has) and what it would not (`EnvReport.hidden`; `hide` names more, as `--hide-field` does). With
     `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one step and
     reports its result as the model gets it: True for one the probe fills in (`example_step`), or
     `{"tool": name, "args": {...}}` (`tool` may be left out for an env with one tool); a step that breaks
@@ -334,8 +334,8 @@ def example_step(
     tools: list[ToolSpec], meta: dict, fields: dict, shot: str | None = None
 ) -> tuple[str, dict] | None:
     """A step the probe can take to show a result: the screenshot tool; else the first tool but the
-    finishing one whose arguments can be filled in, typed from its schema (`evalkit.envs.actions`): one of
-    the actions the env lists as legal where it fits, else a default, an enum's first, a minimum. None when
+    finishing one whose arguments can be filled in, typed from its schema (`evalkit.envs.client.actions`): one
+    of the actions the env lists as legal where it fits, else a default, an enum's first, a minimum. None when
     no tool can be."""
     if shot:
         return shot, {}

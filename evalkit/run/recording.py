@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import secrets
-from evalkit.envs.selection import canonical
+from evalkit.envs.client.selection import canonical
 from evalkit.errors import error_class_of
 from evalkit.providers import prices
 from evalkit.providers.attempts import log_usage

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evalkit.envs import observation
+from evalkit.envs.client import observation
 from evalkit.run.rules import answer_ends, can_auto_submit, finishing_tool
 from evalkit.types import Image, ToolOutcome, ToolSpec
 

@@ -1,11 +1,11 @@
 """Values that fit a JSON schema: the probe's sample action (`example`), `baseline:random`'s draws (`draw`).
 
-Both the probe (through `evalkit.envs.actions`) and the random baseline (a provider, which never imports an
-env) use it, so it sits below both, in `evalkit.values`. A value keeps within the schema's own limits: its
-`default`, `enum` and `const`; a number's minimum and maximum (exclusive ones too) and `multipleOf`; a
-string's `pattern` (drawn from the regular expression by rstr) and length; an array's item count and items;
-an object's required fields. `fits` is jsonschema's verdict on a value, and every value made here is checked
-by it: a schema no value can be made for gives NONE rather than a value the env would refuse.
+Both the probe (through `evalkit.envs.client.actions`) and the random baseline (a provider, which never
+imports an env) use it, so it sits below both, in `evalkit.values`. A value keeps within the schema's own
+limits: its `default`, `enum` and `const`; a number's minimum and maximum (exclusive ones too) and
+`multipleOf`; a string's `pattern` (drawn from the regular expression by rstr) and length; an array's item
+count and items; an object's required fields. `fits` is jsonschema's verdict on a value, and every value made
+here is checked by it: a schema no value can be made for gives NONE rather than a value the env would refuse.
 
 Envs also say which actions are legal now, in their observation (OpenSpiel's `legal_actions`, chess's
 `legal_moves`): `legal_actions` finds such a list in dicts, `legal_in_text` in the text a model is sent.

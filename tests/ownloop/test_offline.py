@@ -52,7 +52,7 @@ def test_uitars_runs_offline_from_the_command_line(tmp_path, capsys):
 
 def test_the_fake_solves_a_task_from_its_definition_on_first_sight():
     """No plans given: the first request of a task has the DOM solver do it on the policy's own server."""
-    from evalkit.envs.webapp.tasks import instruction, task_by_id
+    from evalkit.envs.embedded.webapp.tasks import instruction, task_by_id
 
     task = task_by_id("webapp-shop-skillet-price")
     policy = TaskPolicy("uitars", 1280, 800)

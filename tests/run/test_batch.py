@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from evalkit.envs.target import Target, embedded
+from evalkit.envs.client.target import Target, embedded
 from evalkit.errors import ConfigError, MissingKeyError
 from evalkit.records.traces import TraceWriter, iter_lines, read_records
 from evalkit.run.batch import run_batch

@@ -7,7 +7,7 @@ import json
 import pytest
 from PIL import Image
 
-from evalkit.envs.server import serve
+from evalkit.envs.embedded.server import serve
 from evalkit.errors import ConfigError, EndpointError, MissingKeyError
 from evalkit.records.traces import read_records, safe_path
 from evalkit.run.episode import run_episode
@@ -178,7 +178,7 @@ def test_cancel_stops_before_the_next_turn(canvas_server):
         cancel.set()
         return Turn(calls=[call("get_document")])
 
-    from evalkit.envs.target import resolve
+    from evalkit.envs.client.target import resolve
     from evalkit.run.episode import play
     from evalkit.run.jobs import Job
     from evalkit.run.settings import Settings
@@ -292,8 +292,8 @@ def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
 
 def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     from evalkit.analysis import load_runs
-    from evalkit.envs.selection import task_identity
-    from evalkit.envs.target import draw_tasks, embedded
+    from evalkit.envs.client.selection import task_identity
+    from evalkit.envs.client.target import draw_tasks, embedded
     from evalkit.run.batch import select_tasks
     from evalkit.run.jobs import plan_jobs
 
@@ -323,8 +323,8 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
 
 
 def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_server, tmp_path):
-    from evalkit.envs.openenv import OpenEnvSession
-    from evalkit.envs.target import resolve
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.client.target import resolve
 
     class Counting(OpenEnvSession):
         renders = 0
@@ -358,8 +358,8 @@ def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
     the episode's thread. The record is the same either way."""
     import threading
 
-    from evalkit.envs.openenv import OpenEnvSession
-    from evalkit.envs.target import resolve
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.client.target import resolve
 
     threads: set[str] = set()
 

@@ -65,7 +65,7 @@ class TaskApi:
     for any other failure."""
 
     def __init__(self, base_url: str, *, timeout: float = TIMEOUT, headers: dict | None = None):
-        from evalkit.envs.openenv import http_client, http_url
+        from evalkit.envs.client.openenv import http_client, http_url
 
         self.base = http_url(base_url)
         self._client = http_client(self.base, timeout=timeout, headers=headers)
@@ -218,7 +218,7 @@ def summary(base_url: str, **kw: Any) -> list[dict] | None:
 def digests(specs: list) -> frozenset[str]:
     """The digests (`observation.digest`) of task records: a value the env shows equal to one is the
     evaluator's record of a task (its answer with it), never sent to the model."""
-    from evalkit.envs.observation import digest
+    from evalkit.envs.client.observation import digest
 
     return frozenset(digest(spec) for spec in specs if isinstance(spec, dict | list) and spec)
 

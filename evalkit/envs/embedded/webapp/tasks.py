@@ -7,8 +7,8 @@ A task file is an evalset (`{"name", "env": "webapp", "tasks": [...]}`, so `run_
      "check": {"record": [predicate, ...], "answer": {"any": [...], "number": 45.0}},
      "solution": [step, ...]}
 
-`check` is what the grader reads (`evalkit.envs.webapp.grade`); `solution` is what the scripted DOM solver
-does (`evalkit.ownloop.baselines`). `{BASE}` stands for the server the task runs on.
+`check` is what the grader reads (`evalkit.envs.embedded.webapp.grade`); `solution` is what the scripted DOM
+solver does (`evalkit.ownloop.baselines`). `{BASE}` stands for the server the task runs on.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evalkit.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_TASKS = ROOT / "data" / "evalsets" / "webapp-v1.json"
 REQUIRED = ("task_id", "prompt", "start")
 

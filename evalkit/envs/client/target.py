@@ -16,8 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.envs import MODES, SCREEN_SURFACES, SKINS, SURFACES, sessions
-from evalkit.envs.sessions import close_quietly as sessions_close
+from evalkit.envs import MODES, SCREEN_SURFACES, SKINS, SURFACES
+from evalkit.envs.client import sessions
+from evalkit.envs.client.sessions import close_quietly as sessions_close
 from evalkit.errors import ConfigError, EnvError
 from evalkit.types import EnvSession, ToolSpec
 
@@ -35,7 +36,7 @@ class Target:
     kind: str
     """One of KINDS."""
     source: Any = field(repr=False, compare=False)
-    """Where sessions open: an `evalkit.envs.openenv.Endpoint`, or the EnvSession / factory given."""
+    """Where sessions open: an `evalkit.envs.client.openenv.Endpoint`, or the EnvSession / factory given."""
     url: str | None = None
     """The server's base URL (None for a Python session)."""
     surfaces: tuple[str, ...] | None = None
@@ -52,8 +53,8 @@ class Target:
     hide: tuple[str, ...] = ()
     """Reset-metadata keys and observation fields the model is never sent (`--hide-field`)."""
     records: frozenset[str] = frozenset()
-    """Digests of the Task API's records of the tasks run (`evalkit.envs.tasks.records`): a value equal to
-    one is never sent to the model."""
+    """Digests of the Task API's records of the tasks run (`evalkit.envs.client.tasks.records`): a value equal
+    to one is never sent to the model."""
 
     @property
     def embedded(self) -> bool:
@@ -71,7 +72,7 @@ class Target:
         return dataclasses.replace(self, **changes)
 
     def reset_kwargs(self, task: str | dict | None, surface: str, mode: str, **fixed: Any) -> dict:
-        """What reset is sent (`evalkit.envs.sessions.reset_kwargs`)."""
+        """What reset is sent (`evalkit.envs.client.sessions.reset_kwargs`)."""
         return sessions.reset_kwargs(task, self.name, surface, mode, **fixed)
 
     def open(
@@ -103,11 +104,11 @@ def resolve(env: Any, *, strict: bool = True, name: str | None = None) -> Target
 def with_records(target: Target, tasks: list[Any]) -> Target:
     """`target` knowing the Task API's records of `tasks` (reset arguments, task ids, or None for the
     env's default task), so that its sessions withhold a value equal to one from the model
-    (`evalkit.envs.tasks.records`). A server without the API, or one that cannot be asked, is left as is:
-    its reset says what is wrong."""
+    (`evalkit.envs.client.tasks.records`). A server without the API, or one that cannot be asked, is left as
+    is: its reset says what is wrong."""
     if not target.url or target.embedded:
         return target
-    from evalkit.envs import tasks as task_api
+    from evalkit.envs.client import tasks as task_api
 
     resets = [t if isinstance(t, dict) else ({"task_id": t} if t else {}) for t in tasks]
     try:
@@ -131,8 +132,8 @@ def embedded(name: str) -> Target:
 
 def served_by(target: Target, server: Any) -> Target:
     """`target` (an embedded env) as `server` serves it."""
-    from evalkit.envs.openenv import http_url
-    from evalkit.envs.openenv import resolve as endpoint
+    from evalkit.envs.client.openenv import http_url
+    from evalkit.envs.client.openenv import resolve as endpoint
 
     try:
         source = endpoint(server, target.name)
@@ -143,8 +144,8 @@ def served_by(target: Target, server: Any) -> Target:
 
 def _server(env: Any, strict: bool) -> Target:
     from evalkit.envs import EMBEDDED
-    from evalkit.envs.openenv import Endpoint, env_identity, http_url
-    from evalkit.envs.openenv import resolve as endpoint
+    from evalkit.envs.client.openenv import Endpoint, env_identity, http_url
+    from evalkit.envs.client.openenv import resolve as endpoint
 
     if isinstance(env, str) and "://" not in env:
         known = f"embedded: {', '.join(sorted(EMBEDDED))}"
@@ -207,7 +208,7 @@ class Found:
     alike: tuple[str, str] | None = None
     """Two of the env's own tasks (its Task API) whose resets showed the model the same: kept apart, said."""
     config: dict = field(default_factory=dict)
-    """What the env reports of its configuration (`evalkit.envs.identity`)."""
+    """What the env reports of its configuration (`evalkit.envs.client.identity`)."""
 
 
 def preflight(
@@ -261,7 +262,7 @@ def preflight(
 
 def count_sessions(url: str, most: int, timeout: float = 10.0) -> int:
     """How many more sessions the server at `url` opens now, up to `most` (all are closed again)."""
-    from evalkit.envs.wire import Connection
+    from evalkit.envs.client.wire import Connection
     from evalkit.errors import EnvCapacityError
 
     held: list[Connection] = []
@@ -336,8 +337,8 @@ def start(
     serve: bool = False,
 ) -> tuple[Target, Found, Any]:
     """The env ready for a batch of `concurrency` episodes at once: an embedded one served for it (`serve`;
-    `evalkit.envs.process.serve_embedded`); `tasks` (reset arguments and identity of each) drawn from the
-    env's own list where it has a Task API (whose records of them are withheld from the model: `records`);
+    `evalkit.envs.embedded.process.serve_embedded`); `tasks` (reset arguments and identity of each) drawn from
+    the env's own list where it has a Task API (whose records of them are withheld from the model: `records`);
     then its preflight on the first — counting the sessions a server of someone else's accepts, up to
     `concurrency` — its configuration, and, for tasks drawn by position, a look at the second
     (`Found.copies`, `Found.alike`). Returns the env with what was measured, what was found (its `tasks`),
@@ -346,7 +347,7 @@ def start(
     server = None
     try:
         if serve:
-            from evalkit.envs import process
+            from evalkit.envs.embedded import process
 
             server = process.serve_embedded(target.name, concurrency)
             target = served_by(target, server)
@@ -373,7 +374,7 @@ def start(
 
 def _chosen(target: Target, tasks: list[tuple[dict, str]] | Draw) -> tuple[list, frozenset[str] | None]:
     """The batch's tasks, and the digests of the Task API's records of them (None: the env lists none)."""
-    from evalkit.envs import tasks as task_api
+    from evalkit.envs.client import tasks as task_api
 
     if isinstance(tasks, Draw):
         drawn, specs = _draw(target, tasks)
@@ -390,7 +391,7 @@ def draw_tasks(target: Target, draw: Draw) -> list[tuple[dict, str]]:
 
 def _draw(target: Target, draw: Draw) -> tuple[list[tuple[dict, str]], list | None]:
     """`draw_tasks`, and the Task API's records of the tasks drawn (None without the API)."""
-    from evalkit.envs import tasks as task_api
+    from evalkit.envs.client import tasks as task_api
 
     api = task_api.task_api(target.url) if target.url and not target.embedded else None
     if api is None:
@@ -443,7 +444,7 @@ def _one_task(target: Target, found: Found, surface: str, mode: str | None, own_
 
 def _seen_at_reset(session: Any, meta: dict) -> tuple:
     """What a reset shows the model, as a fingerprint and the task's target picture."""
-    from evalkit.envs import observation
+    from evalkit.envs.client import observation
 
     fields = dict(getattr(session, "observation", None) or {})
     withheld = getattr(session, "withheld", None) or {}
@@ -453,6 +454,6 @@ def _seen_at_reset(session: Any, meta: dict) -> tuple:
 
 
 def _configuration(found: Found) -> dict:
-    from evalkit.envs import identity
+    from evalkit.envs.client import identity
 
     return identity.of_session(found.session, sent=found.reset)

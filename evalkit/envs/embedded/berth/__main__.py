@@ -1,9 +1,10 @@
-"""`python -m evalkit.envs.berth`: write the frozen evalset with best known plans, or show a task as the model
-reads it. Apart from `tasks` because writing the evalset needs the search (`reference`), which needs tasks."""
+"""`python -m evalkit.envs.embedded.berth`: write the frozen evalset with best known plans, or show a task as
+the model reads it. Apart from `tasks` because writing the evalset needs the search (`reference`), which needs
+tasks."""
 
 from __future__ import annotations
 
-from evalkit.envs.berth.tasks import TIERS, task_from_id
+from evalkit.envs.embedded.berth.tasks import TIERS, task_from_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", metavar="TASK_ID", help="print a task's situation as the model reads it")
     args = parser.parse_args(argv)
     if args.write_evalset is not None:
-        from evalkit.envs.berth.reference import EVALSET_PATH, EVALSET_SIZE, write_evalset
+        from evalkit.envs.embedded.berth.reference import EVALSET_PATH, EVALSET_SIZE, write_evalset
 
         path = args.write_evalset or EVALSET_PATH
         data = write_evalset(path, args.tasks or EVALSET_SIZE, args.workers)
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         proven = sum(r["best_optimal"] for r in rows)
         print(f"wrote {path}: {len(rows)} tasks, id {data['evalset_id']}, tiers {tiers}, {proven} optimal")
     if args.show:
-        from evalkit.envs.berth.prompts import opening
+        from evalkit.envs.embedded.berth.prompts import opening
 
         task = task_from_id(args.show)
         print(f"tier {task.tier}, difficulty {task.difficulty_score}\n\n{opening(task.instance)}")

@@ -30,8 +30,8 @@ from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from evalkit import envs
 from evalkit.browser import Browser, Screen, add_computer_tools
 from evalkit.browser.computer import SCREENSHOT_TOOL
-from evalkit.envs.episodic import EpisodeEnv
-from evalkit.envs.episodic import tool_error as _fail
+from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import tool_error as _fail
 
 from . import html_surface, tools_surface
 from .episode import Episode, registry
@@ -340,7 +340,7 @@ class CanvasEnv(EpisodeEnv):
         """The session ended (OpenEnv calls this from the thread that makes and closes every session's env):
         forget the episode and close its page, without waiting for it (a page that would not close must
         not hold up the other sessions); then hand the instance to the next session when it came from
-        `recycling` (`evalkit.envs.recycle`), or else tear it down."""
+        `recycling` (`evalkit.envs.embedded.recycle`), or else tear it down."""
         if self.ep is not None:
             page = self.ep.page
             registry.drop(self.ep)

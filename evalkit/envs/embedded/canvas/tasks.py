@@ -2,7 +2,7 @@
 
 Seeds come from sha256 of the split and index (never Python's `hash()`, which is salted per process), so a
 task id names the same design on every machine.
-Regenerate the committed evalset with `python -m evalkit.envs.canvas.tasks --write-evalset PATH`.
+Regenerate the committed evalset with `python -m evalkit.envs.embedded.canvas.tasks --write-evalset PATH`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from evalkit.serving import wait_healthy
 _PATH_VAR = "EVALKIT_ENV_SYS_PATH"
 _BOOT = (
     "import json, os, sys; sys.path[:] = json.loads(os.environ.pop('EVALKIT_ENV_SYS_PATH')); "
-    "from evalkit.envs.process import _main; _main(*sys.argv[1:4])"
+    "from evalkit.envs.embedded.process import _main; _main(*sys.argv[1:4])"
 )
 """The child's first line: evalkit, and whatever the env imports, found where the parent finds them."""
 
@@ -208,7 +208,7 @@ def serve_embedded(name: str, concurrency: int) -> Any:
     n = env_processes(concurrency)
     if n:
         return ProcessServers(name, n, max_concurrent_envs=sessions)
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     return serve(name, max_concurrent_envs=sessions)
 
@@ -218,7 +218,7 @@ def _main(name: str, host: str, app_kw: str) -> None:
 
     import uvicorn
 
-    from evalkit.envs.server import build_app, hold_freed_memory, warm_app
+    from evalkit.envs.embedded.server import build_app, hold_freed_memory, warm_app
 
     hold_freed_memory()
     logging.getLogger("fastmcp").setLevel(logging.ERROR)

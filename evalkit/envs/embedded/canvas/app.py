@@ -38,8 +38,8 @@ def warm(app: FastAPI) -> None:
     env instances for the first sessions (`recycle`: the first one builds what every later one reuses, ~60
     ms, in the first reset), the image encoders' plugins, which Pillow imports at its first save (its
     reference JPEG), and the grader's matching (`grade.matcher`). A server in a process of its own calls
-    this in a thread as it starts taking sessions (`evalkit.envs.process`); one in a thread of the harness
-    (a small batch) makes them on use."""
+    this in a thread as it starts taking sessions (`evalkit.envs.embedded.process`); one in a thread of the
+    harness (a small batch) makes them on use."""
     from PIL import Image
 
     from .grade import matcher

@@ -25,7 +25,7 @@ from .search import Tables, heuristic
 from .tasks import Task, seed_for
 
 EVALSET_SIZE = 150
-EVALSET_PATH = Path(__file__).resolve().parents[3] / "data" / "evalsets" / f"berth-test-{EVALSET_SIZE}.json"
+EVALSET_PATH = Path(__file__).resolve().parents[4] / "data" / "evalsets" / f"berth-test-{EVALSET_SIZE}.json"
 OFFLINE = {"rounds": 150, "exact_seconds": 120.0, "exact_max_vessels": None}
 ONLINE = {"rounds": 30, "exact_seconds": 20.0, "exact_max_vessels": 20}
 
@@ -72,7 +72,7 @@ def verify(inst: Instance, best: BestKnown) -> None:
         raise ValueError(
             f"the best known plan of {inst.task_id} does not hold for the task as generated now (violations: "
             f"{kinds}; objective {c.objective}, recorded {best.objective}): regenerate the evalset with "
-            "`python -m evalkit.envs.berth --write-evalset`"
+            "`python -m evalkit.envs.embedded.berth --write-evalset`"
         )
 
 

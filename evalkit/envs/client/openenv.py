@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from evalkit.envs import actions, identity, loopback, observation
-from evalkit.envs.wire import ActionRefused, Connection, ServerError
+from evalkit.envs.client import actions, identity, loopback, observation
+from evalkit.envs.client.wire import ActionRefused, Connection, ServerError
 from evalkit.errors import (
     ConfigError,
     EnvDeadError,
@@ -60,7 +60,7 @@ _shared_lock = threading.Lock()
 def shared_http(url: str, timeout: float, headers: dict | None = None) -> httpx.Client:
     """One HTTP client (one connection pool) per server elsewhere, shared by every session of the process:
     thread-safe, and it spares each episode a client, a TLS context and a connection of its own for its
-    pictures. (A server on this machine is read by `evalkit.envs.loopback`.)"""
+    pictures. (A server on this machine is read by `evalkit.envs.client.loopback`.)"""
     key = (url, timeout, tuple(sorted((headers or {}).items())))
     with _shared_lock:
         client = _shared.get(key)
@@ -387,7 +387,7 @@ class OpenEnvSession:
         """Metadata keys the env hid from the model at reset (`hidden_keys`): hidden in its results too."""
         self.hide, self.records = tuple(hide), frozenset(records)
         """Keys the user withholds from the model (`--hide-field`), and digests of the Task API's records of
-        the tasks (`evalkit.envs.tasks.records`): a value equal to one is withheld too."""
+        the tasks (`evalkit.envs.client.tasks.records`): a value equal to one is withheld too."""
         self.withheld: dict[str, str] = {}
         """What the reset's metadata and observation hold that the model is never sent: key → why
         (`observation.withheld`)."""
@@ -405,7 +405,8 @@ class OpenEnvSession:
         self._timeout, self._headers = message_timeout_s, headers
         local = loopback.is_loopback(self.http_base)
         self._http = None if local else shared_http(self.http_base, message_timeout_s, headers)
-        """httpx for a server elsewhere; a loopback server's pictures are read by `evalkit.envs.loopback`."""
+        """httpx for a server elsewhere; a loopback server's pictures are read by
+        `evalkit.envs.client.loopback`."""
         try:
             self._conn = Connection(self.base_url, timeout=message_timeout_s, headers=headers)
         except EnvError as e:

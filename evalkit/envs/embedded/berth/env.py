@@ -21,8 +21,8 @@ from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
 
 from evalkit import envs
-from evalkit.envs.episodic import EpisodeEnv
-from evalkit.envs.episodic import tool_error as _fail
+from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import tool_error as _fail
 
 from .grade import BestKnown, PlanFormatError, check, grade, parse_plan
 from .prompts import INSTRUCTIONS, PROMPT_VERSION, opening, situation

@@ -25,8 +25,8 @@ from pydantic import Field
 
 from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_session
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
-from evalkit.envs.episodic import EpisodeEnv
-from evalkit.envs.episodic import tool_error as _fail
+from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import tool_error as _fail
 
 from .grade import grade
 from .serve import SiteServer

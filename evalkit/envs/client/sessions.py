@@ -21,7 +21,7 @@ def session_for(env: Any, **withhold: Any) -> EnvSession:
     """A session on `env`: a base URL or served env (connected to, told what to `withhold` from the model:
     `hide`, `records`), an EnvSession, or a callable (a class among them) that returns one."""
     if isinstance(env, str) or hasattr(env, "base_url"):
-        from evalkit.envs.openenv import connect
+        from evalkit.envs.client.openenv import connect
 
         return connect(env, **{k: v for k, v in withhold.items() if v})
     if isinstance(env, EnvSession) and not isinstance(env, type):

@@ -30,7 +30,7 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
-from evalkit.envs import loopback
+from evalkit.envs.client import loopback
 from evalkit.errors import EnvCapacityError, EnvError, EnvSlowError, EnvStepError, EnvUnreachableError, reason
 from evalkit.secrets import redact_url, scrub
 
