@@ -374,7 +374,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 def _probe(a: argparse.Namespace) -> int:
     from evalkit.envs import EMBEDDED
-    from evalkit.envs.client import target
+    from evalkit.envs.client.resolved import resolve
     from evalkit.errors import EnvError
     from evalkit.run.probe import probe
 
@@ -395,7 +395,7 @@ def _probe(a: argparse.Namespace) -> int:
 
         served = serve(a.url)
     try:
-        env = target.resolve(served or a.url)
+        env = resolve(served or a.url)
         mode = a.mode if a.mode is not None else env.default_mode
         kw = env.reset_kwargs(task or None, a.surface or env.default_surface, mode)
         try:

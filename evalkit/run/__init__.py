@@ -12,7 +12,7 @@
 - `settings` — `Settings`, each knob of a run declared once (a new setting goes here): `evalkit run`'s
   flags, `run.json` and resume's comparison come from it; every driver takes it with keyword overrides;
 - `batch` — `run_batch`: models × surfaces × modes × tasks × repeats, resume, concurrency, on the env
-  resolved once at its door (`evalkit.envs.client.target`); `executors` runs its episodes on threads or Ray,
+  made ready at its door (`evalkit.envs.client.prepare`); `executors` runs its episodes on threads or Ray,
   `breaker` stops what can no longer succeed (a refused key, a dead env), `validate` checks what enters;
   `probe` shows what evalkit sees of an env before any episode.
 

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.client import loopback, target
-from evalkit.envs.client.selection import task_identity
-from evalkit.envs.client.target import Draw, Target
-from evalkit.envs.evalsets import load_evalset, repeated
-from evalkit.errors import ConfigError, EnvCapacityError, EnvError, EnvSlowError, EnvUnreachableError
+from evalkit.envs.client import loopback
+from evalkit.envs.client.identity import mismatch
+from evalkit.envs.client.prepare import Prepared, prepare
+from evalkit.errors import ConfigError
 from evalkit.notices import notice
 from evalkit.providers import check_endpoints, sent_as
 from evalkit.providers.common import release_clients
@@ -43,8 +42,8 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
-from evalkit.run import breaker, rules, wording
-from evalkit.run.executors import Episodes, check_concurrency, execute, ray_module
+from evalkit.run import breaker, probe
+from evalkit.run.executors import Episodes, check_concurrency, execute, ray_module, serve_embedded
 from evalkit.run.jobs import Job, check_agent, plan_jobs
 from evalkit.run.pictures import frame_takers
 from evalkit.run.settings import Settings
@@ -95,57 +94,6 @@ class Run:
         return f"Run({str(self.path)!r}, ran={self.ran}, skipped={self.skipped}, errors={self.errors})"
 
 
-def select_tasks(
-    env_name: str,
-    *,
-    evalset: str | Path | None = None,
-    subset: str | None = None,
-    tiers: list[str] | None = None,
-    task_ids: list[str] | None = None,
-    limit: int | None = None,
-    split: str | None = None,
-    tasks: int | str | None = None,
-    start: int = 0,
-    stride: int = 1,
-    reset: dict | list[dict] | None = None,
-) -> tuple[list[tuple[dict, str]] | Draw, str | None]:
-    """(reset arguments, identity) per task — or, drawn from a split by position, the `Draw` the env
-    resolves (`evalkit.envs.client.target.start`: its own tasks where it has a Task API) — and the evalset id.
-    Raises ConfigError on a bad selection. `reset` gives the reset arguments themselves: one dict, or a list
-    of them (one task each)."""
-    if task_ids and repeated(task_ids):
-        raise ConfigError(f"--task-ids names a task more than once: {repeated(task_ids)}; name each once "
-                          "(--repeats runs every task again)")  # fmt: skip
-    if reset is not None:
-        if evalset is not None or task_ids or tasks is not None or split is not None:
-            raise ConfigError(
-                "--reset-json names the tasks itself: drop --evalset, --task-ids, --split and --tasks"
-            )
-        resets = [reset] if isinstance(reset, dict) else list(reset)
-        if not resets or not all(isinstance(r, dict) for r in resets):
-            raise ConfigError("--reset-json wants a JSON object or a non-empty list of objects")
-        chosen = [(dict(r), task_identity(r, env_name)) for r in resets]
-        if len({ident for _, ident in chosen}) < len(chosen):
-            raise ConfigError("--reset-json lists the same task twice (use --repeats to run a task again)")
-        return chosen, None
-    if evalset is not None:
-        es = load_evalset(evalset)
-        chosen = es.select(subset=subset, tiers=tiers, task_ids=task_ids, limit=limit)
-        if not chosen:
-            raise ConfigError("the task selection is empty")
-        return [({"task_id": t["task_id"]}, t["task_id"]) for t in chosen], es.evalset_id or es.name
-    if subset or tiers:
-        raise ConfigError("--subset and --tiers need --evalset")
-    if task_ids:
-        return [({"task_id": t}, t) for t in task_ids], None
-    if stride < 1 or start < 0:
-        raise ConfigError("--start must be ≥ 0 and --stride ≥ 1")
-    n = tasks if tasks is not None else (limit if limit is not None else 10)
-    if n != "all" and n < 1:
-        raise ConfigError("--tasks must be ≥ 1")
-    return Draw(split or "test", n, start, stride), None
-
-
 def _as_list(x: Any) -> list[str]:
     if x is None:
         return []
@@ -184,46 +132,21 @@ def run_batch(
     s = Settings.make(settings, **kw)
     models = _as_list(models)
     out = _check(models, s, out)
-    env, to_serve = _door(env)
-    served = None
     try:
-        surfaces = s.surfaces or [env.default_surface]
-        _check_names(env.name, "surface", surfaces, env.surfaces)
-        if env.modes:  # known before the env is reached: said before serving it
-            _resolve_modes(env.name, s.modes or [], env.modes)
-        if s.skins:  # a foreign env's skins are its own business
-            _check_names(env.name, "skin", s.skins, env.skins)
-        task_list, evalset_id = select_tasks(
-            env.name,
-            evalset=s.evalset,
-            subset=s.subset,
-            tiers=s.tiers,
-            task_ids=s.task_ids,
-            limit=s.limit,
-            split=s.split,
-            tasks=s.tasks,
-            start=s.start,
-            stride=s.stride,
-            reset=s.reset,
-        )
-        env, found, served, said, s = _start(env, s, surfaces, task_list, to_serve)
-        modes = _resolve_modes(env.name, s.modes or [], found.modes)
-        repeats = s.repeats * found.copies  # copies of one task are run as its repeats
-        jobs = plan_jobs(
-            models, env, found.tasks, surfaces, modes, repeats, evalset_id, s.skins, s.coordinates
-        )
-        meta = _meta(models, env, s, found.kind, surfaces, modes, evalset_id, len(jobs))
-        _check_resume(out, meta)
-        target.check_resets(env, _to_reset(jobs, completed_keys(out), s), found.reset)
-        for line in said:
-            notice(log, line)
-        guard = breaker.Guard(env.url, s.env_breaker, _error, models)
-        health = health if health is not None else ProviderHealth()
-        with RunLock(out):  # one writer per run directory
-            return _execute(jobs, Episodes(env, out, s), meta, health, guard)
+        with prepare(env, s, serve_embedded) as ready:
+            s = Settings.make(s, concurrency=ready.concurrency)  # what the server accepts (a notice says so)
+            jobs = plan_jobs(models, ready.env, ready.tasks, ready.surfaces, ready.modes,
+                             s.repeats * ready.copies, ready.evalset_id, s.skins, s.coordinates)  # fmt: skip
+            meta = _meta(models, ready, s, len(jobs))
+            _check_resume(out, meta)
+            ready.check_resets(_to_reset(jobs, completed_keys(out), s))
+            for line in ([probe.summary(ready.found)] if s.progress else []) + ready.notices:
+                notice(log, line)
+            guard = breaker.Guard(ready.env.url, s.env_breaker, _error, models)
+            health = health if health is not None else ProviderHealth()
+            with RunLock(out):  # one writer per run directory
+                return _execute(jobs, Episodes(ready.env, out, s), meta, health, guard)
     finally:
-        if served is not None:
-            served.stop()
         # What the batch's threads kept open (they are gone): connections to its env server and its models.
         loopback.release()
         release_clients()
@@ -243,107 +166,25 @@ def _check(models: list[str], s: Settings, out: str | Path) -> Path:
     return out
 
 
-def _door(env: Any) -> tuple[Target, bool]:
-    """The env, resolved: a name is an embedded env to serve for the batch (True), anything else is asked
-    its name and kind once."""
-    if isinstance(env, str) and "://" not in env:
-        return target.embedded(env), True
-    return target.resolve(env), False
-
-
 def _error(text: str) -> None:
     notice(log, text, logging.ERROR)
 
 
-def _check_names(name: str, what: str, asked: list[str], known: tuple[str, ...] | None) -> None:
-    bad = [x for x in asked if known is not None and x not in known]
-    if bad or not asked:
-        raise ConfigError(
-            f"{name} has no {what} {', '.join(bad) or '(none given)'}"
-            + (f" (it has: {', '.join(known)})" if known else "")
-        )
-
-
-def _resolve_modes(name: str, asked: list[str], declared: tuple[str, ...] | None) -> list[str]:
-    """Modes exist where the env declares them: asked ones are checked against those, and by default the
-    first is run. An env that declares none runs without a mode (asked ones are passed to its reset)."""
-    if asked:
-        _check_names(name, "mode", asked, declared)
-        return asked
-    return [declared[0]] if declared else [""]
-
-
-def _start(env: Target, s: Settings, surfaces: list[str], tasks: list | Draw, serve: bool) -> tuple:
-    """The env served (an embedded one, for the batch) and its preflight: the first task reset once, tools
-    listed, capacity counted (`evalkit.envs.client.target.start`). A task the env refuses, an unreachable
-    server or an env with no tools is the user's mistake, better said now than recorded as an env error per
-    episode. Returns the env with what was measured, what was found, the server to stop (or None), the lines
-    to say, and the settings with the concurrency the server allows."""
-    mode = s.modes[0] if s.modes else None
-    try:
-        env, found, served = target.start(env, tasks, surfaces[0], mode, s.concurrency, serve)
-    except EnvCapacityError as e:
-        raise ConfigError(f"{env.name} has had no free session for a minute ({e}); try again later") from None
-    except (EnvSlowError, EnvUnreachableError) as e:
-        raise ConfigError(f"{env.name}: {e}") from None
-    except EnvError as e:
-        first = tasks[0][1] if isinstance(tasks, list) else f"{env.name}-{tasks.split}-{tasks.start:04d}"
-        raise ConfigError(f"the environment refused task {first}: {e}") from None
-    if not found.tools:
-        if served is not None:
-            served.stop()
-        raise ConfigError(f"{env.name} offers no tools: a model could not act in it")
-    said = [_summary(env, found)] if s.progress else []
-    if found.copies > 1:
-        said.append(f"{env.name} showed the same task at {tasks.split} indices {tasks.start} and "
-                    f"{tasks.start + tasks.stride}, each reset in a new session as an episode is (its reset "
-                    f"ignores split and index): running it as one task, {found.copies} time(s) per "
-                    "repeat")  # fmt: skip
-    if found.alike is not None:
-        one, two = found.alike
-        said.append(f"{env.name}'s tasks {one} and {two} open alike (the model is shown the same); they "
-                    "are kept apart, as the env's Task API lists them")  # fmt: skip
-    if found.capacity is not None and found.capacity < s.concurrency:
-        said.append(f"{env.name} accepts {found.capacity} session(s) at a time: running "
-                    f"{found.capacity} episode(s) at once instead of {s.concurrency}")  # fmt: skip
-        s = Settings.make(s, concurrency=found.capacity)
-    return env, found, served, said, s
-
-
-def _summary(env: Target, found: Any) -> str:
-    """One line: which kind of env this is and how it will be driven (`EnvReport.summary`)."""
-    from evalkit.run.probe import EnvReport
-
-    finish = rules.finishing_tool(found.tools)
-    finish = finish.name if finish else None
-    report = EnvReport(env.name, env.url, found.kind, found.tools, finish, found.meta, found.observation, "",
-                       wording.Opening(""), found.reset, found.capacity, found.tried)  # fmt: skip
-    return report.summary()
-
-
-def _meta(
-    models: list[str],
-    env: Target,
-    s: Settings,
-    kind: str,
-    surfaces: list[str],
-    modes: list[str],
-    evalset_id: str | None,
-    n_jobs: int,
-) -> dict:
+def _meta(models: list[str], ready: Prepared, s: Settings, n_jobs: int) -> dict:
     """run.json: what was asked (every setting, `outcome` those a resume may not change) and of what."""
-    from evalkit import __version__
+    from evalkit import __version__  # evalkit's face imports run lazily: no circle at start-up
 
+    env = ready.env
     return {
         **s.to_json(),
         "models": models,
         "env": env.name,
-        "env_kind": kind,
-        "surfaces": surfaces,
-        "modes": modes,
+        "env_kind": ready.found.kind,
+        "surfaces": ready.surfaces,
+        "modes": ready.modes,
         "base_url": env.url if not env.embedded else None,
         "evalset": str(s.evalset) if s.evalset else None,
-        "evalset_id": evalset_id,
+        "evalset_id": ready.evalset_id,
         "split": None if s.evalset or s.reset is not None else s.split,
         "server_sessions": env.capacity,
         "env_config": env.config,
@@ -357,8 +198,6 @@ def _check_resume(out: Path, meta: dict) -> None:
     """A run resumed with settings that change what an episode is would mix incomparable records."""
     if not (out / TRACE).exists():
         return
-    from evalkit.envs.client.identity import mismatch
-
     recorded = read_run_json(out).get("env_config")
     differs = mismatch(recorded, meta["env_config"]) if isinstance(recorded, dict) else None
     if differs:

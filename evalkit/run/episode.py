@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.envs.client.resolved import ResolvedEnv, resolve, with_records
 from evalkit.envs.client.sessions import close_quietly
-from evalkit.envs.client.target import Target, resolve, with_records
 from evalkit.errors import (
     ConfigError,
     DiskFullError,
@@ -99,9 +99,9 @@ def run_episode(
     at, or an image budget that cannot be honoured raises ConfigError."""
     settings = Settings.make(settings, who="run_episode()", **overrides)
     check_agent(agent, settings.options)
-    target = resolve(env, strict=False)  # an unreachable server is this episode's env error
-    target = with_records(target, [task])
-    job = Job.of(agent_label(agent), target, task, surface, mode, repeat, skin, coordinates)
+    # An unreachable server is this episode's env error, not a configuration mistake.
+    resolved = with_records(resolve(env, strict=False), [task])
+    job = Job.of(agent_label(agent), resolved, task, surface, mode, repeat, skin, coordinates)
     writer = None
     if out is not None:
         out = Path(out)
@@ -109,9 +109,9 @@ def run_episode(
         if not read_run_json(out):
             from evalkit import __version__  # evalkit's face imports run lazily: no circle at start-up
 
-            write_run_json(out, {"kind": "episode", "env": target.name, "evalkit_version": __version__})
+            write_run_json(out, {"kind": "episode", "env": resolved.name, "evalkit_version": __version__})
     try:
-        rec = play(agent, target, job, settings, out)
+        rec = play(agent, resolved, job, settings, out)
         if writer is not None:
             writer.append(rec)
     finally:
@@ -122,7 +122,7 @@ def run_episode(
 
 def play(
     agent: str | AgentFactory,
-    target: Target,
+    env: ResolvedEnv,
     job: Job,
     settings: Settings,
     store_dir: str | Path | None = None,
@@ -131,7 +131,7 @@ def play(
 ) -> EpisodeRecord:
     """One episode to its end, its pictures under `store_dir`; writing its record is the caller's. What
     broke it is in the record (the episode boundary), except a configuration mistake, which is raised."""
-    episode = Episode(agent, target, job, settings, store_dir, cancel, health)
+    episode = Episode(agent, env, job, settings, store_dir, cancel, health)
     with frame_takers(), contextlib.closing(episode):
         try:
             episode.open()
@@ -165,20 +165,20 @@ class Episode:
     def __init__(
         self,
         agent: str | AgentFactory,
-        target: Target,
+        env: ResolvedEnv,
         job: Job,
         settings: Settings,
         store_dir: str | Path | None = None,
         cancel: threading.Event | None = None,
         health: ProviderHealth | None = None,
     ):
-        if settings.hide_fields and target.hide != tuple(settings.hide_fields):
-            target = target.with_(hide=tuple(settings.hide_fields))  # its sessions withhold them too
-        self._spec, self._env, self._job, self._settings = agent, target, job, settings
+        if settings.hide_fields and env.hide != tuple(settings.hide_fields):
+            env = env.with_(hide=tuple(settings.hide_fields))  # its sessions withhold them too
+        self._spec, self._env, self._job, self._settings = agent, env, job, settings
         self._cancel, self._health = cancel, health
         fixed = {"skin": job.skin, "coordinates": job.coordinates, "max_steps": settings.max_steps}
-        self._reset = target.reset_kwargs(job.task, job.surface, job.mode, **fixed)
-        self._recording = Recording.start(job, target.name, self._reset, store_dir, settings.max_turns)
+        self._reset = env.reset_kwargs(job.task, job.surface, job.mode, **fixed)
+        self._recording = Recording.start(job, env.name, self._reset, store_dir, settings.max_turns)
         self._options = settings.options
         self._max_turns = settings.max_turns
         self._session: Any = None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.client.target import Target, served_by
+from evalkit.envs.client.resolved import ResolvedEnv, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.records import live
 from evalkit.records.traces import store_files
@@ -43,14 +43,14 @@ class Episodes:
     """What every episode of a batch shares: the env, the run directory, the settings. Plain data, so it
     travels to other processes."""
 
-    target: Target
+    env: ResolvedEnv
     out: Path
     settings: Settings
     environ: dict[str, str] = field(default_factory=dict)
     """Provider variables (keys, base URLs) a Ray node gets from the driver."""
 
     def play(self, job: Job, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
-        return play(job.model, self.target, job, self.settings, store_dir, cancel, health)
+        return play(job.model, self.env, job, self.settings, store_dir, cancel, health)
 
 
 Arrive = Callable[[EpisodeRecord, bool], None]
@@ -132,6 +132,19 @@ def run_threads(
         if f.cancel():
             left("not_run")
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serve_embedded(name: str, concurrency: int | None = None) -> Any:
+    """Embedded env `name` served on loopback: the one door from the loop to evalkit's own env servers, which
+    a client never imports (`evalkit.envs.client.prepare` is handed this). For a batch of `concurrency`
+    episodes at once (`evalkit.envs.embedded.process.serve_embedded`: child processes past a few), else in
+    a thread of this process (a Ray node's runner)."""
+    from evalkit.envs.embedded import (  # the door, on use: a batch against a URL loads no env server
+        process,
+        server,
+    )
+
+    return process.serve_embedded(name, concurrency) if concurrency else server.serve(name)
 
 
 def provider_environ() -> dict[str, str]:
@@ -220,11 +233,9 @@ class Runner:
 
         os.environ.update(episodes.environ)
         self.server = None
-        if episodes.target.embedded and ray.get_runtime_context().get_node_id() != driver_node:
-            from evalkit.envs.embedded.server import serve
-
-            self.server = serve(episodes.target.name)
-            episodes = replace(episodes, target=served_by(episodes.target, self.server))
+        if episodes.env.embedded and ray.get_runtime_context().get_node_id() != driver_node:
+            self.server = serve_embedded(episodes.env.name)
+            episodes = replace(episodes, env=served_by(episodes.env, self.server))
         self.episodes = episodes
         self.health = ProviderHealth()
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.envs.client.resolved import ResolvedEnv
 from evalkit.envs.client.selection import task_identity
-from evalkit.envs.client.target import Target
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import check_budget
@@ -45,7 +45,7 @@ class Job:
     def of(
         cls,
         model: str,
-        target: Target,
+        env: ResolvedEnv,
         task: Any,
         surface: str | None = None,
         mode: str | None = None,
@@ -55,11 +55,11 @@ class Job:
         evalset_task: str | None = None,
         ident: str | None = None,
     ) -> Job:
-        """The job of `task` on `target`: surface and mode default to the env's first."""
-        surface = surface or target.default_surface
-        mode = target.default_mode if mode is None else mode
-        ident = ident or task_identity(task, target.name)
-        key = episode_key(model, target.name, surface, mode, ident, skin, repeat)
+        """The job of `task` on `env`: surface and mode default to the env's first."""
+        surface = surface or env.default_surface
+        mode = env.default_mode if mode is None else mode
+        ident = ident or task_identity(task, env.name)
+        key = episode_key(model, env.name, surface, mode, ident, skin, repeat)
         return cls(model, surface, mode, task, ident, repeat, key, evalset_task, skin, coordinates)
 
 
@@ -95,7 +95,7 @@ def make(spec: str | AgentFactory, system: str, tools: list[ToolSpec], options: 
     return agent
 
 
-def job_coordinates(choice: str | None, model: str, env: Target, surface: str) -> str | None:
+def job_coordinates(choice: str | None, model: str, env: ResolvedEnv, surface: str) -> str | None:
     """What to ask the env for: `auto` picks by model on the surfaces that show a screen (normalised for
     open VLMs, pixels for Claude and GPT) and leaves the others to the env; an explicit choice goes as is."""
     if choice not in (None, "auto"):
@@ -109,7 +109,7 @@ def job_coordinates(choice: str | None, model: str, env: Target, surface: str) -
 
 def plan_jobs(
     models: list[str],
-    env: Target,
+    env: ResolvedEnv,
     tasks: list[tuple[dict, str]],
     surfaces: list[str],
     modes: list[str],

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.client.target import resolve, with_records
+from evalkit.envs.client.resolved import resolve, with_records
 from evalkit.errors import EpisodeOver
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth

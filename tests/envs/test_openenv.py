@@ -299,12 +299,12 @@ def test_a_finishing_tool_the_env_marks_for_it_is_called_empty_and_the_record_sa
 
 
 def test_an_endpoint_resolved_once_opens_sessions_of_its_kind(guess_server, canvas_server):
-    from evalkit.envs.client.openenv import Endpoint, OpenEnvSession, resolve
+    from evalkit.envs.client.openenv import Endpoint, OpenEnvSession
 
-    typed = resolve(guess_server)
+    typed = Endpoint.of(guess_server)
     assert typed.name == "guess" and typed.schema and "guess" in typed.schema["properties"]
-    assert resolve(typed) is typed
-    mcp = resolve(canvas_server, "canvas")
+    assert Endpoint.of(typed) is typed
+    mcp = Endpoint.of(canvas_server, "canvas")
     assert mcp == Endpoint(canvas_server.base_url, "canvas", None)
     with connect(typed) as s:
         assert isinstance(s, TypedSession) and s.schema == typed.schema

@@ -71,8 +71,9 @@ def shared_http(url: str, timeout: float, headers: dict | None = None) -> httpx.
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An OpenEnv server whose name and kind were resolved once (`resolve`, per batch): sessions on it open
-    without asking `/metadata` or `/schema` again. Plain data, so it travels to other processes."""
+    """An OpenEnv server whose name and kind were resolved once (`Endpoint.of`, by the env's resolution at
+    the door: `evalkit.envs.client.resolved`): sessions on it open without asking `/metadata` or `/schema`
+    again. Plain data, so it travels to other processes."""
 
     base_url: str
     name: str
@@ -82,21 +83,21 @@ class Endpoint:
     """More servers of the same env (an embedded env served by several processes): sessions are spread
     over `base_url` and these in turn."""
 
+    @classmethod
+    def of(cls, env: Any, name: str | None = None) -> Endpoint:
+        """`env` (a base URL or a served env) as an Endpoint; EnvError when `/schema` cannot be read."""
+        if isinstance(env, Endpoint):
+            return env
+        url = _base_url(env)
+        mirrors = tuple(u for u in getattr(env, "base_urls", ()) if u != url)
+        return cls(url, name or env_identity(env), action_schema(url), mirrors)
+
 
 def _base_url(env: Any) -> str:
     url = env if isinstance(env, str) else getattr(env, "base_url", None)
     if not url:
         raise TypeError(f"cannot connect to {env!r}: give a base URL or a served environment")
     return str(url)
-
-
-def resolve(env: Any, name: str | None = None) -> Endpoint:
-    """`env` (a base URL or a served env) as an Endpoint; raises EnvError when `/schema` cannot be read."""
-    if isinstance(env, Endpoint):
-        return env
-    url = _base_url(env)
-    mirrors = tuple(u for u in getattr(env, "base_urls", ()) if u != url)
-    return Endpoint(url, name or env_identity(env), action_schema(url), mirrors)
 
 
 METADATA_TIMEOUT = 30.0
