@@ -131,39 +131,40 @@ def run_batch(
     (`evalkit.run.breaker`); `Run.exit_status` says what happened."""
     s = Settings.make(settings, **kw)
     models = _as_list(models)
-    out = _check(models, s, out)
+    _check(models, s)
+    out = run_out("--out", out)
     try:
         with prepare(env, s, serve_embedded) as ready:
-            s = Settings.make(s, concurrency=ready.concurrency)  # what the server accepts (a notice says so)
             jobs = plan_jobs(models, ready.env, ready.tasks, ready.surfaces, ready.modes,
                              s.repeats * ready.copies, ready.evalset_id, s.skins, s.coordinates)  # fmt: skip
             meta = _meta(models, ready, s, len(jobs))
             _check_resume(out, meta)
-            ready.check_resets(_to_reset(jobs, completed_keys(out), s))
-            for line in ([probe.summary(ready.found)] if s.progress else []) + ready.notices:
-                notice(log, line)
+            resets = _to_reset(jobs, completed_keys(out), s)
+            ready.check_resets(resets)
+            said = ([probe.summary(ready.found)] if s.progress else []) + ready.notices
             guard = breaker.Guard(ready.env.url, s.env_breaker, _error, models)
             health = health if health is not None else ProviderHealth()
             with RunLock(out):  # one writer per run directory
-                return _execute(jobs, Episodes(ready.env, out, s), meta, health, guard)
+                run, todo, writer = _begin(out, meta, jobs, said)
+                return _execute(
+                    run, todo, writer, Episodes(ready.env, out, s), ready.concurrency, health, guard
+                )
     finally:
         # What the batch's threads kept open (they are gone): connections to its env server and its models.
         loopback.release()
         release_clients()
 
 
-def _check(models: list[str], s: Settings, out: str | Path) -> Path:
+def _check(models: list[str], s: Settings) -> None:
     """What is asked, checked before the env is touched and before the run directory exists."""
     if not models:
         raise ConfigError("no models given")
+    check_concurrency(s.concurrency, s.executor)
     for m in models:
         check_agent(m, s.options, endpoint=False)
     check_endpoints(models)
-    check_concurrency(s.concurrency, s.executor)
-    out = run_out("--out", out)
     if s.executor == "ray":
         ray_module()  # not installed: say so before any work
-    return out
 
 
 def _error(text: str) -> None:
@@ -177,6 +178,7 @@ def _meta(models: list[str], ready: Prepared, s: Settings, n_jobs: int) -> dict:
     env = ready.env
     return {
         **s.to_json(),
+        "concurrency": ready.concurrency,  # what the server accepts, when fewer than asked (a notice says so)
         "models": models,
         "env": env.name,
         "env_kind": ready.found.kind,
@@ -226,6 +228,88 @@ def _to_reset(jobs: list[Job], done: set[str], s: Settings) -> list[tuple]:
     return [(j.ident, j.task, j.surface, j.mode, j.skin, j.coordinates) for j in probes.values()]
 
 
+def _begin(out: Path, meta: dict, jobs: list[Job], said: list[str]) -> tuple[Run, list[Job], TraceWriter]:
+    """The run directory, begun (or resumed): its run.json says this invocation, a live file a killed batch
+    left is cleared, the user is told what there is to say; the Run, the jobs it does not hold cleanly, and
+    its trace's writer."""
+    done = completed_keys(out)
+    old = read_run_json(out)
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    history = [*old.get("invocations", []), {"at": now, "models": meta["models"], "n_jobs": meta["n_jobs"]}]
+    write_run_json(out, {**old, **meta, "created": old.get("created", now), "invocations": history[-50:]})
+    sent = [
+        f"{m}: sent as {w}, which this model takes (evalkit's capability table)"
+        for m, w in meta["sent_as"].items()
+    ]
+    for line in said + sent:
+        notice(log, line)
+    writer = TraceWriter(out)
+    live.clear_stale(out)
+    todo = [j for j in jobs if j.key not in done]
+    return Run(out, skipped=len(jobs) - len(todo), meta=meta), todo, writer
+
+
+def _execute(run: Run, todo: list[Job], writer: TraceWriter, episodes: Episodes, concurrency: int,
+             health: ProviderHealth, guard: breaker.Guard) -> Run:  # fmt: skip
+    """The jobs left to run, `concurrency` at once, each record written as it arrives; then the run's summary
+    files. (Rounds of jobs, with a check between them, would go around `execute`.)"""
+    s = episodes.settings
+    arrivals, rewards = _Arrivals(run, writer), defaultdict(list)
+    bar = _bar(len(todo), run.path.name, s.progress and bool(todo))
+    guard.start()
+    try:
+        with heap_frozen(), frame_takers():
+            for rec in execute(s.executor, todo, episodes, concurrency, arrivals.arrive, health, guard,
+                               arrivals.left, address=s.ray_address):  # fmt: skip
+                _collect(rec, run, rewards, bar, s.verbose)
+        arrivals.close(len(todo))
+    finally:
+        guard.stop()
+        bar.close()
+    run.stopped = guard.down
+    run.refused = {m: str(e) for m, e in guard.refused.items()}
+    if (run.path / TRACE).stat().st_size:  # a run with no episode yet has nothing to summarise
+        from evalkit.analysis.summary import write_summary  # start-up: it loads Polars, for the end alone
+
+        write_summary(run.path)
+    return run
+
+
+class _Arrivals:
+    """Where a batch's finished episodes reach its run: each is written the moment it ends and counted as it
+    is (what the batch says it ran is what the trace holds). One that broke
+    because the batch itself was shutting down (interrupted, or the env breaker opened) is not data about
+    the env: dropped; once the batch has returned, nothing more is written (resume runs what it left)."""
+
+    def __init__(self, run: Run, writer: TraceWriter):
+        self.run, self.writer = run, writer
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def arrive(self, rec: EpisodeRecord, stopping: bool) -> None:
+        with self.lock:
+            if not self.closed and not (stopping and rec.error_class):
+                self.writer.append(rec)
+                self.run.ran += 1
+                if rec.error_class:
+                    self.run.errors += 1
+                    self.run.unscored[rec.error_class] = self.run.unscored.get(rec.error_class, 0) + 1
+                _keep_fallbacks(self.run.path, rec)
+        # After the record, so a watcher never sees the episode in neither.
+        live.finish(self.run.path, rec.key)
+
+    def left(self, kind: str) -> None:
+        """A job that was never started (`not_run`), left for a resume."""
+        self.run.not_run += 1
+
+    def close(self, todo: int) -> None:
+        """Nothing more is written (interrupted, the episodes still running are written as they end); the
+        rest were in flight when the breaker opened (or broke as it did): resume runs them."""
+        with self.lock:
+            self.closed = True
+            self.run.abandoned = todo - self.run.ran - self.run.not_run
+
+
 def _keep_fallbacks(out: Path, rec: EpisodeRecord) -> None:
     """A fallback an episode learned (a feature its model's API refused: `evalkit.providers.capabilities`)
     goes into run.json under `fallbacks`, by model, once."""
@@ -239,68 +323,6 @@ def _keep_fallbacks(out: Path, rec: EpisodeRecord) -> None:
     if new:
         kept += [{k: v for k, v in f.items() if k != "turn"} | {"episode": rec.key} for f in new]
         write_run_json(out, meta)
-
-
-def _write_meta(out: Path, meta: dict) -> None:
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    old = read_run_json(out)
-    history = list(old.get("invocations", []))
-    history.append({"at": now, "models": meta["models"], "n_jobs": meta["n_jobs"]})
-    write_run_json(out, {**old, **meta, "created": old.get("created", now), "invocations": history[-50:]})
-
-
-def _execute(
-    jobs: list[Job], episodes: Episodes, meta: dict, health: ProviderHealth, guard: breaker.Guard
-) -> Run:
-    out, s = episodes.out, episodes.settings
-    done_keys = completed_keys(out)
-    todo = [j for j in jobs if j.key not in done_keys]
-    _write_meta(out, meta)
-    for m, words in meta["sent_as"].items():
-        notice(log, f"{m}: sent as {words}, which this model takes (evalkit's capability table)")
-    writer = TraceWriter(out)
-    live.clear_stale(out)
-    run = Run(out, skipped=len(jobs) - len(todo), meta=meta)
-    rewards: dict[str, list[float]] = defaultdict(list)
-    bar = _bar(len(todo), out.name, s.progress and bool(todo))
-    lock = threading.Lock()
-    closed = False
-
-    def arrive(rec: EpisodeRecord, stopping: bool) -> None:
-        # Every finished episode reaches the run here, the moment it ends, and is counted as it is written:
-        # what the batch says it ran is what the trace holds. One that broke because the batch itself was
-        # shutting down (interrupted, or the env breaker opened) is not data about the env: dropped; and
-        # once the batch has returned, nothing more is written (resume runs what it left).
-        with lock:
-            if not closed and not (stopping and rec.error_class):
-                writer.append(rec)
-                _count(run, rec)
-                _keep_fallbacks(out, rec)
-        live.finish(out, rec.key)  # after the record, so a watcher never sees the episode in neither
-
-    def left(kind: str) -> None:
-        """A job that was never started (`not_run`), left for a resume."""
-        run.not_run += 1
-
-    guard.start()
-    try:
-        with heap_frozen(), frame_takers():
-            for rec in execute(
-                s.executor, todo, episodes, s.concurrency, arrive, health, guard, left, address=s.ray_address
-            ):
-                _collect(rec, run, rewards, bar, s.verbose)
-        with lock:  # (interrupted, the episodes still running are written as they end, as before)
-            closed = True
-            # The rest were in flight when the breaker opened (or broke as it did): resume runs them.
-            run.abandoned = len(todo) - run.ran - run.not_run
-    finally:
-        guard.stop()
-        bar.close()
-    run.stopped = guard.down
-    run.refused = {m: str(e) for m, e in guard.refused.items()}
-    if (out / TRACE).stat().st_size:  # a run with no episode yet has nothing to summarise
-        _summarise(out)
-    return run
 
 
 class _NoBar:
@@ -355,14 +377,8 @@ def heap_frozen() -> Iterator[None]:
                 gc.unfreeze()
 
 
-def _count(run: Run, rec: EpisodeRecord) -> None:
-    run.ran += 1
-    if rec.error_class:
-        run.errors += 1
-        run.unscored[rec.error_class] = run.unscored.get(rec.error_class, 0) + 1
-
-
 def _collect(rec: EpisodeRecord | None, run: Run, rewards: dict, bar: Any, verbose: bool) -> None:
+    """An episode in the progress: the mean reward by model so far, and a line each if `verbose`."""
     bar.update(1)
     if rec is None:  # not started: the breaker opened, or its model's key was refused
         run.not_run += 1
@@ -378,9 +394,3 @@ def _collect(rec: EpisodeRecord | None, run: Run, rewards: dict, bar: Any, verbo
             f"{rec.model} {rec.task_id} {rec.surface}/{rec.mode}: {outcome} "
             f"({rec.end_reason}, {rec.n_turns} turns, {rec.seconds:.1f}s)"
         )
-
-
-def _summarise(out: Path) -> None:
-    from evalkit.analysis.summary import write_summary
-
-    write_summary(out)
