@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import __version__
 from evalkit.envs.embedded.webapp.grade import grade
 from evalkit.envs.embedded.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
@@ -118,8 +119,6 @@ def run_ownloop(
         "workers": settings.workers,
     }
     _check_resume(out, meta)
-    from evalkit import __version__  # evalkit's face imports its parts lazily: no circle at start-up
-
     with RunLock(out):  # one writer per run directory, from before its run.json is written
         done = completed_keys(out)
         todo = [t for t in chosen if _key(label, t["task_id"]) not in done]

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
+from evalkit import __version__
 from evalkit.envs.client import loopback
 from evalkit.envs.client.identity import mismatch
 from evalkit.envs.client.prepare import Prepared, prepare
@@ -81,12 +84,12 @@ class Run:
         return list(read_records(self.path))
 
     def df(self) -> Any:
-        from evalkit.records.loading import load_runs
+        from evalkit.records.loading import load_runs  # start-up: it loads Polars, which a batch never needs
 
         return load_runs([self.path])
 
     def summary(self) -> Any:
-        from evalkit.analysis.stats import summarise
+        from evalkit.analysis.stats import summarise  # start-up (as `df`)
 
         return summarise(self.df())
 
@@ -173,8 +176,6 @@ def _error(text: str) -> None:
 
 def _meta(models: list[str], ready: Prepared, s: Settings, n_jobs: int) -> dict:
     """run.json: what was asked (every setting, `outcome` those a resume may not change) and of what."""
-    from evalkit import __version__  # evalkit's face imports run lazily: no circle at start-up
-
     env = ready.env
     return {
         **s.to_json(),
@@ -340,16 +341,12 @@ class _NoBar:
 
     @staticmethod
     def write(s: str) -> None:
-        from tqdm.auto import tqdm
-
         tqdm.write(s, file=sys.stderr)
 
 
 def _bar(total: int, name: str, shown: bool) -> Any:
     if not shown:
         return _NoBar()
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=name, unit="ep", file=sys.stderr)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit import __version__
 from evalkit.envs.client.resolved import ResolvedEnv, resolve, with_records
 from evalkit.envs.client.sessions import close_quietly
 from evalkit.errors import (
@@ -107,8 +108,6 @@ def run_episode(
         out = Path(out)
         writer = TraceWriter(out)
         if not read_run_json(out):
-            from evalkit import __version__  # evalkit's face imports run lazily: no circle at start-up
-
             write_run_json(out, {"kind": "episode", "env": resolved.name, "evalkit_version": __version__})
     try:
         rec = play(agent, resolved, job, settings, out)

@@ -27,6 +27,7 @@ from typing import Any
 
 from evalkit.envs.client.resolved import ResolvedEnv, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
+from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
 from evalkit.records.traces import store_files
 from evalkit.run.episode import Job, play
@@ -139,10 +140,8 @@ def serve_embedded(name: str, concurrency: int | None = None) -> Any:
     a client never imports (`evalkit.envs.client.prepare` is handed this). For a batch of `concurrency`
     episodes at once (`evalkit.envs.embedded.process.serve_embedded`: child processes past a few), else in
     a thread of this process (a Ray node's runner)."""
-    from evalkit.envs.embedded import (  # the door, on use: a batch against a URL loads no env server
-        process,
-        server,
-    )
+    # The door, on use: a batch against a URL never loads an env server.
+    from evalkit.envs.embedded import process, server
 
     return process.serve_embedded(name, concurrency) if concurrency else server.serve(name)
 
@@ -204,7 +203,7 @@ def check_concurrency(n: int, executor: str = "threads") -> None:
 
 def ray_module() -> Any:
     try:
-        import ray
+        import ray  # an extra (evalkit[ray]): imported where a Ray batch needs it
     except ImportError:
         raise ConfigError("the Ray executor needs Ray: pip install 'evalkit[ray]'") from None
     return ray
@@ -227,10 +226,7 @@ class Runner:
     """A node's episodes, run by the actor's threads (made a Ray actor by `run_ray`)."""
 
     def __init__(self, episodes: Episodes, driver_node: str):
-        import ray
-
-        from evalkit.providers.health import ProviderHealth
-
+        ray = ray_module()
         os.environ.update(episodes.environ)
         self.server = None
         if episodes.env.embedded and ray.get_runtime_context().get_node_id() != driver_node:
@@ -269,7 +265,7 @@ def run_ray(
     address: str | None = None,
 ) -> Iterator[EpisodeRecord | None]:
     ray = start_ray(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # (the extra, as above)
 
     driver = ray.get_runtime_context().get_node_id()
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [driver]

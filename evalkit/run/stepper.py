@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import __version__
 from evalkit.envs.client.resolved import resolve, with_records
 from evalkit.errors import EpisodeOver
 from evalkit.providers import make_agent
@@ -416,8 +417,6 @@ class EpisodeStepper:
         rec = dataclasses.replace(ep.finish(), run_dir=str(out))
         store_files(out, Path(self._store))
         if not read_run_json(out):
-            from evalkit import __version__  # evalkit's face imports run lazily: no circle at start-up
-
             write_run_json(out, {"kind": "episode", "env": self.env.name, "evalkit_version": __version__})
         TraceWriter(out).append(rec)
         return rec

@@ -22,6 +22,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from evalkit.errors import EnvError
+
 CONFIG_KEYS = (
     "env_id", "game_name", "game", "game_params", "benchmark", "domain_name", "task_name", "dataset_name",
     "dataset_config", "level", "variant", "mode", "difficulty", "obs_type", "full_action_space",
@@ -83,8 +85,6 @@ def mismatch(recorded: dict | None, now: dict | None) -> str | None:
 def of_session(session: Any, sent: Iterable[str] | None = None) -> dict:
     """The configuration `session` reports after its reset (`OpenEnvSession.configuration`); {} for a
     session that has no such notion (a Python env) or cannot say."""
-    from evalkit.errors import EnvError
-
     read = getattr(session, "configuration", None)
     if not callable(read):
         return {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import io
 import json
 from collections.abc import Iterable
@@ -72,7 +73,7 @@ def _magic(data: bytes) -> str | None:
 def _sized(data: bytes) -> str | None:
     """The picture's type when its header also gives a size; None for anything else (a corrupt header,
     bytes that only begin like a PNG). PIL reads only the header here: the pixels are not decoded."""
-    from PIL import Image as PILImage
+    from PIL import Image as PILImage  # start-up: Pillow and numpy load only for an env that sends pictures
     from PIL import UnidentifiedImageError
 
     try:
@@ -125,7 +126,7 @@ def _is_grid(value: Any) -> bool:
 
 
 def _pixels(value: Any, shape: Any = None) -> Image | None:
-    import numpy as np
+    import numpy as np  # start-up (see `_sized`)
 
     try:
         arr = np.asarray(value, dtype=np.float64)
@@ -137,7 +138,7 @@ def _pixels(value: Any, shape: Any = None) -> Image | None:
             return None
         if arr.size and arr.max() <= 1.0:
             arr = arr * 255.0
-        from PIL import Image as PILImage
+        from PIL import Image as PILImage  # start-up (see `_sized`)
 
         img = PILImage.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
     except (ValueError, TypeError):
@@ -297,8 +298,6 @@ RECORD = "equals the env's Task API record of the task (the evaluator's, with it
 
 def digest(value: Any) -> str:
     """A short hash of a JSON value, its keys in order: two equal values, one digest."""
-    import hashlib
-
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -525,8 +524,6 @@ def fingerprint(meta: dict, fields: dict, kept_back: Iterable[str] = ()) -> str:
     metadata it is shown (not ids or other bookkeeping, nor what is `kept_back` from it), pictures by their
     bytes. Two resets that should give two tasks but have one fingerprint gave one task twice (an env that
     ignores its split and index)."""
-    import hashlib
-
     meta, fields = withhold(meta, kept_back), withhold(fields, kept_back)
     digest = hashlib.sha256()
     head, used = task_text(meta, fields)

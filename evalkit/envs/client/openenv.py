@@ -172,7 +172,7 @@ def not_openenv(url: str, err: EnvError) -> ConfigError | None:
     """When a server answered a WebSocket at `/ws` as something else (a 404, a plain page): a ConfigError
     naming what it lacks of an OpenEnv server. None when the failure was another (nothing listening, a
     timeout): that is the connection's, said as it is."""
-    from websockets.exceptions import InvalidHandshake, InvalidStatus
+    from websockets.exceptions import InvalidHandshake, InvalidStatus  # start-up (as `wire.Connection`)
 
     cause = err.__cause__
     if not isinstance(cause, InvalidHandshake):

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any
 
+from evalkit.envs import SURFACES
+from evalkit.envs.client.openenv import connect
 from evalkit.errors import EnvCapacityError, EpisodeCancelled
 from evalkit.types import EnvSession
 
@@ -21,8 +23,6 @@ def session_for(env: Any, **withhold: Any) -> EnvSession:
     """A session on `env`: a base URL or served env (connected to, told what to `withhold` from the model:
     `hide`, `records`), an EnvSession, or a callable (a class among them) that returns one."""
     if isinstance(env, str) or hasattr(env, "base_url"):
-        from evalkit.envs.client.openenv import connect
-
         return connect(env, **{k: v for k, v in withhold.items() if v})
     if isinstance(env, EnvSession) and not isinstance(env, type):
         return env
@@ -32,8 +32,6 @@ def session_for(env: Any, **withhold: Any) -> EnvSession:
 def reset_kwargs(task: str | dict | None, env_name: str, surface: str, mode: str, **fixed: Any) -> dict:
     """What reset is sent: the task, and `surface` / `mode` only where the env has them (a foreign env's
     reset is not handed canvas arguments)."""
-    from evalkit.envs import SURFACES
-
     kw = dict(fixed)
     if env_name in SURFACES or surface != "tools":
         kw["surface"] = surface

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from evalkit.envs.client.observation import digest
+from evalkit.envs.client.openenv import http_client, http_url
 from evalkit.errors import ConfigError, EnvError, EnvUnreachableError, reason
 from evalkit.secrets import redact_url
 
@@ -65,8 +67,6 @@ class TaskApi:
     for any other failure."""
 
     def __init__(self, base_url: str, *, timeout: float = TIMEOUT, headers: dict | None = None):
-        from evalkit.envs.client.openenv import http_client, http_url
-
         self.base = http_url(base_url)
         self._client = http_client(self.base, timeout=timeout, headers=headers)
         self._name: str | None = None
@@ -218,8 +218,6 @@ def summary(base_url: str, **kw: Any) -> list[dict] | None:
 def digests(specs: list) -> frozenset[str]:
     """The digests (`observation.digest`) of task records: a value the env shows equal to one is the
     evaluator's record of a task (its answer with it), never sent to the model."""
-    from evalkit.envs.client.observation import digest
-
     return frozenset(digest(spec) for spec in specs if isinstance(spec, dict | list) and spec)
 
 

@@ -181,6 +181,7 @@ class Connection:
     """One WebSocket session on an OpenEnv server. Blocking; one request at a time."""
 
     def __init__(self, base_url: str, *, timeout: float = 120.0, headers: dict | None = None):
+        # start-up: websockets' client loads with the first session (a Python session's batch never needs it)
         from websockets.sync.client import connect
 
         self.url = ws_url(base_url)

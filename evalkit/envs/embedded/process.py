@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import gc
 import json
+import logging
 import os
 import select
 import socket
@@ -29,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from evalkit.envs.embedded.server import build_app, hold_freed_memory, serve, warm_app
 from evalkit.errors import EnvError
 from evalkit.serving import wait_healthy
 
@@ -208,17 +210,11 @@ def serve_embedded(name: str, concurrency: int) -> Any:
     n = env_processes(concurrency)
     if n:
         return ProcessServers(name, n, max_concurrent_envs=sessions)
-    from evalkit.envs.embedded.server import serve
-
     return serve(name, max_concurrent_envs=sessions)
 
 
 def _main(name: str, host: str, app_kw: str) -> None:
-    import logging
-
-    import uvicorn
-
-    from evalkit.envs.embedded.server import build_app, hold_freed_memory, warm_app
+    import uvicorn  # start-up: the child's alone (the parent serving in a thread starts its own)
 
     hold_freed_memory()
     logging.getLogger("fastmcp").setLevel(logging.ERROR)

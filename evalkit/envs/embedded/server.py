@@ -3,6 +3,7 @@ the foreground (`serve_forever`, behind `evalkit serve NAME`)."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import logging
 import os
@@ -55,8 +56,6 @@ def hold_freed_memory() -> bool:
     of a batch, `evalkit serve`), never a harness or a notebook's."""
     if not sys.platform.startswith("linux"):
         return False
-    import ctypes
-
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # no C library to ask, or one without mallopt
@@ -100,7 +99,7 @@ def serve(name: str, port: int | None = None, host: str = "127.0.0.1", **app_kw:
 
 
 def serve_forever(name: str, port: int = 8000, host: str = "127.0.0.1") -> None:
-    import uvicorn
+    import uvicorn  # start-up: only the foreground server (`evalkit serve`) runs it here
 
     hold_freed_memory()
     app = build_app(name)

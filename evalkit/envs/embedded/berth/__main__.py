@@ -4,12 +4,12 @@ tasks."""
 
 from __future__ import annotations
 
+import argparse
+
 from evalkit.envs.embedded.berth.tasks import TIERS, task_from_id
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(description="berth task tools")
     parser.add_argument(
         "--write-evalset", metavar="PATH", nargs="?", const="",
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", metavar="TASK_ID", help="print a task's situation as the model reads it")
     args = parser.parse_args(argv)
     if args.write_evalset is not None:
+        # start-up: the reference search (scipy, a process pool) only for writing the evalset
         from evalkit.envs.embedded.berth.reference import EVALSET_PATH, EVALSET_SIZE, write_evalset
 
         path = args.write_evalset or EVALSET_PATH
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         proven = sum(r["best_optimal"] for r in rows)
         print(f"wrote {path}: {len(rows)} tasks, id {data['evalset_id']}, tiers {tiers}, {proven} optimal")
     if args.show:
-        from evalkit.envs.embedded.berth.prompts import opening
+        from evalkit.envs.embedded.berth.prompts import opening  # start-up (as above)
 
         task = task_from_id(args.show)
         print(f"tier {task.tier}, difficulty {task.difficulty_score}\n\n{opening(task.instance)}")

@@ -32,7 +32,7 @@ class Exact:
 
 def solve(inst: Instance, time_limit: float = 60.0, tables: Tables | None = None) -> Exact | None:
     """The optimum of `inst` (or the best plan found within `time_limit` seconds); None if none found."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import Bounds, LinearConstraint, milp  # start-up: scipy for the exact search alone
     from scipy.sparse import coo_matrix
 
     t = tables or Tables(inst)

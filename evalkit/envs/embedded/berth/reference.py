@@ -15,14 +15,19 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from evalkit.envs.evalsets import evalset_hash, tier_subsets
 
 from . import exact
 from .grade import BestKnown, check
 from .model import Instance
 from .search import Tables, heuristic
-from .tasks import Task, seed_for
+from .tasks import Task, generate_task, seed_for
 
 EVALSET_SIZE = 150
 EVALSET_PATH = Path(__file__).resolve().parents[4] / "data" / "evalsets" / f"berth-test-{EVALSET_SIZE}.json"
@@ -133,8 +138,6 @@ def _disruptions(inst: Instance) -> list[str]:
 
 def evalset_row(index: int) -> dict:
     """One test task with its best known plan (plan entries as [vessel, berth, start])."""
-    from .tasks import generate_task
-
     task = generate_task("test", index)
     inst = task.instance
     best, info = search_best(inst, seed_for("test", index), **OFFLINE)
@@ -151,12 +154,6 @@ def evalset_row(index: int) -> dict:
 
 def evalset(n: int = EVALSET_SIZE, workers: int | None = None) -> dict:
     """The frozen test evalset: `n` tasks with best known plans, `lite` (20 per tier) and `core30` subsets."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    from tqdm.auto import tqdm
-
-    from evalkit.envs.evalsets import evalset_hash, tier_subsets
-
     with ProcessPoolExecutor(workers) as pool:
         rows = list(tqdm(pool.map(evalset_row, range(n)), total=n, desc="berth evalset", unit="task"))
     subsets = tier_subsets(rows, {"lite": 20, "core30": 10})

@@ -40,6 +40,7 @@ def warm(app: FastAPI) -> None:
     reference JPEG), and the grader's matching (`grade.matcher`). A server in a process of its own calls
     this in a thread as it starts taking sessions (`evalkit.envs.embedded.process`); one in a thread of the
     harness (a small batch) makes them on use."""
+    # start-up: these are what warming makes, in a thread beside the first sessions rather than before them
     from PIL import Image
 
     from .grade import matcher

@@ -52,7 +52,7 @@ def matcher() -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
                     return module.linear_sum_assignment
                 except (ImportError, AttributeError):
                     break
-    from scipy.optimize import linear_sum_assignment
+    from scipy.optimize import linear_sum_assignment  # start-up: the whole of scipy.optimize, the last resort
 
     return linear_sum_assignment
 

@@ -169,6 +169,7 @@ class WebAppEnv(EpisodeEnv):
         episode_id: str | None = None,
     ) -> Observation:
         """Start an episode; ValueError (sent to the client as an error frame) for any bad argument."""
+        # start-up: Playwright loads with the first episode, not with the server
         from evalkit.browser import Browser
 
         coordinates = coordinates or "pixels"
