@@ -24,7 +24,7 @@ absolute times noise: read the ratios):
 - the host's speed before each concurrency's batches (`host_speed`: a pure-Python loop, and the CPU of a
   round trip to another process), since the figures at 50 follow it.
 
-    PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50] [--repeat 3]
+    PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50,100] [--repeat 3]
         [--no-ray]
 """
 
@@ -315,7 +315,7 @@ def client_cpu(model_url: str, episodes: int, concurrency: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=200)
-    ap.add_argument("--concurrency", default="10,50")
+    ap.add_argument("--concurrency", default="10,50,100")
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument(

@@ -11,6 +11,7 @@
 This module is the public API. Names are imported on first use so that `import evalkit` stays cheap and
 needs no optional dependency. The parts, each a package whose docstring says what it owns and may import:
 `run` (the loop and the batch) uses `envs`, `providers` and `records`; `analysis` and `view` read `records`;
+`scanners` (why models fail: rules, and questions a model answers) reads `records` and asks `providers`;
 `types`, `wellformed`, `errors`, `secrets`, `serving`, `notices` and `values` are shared by all; `cli` sits
 on top.
 """
@@ -42,12 +43,14 @@ _EXPORTS = {
     "calls": "evalkit.records.loading",
     "summarise": "evalkit.analysis.stats",
     "by_tier": "evalkit.analysis.stats",
-    "compare": "evalkit.analysis.stats",
+    "compare": "evalkit.analysis.sequential",  # stats.compare, or the design's result on a sequential run
     "compare_many": "evalkit.analysis.stats",
     "pass_at_k": "evalkit.analysis.repeats",
     "pass_hat_k": "evalkit.analysis.repeats",
     "plan": "evalkit.analysis.repeats",
     "noise": "evalkit.analysis.noise",
+    "scan": "evalkit.scanners.engine",
+    "why": "evalkit.analysis.why",
     **dict.fromkeys(
         ["EvalkitError", "ConfigError", "UnknownProviderError", "MissingKeyError", "KeyRejectedError",
          "EvalsetError", "EndpointError", "EnvError", "EnvCapacityError", "TraceError", "EpisodeCancelled",
@@ -62,6 +65,7 @@ _MODULES = {
     "export": "evalkit.analysis.export",
     "stats": "evalkit.analysis.stats",
     "transcripts": "evalkit.records.transcripts",
+    "scanners": "evalkit.scanners",
 }
 """Modules a notebook reaches as `ek.plots`, `ek.transcripts`, … (and `from evalkit import plots`)."""
 

@@ -1,4 +1,5 @@
-"""evalkit: run, probe, summarise, compare, plan, noise, report, export, view, bundle, convert, serve, ownloop
+"""evalkit: run, probe, summarise, compare, plan, noise, scan, report, export, view, bundle, convert, serve,
+ownloop
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
 and makes no run directory; values are checked where they enter (`evalkit.values.checks`; run directories:
@@ -156,6 +157,8 @@ def _reading_parsers(sub: Any) -> None:
         help="a reward at or above this is a success, for the flip rate (default: 1 where rewards are 0/1)",
     )  # fmt: skip
 
+    sc = _scan_parser(sub)
+
     rp = sub.add_parser("report", help="execute the report notebook and write standalone HTML")
     rp.add_argument("runs", nargs="+")
     rp.add_argument("-o", "--output", default="report.html")
@@ -187,8 +190,38 @@ def _reading_parsers(sub: Any) -> None:
     bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
 
     _convert_parser(sub)
-    for reads in (s, c, nz, rp, v, bu):
+    for reads in (s, c, nz, sc, rp, v, bu):
         _scorer_option(reads)
+
+
+def _scan_parser(sub: Any) -> argparse.ArgumentParser:
+    sc = sub.add_parser(
+        "scan", help="why models fail: scanners over every episode, their rates per model with intervals"
+    )
+    sc.add_argument("runs", nargs="+")
+    sc.add_argument(
+        "--scanner", action="append", type=_csv, metavar="NAME",
+        help="a built-in scanner (repeat, or comma-separate; default: every keyless one, and with --judge "
+        "the built-in questions): " + ", ".join(_scanner_names()),
+    )  # fmt: skip
+    sc.add_argument("--judge", metavar="MODEL", help="the model that answers judged scanners (a model spec)")
+    sc.add_argument("--ask", action="append", metavar="QUESTION", help="a yes/no question of your own for "
+                    "the judge to answer of each episode (repeat for more)")  # fmt: skip
+    sc.add_argument("--concurrency", type=checks.WHOLE.parse, default=8, help="judge requests at once")
+    sc.add_argument("--max-chars", type=checks.WHOLE.parse, default=60_000, help="the transcript's budget")
+    sc.add_argument("--images", action="store_true", help="send the judge the pictures the model saw")
+    sc.add_argument("--a", help="model label or run: with --b, the failure modes that separate the two")
+    sc.add_argument("--b", help="model label or run")
+    sc.add_argument("--labels", help="a CSV of key, scanner, label (yes/no): each scanner's precision and "
+                    "recall, its rates corrected (each run's own labels file is read too)")  # fmt: skip
+    return sc
+
+
+def _scanner_names() -> list[str]:
+    # Named here without importing the scanners (the CLI's start stays cheap): a test holds them equal.
+    rules = ["repeated_call", "error_streak", "retry_unchanged", "unknown_tool", "early_finish",
+             "no_tool_call", "output_limit", "refusal", "context_overflow", "infra_error"]  # fmt: skip
+    return rules + ["misread_task", "false_success", "ignored_feedback"]
 
 
 def _ownloop_parser(sub: Any) -> None:
@@ -460,7 +493,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)))
+    result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)
+    print(analysis.format_compare(result))
+    if line := analysis.format_sequential(result):
+        print(line)
     return 0
 
 
@@ -489,6 +525,69 @@ def cmd_noise(a: argparse.Namespace) -> int:
     text = format_noise(df, a.threshold)
     print(text or "No task has two scored repeats: run with --repeats 2 or more (or give two runs of one "
           "model) to see how noisy the benchmark is.")  # fmt: skip
+    return 0
+
+
+def _scan_choice(a: argparse.Namespace) -> list:
+    """The scanners `evalkit scan` was asked for; a name it does not know, a question without a judge and a
+    judge without a key are configuration mistakes, said before any work."""
+    from evalkit.scanners import judge
+    from evalkit.scanners.rules import BUILTIN
+
+    names = [n for group in a.scanner or [] for n in group]
+    unknown = [n for n in names if n not in BUILTIN and n not in judge.QUESTIONS]
+    if unknown:
+        raise ConfigError(
+            f"scan: no scanner named {', '.join(unknown)} (known: {', '.join(_scanner_names())})"
+        )
+    asked = [n for n in names if n in judge.QUESTIONS]
+    if (asked or a.ask) and not a.judge:
+        raise ConfigError("scan: a judged scanner needs --judge MODEL (e.g. anthropic:claude-haiku-4-5)")
+    if not names:
+        names = list(BUILTIN) + (list(judge.QUESTIONS) if a.judge and not a.ask else [])
+    kw = {"concurrency": a.concurrency, "max_chars": a.max_chars, "images": a.images}
+    chosen: list = [BUILTIN[n] for n in names if n in BUILTIN]
+    chosen += [judge.question(n, a.judge, **kw) for n in names if n in judge.QUESTIONS]
+    chosen += [judge.ask(q, a.judge, **kw) for q in a.ask or []]
+    for s in chosen:
+        if s.judged:
+            s.check()
+    return chosen
+
+
+def cmd_scan(a: argparse.Namespace) -> int:
+    import polars as pl
+
+    from evalkit import analysis
+    from evalkit.analysis import why
+    from evalkit.records import scans as store
+    from evalkit.scanners.engine import scan
+
+    if (a.a is None) != (a.b is None):
+        raise ConfigError("scan: give both --a and --b, or neither")
+    chosen = _scan_choice(a)
+    runs = rundirs.runs(a.runs, "scan")
+    labels = store.read_labels(runs, a.labels) if a.labels else store.read_labels(runs)
+    df = analysis.load_runs(runs, cache="read")
+    _check_sides(df, "scan", a.a, a.b)
+    rows = scan(df, chosen, save=True, progress=_say)
+    for run in runs:
+        _say(f"{run}: {rows.filter(pl.col('run') == run).height:,} rows written to "
+             f"{store.scan_dir(run) / store.SCAN_FILE}")  # fmt: skip
+    spent = rows["cost_usd"].filter(~rows["cached"].fill_null(True)).drop_nulls().sum()
+    if any(s.judged for s in chosen):
+        _say(f"the judge cost ${spent:.4f} for the answers asked now (answers from the cache cost nothing)")
+    print(why.format_rates(why.why(df, rows, labels=labels if labels.height else None)))
+    models = df["model"].unique().sort().to_list()
+    sides = (a.a, a.b) if a.a is not None else tuple(models) if len(models) == 2 else None
+    if sides is not None:
+        print()
+        try:
+            print(why.format_differences(why.why(df, rows, a=sides[0], b=sides[1])))
+        except ValueError as e:
+            print(f"No paired differences: {e}")
+    if labels.height:
+        print("\nAgainst the labels:\n" + why.format_check(why.check(rows, labels)))
     return 0
 
 
@@ -601,6 +700,7 @@ COMMANDS = {
     "compare": cmd_compare,
     "plan": cmd_plan,
     "noise": cmd_noise,
+    "scan": cmd_scan,
     "report": cmd_report,
     "export": cmd_export,
     "view": cmd_view,

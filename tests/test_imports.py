@@ -22,6 +22,7 @@ MAY_IMPORT = {
     "viewer": BASE | {"records", "analysis", "view"},
     "run": BASE | {"browser", "envs", "providers", "records", "analysis"},
     "ownloop": BASE | {"browser", "envs", "records", "analysis"},
+    "scanners": BASE | {"records", "analysis", "providers"},
 }
 """Each part → the parts it may import. `cli` and evalkit's face (`evalkit/__init__.py`) may import any."""
 

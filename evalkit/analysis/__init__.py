@@ -2,7 +2,10 @@
 
 - `stats` — task-weighted summaries per model and tier with CIs over tasks, paired comparisons by task;
 - `repeats` — pass@k and pass^k over repeats, and `plan` (tasks and repeats a difference needs);
+- `sequential` — paired comparisons looked at between rounds, stopping when decided (`--until-decided`);
 - `noise` — how noisy a benchmark is, from its repeats: flips, variance parts, the difference needed;
+- `why` — scanners' rates per model, the failure modes that separate two models, checks against labels, and
+  where two trajectories part;
 - `summary` — the same as the CLI's text tables and a run's `summary.json` / `summary.md`;
 - `tables`, `plots`, `display` — HTML tables, Altair charts, the notebook display of records and runs;
 - `report`, `export` — `evalkit report` (the report notebook executed) and any notebook as offline HTML.
@@ -22,13 +25,17 @@ from typing import Any
 _NAMES = {
     **dict.fromkeys(
         ["COMPARE_COLUMNS", "GROUP", "MIN_TASKS", "N_BOOT", "PAIR_KEYS", "TASK_KEYS", "TIER_ORDER",
-         "Z_80", "Z_975", "by_tier", "cluster_bootstrap", "compare", "compare_many", "grade_components",
+         "Z_80", "Z_975", "by_tier", "cluster_bootstrap", "compare_many", "grade_components",
          "min_detectable", "paired_bootstrap", "sign_flip_p", "summarise", "holm", "mean_interval",
          "sign_flip_interval", "N_FLIPS", "ALPHA"],
         "evalkit.analysis.stats",
     ),
     **dict.fromkeys(["pass_at_k", "pass_hat_k", "plan", "format_plan"], "evalkit.analysis.repeats"),
+    # A run that recorded a sequential comparison is compared as its design decided (the same as stats'
+    # compare elsewhere).
+    **dict.fromkeys(["compare", "format_sequential"], "evalkit.analysis.sequential"),
     **dict.fromkeys(["noise", "format_noise"], "evalkit.analysis.noise"),
+    **dict.fromkeys(["why", "check", "disagreements", "parting", "partings"], "evalkit.analysis.why"),
     **dict.fromkeys(["calls", "load_runs", "malformed", "turns"], "evalkit.records.loading"),
     **dict.fromkeys(
         ["CALL_COLUMNS", "EPISODE_COLUMNS", "EPISODE_SCHEMA", "TURN_COLUMNS"], "evalkit.records.columns"

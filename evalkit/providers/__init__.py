@@ -10,7 +10,8 @@ A spec is `provider:model[@thinking]`: `anthropic:claude-sonnet-5@low`, `openai:
     endpoint_url(model, provider) -> (url, variable)    # optional: where requests go, for `check_endpoints`
     validate(model) -> None                   # optional: ConfigError for a model it cannot run
 
-and is imported only when a spec names it, so a missing SDK never breaks the offline agents. `standin` is
+and is imported only when a spec names it, so a missing SDK never breaks the offline agents. The three wire
+modules' agents share one base (`evalkit.providers.agent.WireAgent`) and keep only their wire. `standin` is
 a local server speaking the Anthropic wire with the tracer's moves, for runs through a real SDK with no key.
 
 May import: `records` (`replay:` reads a recorded episode) and the modules at evalkit's top. A model never
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from evalkit.errors import ConfigError, MissingKeyError, UnknownProviderError
+from evalkit.providers import thinking
 from evalkit.providers.health import ProviderHealth
 from evalkit.types import Agent, AgentOptions, ToolSpec
 
@@ -137,7 +139,7 @@ def check_keys(specs: list[str]) -> None:
 def check_endpoints(specs: list[str], timeout: float = 10.0) -> None:
     """Before any work starts: every model endpoint answers HTTP at all (any status will do: no key is sent
     and no tokens are spent). ConfigError naming the URL and the variable that sets it when nothing does."""
-    import httpx
+    import httpx  # here: it is a tenth of a second of `import evalkit.run`, which imports this package
 
     seen: set[str] = set()
     for s in specs:
@@ -163,8 +165,6 @@ def sent_as(specs: list[str], options: AgentOptions) -> dict[str, str]:
     """Per spec, what its thinking level is sent as where evalkit's capability table makes it something else
     than the spec says on its face (`claude-sonnet-4-5@low`: budgeted thinking), for a line before the run and
     run.json (`evalkit.providers.thinking`)."""
-    from evalkit.providers import thinking
-
     said = {}
     for s in specs:
         try:

@@ -7,16 +7,16 @@ prefix, and replies are streamed because long generations time out otherwise.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalkit.errors import EndpointError
-from evalkit.providers import capabilities, clock
-from evalkit.providers import images as imgs
-from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import Recorded, exchange, load_env, make_call, notes_text, sdk, shared_client
+from evalkit.providers import clock
+from evalkit.providers.agent import WireAgent
+from evalkit.providers.attempts import StreamError, reading_stream
+from evalkit.providers.capabilities import Caps
+from evalkit.providers.common import load_env, make_call, sdk, sdk_client, sdk_endpoint
 from evalkit.providers.thinking import claude_params, claude_refused, claude_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -32,28 +32,14 @@ def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
 
 
 def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
-    """(the base URL requests go to, where it was set), for the reachability check before a run."""
-    load_env()
-    return str(sdk("anthropic").Anthropic(api_key="-").base_url), "ANTHROPIC_BASE_URL"
+    return sdk_endpoint("anthropic", "Anthropic", "ANTHROPIC_BASE_URL")
 
 
-def create(
-    model: str,
-    thinking: str | None,
-    *,
-    system: str,
-    tools: list[ToolSpec],
-    options: AgentOptions,
-    provider: str = "anthropic",
-) -> AnthropicAgent:
-    anthropic = sdk("anthropic")
-    load_env()
-    # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself. Retries are made by
-    # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = shared_client(
-        anthropic, "Anthropic", "ANTHROPIC_", max_retries=0, timeout=clock.request_seconds(options)
-    )
-    return AnthropicAgent(client, model, thinking, system=system, tools=tools, options=options)
+def create(model: str, thinking: str | None, *, options: AgentOptions, **kw: Any) -> AnthropicAgent:
+    """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools…"""
+    # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself.
+    client = sdk_client("anthropic", "Anthropic", "ANTHROPIC_", options)
+    return AnthropicAgent(client, model, thinking, options=options, **kw)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -240,76 +226,27 @@ def merge_turns(first: Turn, then: Turn) -> Turn:
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
-def _is_image(block: dict) -> bool:
-    return block.get("type") == "image"
-
-
-def _placeholder() -> dict:
-    return {"type": "text", "text": imgs.PLACEHOLDER}
-
-
-class AnthropicAgent(Recorded):
+class AnthropicAgent(WireAgent):
     """One episode's conversation with a Claude model."""
 
-    stream = True
-    """Stream replies (the default); tests switch it off to exercise the plain JSON path."""
+    wire = WIRE
+    provider = "anthropic"
+    sdk_name = "anthropic"
+    image_type = "image"
+    joins = ("user", "assistant")  # the API wants the roles to alternate; a continued reply extends its own
+    tool_to_wire = staticmethod(tool_to_wire)
 
-    def __init__(
-        self,
-        client: Any,
-        model: str,
-        thinking: str | None,
-        *,
-        system: str,
-        tools: list[ToolSpec],
-        options: AgentOptions,
-    ):
-        self.client = client
-        self.model_id = model
-        self.model = f"anthropic:{model}" + (f"@{thinking}" if thinking else "")
-        self.thinking = thinking
-        self.system = system
-        self.tools = [tool_to_wire(t) for t in tools]
-        self.options = options
-        self.messages: list[dict] = []
-        self.info: dict = {}
-        self._opening: int | None = None
-        self._turn = 0
-        self._caps = capabilities.caps(WIRE, model)
-        capabilities.applied(WIRE, model, self.info)
-        Recorded.__init__(self, self._caps.images)
+    def _user_message(self, text: str, images: Sequence[Image]) -> dict:
+        return {"role": "user", "content": user_blocks(text, images)}
 
-    def _append_user(self, blocks: list[dict]) -> None:
-        if not blocks:
-            return
-        if self.messages and self.messages[-1]["role"] == "user":
-            self.messages[-1]["content"].extend(blocks)
-        else:
-            self.messages.append({"role": "user", "content": blocks})
-        if self._opening is None:
-            self._opening = len(self.messages) - 1
-
-    def user(self, text: str, images: Sequence[Image] = ()) -> None:
-        text, images = self.withhold(text, images)
-        blocks = user_blocks(text, images)
-        self.ledger.add(blocks, images, _is_image)
-        self._append_user(blocks)
-
-    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        pairs = self.withhold_results(pairs)
+    def _result_messages(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[dict]:
         blocks = result_blocks(pairs)
+        return [{"role": "user", "content": blocks}] if blocks else []
+
+    def _result_images(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[Image]:
         # The images of error results trail the results (see result_blocks): the order the blocks hold them.
         inline = [i for _, out in pairs if not out.is_error for i in out.images]
-        trailing = [i for _, out in pairs if out.is_error for i in out.images]
-        self.ledger.add(blocks, inline + trailing, _is_image)
-        self._append_user(blocks)
-
-    def notes(self, text: str) -> None:
-        self._append_user([{"type": "text", "text": notes_text(text)}])
-
-    def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(self.messages, keep, window, is_image=_is_image, placeholder=_placeholder,
-                   opening=self._opening, ledger=self.ledger)  # fmt: skip
+        return inline + [i for _, out in pairs if out.is_error for i in out.images]
 
     def params(self) -> dict:
         p: dict[str, Any] = {
@@ -327,13 +264,10 @@ class AnthropicAgent(Recorded):
             p["temperature"] = self.options.temperature
         return p
 
-    def _call(self) -> dict:
-        self._caps = capabilities.caps(WIRE, self.model_id)  # what an earlier episode learned, at once
-        params = self.params()
-        self._sent = {"stream": True, **params} if self.stream else params
+    def _call(self, body: dict) -> dict:
         if not self.stream:
-            return self.client.messages.create(**params, **clock.timeout()).model_dump(mode="json")
-        events = self.client.messages.create(stream=True, **params, **clock.timeout())
+            return self.client.messages.create(**body, **clock.timeout()).model_dump(mode="json")
+        events = self.client.messages.create(**body, **clock.timeout())
         partial: dict = {}
         try:
             with events, reading_stream(sdk("anthropic"), events, lambda: partial_turn(partial)):
@@ -344,48 +278,27 @@ class AnthropicAgent(Recorded):
                 exc.partial_usage = usage_from_wire(partial["usage"])  # type: ignore[attr-defined]
             raise
 
-    def step(self) -> Turn:
-        log: list[Attempt] = []
-        policy = persist(self.options.max_retries)
-        url = str(self.client.base_url)
-        turn: Turn | None = None
-        self._turn += 1
-        for asked in range(1 + MAX_CONTINUATIONS):
-            msg = self._request(policy, url, log)
-            if self.keep_raw:
-                self.last_raw = exchange(self._sent, msg, _is_image, self.ledger.frame)
-            part, content = turn_from_message(msg)
-            turn = part if turn is None else merge_turns(turn, part)
-            if content:
-                self._append_assistant(content)
-            if part.stop != "pause_turn" or asked == MAX_CONTINUATIONS:
+    def _take(self, reply: dict) -> Turn:
+        turn, content = turn_from_message(reply)
+        if content:
+            self._append({"role": "assistant", "content": content})
+        return turn
+
+    def _ask(self, log: list[Attempt]) -> Turn:
+        turn = super()._ask(log)
+        for _ in range(MAX_CONTINUATIONS):
+            if turn.stop != "pause_turn":
                 break
-            # The API paused its own server-tool loop: the paused reply goes back as the last assistant
+            # The API paused its own server-tool loop: the paused reply went back as the last assistant
             # message, unchanged, and the same request asks the model to go on from it.
             self.info["pause_turn_continuations"] = self.info.get("pause_turn_continuations", 0) + 1
-        assert turn is not None
-        return settle(turn, log, self.model_id, "anthropic")
+            turn = merge_turns(turn, super()._ask(log))
+        return turn
 
-    def _request(self, policy: Any, url: str, log: list[Attempt]) -> dict:
-        """One reply; a 400 refusing a feature the request carried (adaptive thinking on a model that only
-        knows budgets) is asked again, once, with what the model accepts."""
-        while True:
-            try:
-                seconds = clock.request_seconds(self.options)
-                return request(self._call, sdk("anthropic"), route=self.model_id, url=url, policy=policy,
-                               log=log, timeout=seconds)  # fmt: skip
-            except EndpointError as exc:
-                used, sent = self._caps, self._sent or {}
-                change = claude_refused(exc.__cause__, sent, used)
-                words = functools.partial(claude_words, self.thinking, max_tokens=self.options.max_tokens)
-                if not capabilities.fall_back(
-                    exc, WIRE, self.model_id, used, change, words, self.info, self._turn
-                ):
-                    raise
+    def _refused(self, exc: EndpointError, sent: dict) -> dict | None:
+        """A 400 refusing a feature the request carried (adaptive thinking on a model that only knows
+        budgets): asked again with what the model accepts."""
+        return claude_refused(exc.__cause__, sent, self._caps)
 
-    def _append_assistant(self, content: list[dict]) -> None:
-        # A continued reply extends the paused one: one assistant message, as the API joins them anyway.
-        if self.messages and self.messages[-1]["role"] == "assistant":
-            self.messages[-1]["content"].extend(content)
-        else:
-            self.messages.append({"role": "assistant", "content": content})
+    def _words(self, caps: Caps) -> str:
+        return claude_words(self.thinking, caps, self.options.max_tokens)

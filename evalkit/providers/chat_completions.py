@@ -7,124 +7,44 @@ results. Replies are streamed with usage; servers that ignore `max_tokens` are h
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Sequence
 from typing import Any
 
-from evalkit.errors import ConfigError, EndpointError, ModelFailure
-from evalkit.providers import capabilities, clock, openai_wire
+from evalkit.errors import EndpointError, ModelFailure
 from evalkit.providers import images as imgs
-from evalkit.providers.attempts import (
-    FALLBACK,
-    StreamError,
-    persist,
-    reading_stream,
-    request,
-    settle,
-)
-from evalkit.providers.common import (
-    Recorded,
-    data_url,
-    exchange,
-    load_env,
-    make_call,
-    notes_text,
-    sdk,
-    shared_client,
-    wire_args,
-)
-from evalkit.providers.health import ProviderHealth, Routes, error_fields, provider_failure
-from evalkit.providers.thinking import chat_words
+from evalkit.providers import openai_wire
+from evalkit.providers.agent import WireAgent
+from evalkit.providers.attempts import Policy, StreamError, reading_stream
+from evalkit.providers.capabilities import Caps
+from evalkit.providers.common import data_url, make_call, sdk, sdk_client, wire_args
+
+# Where requests go is `endpoints`; the names imported "as" themselves are this provider module's face,
+# which `evalkit.providers.make_agent` reads here.
+from evalkit.providers.endpoints import HF_ROUTER_DEFAULT as HF_ROUTER_DEFAULT
+from evalkit.providers.endpoints import endpoint, route_models
+from evalkit.providers.endpoints import endpoint_url as endpoint_url
+from evalkit.providers.endpoints import required_keys as required_keys
+from evalkit.providers.endpoints import required_urls as required_urls
+from evalkit.providers.health import error_fields, provider_failure
+from evalkit.providers.thinking import EFFORTS, chat_words
 from evalkit.providers.thinking_off import OffChoice, probe
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
-HF_ROUTER_DEFAULT: str | None = None
-"""The router's base URL when `HF_ROUTER_URL` is not set (left for the project to fill in)."""
 CHAR_CAP_PER_TOKEN = 5
 JPEG_OVER = 150_000
 HARNESS_CAP = "length (harness cap)"
-EFFORTS = ("low", "medium", "high")
 REJECT_REASONING = ("reasoner", "-r1")
 """Parts of a DeepSeek model name whose API refuses `reasoning_content` in the history."""
 REFUSAL = "refusal"
 
 
-def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
-    load_env()
-    return {"hf": [["HF_TOKEN"]], "vllm": []}.get(provider or "", [["OPENAI_API_KEY"]])
-
-
-def required_urls(model: str, provider: str | None = None) -> list[str]:
-    """The endpoint variables a spec needs: the router's and the user's own server have no default."""
-    load_env()
-    if provider == "hf" and not HF_ROUTER_DEFAULT:
-        return ["HF_ROUTER_URL"]
-    return ["VLLM_BASE_URL"] if provider == "vllm" else []
-
-
-def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
-    """(the base URL requests go to, where it was set), for the reachability check before a run."""
-    load_env()
-    if provider == "hf":
-        return os.environ.get("HF_ROUTER_URL") or HF_ROUTER_DEFAULT or "", "HF_ROUTER_URL"
-    if provider == "vllm":
-        return os.environ.get("VLLM_BASE_URL", ""), "VLLM_BASE_URL"
-    openai = sdk("openai")
-    return str(openai.OpenAI(api_key="-").base_url), "OPENAI_BASE_URL"
-
-
-def endpoint(provider: str) -> dict:
-    """Client arguments; openai-chat needs none (the SDK reads OPENAI_BASE_URL and OPENAI_API_KEY)."""
-    if provider == "hf":
-        url = os.environ.get("HF_ROUTER_URL") or HF_ROUTER_DEFAULT
-        if not url:
-            raise ConfigError("set HF_ROUTER_URL to the Hugging Face router's OpenAI-compatible base URL")
-        return {"base_url": url, "api_key": os.environ.get("HF_TOKEN")}
-    if provider == "vllm":
-        url = os.environ.get("VLLM_BASE_URL")
-        if not url:
-            raise ConfigError("set VLLM_BASE_URL to your server's OpenAI-compatible base URL (…/v1)")
-        # A local server may need no key, but the SDK insists on one.
-        return {
-            "base_url": url,
-            "api_key": os.environ.get("VLLM_API_KEY") or os.environ.get("HF_TOKEN") or "none",
-        }
-    return {}
-
-
-def route_models(model: str, provider: str) -> list[str]:
-    """`org/m:a|b` on the hf router → [`org/m:a`, `org/m:b`], tried in turn."""
-    if provider != "hf" or "|" not in model:
-        return [model]
-    base, _, routes = model.rpartition(":")
-    return [f"{base}:{r}" for r in routes.split("|") if r]
-
-
 def create(
-    model: str,
-    thinking: str | None,
-    *,
-    system: str,
-    tools: list[ToolSpec],
-    options: AgentOptions,
-    provider: str = "openai-chat",
-    health: ProviderHealth | None = None,
+    model: str, thinking: str | None, *, options: AgentOptions, provider: str = "openai-chat", **kw: Any
 ) -> ChatAgent:
-    openai = sdk("openai")
-    load_env()
-    # Retries are made by evalkit.providers.attempts, where each request is seen and accounted for.
-    client = shared_client(
-        openai,
-        "OpenAI",
-        "OPENAI_",
-        max_retries=0,
-        timeout=clock.request_seconds(options),
-        **endpoint(provider),
-    )
-    return ChatAgent(
-        client, model, thinking, system=system, tools=tools, options=options, provider=provider, health=health
-    )
+    """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools,
+    the run's health…"""
+    client = sdk_client("openai", "OpenAI", "OPENAI_", options, lambda: endpoint(provider))
+    return ChatAgent(client, model, thinking, options=options, provider=provider, **kw)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -207,18 +127,7 @@ def split_think(text: str) -> tuple[str, str]:
 
 
 def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
-    u = u or {}
-    prompt = u.get("prompt_tokens_details") or {}
-    completion = u.get("completion_tokens_details") or {}
-    cached, written = prompt.get("cached_tokens") or 0, prompt.get("cache_write_tokens") or 0
-    return Usage(
-        input=max(0, (u.get("prompt_tokens") or 0) - cached - written),
-        output=u.get("completion_tokens") or 0,
-        cache_read=cached,
-        cache_write=written,
-        reasoning_tokens=completion.get("reasoning_tokens") or 0,
-        reasoning_chars=reasoning_chars,
-    )
+    return openai_wire.usage(u, reasoning_chars, "prompt", "completion")
 
 
 class Accumulator:
@@ -310,15 +219,7 @@ def turn_from_completion(resp: dict) -> Turn:
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
-def _is_image(part: dict) -> bool:
-    return part.get("type") == "image_url"
-
-
-def _placeholder() -> dict:
-    return {"type": "text", "text": imgs.PLACEHOLDER}
-
-
-class ChatAgent(Recorded):
+class ChatAgent(WireAgent):
     """One episode's conversation over chat completions.
 
     Behind a router spec with several providers (`org/m:a|b`), the episode starts on the first provider the
@@ -326,83 +227,38 @@ class ChatAgent(Recorded):
     that is the provider's; then the next is tried at once. Every switch goes to `info["provider_switches"]`.
     """
 
-    stream = True
+    provider = "openai-chat"
+    sdk_name = "openai"
+    image_type = "image_url"
+    joins = ("user",)  # templates that insist on alternating roles reject two user messages in a row
+    streamed = {"stream": True, "stream_options": {"include_usage": True}}
+    tool_to_wire = staticmethod(tool_to_wire)
 
-    def __init__(
-        self,
-        client: Any,
-        model: str,
-        thinking: str | None,
-        *,
-        system: str,
-        tools: list[ToolSpec],
-        options: AgentOptions,
-        provider: str = "openai-chat",
-        health: ProviderHealth | None = None,
-    ):
-        self.client = client
-        self.provider = provider
-        self.info: dict = {}
-        self.routes = Routes(
-            route_models(model, provider),
-            health if health is not None else ProviderHealth(),
-            lambda switch: self.info.setdefault("provider_switches", []).append(switch),
+    def __init__(self, client: Any, model: str, thinking: str | None, *, provider: str = "openai-chat", **kw):
+        super().__init__(
+            client, model, thinking, provider=provider, routes=route_models(model, provider), **kw
         )
-        self.model = f"{provider}:{model}" + (f"@{thinking}" if thinking else "")
-        self.wire = "openai" if provider == "openai-chat" else "chat"
-        """The capability table's wire: OpenAI's own models by their names; a router's or the user's own
-        server's models are not in it, and learn from their 400s alone."""
-        self.thinking = thinking
-        self.tools = [tool_to_wire(t) for t in tools]
-        self.options = options
         # OpenAI's own endpoint wants the newer name; the router and vLLM take the classic one.
         self.limit_key = "max_completion_tokens" if provider == "openai-chat" else "max_tokens"
         self.shrink_over = JPEG_OVER if provider == "hf" else None
-        self.messages: list[dict] = [{"role": "system", "content": system}] if system else []
+        if self.system:
+            self.messages.append({"role": "system", "content": self.system})
         self.off: dict[str, OffChoice] = {}
         """The thinking-off switch found for each route probed."""
-        self._opening: int | None = None
-        self._turn = 0
-        Recorded.__init__(self, capabilities.caps(self.wire, model).images)
-
-    def user(self, text: str, images: Sequence[Image] = ()) -> None:
-        text, images = self.withhold(text, images)
-        parts = ([{"type": "text", "text": text}] if text else []) + [
-            image_part(i, self.shrink_over) for i in images
-        ]
-        self.ledger.add(parts, images, _is_image)
-        last = self.messages[-1] if self.messages else None
-        # Templates that insist on alternating roles reject two user messages in a row.
-        if last and last["role"] == "user" and isinstance(last["content"], list):
-            last["content"] += parts
-        else:
-            self.messages.append({"role": "user", "content": parts})
-        if self._opening is None:
-            self._opening = len(self.messages) - 1
-
-    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        pairs = self.withhold_results(pairs)
-        msgs = result_messages(pairs, self.shrink_over)
-        self.ledger.add(msgs, [i for _, o in pairs for i in o.images], _is_image)
-        self.messages += msgs
-
-    def notes(self, text: str) -> None:
-        self.user(notes_text(text))
-
-    def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(self.messages, keep, window, is_image=_is_image, placeholder=_placeholder,
-                   opening=self._opening, ledger=self.ledger)  # fmt: skip
+        self._shrunk_at = 0
 
     @property
-    def route(self) -> str:
-        """The provider route in use (the first, before the first step chose one)."""
-        return self.routes.current or self.routes.routes[0]
+    def wire(self) -> str:  # type: ignore[override]
+        """The capability table's wire: OpenAI's own models by their names; a router's or the user's own
+        server's models are not in it, and learn from their 400s alone."""
+        return "openai" if self.provider == "openai-chat" else "chat"
 
-    @property
-    def answered_by(self) -> str:
-        """The provider of the route in use: behind the router (`org/m:a`), `a`; else the spec's provider."""
-        route = self.route
-        return route.rpartition(":")[2] if self.provider == "hf" and ":" in route else self.provider
+    def _user_message(self, text: str, images: Sequence[Image]) -> dict:
+        parts = [{"type": "text", "text": text}] if text else []
+        return {"role": "user", "content": parts + [image_part(i, self.shrink_over) for i in images]}
+
+    def _result_messages(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[dict]:
+        return result_messages(pairs, self.shrink_over)
 
     def params(self) -> dict:
         route = self.route
@@ -413,8 +269,7 @@ class ChatAgent(Recorded):
         }
         if self.tools:
             p["tools"] = self.tools
-        caps = capabilities.caps(self.wire, route)
-        if self.thinking in EFFORTS and caps.reasoning and caps.effort:
+        if self.thinking in EFFORTS and self._caps.reasoning and self._caps.effort:
             p["reasoning_effort"] = self.thinking
         elif self.thinking == "off" and route in self.off:
             p.update(self.off[route].params)
@@ -424,16 +279,13 @@ class ChatAgent(Recorded):
             p["seed"] = self.options.seed
         return p
 
-    def _call(self) -> dict:
-        params = self.params()
-        streamed = {"stream": True, "stream_options": {"include_usage": True}}
-        self._sent = {**streamed, **params} if self.stream else params
+    def _call(self, body: dict) -> dict:
         if not self.stream:
-            return self._post(params, stream=False)
+            return self._post(body, stream=False)
         acc = Accumulator()
         cap = CHAR_CAP_PER_TOKEN * self.options.max_tokens
         openai = sdk("openai")
-        chunks = self._post({**streamed, **params}, stream=True)
+        chunks = self._post(body, stream=True)
         try:
             with chunks, reading_stream(openai, chunks, acc.partial):
                 for chunk in chunks:
@@ -459,95 +311,60 @@ class ChatAgent(Recorded):
             {"turn": self._turn, "route": self.route, "finish": acc.finish, "code": body.get("code")}
         )
 
-    def _post(self, params: dict, stream: bool) -> Any:
+    def _post(self, sent: dict, stream: bool) -> Any:
         """POST the request as evalkit built it (`openai_wire.post`): the reply as the server's JSON."""
-        body = dict(params)
+        body = dict(sent)
         body.update(body.pop("extra_body", None) or {})  # as the SDK merges `extra_body` into the JSON
         return openai_wire.post(self.client, "/chat/completions", body, stream)
 
-    def step(self) -> Turn:
-        openai = sdk("openai")
-        self._turn += 1
-        log: list[Attempt] = []
-        shrunk = False
-        self.routes.begin(self._turn)
-        if self._turn == 1:
-            capabilities.applied(self.wire, self.route, self.info)
-        while True:
-            # With another provider behind this one, a failure moves on at once instead of retrying here.
-            policy = FALLBACK if self.routes.fallback_left else persist(self.options.max_retries)
-            try:
-                if self.thinking == "off" and self.route not in self.off:
-                    self._probe(policy, log)
-                url = str(self.client.base_url)
-                resp = request(self._call, openai, route=self.route, url=url, policy=policy, log=log,
-                               timeout=clock.request_seconds(self.options))  # fmt: skip
-                self.routes.succeeded()
-                break
-            except (EndpointError, ModelFailure) as exc:
-                last, cause = exc.attempts[-1], exc.__cause__
-                if isinstance(exc, EndpointError) and self._fell_back(exc):
-                    continue
-                # A prompt past the context (or the server's limit of images) may fit without its old images.
-                overflow = isinstance(exc, ModelFailure) and exc.kind == "context_overflow"
-                if (
-                    not shrunk
-                    and (overflow or isinstance(exc, EndpointError))
-                    and self._shrink_rejected(last, cause)
-                ):
-                    shrunk = True
-                    continue
-                if isinstance(exc, ModelFailure) or not provider_failure(last, cause):
-                    raise
-                if not self.routes.failed(last, self._turn):
-                    raise
+    def _take(self, reply: dict) -> Turn:
         if self.thinking == "off":
             self.info["thinking_off_method"] = self.off[self.route].method
-        if self.keep_raw:
-            self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
-        turn = settle(turn_from_completion(resp), log, self.route, self.answered_by)
-        turn.usage_known = turn.usage_known and bool(resp.get("usage"))
-        msg = assistant_message(turn, sends_reasoning(self.route, self.options.send_reasoning))
-        if msg:
-            self.messages.append(msg)
+        turn = turn_from_completion(reply)
+        turn.usage_known = turn.usage_known and bool(reply.get("usage"))
+        message = assistant_message(turn, sends_reasoning(self.route, self.options.send_reasoning))
+        if message:
+            self.messages.append(message)
         return turn
 
-    def _fell_back(self, exc: EndpointError) -> bool:
+    def _refused(self, exc: EndpointError, sent: dict) -> dict | None:
         """A 400 whose `param` names `reasoning_effort`, which the request carried: the route is asked
         without it, now and from now on (a model that is no reasoning model, such as gpt-4.1)."""
-        sent = self._sent or {}
         fields = error_fields(exc.__cause__)
         bad = exc.status == 400 and fields.get("param") == "reasoning_effort" and "reasoning_effort" in sent
-        used = capabilities.caps(self.wire, self.route)
-        words = functools.partial(chat_words, self.thinking)
-        return capabilities.fall_back(exc, self.wire, self.route, used, {"effort": False} if bad else None,
-                                      words, self.info, self._turn)  # fmt: skip
+        return {"effort": False} if bad else None
 
-    def _probe(self, policy: Any, log: list[Attempt]) -> None:
+    def _words(self, caps: Caps) -> str:
+        return chat_words(self.thinking, caps)
+
+    def _ready(self, policy: Policy, log: list[Attempt]) -> None:
+        """`@off` on a route not probed yet: find the switch that turns its thinking off."""
+        if self.thinking != "off" or self.route in self.off:
+            return
         choice, spent = probe(
-            self.client,
-            self.route,
-            self.limit_key,
-            policy=policy,
-            log=log,
-            tool_to_wire=tool_to_wire,
-            turn_from_completion=turn_from_completion,
-        )
+            self.client, self.route, self.limit_key, policy=policy, log=log,
+            tool_to_wire=tool_to_wire, turn_from_completion=turn_from_completion,
+        )  # fmt: skip
         self.off[self.route] = choice
         self.info.setdefault("thinking_off", {})[self.route] = choice.to_dict()
         if spent != Usage():
             self.info["probe_usage"] = (Usage.from_dict(self.info.get("probe_usage")) + spent).to_dict()
 
-    def _shrink_rejected(self, last: Attempt, cause: BaseException | None) -> bool:
-        """A prompt the server refused (413; or a 400 that does not name the provider, as servers that cap
-        the images per request or the context length send): every later image but the newest goes and the
-        request is made once more; the opening message, with the target, stays. True if it dropped any."""
+    def _mended(self, exc: EndpointError | ModelFailure) -> bool:
+        """A prompt the server refused (413; a 400 that does not name the provider, as servers that cap the
+        images per request or the context length send; a prompt past the context window): every later image
+        but the newest goes and the request is made once more (once a step); the opening message, with the
+        target, stays."""
+        overflow = isinstance(exc, ModelFailure) and exc.kind == "context_overflow"
+        if self._shrunk_at == self._turn or not (overflow or isinstance(exc, EndpointError)):
+            return False
+        last, cause = exc.attempts[-1], exc.__cause__
         if last.status not in (400, 413) or provider_failure(last, cause):
             return False
-        if len(imgs.droppable(self.messages, self._opening, _is_image)) <= 1:
+        if len(imgs.droppable(self.messages, self._opening, self.is_image)) <= 1:
             return False
-        dropped = imgs.keep_newest(self.messages, 1, is_image=_is_image, placeholder=_placeholder,
-                                   opening=self._opening, ledger=self.ledger)  # fmt: skip
+        dropped = self.keep_newest_images(1)
+        self._shrunk_at = self._turn
         code = error_fields(cause).get("code")
         self.info.setdefault("rejected_prompt_prunes", []).append(
             {"turn": self._turn, "route": self.route, "status": last.status, "code": code, "dropped": dropped}

@@ -1,23 +1,25 @@
-"""What the wire-API adapters share: keys from `.env`, tool-argument parsing, and the texts the harness itself
-says to a model. (How requests are retried and accounted for is `evalkit.providers.attempts`.)"""
+"""What the wire modules share beside their agents' base (`evalkit.providers.agent`): keys from `.env`, the
+SDK clients, tool-argument parsing, the texts the harness itself says to a model, raw bodies for the record.
+(How requests are retried and accounted for is `evalkit.providers.attempts`.)"""
 
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import importlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from dotenv import find_dotenv, load_dotenv
+
 from evalkit.errors import ConfigError
-from evalkit.providers.images import Ledger
-from evalkit.types import Call, Image, ToolOutcome
+from evalkit.providers import clock
+from evalkit.types import AgentOptions, Call
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +42,6 @@ def load_env(env_file: str | os.PathLike | None = None) -> Path | None:
 
     Variables already set in the environment win. Returns the file read, if any.
     """
-    from dotenv import find_dotenv, load_dotenv
-
     if env_file is not None:
         path = Path(env_file)
         if not path.is_file():
@@ -70,7 +70,9 @@ def user_file(variable: str, name: str) -> Path | None:
 
 
 def sdk(name: str, extra: str = "") -> ModuleType:
-    """Import a provider SDK, or say how to install it."""
+    """Import a provider SDK, or say how to install it. The wire modules import their SDK only through this,
+    when a request is made: a missing SDK never breaks the offline agents, and importing a wire module (or
+    `evalkit.run`) costs no SDK's start-up (tests/providers/test_agent.py checks it)."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
@@ -106,6 +108,26 @@ def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) 
             extra = {"http_client": module.DefaultHttpxClient(verify=False)} if plain else {}
             client = _clients[key] = getattr(module, cls)(**kwargs, **extra)
     return client
+
+
+def sdk_client(
+    name: str, cls: str, env_prefix: str, options: AgentOptions, endpoint: Callable[[], dict] = dict
+) -> Any:
+    """The shared client (`shared_client`) of SDK `name` for an agent with `options`, once `.env` is loaded;
+    `endpoint()` gives the arguments of a server the SDK's own variables do not name. The SDK's retries are
+    off: every request is made by `evalkit.providers.attempts`, where each is seen and accounted for, and
+    `clock` bounds its time."""
+    module = sdk(name)
+    load_env()
+    timeout = clock.request_seconds(options)
+    return shared_client(module, cls, env_prefix, max_retries=0, timeout=timeout, **endpoint())
+
+
+def sdk_endpoint(name: str, cls: str, variable: str) -> tuple[str, str]:
+    """(the base URL a client of SDK `name` sends to, the `variable` that sets it), for the reachability check
+    before a run."""
+    load_env()
+    return str(getattr(sdk(name), cls)(api_key="-").base_url), variable
 
 
 def release_clients() -> None:
@@ -192,43 +214,3 @@ def exchange(sent: dict | None, response: Any, is_image: Any, frame: Any) -> dic
     """The raw request and response of one model call, as `--save-raw` keeps them; a streamed response is
     the message its events assembled."""
     return {"request": snapshot(sent or {}, is_image, frame), "response": response}
-
-
-class Recorded:
-    """What a wire adapter keeps for the record beside its history: which images each block holds (so that a
-    prune can name what it dropped), and with `keep_raw` the last call's request and response."""
-
-    def __init__(self, takes_images: bool = True) -> None:
-        self.ledger = Ledger()
-        self.keep_raw = False
-        """Keep the last call's request and response in `last_raw` (`--save-raw`)."""
-        self.last_raw: dict | None = None
-        self._sent: dict | None = None
-        self.takes_images = takes_images
-        """False for a model that accepts no image inputs (`evalkit.providers.capabilities`): its images are
-        replaced by a line saying so, counted in `info["images_withheld"]`."""
-
-    def withhold(self, text: str, images: Sequence[Image]) -> tuple[str, list[Image]]:
-        """(text, images) as this model can take them: a model without image inputs gets a line instead."""
-        if self.takes_images or not images:
-            return text, list(images)
-        info = getattr(self, "info", None)
-        if isinstance(info, dict):
-            info["images_withheld"] = info.get("images_withheld", 0) + len(images)
-        line = f"[{len(images)} image(s) not shown: this model takes no image input]"
-        return (f"{text}\n{line}" if text else line), []
-
-    def withhold_results(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[tuple[Call, ToolOutcome]]:
-        """Tool results as this model can take them (`withhold`)."""
-        if self.takes_images:
-            return pairs
-        kept = []
-        for call, out in pairs:
-            text, images = self.withhold(out.text, out.images)
-            kept.append((call, dataclasses.replace(out, text=text, images=images)))
-        return kept
-
-    @property
-    def dropped_images(self) -> list[str]:
-        """Frame paths of the images an image budget (or a refused prompt) took out, oldest first."""
-        return self.ledger.dropped

@@ -6,27 +6,17 @@ the input, so the history stays ours (old images can be pruned) while the model 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from evalkit.errors import EndpointError
-from evalkit.providers import capabilities, clock, openai_wire
-from evalkit.providers import images as imgs
-from evalkit.providers.attempts import StreamError, persist, reading_stream, request, settle
-from evalkit.providers.common import (
-    Recorded,
-    data_url,
-    exchange,
-    load_env,
-    make_call,
-    notes_text,
-    sdk,
-    shared_client,
-    wire_args,
-)
+from evalkit.providers import openai_wire
+from evalkit.providers.agent import WireAgent
+from evalkit.providers.attempts import StreamError, reading_stream
+from evalkit.providers.capabilities import Caps
+from evalkit.providers.common import data_url, load_env, make_call, sdk, sdk_client, sdk_endpoint, wire_args
 from evalkit.providers.thinking import responses_params, responses_refused, responses_words
-from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
+from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 WIRE = "openai"
 
@@ -37,26 +27,14 @@ def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
 
 
 def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
-    """(the base URL requests go to, where it was set), for the reachability check before a run."""
-    load_env()
-    return str(sdk("openai").OpenAI(api_key="-").base_url), "OPENAI_BASE_URL"
+    return sdk_endpoint("openai", "OpenAI", "OPENAI_BASE_URL")
 
 
-def create(
-    model: str,
-    thinking: str | None,
-    *,
-    system: str,
-    tools: list[ToolSpec],
-    options: AgentOptions,
-    provider: str = "openai",
-) -> ResponsesAgent:
-    openai = sdk("openai")
-    load_env()
-    # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself. Retries are made by
-    # evalkit.providers.attempts, where each request is seen and accounted for.
-    client = shared_client(openai, "OpenAI", "OPENAI_", max_retries=0, timeout=clock.request_seconds(options))
-    return ResponsesAgent(client, model, thinking, system=system, tools=tools, options=options)
+def create(model: str, thinking: str | None, *, options: AgentOptions, **kw: Any) -> ResponsesAgent:
+    """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools…"""
+    # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
+    client = sdk_client("openai", "OpenAI", "OPENAI_", options)
+    return ResponsesAgent(client, model, thinking, options=options, **kw)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -93,18 +71,7 @@ def result_item(call: Call, out: ToolOutcome) -> dict:
 
 
 def usage_from_wire(u: dict | None, reasoning_chars: int = 0) -> Usage:
-    u = u or {}
-    inp = u.get("input_tokens_details") or {}
-    out = u.get("output_tokens_details") or {}
-    cached, written = inp.get("cached_tokens") or 0, inp.get("cache_write_tokens") or 0
-    return Usage(
-        input=max(0, (u.get("input_tokens") or 0) - cached - written),
-        output=u.get("output_tokens") or 0,
-        cache_read=cached,
-        cache_write=written,
-        reasoning_tokens=out.get("reasoning_tokens") or 0,
-        reasoning_chars=reasoning_chars,
-    )
+    return openai_wire.usage(u, reasoning_chars, "input", "output")
 
 
 def turn_from_response(resp: dict) -> tuple[Turn, list[dict]]:
@@ -206,69 +173,31 @@ def without_nulls(value: Any) -> Any:
 # ---- the agent ---------------------------------------------------------------------------------------------
 
 
-def _is_image(part: dict) -> bool:
-    return part.get("type") == "input_image"
-
-
-def _placeholder() -> dict:
-    return {"type": "input_text", "text": imgs.PLACEHOLDER}
-
-
-class ResponsesAgent(Recorded):
+class ResponsesAgent(WireAgent):
     """One episode's conversation with a model behind the Responses API."""
 
-    stream = True
+    wire = WIRE
+    provider = "openai"
+    sdk_name = "openai"
+    image_type = "input_image"
+    text_type = "input_text"
+    tool_to_wire = staticmethod(tool_to_wire)
 
-    def __init__(
-        self,
-        client: Any,
-        model: str,
-        thinking: str | None,
-        *,
-        system: str,
-        tools: list[ToolSpec],
-        options: AgentOptions,
-    ):
-        self.client = client
-        self.model_id = model
-        self.model = f"openai:{model}" + (f"@{thinking}" if thinking else "")
-        self.thinking = thinking
-        self.system = system
-        self.tools = [tool_to_wire(t) for t in tools]
-        self.options = options
-        self.items: list[dict] = []
-        self.info: dict = {}
-        self._opening: int | None = None
-        self._turn = 0
-        self._caps = capabilities.caps(WIRE, model)
-        capabilities.applied(WIRE, model, self.info)
-        Recorded.__init__(self, self._caps.images)
+    @property
+    def items(self) -> list[dict]:
+        """The input items: this API's name for the history."""
+        return self.messages
 
-    def user(self, text: str, images: Sequence[Image] = ()) -> None:
-        text, images = self.withhold(text, images)
-        item = user_item(text, images)
-        self.ledger.add(item, images, _is_image)
-        self.items.append(item)
-        if self._opening is None:
-            self._opening = len(self.items) - 1
+    def _user_message(self, text: str, images: Sequence[Image]) -> dict:
+        return user_item(text, images)
 
-    def results(self, pairs: list[tuple[Call, ToolOutcome]]) -> None:
-        pairs = self.withhold_results(pairs)
-        items = [result_item(c, o) for c, o in pairs]
-        self.ledger.add(items, [i for _, o in pairs for i in o.images], _is_image)
-        self.items += items
-
-    def notes(self, text: str) -> None:
-        self.user(notes_text(text))
-
-    def prune_images(self, keep: int, window: int | None = None) -> None:
-        imgs.prune(self.items, keep, window, is_image=_is_image, placeholder=_placeholder,
-                   opening=self._opening, ledger=self.ledger)  # fmt: skip
+    def _result_messages(self, pairs: list[tuple[Call, ToolOutcome]]) -> list[dict]:
+        return [result_item(c, o) for c, o in pairs]
 
     def params(self) -> dict:
         p: dict[str, Any] = {
             "model": self.model_id,
-            "input": self.items,
+            "input": self.messages,
             "store": False,
             "max_output_tokens": self.options.max_tokens,
         }
@@ -284,49 +213,24 @@ class ResponsesAgent(Recorded):
             p["temperature"] = self.options.temperature
         return p
 
-    def _call(self) -> dict:
-        self._caps = capabilities.caps(WIRE, self.model_id)  # what an earlier episode learned, at once
-        params = self.params()
-        self._sent = {"stream": True, **params} if self.stream else params
-        if self.stream:
-            events = openai_wire.post(self.client, "/responses", self._sent, stream=True)
-            seen = Seen()
-            with events, reading_stream(sdk("openai"), events, seen.turn):
-                return final_response(events, seen)
-        return without_nulls(openai_wire.post(self.client, "/responses", params, stream=False))
+    def _call(self, body: dict) -> dict:
+        if not self.stream:
+            return without_nulls(openai_wire.post(self.client, "/responses", body, stream=False))
+        events = openai_wire.post(self.client, "/responses", body, stream=True)
+        seen = Seen()
+        with events, reading_stream(sdk("openai"), events, seen.turn):
+            return final_response(events, seen)
 
-    @property
-    def messages(self) -> list[dict]:
-        """The input items: this API's history, under the name the other adapters use."""
-        return self.items
-
-    def step(self) -> Turn:
-        openai = sdk("openai")
-        log: list[Attempt] = []
-        kw = dict(
-            route=self.model_id,
-            url=str(self.client.base_url),
-            policy=persist(self.options.max_retries),
-            timeout=clock.request_seconds(self.options),
-        )
-        self._turn += 1
-        while True:
-            try:
-                resp = request(self._call, openai, log=log, **kw)
-                break
-            except EndpointError as exc:
-                # A refused reasoning field is asked again without it; any other refusal (an oversized
-                # image) is not ours to mend.
-                used = self._caps
-                change = responses_refused(exc.__cause__, self._sent or {}, used)
-                words = functools.partial(responses_words, self.thinking)
-                if not capabilities.fall_back(exc, WIRE, self.model_id, used, change, words, self.info,
-                                              self._turn):  # fmt: skip
-                    raise
-        if self.keep_raw:
-            self.last_raw = exchange(self._sent, resp, _is_image, self.ledger.frame)
-        turn, carried = turn_from_response(resp)
-        self.items += carried
-        turn = settle(turn, log, self.model_id, "openai")
-        turn.usage_known = turn.usage_known and bool(resp.get("usage"))
+    def _take(self, reply: dict) -> Turn:
+        turn, carried = turn_from_response(reply)
+        self.messages += carried
+        turn.usage_known = turn.usage_known and bool(reply.get("usage"))
         return turn
+
+    def _refused(self, exc: EndpointError, sent: dict) -> dict | None:
+        """A refused reasoning field is asked again without it; any other refusal (an oversized image) is
+        not ours to mend."""
+        return responses_refused(exc.__cause__, sent, self._caps)
+
+    def _words(self, caps: Caps) -> str:
+        return responses_words(self.thinking, caps)

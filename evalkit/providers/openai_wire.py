@@ -1,5 +1,5 @@
 """Requests to an OpenAI endpoint (chat completions, responses) through the SDK's client, with the body as
-evalkit built it and the reply as the server's JSON.
+evalkit built it and the reply as the server's JSON; and the usage object both APIs report.
 
 The client keeps what makes the SDK the SDK on the wire: its auth, headers, timeout, error types and event
 stream. Two things of `create` are left out:
@@ -20,15 +20,15 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
+from evalkit.providers import clock
 from evalkit.providers.attempts import StreamError
 from evalkit.providers.common import sdk
+from evalkit.types import Usage
 
 
 def post(client: Any, path: str, body: dict, stream: bool) -> Any:
     """POST `body` to `path` as `create` does; the reply's JSON object (a StreamError when it is not one), or
     (`stream`) its events as dicts."""
-    from evalkit.providers import clock
-
     openai = sdk("openai")
     reply = client.post(
         path,
@@ -41,6 +41,23 @@ def post(client: Any, path: str, body: dict, stream: bool) -> Any:
     if not stream and not isinstance(reply, dict):
         raise StreamError(f"the reply is not a JSON object: {str(reply)[:200]!r}")
     return reply
+
+
+def usage(u: dict | None, reasoning_chars: int, prompt: str, completion: str) -> Usage:
+    """A usage object of OpenAI's: chat completions name its counts `prompt` and `completion`, the Responses
+    API `input` and `output` (`<name>_tokens`, `<name>_tokens_details`). Cached and cache-written tokens are
+    part of its prompt count, apart in a Usage."""
+    u = u or {}
+    details = u.get(f"{prompt}_tokens_details") or {}
+    cached, written = details.get("cached_tokens") or 0, details.get("cache_write_tokens") or 0
+    return Usage(
+        input=max(0, (u.get(f"{prompt}_tokens") or 0) - cached - written),
+        output=u.get(f"{completion}_tokens") or 0,
+        cache_read=cached,
+        cache_write=written,
+        reasoning_tokens=(u.get(f"{completion}_tokens_details") or {}).get("reasoning_tokens") or 0,
+        reasoning_chars=reasoning_chars,
+    )
 
 
 @functools.cache

@@ -12,9 +12,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from evalkit.errors import ConfigError, TraceError
-from evalkit.types import AgentOptions, Call, EpisodeRecord, Image, ToolOutcome, ToolSpec, Turn, Usage
+from evalkit.records.traces import find_record, trace_signature
+from evalkit.types import Call, EpisodeRecord, Image, ToolOutcome, Turn, Usage
 
 EXHAUSTED = "replay_exhausted"
 
@@ -29,8 +31,6 @@ def parse_target(model: str) -> tuple[Path, str]:
 
 def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
     """The recorded episode, or ConfigError: replaying something that is not there is a mistake in the ask."""
-    from evalkit.records.traces import trace_signature
-
     if not run_dir.is_dir():
         raise ConfigError(f"replay: no run directory {str(run_dir)!r}")
     # Cached on the trace's signature: a batch replays one record per episode and must not re-read the trace.
@@ -39,8 +39,6 @@ def _load_record(run_dir: Path, key: str) -> EpisodeRecord:
 
 @functools.lru_cache(maxsize=64)
 def _cached_record(run_dir: str, key: str, signature: tuple[int, int]) -> EpisodeRecord:
-    from evalkit.records.traces import find_record
-
     if not Path(run_dir).is_dir():
         raise ConfigError(f"replay: no run directory {str(run_dir)!r}")
     try:
@@ -95,14 +93,8 @@ class ReplayAgent:
         )
 
 
-def create(
-    model: str,
-    thinking: str | None = None,
-    *,
-    system: str = "",
-    tools: list[ToolSpec] | None = None,
-    options: AgentOptions | None = None,
-    provider: str = "replay",
-) -> ReplayAgent:
+def create(model: str, thinking: str | None = None, **kw: Any) -> ReplayAgent:
+    """The replay of one recorded episode; the system prompt, tools and options a provider's `create` takes
+    change nothing in it."""
     run_dir, key = parse_target(model)
     return ReplayAgent(_load_record(run_dir, key), f"replay:{model}")

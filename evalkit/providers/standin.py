@@ -20,6 +20,7 @@ that does not exist (a tool error), and an endpoint that fails for good from a c
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -32,6 +33,16 @@ import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from evalkit.providers.baseline.tracer import TracerAgent
+from evalkit.serving import ThreadedServer
+from evalkit.types import Call, Image, ToolOutcome, ToolSpec
 
 MODEL = "evalkit-standin"
 SPEC = f"anthropic:{MODEL}@low"
@@ -52,8 +63,6 @@ def _text_of(content: Any) -> str:
 
 
 def _images_of(blocks: list) -> list:
-    from evalkit.types import Image
-
     out = []
     for b in blocks or []:
         src = b.get("source") or {} if isinstance(b, dict) and b.get("type") == "image" else None
@@ -93,9 +102,6 @@ class Brain:
 
     def reply(self, body: dict) -> dict | None:
         """The assistant message (content blocks, stop reason, usage), or None when the endpoint is down."""
-        from evalkit.providers.baseline.tracer import TracerAgent
-        from evalkit.types import Call, ToolOutcome, ToolSpec
-
         index, msgs = self.index(body), body["messages"]
         turn = sum(m["role"] == "assistant" for m in msgs) + 1
         if self.quirk("endpoint_down", index) and turn >= 2:
@@ -202,16 +208,9 @@ def stream(msg: dict) -> list[bytes]:
 
 
 def app() -> Any:
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
-
     brain = Brain()
 
     async def messages(request: Request) -> Response:
-        import anyio
-
         body = await request.json()
         msg = await anyio.to_thread.run_sync(brain.reply, body)
         if msg is None:
@@ -233,8 +232,6 @@ class StandIn:
     table at it."""
 
     def __init__(self) -> None:
-        from evalkit.serving import ThreadedServer
-
         self.server = ThreadedServer(app(), name="standin")
         self.url = self.server.base_url
         fd, prices = tempfile.mkstemp(prefix="evalkit-standin-", suffix=".json")
@@ -263,8 +260,6 @@ class StandIn:
 def main(argv: list[str] | None = None) -> int:
     """`python -m evalkit.providers.standin -- COMMAND…`: run COMMAND with the stand-in serving; its exit
     status is COMMAND's. A command that cannot be started is one line and exit status 2."""
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="python -m evalkit.providers.standin",
         usage="%(prog)s [-h] -- COMMAND [ARGS…]",

@@ -19,6 +19,7 @@ from typing import Any
 from evalkit.errors import EndpointError
 from evalkit.providers import clock
 from evalkit.providers.attempts import Policy, request
+from evalkit.providers.common import sdk
 from evalkit.providers.health import provider_failure
 from evalkit.types import Attempt, ToolSpec, Usage
 
@@ -72,8 +73,6 @@ def probe(
     """The switch for `route` (cached per server and route) and the usage the probe itself spent (zero when
     cached). Failed probe requests go to `log`; a failing provider raises EndpointError. The chat wire's
     converters come from its caller, so this module and `chat_completions` don't import each other."""
-    from evalkit.providers.common import sdk
-
     openai = sdk("openai")
     key = (str(client.base_url), route)
     with _guard:

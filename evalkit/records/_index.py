@@ -18,23 +18,23 @@ A line that names a harness's own reward or error (`info.harness_reward`, `info.
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-A cold load of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced (it builds
-every nested value) and eight regexes over the whole of every line (to pick the lines it could read) took
-~45% of the time each. Then the main thread was mostly msgspec's decode of the few fields the index needs,
-beside one regex for the lines that might be malformed. msgspec now checks every field instead, so the regex
-is gone; that decode builds the nested records (their strings), which cost ~1.6x as much as the skipping one
-until the records were decoded and freed 128 lines at a time, while they are in the cache. It was then ~60%
-of the load, and it holds the GIL: so a trace of 32 MB or more, when this process may use two CPUs, is read
-in two (`_read`): a fork (`beside`) reads and decodes its later half from the file, a chunk at a time, while
-this process reads the whole and decodes the first half; only the fork's fields come back (msgpack, ~27 MB
-for 50,000 episodes), and only when it read the lines this process holds (else they are decoded here). Cold
-load 2.4-3.05 s where one process took 3.1-3.5 s in the same runs (the 3.05: the other CPU busy, 1.02x
-gained). On the main thread now: reading the file ~0.45 s, its half of the decode ~0.9 s, the fork's reply
-~0.2 s, columns ~0.5 s, writing the cache ~0.15 s.
+A cold load (a trace evalkit did not write, or whose kept index is gone: `kept` holds the index of a run
+evalkit writes) of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced and eight
+regexes over every line took ~45% of the time each; then msgspec's decode of every field at every depth
+(~1 s of CPU per 100,000: the syntax alone is ~0.5 s, the nested records' strings ~0.3 s) was ~60% of it,
+and it holds the GIL. So a trace of 32 MB or more, when this process may use two CPUs, is read in two
+(`_scan`): the trace is cut at a line start, a fork (`beside`) reads and decodes the later part while this
+process reads and decodes the first, each `_CHUNK` bytes at a time into one buffer (reading the whole trace
+into one new bytes object cost 0.45 s), and builds its part's frame and columns while the fork still runs;
+the fork sends its columns packed (`_Part.dump`: numbers as numpy bytes, texts joined), which this process
+reads back in ~0.06-0.09 s where a list per column cost ~0.2 s to decode and ~0.3 s to build. The nested
+fields are checked before the frame is returned, not later: whether a record is sound decides whether it
+is in the frame at all (`problem`), so a frame shown before that check could change after it. On the stop
+before: reading 0.45 s, its half of the decode 0.9 s, the reply 0.2 s, columns 0.55 s, the cache 0.15 s.
 Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
-the fork decoding from this process's copy after the read (the read then not beside anything: 0.3 s more),
-reading the trace in a thread while decoding (the decode slowed by what the read gained), reading it in
-16 MB chunks, one `astuple` per record in `_take` (no faster while each block is in the cache).
+Polars' NDJSON reader with only the index's columns (1.1 s wall, 2.1 s of CPU: skipping the nested values
+costs it more than msgspec's whole decode), the same rows re-encoded by msgspec for Polars to read (no
+cheaper than taking them), `astuple` per record.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ import gc
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from operator import attrgetter
-from typing import Annotated, Any, BinaryIO, NamedTuple
+from collections.abc import Callable
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -59,7 +59,7 @@ from evalkit.types import EpisodeRecord
 
 log = logging.getLogger(__name__)
 
-_S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
+_S, _I, _F, _B, _BIN = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean, pl.Binary
 
 # Fields read as text (`columns.text`), as floats (`columns.number`) and as counts (`columns.integer`).
 _TEXT = (
@@ -76,7 +76,6 @@ _Str = str | None
 _Num = float | None
 _INT = Annotated[int, msgspec.Meta(ge=-(2**63) + 1, le=2**63 - 1)]  # wellformed.INT_LIMIT, exclusive
 _Int = _INT | None
-_NULL = msgspec.Raw(b"null")
 
 
 class _Object(msgspec.Struct, gc=False):
@@ -133,7 +132,9 @@ def _struct(cls: type, own: dict[str, tuple[Any, Any]] | None = None) -> type:
 _Episode = _struct(
     EpisodeRecord,
     {
-        "grade": (msgspec.Raw, _NULL),  # its raw text: an object, null, or (the reference's) anything else
+        # Its values as their raw text; re-encoded (`_take`), the object json.loads makes of it (of a
+        # duplicate key, the last value in the first one's place) as compact JSON.
+        "grade": (dict[str, msgspec.Raw] | None, None),
         "usage": (_Usage | None, None),
         "info": (_Info | None, None),
     },
@@ -143,32 +144,44 @@ _DECODE, _DECODE_LINES = _DECODER.decode, _DECODER.decode_lines
 # Lines per msgspec call; a block with a line it refuses is read again line by line. Each block's fields are
 # taken and its records freed before the next: 100,000 records at once (millions of nested objects) did not
 # fit in the cache, and decoding and freeing them took ~1.6x as long as block by block.
-_BLOCK = 128
-# A trace this large is decoded in two processes when this one may use two CPUs: the lines of the later half
-# of the bytes in a fork (`_read`), which starts at once while this process reads the whole trace.
+_BLOCK = 64
+# Bytes read at a time, into one buffer for the whole scan: a 700 MB trace read whole into a new bytes object
+# took 0.45 s (the copy, and a page fault per 4 KB of new memory); 8 MB at a time into the same buffer, 0.1 s.
+_CHUNK = 8 << 20
+# A trace this large is read in two processes when this one may use two CPUs: the lines of its later part by
+# a fork (`_scan`), which starts at once and reads that part itself. Its share is a little under half: this
+# process also builds its own part's columns before it waits, the fork packs its own (at 0.5 the fork's CPU
+# was ~0.1 s more than this process's before the wait; at 0.47, the same).
 _BESIDE_BYTES = 32 << 20
-_BESIDE_SHARE = 0.5
-_TAIL_CHUNK = 64 << 20  # what the process beside reads at a time
+_BESIDE_SHARE = 0.47
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
+# The fields taken of each decoded record (`_take`) and the kind of column each becomes.
+_FIELDS = _TEXT + _NUM + _COUNT
+_TAKEN = [*_FIELDS, *_USAGE, "auto_submitted", "importer", "provider_switches", "n_frames", "_grade"]
+_KINDS = {**dict.fromkeys(_TEXT, _S), **dict.fromkeys(_NUM, _F), **dict.fromkeys([*_COUNT, *_USAGE], _I)}
+_KINDS |= {"auto_submitted": _B, "importer": _S, "provider_switches": _I, "n_frames": _I, "_grade": _BIN}
+_FRAME = attrgetter("frame")
 
-def _lines(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (without the newline) of every line, as `for raw in f` splits a binary file."""
+
+def _lines(buf: bytes | bytearray, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (without the newline) of every line of `buf[:n]`, as `for raw in f` splits a file."""
+    n = len(buf) if n is None else n
     # bytes.find is a memchr per line: on a 700 MB trace, ~10x faster than comparing every byte in numpy.
     found, find = [], buf.find
-    i = find(b"\n")
+    i = find(b"\n", 0, n)
     while i != -1:
         found.append(i)
-        i = find(b"\n", i + 1)
+        i = find(b"\n", i + 1, n)
     nl = np.array(found, np.int64)
     starts = np.concatenate([[0], nl + 1])
-    ends = np.concatenate([nl, [len(buf)]])
-    if starts[-1] == len(buf):  # the file ends with a newline: no fragment after it
+    ends = np.concatenate([nl, [n]])
+    if starts[-1] == n:  # it ends with a newline: no fragment after it
         starts, ends = starts[:-1], ends[:-1]
     return starts.astype(np.int64), ends.astype(np.int64)
 
 
-def _not_utf8(buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _not_utf8(buf: bytes | bytearray, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Which lines are not UTF-8 (only lines with a byte ≥ 0x80 are decoded to find out)."""
     bad = np.zeros(len(starts), bool)
     if buf.isascii():
@@ -187,109 +200,130 @@ def _not_utf8(buf: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray)
     return bad
 
 
-class _Beside(NamedTuple):
-    pos: int  # where in the file the bytes read start
-    cut: int  # from there, where the process beside starts looking for a line start
-    result: Callable[[], list | None]  # waits for that process's `_tail`
+class _Part:
+    """What the fast path read of the lines that start in one stretch of a trace: the fields of the records
+    it decoded (`_take`), where each of their lines starts, and where every line it leaves to the reference
+    starts and ends (not UTF-8, refused by msgspec, or the file's last line without its newline)."""
+
+    def __init__(self, lo: int) -> None:
+        self.lo = self.end = lo  # end: after the last newline read
+        self.cols: dict[str, list] = {k: [] for k in _TAKEN}
+        self.offsets: list[int] = []
+        self.slow: list[int] = []  # start, end, start, end, ...
+
+    def frame(self) -> pl.DataFrame:
+        """Its fields as `_frame` gives them (the frame a `load` of its `dump` gives)."""
+        cols = {k: pl.Series(self.cols[k], dtype=t) for k, t in _KINDS.items()}
+        cols["_grade"] = cols["_grade"].cast(
+            _S
+        )  # lines were checked to be UTF-8, and a grade is a part of one
+        return _frame(self.offsets, cols)
+
+    def dump(self) -> list:
+        """The part as the process beside sends it: each column packed (`_pack`), which msgpack carries as a
+        few long strings where a list of values each cost this process ~0.2 s to decode and build."""
+        packed = {k: _pack(self.cols[k], t) for k, t in _KINDS.items()}
+        return [self.lo, self.end, packed, np.array(self.offsets, np.int64).tobytes(), self.slow]
+
+    @classmethod
+    def load(cls, got: Any, lo: int) -> tuple[_Part, pl.DataFrame]:
+        """The part the process beside read from `lo` and its fields as `_frame` gives them, from what
+        `dump` sent; ValueError when it is not that."""
+        try:
+            part = cls(got[0])
+            part.end, packed, offsets, part.slow = got[1:]
+            part.offsets = np.frombuffer(offsets, np.int64)
+            if part.lo != lo or list(packed) != list(_KINDS) or len(part.slow) % 2:
+                raise ValueError(part.lo)
+            n = len(part.offsets)
+            return part, _frame(part.offsets, {k: _unpack(packed[k], t, n) for k, t in _KINDS.items()})
+        except (TypeError, ValueError, IndexError, AttributeError, pl.exceptions.PolarsError) as e:
+            raise ValueError("not the part asked for") from e
 
 
-@contextmanager
-def _read(src: BinaryIO) -> Iterator[tuple[bytes, _Beside | None]]:
-    """The bytes of the open file `src` from its position to its end as it is now; of a large file, while a
-    forked process (`beside`) reads and decodes its later lines when a second CPU is free."""
-    pos = src.tell()
-    size = os.fstat(src.fileno()).st_size - pos
-    if size < _BESIDE_BYTES or not beside.spare_cpu():
-        yield src.read(), None
-        return
-    fd, cut = src.fileno(), int(size * (1 - _BESIDE_SHARE))
-    with beside.beside(lambda: _tail(fd, pos + cut, pos + size)) as theirs:
-        yield src.read(size), _Beside(pos, cut, theirs)
+_SEP = "\x00"  # between the texts of a packed column: a text holding it is sent as a list instead
 
 
-def _tail(fd: int, lo: int, hi: int) -> list | None:
-    """Run beside: the lines of the file `fd` from the first line start after `lo` to `hi`, decoded
-    (`_decode_part`, a chunk at a time, so that this process holds little of the trace), after where they
-    start in the file, how many bytes they are and where each of them starts (int64 bytes, from the first);
-    None when no line starts there."""
-    start = lo
-    while (cut := (head := os.pread(fd, 1 << 16, start)).find(b"\n")) == -1:
-        if not head or start >= hi:
-            return None
-        start += len(head)
-    start += cut + 1
-    cols: dict[str, list] = {k: [] for k in _TAKEN}
-    lines: list[int] = []
-    line_starts: list[np.ndarray] = []
-    at, before, size = start, 0, _TAIL_CHUNK  # before: the lines of the chunks done
-    while at < hi:
-        want = min(hi - at, size)
-        buf = os.pread(fd, want, at)
-        if not buf:  # the file was cut before here
-            break
-        last = len(buf) < want or at + len(buf) >= hi  # the end, or the file was cut meanwhile
-        end = len(buf) if last else buf.rfind(b"\n") + 1
-        if not end:  # a line longer than a chunk: read it again, whole
-            size *= 2
-            continue
-        size = _TAIL_CHUNK
-        starts, ends = _lines(buf)
-        if end < len(buf):  # the line that goes on in the next chunk is read there
-            starts, ends = starts[:-1], ends[:-1]
-        _add(cols, lines, *_decode_part(buf, starts, ends, _readable(buf, starts, ends)), before)
-        line_starts.append(starts + (at - start))
-        before += len(starts)
-        at += end
-        if last:
-            break
-    if at == start:
+def _pack(col: list, kind: Any) -> Any:
+    """A column of `_take` in a form msgpack carries, and `_unpack` reads, fast: None when it is all null;
+    numbers as the bytes of a numpy array (a null count or flag as 0, as `_fast_columns` reads it; a null
+    float as NaN, which no field msgspec read can hold); texts joined by `_SEP`, with where their nulls are
+    (their place in the text holds "None")."""
+    nulls = col.count(None)
+    if nulls == len(col):
         return None
-    return [start, at - start, np.concatenate(line_starts).tobytes(), cols, lines]
+    if kind is _F:
+        return np.array(col, np.float64).tobytes()
+    if kind is _I or kind is _B:
+        return np.array([v or 0 for v in col] if nulls else col, np.int64 if kind is _I else bool).tobytes()
+    if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
+        return b"\x00".join([v or b"" for v in col] if nulls else col)
+    where = list(compress(count(), map(is_, col, repeat(None)))) if nulls else []
+    text = _SEP.join(map(str, col) if nulls else col)
+    return [text, where] if text.count(_SEP) == len(col) - 1 else [None, col]
 
 
-def _decode(
-    buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, tail: _Beside | None
-) -> tuple[dict, list[int]]:
-    """`_decode_part` of every line, the later ones by the process beside (`_read`) when there is one and
-    it read the same bytes as `buf` holds."""
-    if tail is None:
-        return _decode_part(buf, starts, ends, ok)
-    first = buf.find(b"\n", tail.cut) + 1  # where `_tail` starts: the first line start after the cut
-    mid = int(np.searchsorted(starts, first)) if first else len(starts)
-    cols, lines = _decode_part(buf, starts[:mid], ends[:mid], ok[:mid])
-    got = tail.result() if mid < len(starts) else None
-    if (
-        got is not None
-        and got[:2] == [tail.pos + first, len(buf) - first]
-        and np.array_equal(np.frombuffer(got[2], np.int64), starts[mid:] - first)
-    ):
-        more, more_lines = got[3:]
-    else:  # nothing beside, or it read other lines (a file cut or rewritten meanwhile): decoded here
-        more, more_lines = _decode_part(buf, starts[mid:], ends[mid:], ok[mid:])
-    _add(cols, lines, more, more_lines, mid)
-    return cols, lines
+def _unpack(packed: Any, kind: Any, n: int) -> pl.Series:
+    if packed is None:
+        return pl.repeat(None, n, dtype=_S if kind is _BIN else kind, eager=True)
+    if kind is _F:
+        return pl.Series(np.frombuffer(packed, np.float64)).fill_nan(None)
+    if kind is _I:
+        return pl.Series(np.frombuffer(packed, np.int64))
+    if kind is _B:
+        return pl.Series(np.frombuffer(packed, bool))
+    if kind is _BIN:
+        text = packed.decode()  # lines were checked to be UTF-8, and a grade is a part of one
+        return pl.Series([text]).str.split("\x00").explode().replace("", None)
+    text, nulls = packed
+    if text is None:
+        return pl.Series(nulls, dtype=_S)
+    out = pl.Series([text], dtype=_S).str.split(_SEP).explode()
+    return out.scatter(nulls, None) if nulls else out
 
 
-def _add(cols: dict[str, list], lines: list[int], more: dict, more_lines: list[int], first: int) -> None:
-    """Append the fields and line numbers `_decode_part` gave for lines from `first` on."""
-    for k, col in cols.items():
-        col += more[k]
-    lines += (np.asarray(more_lines, np.int64) + first).tolist()
+def _part(fd: int, lo: int, hi: int) -> _Part:
+    """The lines of the file `fd` that start in [lo, hi) (lo a line start; hi a line start or the end of
+    the file as it was), read `_CHUNK` bytes at a time."""
+    part = _Part(lo)
+    buf = bytearray(max(min(_CHUNK, hi - lo), 1))
+    at = lo
+    while at < hi:
+        want = min(hi - at, len(buf))
+        n = os.preadv(fd, [memoryview(buf)[:want]], at)
+        if n <= 0:  # the file was cut since
+            break
+        last = n < want or at + n >= hi
+        end = buf.rfind(b"\n", 0, n) + 1
+        if not end and not last:  # a line longer than the buffer: read it again, whole
+            buf = bytearray(len(buf) * 2)
+            continue
+        if n < len(buf):  # what an earlier chunk left after these bytes is no part of them
+            buf[n:] = bytes(len(buf) - n)
+        if end:
+            _chunk(buf, end, at, part)
+            part.end = at + end
+        if last:
+            if end < n:  # a last line without its newline: written just now, or torn by a kill
+                part.slow += [at + end, at + n]
+            break
+        at += end
+    return part
 
 
-def _decode_part(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray) -> tuple[dict, list[int]]:
-    """The fields (`_take`) of the lines marked ok that msgspec reads as an `_Episode`, and their line
-    numbers (from 0, the first of `starts`)."""
+def _chunk(buf: bytearray, n: int, at: int, part: _Part) -> None:
+    """Read the lines of `buf[:n]` (which ends with a newline; `at` its place in the file) into `part`."""
+    starts, ends = _lines(buf, n)
+    arr = np.frombuffer(buf, np.uint8, n)
+    ok = ~_not_utf8(buf, arr, starts, ends)
     view = memoryview(buf)
-    arr = np.frombuffer(buf, np.uint8)
     # A block of lines that each open with "{" and close with "}" is decoded in one call: each of them
     # holds at least one value, so as many values as lines means one each (and no value across lines,
     # which would need a line ending in ":", "," or "["). Any other block is decoded line by line.
     whole = ok & (ends > starts)
-    whole &= (arr[np.minimum(starts, len(arr) - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
+    whole &= (arr[np.minimum(starts, n - 1)] == ord("{")) & (arr[np.maximum(ends - 1, 0)] == ord("}"))
     s, e = starts.tolist(), ends.tolist()
-    cols: dict[str, list] = {k: [] for k in _TAKEN}
-    lines: list[int] = []
+    read: list[int] = []
     for lo in range(0, len(s), _BLOCK):
         hi = min(lo + _BLOCK, len(s))
         got: list = []
@@ -299,7 +333,7 @@ def _decode_part(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarra
             except _REFUSED:
                 pass
         if len(got) == hi - lo:
-            lines += range(lo, hi)
+            read += range(lo, hi)
         else:
             got = []
             for i in range(lo, hi):
@@ -308,28 +342,80 @@ def _decode_part(buf: bytes, starts: np.ndarray, ends: np.ndarray, ok: np.ndarra
                         got.append(_DECODE(view[s[i] : e[i]]))
                     except _REFUSED:
                         continue
-                    lines.append(i)
-        _take(got, cols)
-    return cols, lines
+                    read.append(i)
+        _take(got, part.cols)
+    if len(read) < len(s):
+        slow = np.ones(len(s), bool)
+        slow[read] = False
+        part.slow += np.column_stack([starts[slow] + at, ends[slow] + at]).ravel().tolist()
+    part.offsets += (starts[read] + at).tolist()
 
 
-_FIELDS = _TEXT + _NUM + _COUNT
-_TAKEN = [*_FIELDS, *_USAGE, "auto_submitted", "importer", "provider_switches", "n_frames", "_grade"]
-_FRAME = attrgetter("frame")
+def _cut(fd: int, lo: int, hi: int) -> int:
+    """The first line start at or after `lo` (`hi` if there is none before it)."""
+    if lo <= 0:
+        return 0
+    at = lo - 1  # a newline just before it makes `lo` itself a line start
+    while at < hi:
+        head = os.pread(fd, 1 << 16, at)
+        if not head:
+            break
+        i = head.find(b"\n")
+        if i != -1:
+            return min(at + i + 1, hi)
+        at += len(head)
+    return hi
+
+
+def _scan(fd: int, lo: int, hi: int) -> list[tuple[_Part, pl.DataFrame]]:
+    """The lines that start in [lo, hi) of the file `fd` (lo a line start) as one `_Part` and its frame, or
+    as two when the stretch is large and this process may use a second CPU: the later part read by a fork
+    (`beside`) while this process reads the first and builds its frame. Whatever goes wrong beside, this
+    process reads that part itself: the same parts, later."""
+    if hi - lo < _BESIDE_BYTES or not beside.spare_cpu():
+        return [_framed(_part(fd, lo, hi))]
+    cut = _cut(fd, lo + int((hi - lo) * (1 - _BESIDE_SHARE)), hi)
+    if cut in (lo, hi):
+        return [_framed(_part(fd, lo, hi))]
+    with beside.beside(lambda: _part(fd, cut, hi).dump()) as theirs:
+        mine = _framed(_part(fd, lo, cut))
+        got = theirs()
+    try:
+        part, frame = _Part.load(got, cut)
+        other = part, _fast_columns(frame)
+    except ValueError:
+        log.debug("read here what the process beside did not give")
+        other = _framed(_part(fd, cut, hi))
+    return [mine, other]
+
+
+def _framed(part: _Part) -> tuple[_Part, pl.DataFrame]:
+    return part, _fast_columns(part.frame())
+
+
+_ROW = attrgetter(*_FIELDS, "usage", "auto_submitted", "info", "provider_switches", "turns", "grade")
+_USAGE_ROW = attrgetter(*_USAGE)
+_NO_USAGE = (None,) * len(_USAGE)
+_ENCODE = msgspec.json.encode
 
 
 def _take(eps: list, cols: dict[str, list]) -> None:
     """Append the fields the index needs of the decoded records `eps` to `cols`."""
-    for k in _FIELDS:
-        cols[k] += map(attrgetter(k), eps)
-    usage = [e.usage or _NO_USAGE for e in eps]
-    for k in _USAGE:
-        cols[k] += map(attrgetter(k), usage)
-    cols["auto_submitted"] += [e.auto_submitted for e in eps]
-    cols["importer"] += [None if e.info is None else e.info.importer for e in eps]
-    cols["provider_switches"] += [len(e.provider_switches or ()) for e in eps]
-    cols["n_frames"] += [sum(map(bool, map(_FRAME, e.turns))) if e.turns else 0 for e in eps]
-    cols["_grade"] += [bytes(e.grade) for e in eps]
+    if not eps:
+        return
+    # A tuple of fields per record and one transposition: ~20% less than an attribute lookup per field.
+    table = list(zip(*map(_ROW, eps), strict=True))
+    for k, col in zip(_FIELDS, table, strict=False):
+        cols[k] += col
+    usage, auto, info, switches, turns, grade = table[len(_FIELDS) :]
+    usage = [_NO_USAGE if u is None else _USAGE_ROW(u) for u in usage]
+    for k, col in zip(_USAGE, zip(*usage, strict=True), strict=True):
+        cols[k] += col
+    cols["auto_submitted"] += auto
+    cols["importer"] += [None if i is None else i.importer for i in info]
+    cols["provider_switches"] += [len(x) if x else 0 for x in switches]
+    cols["n_frames"] += [sum(map(bool, map(_FRAME, t))) if t else 0 for t in turns]
+    cols["_grade"] += [None if g is None else _ENCODE(g) for g in grade]
 
 
 def _f(v: Any) -> float | None:
@@ -359,12 +445,12 @@ def _grades(raw: list[str]) -> tuple[list[str | None], list[float | None]]:
     return texts, totals
 
 
-# A grade whose `json.dumps` text is its raw text with a space after each "," and ":": a flat, non-empty
-# object of plain keys, each once, whose values are numbers as Python writes them back (an int but "-0"; a
-# float with no exponent, no trailing zero but in ".0", at most 15 digits, not below 1e-4), true, false,
-# null or plain strings (ASCII, no quote, escape, comma or colon), and whose total is a number or null.
-# The profile of a cold load of 100,000 episodes had ~40% of its time in json.loads and json.dumps of the
-# grades; a grade like these takes a vectorised string edit instead, any other the exact path.
+# A grade whose `json.dumps` text is its compact text (`_take`: each key once) with a space after each ","
+# and ":": a flat, non-empty object of plain keys whose values are numbers as Python writes them back (an
+# int but "-0"; a float with no exponent, no trailing zero but in ".0", at most 15 digits, not below 1e-4),
+# true, false, null or plain strings (ASCII, no quote, escape, comma or colon), and whose total is a number
+# or null. The profile of a cold load of 100,000 episodes had ~40% of its time in json.loads and json.dumps
+# of the grades; a grade like these takes a vectorised string edit instead, any other the exact path.
 _PLAIN_KEY = r'"[A-Za-z0-9_]+"'
 _PLAIN_VALUE = (
     r"(?:0|-?[1-9][0-9]*|-?(?:0\.(?:[1-9]|0[1-9]|00[1-9]|000[1-9])[0-9]*|[1-9][0-9]*\.[0-9]+|0\.0)"
@@ -379,39 +465,22 @@ _NOT_REPR = r'[0-9]\.[0-9]*[1-9]0+[,}]|\.00+[,}]|[0-9.]{17,}|"total":(?:"|true|f
 def _plain_grades(raw: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     """For each raw grade: whether the string edit gives its `json.dumps` text exactly, that text, and its
     total."""
-    keys = raw.str.extract_all(r'"([A-Za-z0-9_]+)":')
-    plain = (
-        raw.str.contains(_PLAIN_GRADE)
-        & ~raw.str.contains(_NOT_REPR)
-        & (keys.list.len() == keys.list.n_unique())
-    ).fill_null(False)
+    plain = (raw.str.contains(_PLAIN_GRADE) & ~raw.str.contains(_NOT_REPR)).fill_null(False)
     text = raw.str.replace_all(",", ", ", literal=True).str.replace_all(":", ": ", literal=True)
     total = raw.str.extract(r'"total":(-?[0-9][0-9.]*)').cast(_F, strict=False)
     return plain, text, total
 
 
-def _values(cols: dict[str, list], lines: list[int]) -> list[pl.Series]:
-    """The decoded records' fields (`_decode`) as Series, with their line numbers as `_line`, but for the
-    records whose grade is neither an object nor null: the reference reads those."""
-    raw = cols["_grade"]
-    odd = [i for i, g in enumerate(raw) if g[:1] != b"{" and g != b"null"]
-    if odd:
-        keep = np.ones(len(raw), bool)
-        keep[odd] = False
-        cols = {k: [v for v, y in zip(col, keep, strict=True) if y] for k, col in cols.items()}
-        lines = [v for v, y in zip(lines, keep, strict=True) if y]
-    kinds = {**dict.fromkeys(_TEXT, _S), **dict.fromkeys(_NUM, _F), **dict.fromkeys([*_COUNT, *_USAGE], _I)}
-    kinds |= {"auto_submitted": _B, "importer": _S, "provider_switches": _I, "n_frames": _I}
-    return [
-        *[pl.Series(k, cols[k], t) for k, t in kinds.items()],
-        pl.Series("_line", lines, _I),
-        pl.Series("_grade", [g.decode() if g != b"null" else None for g in cols["_grade"]], _S),
-    ]
+def _frame(offsets: Any, cols: dict[str, pl.Series]) -> pl.DataFrame:
+    """A part's fields as a frame, `offset` where each of its lines starts."""
+    n = len(offsets)
+    if any(len(c) != n for c in cols.values()):
+        raise ValueError("columns of unequal lengths")
+    return pl.DataFrame([pl.Series("offset", offsets, _I), *[c.alias(k) for k, c in cols.items()]])
 
 
-def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
+def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     """The reference's columns from `_values`."""
-    df = pl.DataFrame(values)
     raw_grade = df["_grade"]
     has = raw_grade.is_not_null()
     plain, p_text, p_total = _plain_grades(raw_grade)
@@ -427,7 +496,7 @@ def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
     err_cls = pl.when(pl.col("error_class") != "").then(pl.col("error_class"))
     importer = pl.col("importer")
     out = df.select(
-        pl.col("_line"),
+        pl.col("offset"),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
         pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
         *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
@@ -453,36 +522,6 @@ def _fast_columns(values: list[pl.Series]) -> pl.DataFrame:
     return out
 
 
-def _readable(buf: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Which lines the fast path may read: UTF-8, and not a last line without its newline (it may be torn:
-    the reference counts it)."""
-    ok = ~_not_utf8(buf, np.frombuffer(buf, np.uint8), starts, ends)
-    if len(ends) and ends[-1] == len(buf):
-        ok[-1] = False
-    return ok
-
-
-def fast(
-    buf: bytes, starts: np.ndarray, ends: np.ndarray, tail: _Beside | None = None
-) -> tuple[pl.DataFrame, np.ndarray]:
-    """The rows of the lines the fast path reads (`_line` their line number), and which lines it leaves to
-    the reference; the later lines from the process beside (`_read`), if any."""
-    ok = _readable(buf, starts, ends)
-    # 100,000 records make millions of objects, none in a cycle: with the collector on, it walked them over
-    # and over (~9% of a cold load's profile).
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        values = _values(*_decode(buf, starts, ends, ok, tail))
-    finally:
-        if was:
-            gc.enable()
-    df = _fast_columns(values)
-    slow = np.ones(len(starts), bool)
-    slow[df["_line"].to_numpy()] = False
-    return df, slow
-
-
 def records(
     src: BinaryIO,
     episode_row: Callable[[dict, int | None], tuple],
@@ -491,62 +530,72 @@ def records(
     counts: dict | None = None,
 ) -> pl.DataFrame:
     """Every readable record of the open native trace `src`, read from its position (its start, or a line
-    start), in order, as the columns of `schema` (`episode_row`'s), `offset` relative to that position.
-    `counts`, when given, gets `unreadable` (complete lines that hold no JSON object), `torn` (1 when the last
-    line, without its newline, holds none) and `complete` (the bytes up to the end of the last line with its
-    newline)."""
-    with _read(src) as (buf, tail):
-        if counts is not None:
-            counts["complete"] = buf.rfind(b"\n") + 1
-        return _records(buf, tail, episode_row, schema, trace, counts)
+    start) to its end as it is now, in order, as the columns of `schema`
+    (`episode_row`'s), `offset` relative to that position. `counts`, when given, gets `unreadable` (complete
+    lines that hold no JSON object), `torn` (1 when the last line, without its newline, holds none) and
+    `complete` (the bytes up to the end of the last line with its newline), and `bad_at` (where each of
+    the unreadable lines starts, relative to that position)."""
+    fd, pos = src.fileno(), src.tell()
+    hi = os.fstat(fd).st_size
+    # 100,000 records make millions of objects, none in a cycle: with the collector on, it walked them over
+    # and over (~9% of a cold load's profile).
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        parts = _scan(fd, pos, hi) if hi > pos else []
+        fast = pl.concat([f for _, f in parts], rechunk=False) if parts else None
+        parts = [p for p, _ in parts]
+    finally:
+        if was:
+            gc.enable()
+    if counts is not None:  # an empty trace (a kill between its creation and its first line) counts nothing
+        counts.update(
+            unreadable=0, torn=0, bad_at=[], complete=max((p.end for p in parts), default=pos) - pos
+        )
+    if fast is None:
+        return schema.to_frame()
+    slow = [(a, b) for p in parts for a, b in zip(p.slow[::2], p.slow[1::2], strict=True)]
+    return _records(fd, pos, hi, fast, slow, episode_row, schema, trace, counts)
 
 
 def _records(
-    buf: bytes,
-    tail: _Beside | None,
+    fd: int,
+    pos: int,
+    hi: int,
+    fast: pl.DataFrame,
+    slow: list[tuple[int, int]],
     episode_row: Callable[[dict, int | None], tuple],
     schema: pl.Schema,
     trace: Any,
     counts: dict | None,
 ) -> pl.DataFrame:
+    """The rows of the lines the fast path read (`fast`) and of those it left to the reference (`slow`:
+    start and end of each, in order), in order."""
     cols = list(schema)
-    empty = schema.to_frame()
-    if counts is not None:  # an empty trace (a kill between its creation and its first line) counts nothing
-        counts.update(unreadable=0, torn=0)
-    if not len(buf):
-        return empty
-    starts, ends = _lines(buf)
-    if not len(starts):
-        return empty
-    fast_rows, slow = fast(buf, starts, ends, tail)
-    parts = [fast_rows] if fast_rows.height else []
-    rows, lines = [], []
-    bad = torn = 0
-    for i in np.flatnonzero(slow).tolist():
-        raw = buf[starts[i] : ends[i]]
+    rows, bad_at = [], []
+    torn = 0
+    for start, end in slow:
+        raw = os.pread(fd, end - start, start)
         try:
             d = json.loads(raw)
         except NOT_JSON:
             d = None if raw.strip() else {}
         if isinstance(d, dict) and (d or raw.strip()):
-            rows.append(episode_row(d, int(starts[i])))
-            lines.append(i)
+            rows.append(episode_row(d, start - pos))
         elif raw.strip():
-            if ends[i] == len(buf):  # no newline after it: a write still going on, or cut by a kill
-                torn = 1
+            if start + len(raw) >= hi:  # no newline after it: a write still going on, or
+                torn = 1  # cut by a kill
             else:
-                bad += 1
+                bad_at.append(start - pos)
+    bad = len(bad_at)
     if counts is not None:
-        counts.update(unreadable=bad, torn=torn)
+        counts.update(unreadable=bad, torn=torn, bad_at=bad_at)
     if bad or torn:
         log.debug("%s: %d unreadable line(s) left out of the index", trace, bad + torn)
+    parts = [fast.with_columns(pl.col("offset") - pos)] if fast.height else []
     if rows:
-        ref = pl.DataFrame(rows, schema=schema, orient="row").drop("offset")
-        parts.append(ref.with_columns(pl.Series("_line", lines, _I)))
+        parts.append(pl.DataFrame(rows, schema=schema, orient="row"))
     if not parts:
-        return empty
-    df = pl.concat([p.select(["_line"] + cols[1:]) for p in parts], how="vertical")
-    if len(parts) > 1:
-        df = df.sort("_line")
-    off = pl.Series("offset", starts, _I)
-    return df.with_columns(off.gather(df["_line"]).alias("offset")).select(cols)
+        return schema.to_frame()
+    df = pl.concat([p.select(cols) for p in parts], how="vertical")
+    return df.sort("offset") if len(parts) > 1 else df

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from evalkit import wellformed
-from evalkit.records import traces
+from evalkit.records.keys import record_key
 from evalkit.types import record_problems
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
@@ -122,6 +122,9 @@ CACHED = [c for c in EPISODE_COLUMNS if c not in ("run", "run_name")] + ["proble
 is wrong with a malformed record (`evalkit.wellformed`), null for a sound one. The index keeps malformed
 records, so that the latest-record rule sees them; `load_runs` leaves them out."""
 INDEX_COLUMNS = {**{c: EPISODE_COLUMNS[c] for c in CACHED[:-1]}, "problem": _S}
+INDEX_VERSION = 5
+"""The version of the rows `episode_row` makes: bump it when they, or the columns, change, so that every
+cached index (`index_cache`) and kept one (`kept`) is built anew."""
 
 
 def text(v: Any) -> str | None:
@@ -144,7 +147,7 @@ def integer(v: Any) -> int:
 
 
 def episode_row(d: dict, offset: int | None) -> tuple:
-    """The cached columns (`CACHED`) of one episode dict, in declared order. The key is `traces.record_key`'s:
+    """The cached columns (`CACHED`) of one episode dict, in declared order. The key is `keys.record_key`'s:
     null for a record without a usable one."""
     return _row(d, offset) + (wellformed.summary(record_problems(d)),)
 
@@ -167,7 +170,7 @@ def _row(d: dict, offset: int | None) -> tuple:
     return (
         offset,
         text(info.get("importer")) or "evalkit",
-        text(traces.record_key(d)),  # a lone surrogate in it becomes "?", as in every other text
+        text(record_key(d)),  # a lone surrogate in it becomes "?", as in every other text
         text(d.get("model")),
         text(d.get("env")),
         text(d.get("surface")),

@@ -7,9 +7,9 @@ at most one torn last line: readers skip it, and the writer starts its next reco
 nothing already written is ever lost or rewritten. Directories written by other harnesses are read through
 `evalkit.records.importers` and never written: what evalkit derives from them goes to `derived_dir`.
 
-A key recorded twice (an episode re-run on resume) counts once, as its latest record: that one rule,
-and every reader of runs (records, the analysis index, resume, the viewer's search) goes through it
-(`latest_records`, or `survivors` for a column of keys).
+A key recorded twice (an episode re-run on resume) counts once, as its latest record: that one rule
+(`evalkit.records.keys`, given here under the same names), and every reader of runs (records, the analysis
+index, resume, the viewer's search) goes through it (`latest_records`, or `survivors` for a column of keys).
 """
 
 from __future__ import annotations
@@ -18,21 +18,25 @@ import errno
 import hashlib
 import itertools
 import json
+import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from evalkit import secrets
 from evalkit.errors import NOT_JSON, TraceError, no_space
 from evalkit.records import importers
 from evalkit.records.jsonl import iter_lines
+from evalkit.records.keys import latest_records as latest_records
+from evalkit.records.keys import record_key as record_key
+from evalkit.records.keys import survivors as survivors
 from evalkit.records.outputs import disk_full, failed
 from evalkit.types import EpisodeRecord, Image, record_problems
 
-T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 TRACE = "trace.jsonl"
 RUN_JSON = "run.json"
@@ -154,13 +158,19 @@ class TraceWriter:
 
     A record is written whole or not at all: a write that wrote less (a full file system) is cut back to
     the end of the record before it, and DiskFullError says so; once there is room, the next append lands
-    on a line of its own and a resume runs the episode that could not be recorded."""
+    on a line of its own and a resume runs the episode that could not be recorded.
+
+    Beside the trace, the run's index is kept as records are appended (`evalkit.records.kept`), so that
+    reading the run never reads the trace cold. Its first open imports Polars (~0.15 s): done in a thread
+    beside the batch's start, unless this process has Polars already; records appended before it is open
+    are read from the trace when it is."""
 
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = trace_file(self.run_dir)
         self._lock = threading.Lock()
+        self._journal = None
         try:
             os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
             self._heal()
@@ -168,6 +178,29 @@ class TraceWriter:
             if not no_space(exc):
                 raise
             raise disk_full(self.path, exc, f"{self.path} is as it was; rerun once there is room") from None
+        self._opener: threading.Thread | None = None
+        if "polars" in sys.modules:
+            self._keep()
+        else:
+            self._opener = threading.Thread(target=self._keep, name="evalkit-kept-index", daemon=True)
+            self._opener.start()
+
+    def _keep(self) -> None:
+        try:
+            from evalkit.records import kept
+
+            journal = kept.Journal.open(self.run_dir, self.path)
+            with self._lock:
+                journal.catch_up()  # what was appended while it opened
+                self._journal = journal if journal.end is not None else None
+        except Exception as e:  # noqa: BLE001 - a cache: the trace is written all the same
+            log.debug("%s: index not kept (%s)", self.path, e)
+
+    def keeping(self, timeout: float | None = None) -> bool:
+        """Whether the run's index is kept beside the trace (waiting up to `timeout` for it to open)."""
+        if self._opener is not None:
+            self._opener.join(timeout)
+        return self._journal is not None
 
     def _heal(self) -> None:
         # A kill mid-write leaves a last line without its newline; start the next record on a line of its own
@@ -181,10 +214,18 @@ class TraceWriter:
     def append(self, record: EpisodeRecord | dict) -> None:
         line = record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
         data = (secrets.scrub_known(line) + "\n").encode()
+        journal, row = self._journal, None
+        if journal is not None:
+            try:  # the row is made before the lock: other episodes' appends need not wait for it
+                row = journal.row(data)
+            except Exception:  # noqa: BLE001 - made again, or given up, by `add`
+                row = None
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 start = os.lseek(fd, 0, os.SEEK_END)
+                if self._journal is not None and self._journal.end != start:
+                    self._journal.catch_up()  # what another writer appended, before this record
                 try:
                     view = memoryview(data)
                     while view:
@@ -203,6 +244,8 @@ class TraceWriter:
                     raise disk_full(self.path, exc, kept) from None
             finally:
                 os.close(fd)
+            if self._journal is not None:
+                self._journal.add(start, data, row)
 
 
 def write_run_json(run_dir: str | Path, meta: dict) -> None:
@@ -323,30 +366,6 @@ def begun(run_dir: str | Path) -> bool:
     except TraceError:
         return False
     return isinstance(meta, dict) and "evalkit_version" in meta
-
-
-def record_key(d: dict) -> str | None:
-    """The key a record is counted by: its `key` when that is a non-empty string. A record without one (a
-    hand-edited or foreign line) is an episode of its own: it never replaces another, nor is replaced."""
-    k = d.get("key")
-    return k if isinstance(k, str) and k else None
-
-
-def survivors(keys: Iterable[str | None]) -> list[int]:
-    """Positions of the records that count, in order, given each record's key (`record_key`): the last
-    record of each key, and every record without one."""
-    keys = keys if isinstance(keys, list) else list(keys)
-    last = dict(zip(keys, range(len(keys)), strict=True))  # C-speed: a 100k-row index is deduped in ms
-    if None in last:
-        return [i for i, k in enumerate(keys) if k is None or last[k] == i]
-    return sorted(last.values())
-
-
-def latest_records(records: Iterable[T], key: Callable[[T], str | None] = record_key) -> list[T]:
-    """`records` (oldest first) with every key counted once, as its latest record, in the order of those
-    latest records (see `survivors`)."""
-    records = list(records)
-    return [records[i] for i in survivors(key(r) for r in records)]
 
 
 def iter_dicts(run_dir: str | Path, latest: bool = True) -> Iterator[dict]:

@@ -7,7 +7,8 @@ is kept here, as the loop handed it to the agent:
 ```
 {"version": 1,
  "system": "texts/ab/ab12….txt",         # the system prompt (shared texts are stored once per run)
- "tools":  "texts/cd/cd34….json",        # the tools as declared to the model
+ "tools":  "texts/cd/cd34….json",        # the tools as declared to the model (a list of them, inline,
+                                         # in a run another harness wrote)
  "opening": {"text_ref": "texts/…", "images": [IMAGE, …]},
              # "before": [{"role", "text", "note"}]: what came before the opening that was no model call:
              # a greeting the harness wrote for the model (τ²-bench's), a simulated user's own tool calls
@@ -344,6 +345,8 @@ def tools(rec: EpisodeRecord | dict, run: str | Path) -> list[dict]:
     record does not say."""
     tx = rec.get("transcript") if isinstance(rec, dict) else getattr(rec, "transcript", None)
     ref = tx.get("tools") if isinstance(tx, dict) else None
+    if isinstance(ref, list):  # a run another harness wrote keeps them inline (it has no text store)
+        return [t for t in ref if isinstance(t, dict)]
     text = _stored(str(Path(run)), ref) if isinstance(ref, str) else None
     try:
         value = json.loads(text) if text else []

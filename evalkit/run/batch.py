@@ -33,6 +33,7 @@ from evalkit.notices import notice
 from evalkit.providers import check_endpoints, sent_as
 from evalkit.providers.common import release_clients
 from evalkit.providers.health import ProviderHealth
+from evalkit.providers.prices import price_source
 from evalkit.records import live
 from evalkit.records.checks import run_out
 from evalkit.records.lock import RunLock
@@ -194,6 +195,7 @@ def _meta(models: list[str], ready: Prepared, s: Settings, n_jobs: int) -> dict:
         "n_jobs": n_jobs,
         "sent_as": sent_as(models, s.options),
         "evalkit_version": __version__,
+        "prices": price_source(),
     }
 
 

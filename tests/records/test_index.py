@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -131,6 +132,8 @@ def odd_lines() -> list[str]:
         '{"format_version":1,"key":"null-reward","reward":null,"grade":null}',
         '{"format_version":1,"key":"bool-reward","reward":true,"auto_submitted":1}',
         '{"format_version":1,"key":"frames-odd","turns":[{"frame":"a"},{"frame":""},{"frame":null},{}],"reward":1}',
+        '{"format_version": 1, "key": "dup-grade-key", "grade": {"total": 0.1, "a": 1, "total": 0.5}}',
+        '{"format_version": 1, "key": "spaced-grade", "reward": 0.5, "grade": { "total" : 0.5 ,"a":[1, 2] }}',
         '{"format_version": 1, "key": "dup-line", "reward": 0.1}',
         '{"format_version": 1, "key": "dup-line", "reward": 0.9}',  # the later record of a key wins
     ]
@@ -171,8 +174,9 @@ def real_lines() -> list[str]:
 
 def fast_lines(run: Path) -> int:
     """How many lines of the run's trace the fast path read itself."""
-    buf = (run / "trace.jsonl").read_bytes()
-    return int((~_index.fast(buf, *_index._lines(buf))[1]).sum())
+    with open(run / "trace.jsonl", "rb") as f:
+        parts = _index._scan(f.fileno(), 0, os.fstat(f.fileno()).st_size)
+    return sum(f.height for _, f in parts)
 
 
 def same_as_reference(run: Path) -> pl.DataFrame:
@@ -272,19 +276,22 @@ def test_load_runs_uses_the_fast_index(tmp_path):
 
 
 def test_grades_edited_as_text_are_what_json_dumps_writes():
-    """The fast reader turns a plain grade's raw text into its `json.dumps` text by a string edit: for every
-    grade it takes that way, the text and total are the exact path's (`json.loads` then `json.dumps`), and
-    what it cannot be sure of (a "-0", "1.50", 1e-05, a duplicate key, a total written as text, {}) goes
-    the exact way."""
+    """The fast reader turns a plain grade's compact text (its object as msgspec re-encodes it: of a
+    duplicate key, the last value in the first one's place, as json.loads) into its `json.dumps` text by a
+    string edit: for every grade it takes that way, the text and total are the exact path's (`json.loads`
+    of the raw text, then `json.dumps`), and what it cannot be sure of (a "-0", "1.50", 1e-05, a total
+    written as text, {}) goes the exact way."""
     import json
     import random
 
+    import msgspec
     import polars as pl
 
     from evalkit.records._index import _grades, _plain_grades
 
-    tricky = ['{"a":-0}', '{"total":"0.5"}', '{"a":1.50}', '{"a":0.00001}', '{"a":1,"a":2}', "{}",
+    tricky = ['{"a":-0}', '{"total":"0.5"}', '{"a":1.50}', '{"a":0.00001}', "{}",
               '{"a":"x,y"}', '{"a":0.1234567890123456}', '{"a":1e5}', '{"total":true}']  # fmt: skip
+    dups = ['{"a":1,"b":2,"a":3}', '{ "total" : 0.5 , "total":0.25}', '{"a":1,"a":{"b":2}}']
     rng = random.Random(0)
     made = []
     for _ in range(5000):
@@ -301,11 +308,14 @@ def test_grades_edited_as_text_are_what_json_dumps_writes():
         ]
         keys = rng.sample(["structure", "visual", "coverage", "order", "total", "n_gt"], rng.randint(1, 6))
         made.append(json.dumps({k: rng.choice(values) for k in keys}, separators=(",", ":")))
-    raw = tricky + made
-    plain, text, total = _plain_grades(pl.Series(raw))
+    raw = tricky + dups + made
+    compact = [msgspec.json.encode(msgspec.json.decode(g, type=dict[str, msgspec.Raw])).decode() for g in raw]
+    plain, text, total = _plain_grades(pl.Series(compact))
     want_text, want_total = _grades(raw)
     assert not any(plain.to_list()[: len(tricky)])
+    assert plain.to_list()[len(tricky) : len(tricky) + 3] == [True, True, False]
     assert plain.sum() > 1000  # most grades as a batch writes them take the string edit
+    assert _grades(compact) == (want_text, want_total)  # and the others the exact way, from the compact text
     for p, t, tot, wt, wtot in zip(plain, text, total, want_text, want_total, strict=True):
         if p:
             assert (t, tot) == (wt, wtot)

@@ -1,5 +1,6 @@
-"""A large trace read in two processes (`_index._read`: its later lines read and decoded beside, in a fork)
-gives the frame the reference gives, wherever the split falls, and whatever goes wrong beside."""
+"""A large trace read in two processes (`_index._scan`: its later lines read and decoded beside, in a fork)
+gives the frame the reference gives, wherever the split falls, however the chunks cut its lines, and
+whatever goes wrong beside."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 import signal
 from pathlib import Path
 
+import msgspec
+import polars as pl
 import pytest
+from polars.testing import assert_series_equal
 
 from evalkit.records import _index, beside, traces
 from evalkit.records.traces import TraceWriter
@@ -15,23 +19,26 @@ from tests.records.test_index import make, rec, same_as_reference
 from tests.records.test_index_incremental import append, check, line
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+PARENT = os.getpid()
+REAL_PART = _index._part
 
 
 @pytest.fixture
 def here(monkeypatch) -> list[int]:
-    """Every trace is read with a process beside, which reads it in chunks shorter than some lines; gives
-    how many lines this process decoded itself."""
+    """Every trace is read with a process beside, in chunks shorter than some of its lines; gives how many
+    lines this process read itself (the child's own list is its copy)."""
     monkeypatch.setattr(_index, "_BESIDE_BYTES", 0)
-    monkeypatch.setattr(_index, "_TAIL_CHUNK", 700)
+    monkeypatch.setattr(_index, "_CHUNK", 700)
     monkeypatch.setattr(beside, "spare_cpu", lambda: True)
     counted: list[int] = []
-    real = _index._decode_part
 
-    def spy(buf, starts, *rest):
-        counted.append(len(starts))  # in this process: the child's own list is its copy
-        return real(buf, starts, *rest)
+    def spy(fd, lo, hi):
+        part = REAL_PART(fd, lo, hi)
+        if os.getpid() == PARENT:
+            counted.append(len(part.offsets) + len(part.slow) // 2)
+        return part
 
-    monkeypatch.setattr(_index, "_decode_part", spy)
+    monkeypatch.setattr(_index, "_part", spy)
     return counted
 
 
@@ -55,6 +62,21 @@ def test_any_split_gives_the_reference_frame(tmp_path, here, monkeypatch, share)
         assert sum(here) == total
 
 
+@pytest.mark.parametrize("chunk", [1, 64, 333, 4096, 1 << 20])
+def test_any_chunk_size_gives_the_reference_frame(tmp_path, monkeypatch, chunk):
+    """Chunks shorter than a line (read again, twice as long), cut mid-line or mid-character, or holding
+    the whole trace: one process or two."""
+    monkeypatch.setattr(_index, "_CHUNK", chunk)
+    run = make(tmp_path / "r", 30, 2, 3)
+    with open(run / traces.TRACE, "ab") as f:
+        f.write(b'\n{"format_version": 1, "key": "latin", "model": "caf\xe9"}\n{"key": "na\xc3\xafve"}\n')
+        f.write(rec(99, 0.7).to_json().encode())  # whole, but its newline not yet written
+    same_as_reference(run)
+    monkeypatch.setattr(_index, "_BESIDE_BYTES", 0)
+    monkeypatch.setattr(beside, "spare_cpu", lambda: True)
+    same_as_reference(run)
+
+
 def test_non_utf8_and_a_last_line_without_newline_beside(tmp_path, here, monkeypatch):
     monkeypatch.setattr(_index, "_BESIDE_SHARE", 0.6)
     run = make(tmp_path / "r", 30, 1, 2, seed_lines=False)
@@ -66,32 +88,43 @@ def test_non_utf8_and_a_last_line_without_newline_beside(tmp_path, here, monkeyp
 
 
 def _raise(fd, lo, hi):
-    raise MemoryError
+    if os.getpid() != PARENT:
+        raise MemoryError
+    return REAL_PART(fd, lo, hi)
 
 
 def _killed(fd, lo, hi):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _other_lines(fd, lo, hi):
-    got = REAL_TAIL(fd, lo, hi)
-    return [got[0], got[1], got[2][:-8] + (123).to_bytes(8, "little"), *got[3:]]  # a line moved
+    if os.getpid() != PARENT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return REAL_PART(fd, lo, hi)
 
 
 def _other_start(fd, lo, hi):
-    got = REAL_TAIL(fd, lo, hi)
-    return [got[0] + 1, *got[1:]]
+    part = REAL_PART(fd, lo, hi)
+    if os.getpid() != PARENT:
+        part.lo += 1
+    return part
 
 
-REAL_TAIL = _index._tail
+def _short_column(fd, lo, hi):
+    part = REAL_PART(fd, lo, hi)
+    if os.getpid() != PARENT:
+        part.cols["reward"].pop()
+    return part
 
 
-@pytest.mark.parametrize("tail", [_raise, _killed, _other_lines, _other_start])
-def test_what_goes_wrong_beside_is_decoded_here(tmp_path, here, monkeypatch, tail):
-    monkeypatch.setattr(_index, "_tail", tail)
+@pytest.mark.parametrize("fails", [_raise, _killed, _other_start, _short_column])
+def test_what_goes_wrong_beside_is_read_here(tmp_path, here, monkeypatch, fails):
+    def spy(fd, lo, hi):
+        part = fails(fd, lo, hi)
+        if os.getpid() == PARENT:
+            here.append(len(part.offsets) + len(part.slow) // 2)
+        return part
+
+    monkeypatch.setattr(_index, "_part", spy)
     run = make(tmp_path / "r", 40, 2, 3)
     same_as_reference(run)
-    assert sum(here) == n_lines(run)  # every line decoded in this process
+    assert sum(here) == n_lines(run)  # every line read in this process
 
 
 def test_an_extended_index_reads_its_tail_beside(tmp_path, here, monkeypatch):
@@ -105,3 +138,34 @@ def test_an_extended_index_reads_its_tail_beside(tmp_path, here, monkeypatch):
     here.clear()
     check(run)  # extended from the cache: only the appended bytes are read, from past the file's start
     assert 0 < sum(here) < 80
+
+
+@pytest.mark.parametrize(
+    "kind,col",
+    [
+        (_index._S, ["a", "b\u00e9", "", "🙂"]),
+        (_index._S, [None, "x", None, ""]),
+        (_index._S, [None, None]),
+        (_index._S, ["with\x00nul", None, "y"]),  # a NUL in a text: sent as a list
+        (_index._S, ["one"]),
+        (_index._S, []),
+        (_index._F, [0.5, None, -0.0, 1e308, 5e-324]),
+        (_index._I, [1, None, -(2**63) + 1, 2**63 - 1]),
+        (_index._B, [True, None, False]),
+        (_index._BIN, [b'{"a": 1}', None, b"{}"]),
+        (_index._BIN, [None, None, None]),
+    ],
+)
+def test_columns_packed_beside_read_back_as_here(kind, col):
+    """What the process beside sends of a column reads back as the column this process builds itself, but
+    for what `_fast_columns` reads as the same (a null count or flag as 0 or false)."""
+    here = pl.Series(col, dtype=kind)
+    if kind is _index._BIN:
+        here = here.cast(_index._S)
+    elif kind in (_index._I, _index._B):
+        here = here.fill_null(0 if kind is _index._I else False)
+    packed = msgspec.msgpack.decode(msgspec.msgpack.encode(_index._pack(list(col), kind)))
+    back = _index._unpack(packed, kind, len(col))
+    if kind in (_index._I, _index._B) and here.null_count() == 0 and back.null_count() == len(col) > 0:
+        back = back.fill_null(0 if kind is _index._I else False)
+    assert_series_equal(back, here, check_names=False, check_exact=True)

@@ -34,6 +34,7 @@ def test_batch_writes_a_complete_run_and_resume_skips_it(canvas_server, tmp_path
     assert all(r.reward is not None and r.evalset_task for r in recs)
     meta = json.loads((out / "run.json").read_text())
     assert meta["models"] == ["baseline:random", "baseline:tracer"] and meta["evalset_id"]
+    assert meta["prices"]["library"] == "genai-prices" and meta["prices"]["version"]
     assert (out / "summary.json").exists() and (out / "summary.md").exists()
     again = run_batch(["baseline:random", "baseline:tracer"], canvas_server, **kw)
     assert again.ran == 0 and again.skipped == 12

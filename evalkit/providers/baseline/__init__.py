@@ -118,6 +118,7 @@ POLICIES = ("tracer", "random", "greedy")
 
 
 def _policies() -> dict[str, type[ScriptedAgent]]:
+    # Imported when an agent is made, never by `validate` (see there).
     from .greedy import GreedyAgent
     from .random_policy import RandomAgent
     from .tracer import TracerAgent

@@ -13,6 +13,7 @@ import string
 from functools import lru_cache
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 from scipy import ndimage
 
 from .shapes import _Comp, _solidity, to_hex
@@ -24,8 +25,6 @@ CHARSET = string.ascii_letters + string.digits + "&!?.,-'"
 def _templates(size: int) -> list[tuple[str, np.ndarray, int, np.ndarray]]:
     """(char, ink mask cropped to its box, top offset of the box from the text origin, the mask padded by
     one pixel and grown by one) per character."""
-    from PIL import Image, ImageDraw, ImageFont
-
     font = ImageFont.load_default(size=size)
     out = []
     for ch in CHARSET:

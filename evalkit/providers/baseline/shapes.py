@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from PIL import Image, ImageDraw
 
 
 @dataclass
@@ -193,8 +194,6 @@ def _line_model(
     shape: tuple[int, int], x0: float, y0: float, x1: float, y1: float, width: float
 ) -> np.ndarray:
     """Pixels a line covers, hidden parts included (what is drawn over it shows where it passes under)."""
-    from PIL import Image, ImageDraw
-
     img = Image.new("L", (shape[1], shape[0]), 0)
     ImageDraw.Draw(img).line([(x0, y0), (x1, y1)], fill=255, width=max(1, round(width)))
     return np.asarray(img) > 0

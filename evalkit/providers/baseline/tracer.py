@@ -17,8 +17,10 @@ import re
 from functools import lru_cache
 
 import numpy as np
+from PIL import ImageFont
 
-from . import CanvasInfo, Plan, ScriptedAgent, canvas_info
+from . import CanvasInfo, Plan, ScriptedAgent, canvas_info, gui_policy, html_policy
+from .brief import parse_brief
 from .vision import Shape, segment
 
 BATCH = 8
@@ -27,8 +29,6 @@ PLACEHOLDER = "Text"
 
 @lru_cache(maxsize=128)
 def _font(size: int):
-    from PIL import ImageFont
-
     return ImageFont.load_default(size=max(1, size))
 
 
@@ -122,8 +122,6 @@ class TracerAgent(ScriptedAgent):
     name = "tracer"
 
     def policy(self) -> Plan:
-        from . import gui_policy, html_policy
-
         if "add_element" in self.tool_names:
             yield from self._tools()
         elif "set_html" in self.tool_names:
@@ -137,8 +135,6 @@ class TracerAgent(ScriptedAgent):
     def design(self, canvas: CanvasInfo, target=None) -> tuple[str | None, list[dict]]:
         """The target as (background, add_element arguments bottom to top in `canvas`'s space): read from
         the written brief when the instructions carry one, else segmented from `target` (an Image)."""
-        from .brief import parse_brief
-
         if "Target design" in self.system or target is None:
             return parse_brief(self.system, canvas)
         pixels = _rgb(target)
@@ -274,8 +270,6 @@ class TracerAgent(ScriptedAgent):
         return fixes
 
     def _from_brief(self, canvas: CanvasInfo) -> Plan:
-        from .brief import parse_brief
-
         bg, elements = parse_brief(self.system, canvas)
         calls = [("set_background", {"color": bg})] if bg else []
         calls += [("add_element", e) for e in elements]

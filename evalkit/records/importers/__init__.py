@@ -45,7 +45,7 @@ from evalkit.records.importers import (
 )
 from evalkit.records.jsonl import iter_lines, load_json
 
-VERSION = 5
+VERSION = 6
 """Changes whenever an importer maps a record differently: it is part of the name of a cached index."""
 
 GRADED_ELSEWHERE = frozenset({ownloop.NAME})

@@ -109,3 +109,21 @@ def unscored(rec: dict, why: str) -> None:
     with the harness's own numbers (`info.harness_reward`) then explains itself."""
     rec["reward"] = None
     rec["info"]["unscored_because"] = why
+
+
+def declared_tools(defs: Any) -> list[dict] | None:
+    """Tool definitions as a harness declared them to the model (OpenAI's function shape, `{"type":
+    "function", "function": {...}}`, or a plain `{"name", "description", "parameters"}`), in the shape a
+    record's transcript keeps them (`evalkit.records.transcripts.tools`); None when there are none."""
+    out = []
+    for d in defs if isinstance(defs, list) else []:
+        d = d.get("function") if isinstance(d, dict) and isinstance(d.get("function"), dict) else d
+        d = d.model_dump() if hasattr(d, "model_dump") else d
+        if isinstance(d, dict) and isinstance(d.get("name"), str) and d["name"]:
+            params = d.get("parameters")
+            params = params.model_dump(exclude_none=True) if hasattr(params, "model_dump") else params
+            params = params if isinstance(params, dict) else {"type": "object"}
+            out.append(
+                {"name": d["name"], "description": str(d.get("description") or ""), "parameters": params}
+            )
+    return out or None

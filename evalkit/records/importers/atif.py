@@ -54,7 +54,15 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import TraceError
-from evalkit.records.importers._common import count, harness, number, result, skeleton, unscored
+from evalkit.records.importers._common import (
+    count,
+    declared_tools,
+    harness,
+    number,
+    result,
+    skeleton,
+    unscored,
+)
 from evalkit.records.jsonl import load_json
 from evalkit.types import SCRIPTED
 
@@ -261,10 +269,11 @@ def _image(paths: _Paths, p: str) -> dict:
     return {"path": paths.rel(p), "mime": mime}
 
 
-def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
+def _transcript(steps: list, turns: list[dict], paths: _Paths, tools: list[dict] | None = None) -> dict:
     """What the model was sent, in the shape of a record's transcript (`evalkit.records.transcripts`), texts
     inline: system and user steps before the first agent step are the system prompt and the opening message;
-    each agent step's observation results, and user steps after it (nudges), are what answered that turn."""
+    each agent step's observation results, and user steps after it (nudges), are what answered that turn;
+    the agent's tool definitions, the tools (inline)."""
     system: list[str] = []
     opening: dict = {"text": "", "images": []}
     before: list[dict] = []
@@ -310,6 +319,8 @@ def _transcript(steps: list, turns: list[dict], paths: _Paths) -> dict:
         out["system_text"] = "\n\n".join(system)
     if before:
         opening["before"] = before
+    if tools:
+        out["tools"] = tools
     return out
 
 
@@ -379,7 +390,9 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
         model_seconds=number(ek.get("model_seconds")) or 0.0,
         env_seconds=number(ek.get("env_seconds")) or 0.0,
         turns=turns,
-        transcript=_transcript(steps, turns, paths) if steps else None,
+        transcript=_transcript(steps, turns, paths, declared_tools(agent.get("tool_definitions")))
+        if steps
+        else None,
         info={
             "importer": NAME,
             "prompt": "\n\n".join(t for t in told if t),

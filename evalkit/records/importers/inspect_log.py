@@ -29,6 +29,7 @@ One log is one task run by one model; a sample run several times has one entry p
     total_time, started_at                    → seconds, started
     metadata.evalkit (a log evalkit wrote)    → identity (so the key is the original's), end reason,
                                                 grade, error class, timings
+    the first model event's tools             → transcript tools (inline)
     the messages as sent                      → transcript (texts inline; images as not stored; a message
                                                 evalkit wrote with a note in its metadata keeps it: a
                                                 scripted assistant message opening it is no turn)
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError, TraceError
-from evalkit.records.importers._common import count, harness, result, skeleton, unscored
+from evalkit.records.importers._common import count, declared_tools, harness, result, skeleton, unscored
 from evalkit.records.jsonl import warn_once
 from evalkit.types import SCRIPTED
 
@@ -284,6 +285,9 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
         opening["before"] = before
     if system:
         transcript["system_text"] = "\n\n".join(system)
+    tools = declared_tools(getattr(model_events[0], "tools", None)) if model_events else None
+    if tools:
+        transcript["tools"] = tools
     return turns, told, transcript
 
 
