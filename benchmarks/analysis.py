@@ -43,7 +43,7 @@ from pathlib import Path
 
 from evalkit import analysis
 from evalkit.records import _index, beside, index_cache, kept
-from evalkit.records.traces import TraceWriter
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 MODELS = ("model-a", "model-b", "model-c")

@@ -29,7 +29,7 @@ from evalkit.envs.embedded.berth.reference import EVALSET_PATH, from_row, verify
 from evalkit.envs.embedded.berth.search import ORDERS, Tables, construct, descend, heuristic
 from evalkit.envs.embedded.berth.tasks import TIERS, seed_for, task_from_id
 from evalkit.envs.evalsets import load_evalset
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 

@@ -137,7 +137,7 @@ def timed_batch(
     env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
 ) -> dict:
     """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
-    from evalkit.records.traces import read_records
+    from evalkit.records.rundir import read_records
     from evalkit.run import batch
 
     span: dict[str, float] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evalkit.envs.client.openenv import OpenEnvSession
 from evalkit.envs.embedded.server import serve
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 

@@ -37,7 +37,7 @@ _EXPORTS = {
     "run_episode": "evalkit.run.episode",
     "run_batch": "evalkit.run.batch",
     "EpisodeStepper": "evalkit.run.stepper",
-    "read_records": "evalkit.records.traces",
+    "read_records": "evalkit.records.rundir",
     "load_runs": "evalkit.records.loading",
     "turns": "evalkit.records.loading",
     "calls": "evalkit.records.loading",

@@ -453,7 +453,7 @@ def _probe(a: argparse.Namespace) -> int:
 
 def cmd_summarise(a: argparse.Namespace) -> int:
     from evalkit import analysis
-    from evalkit.records import grades, traces
+    from evalkit.records import grades, rundir
 
     runs = rundirs.runs(a.runs, "summarise")
     if a.out is not None:
@@ -461,7 +461,7 @@ def cmd_summarise(a: argparse.Namespace) -> int:
     if a.grades:
         grades.read(a.grades)  # a bad grades file is one line, before anything is read or written
     for run in runs:
-        native = Path(run).is_dir() and traces.is_native(run)
+        native = Path(run).is_dir() and rundir.is_native(run)
         if a.out is None:
             where = analysis.summary_dir(run)
             if not native:

@@ -77,7 +77,7 @@ def test_no_import_circle():
 
 
 def part(module: str) -> str:
-    """`evalkit.records.traces` → records, `evalkit.types` → types, `viewer.app` → viewer (`evalkit` itself:
+    """`evalkit.records.rundir` → records, `evalkit.types` → types, `viewer.app` → viewer (`evalkit` itself:
     evalkit)."""
     names = module.split(".")
     return names[0] if names[0] == "viewer" or len(names) == 1 else names[1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit.records.marks import space_of
+from evalkit.records.viewer_marks import space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 from viewer.common import S, fields, find, load, memo, no_none, no_reward, num, show_image, step_controls

@@ -5,7 +5,7 @@ episode step by step (`viewer.episode`), two episodes of a task side by side (`v
 (`viewer.summary`). The URL holds view, run, episode and step. A run still being written is polled
 (`viewer.live`).
 
-It reads runs only through `evalkit.records.traces` / `evalkit.analysis` (via `evalkit.view.support`), reads
+It reads runs only through `evalkit.records.rundir` / `evalkit.analysis` (via `evalkit.view.support`), reads
 only files inside the offered runs, and shows trace content as text: nothing from a trace reaches Markdown
 unescaped or HTML at all.
 """

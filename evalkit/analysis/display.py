@@ -3,7 +3,7 @@
 A record's pictures are paths relative to its run directory, which a record read from a run or written by an
 episode knows (`run_dir`); for one made otherwise, pass it (`episode_html(run_dir, rec)`). The record's
 notebook display is `record_html`, which `import evalkit` registers with IPython by the record type's name:
-`evalkit.types` never imports this module. Frames are only read through `traces.safe_path`, so a hostile
+`evalkit.types` never imports this module. Frames are only read through `rundir.safe_path`, so a hostile
 trace cannot pull in files from outside its run. Everything the model wrote is escaped.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.analysis.tables import table_html, usd
-from evalkit.records import marks, traces
+from evalkit.records import rundir, viewer_marks
 from evalkit.types import EpisodeRecord
 
 STYLE = (
@@ -32,7 +32,7 @@ STYLE = (
 
 def load(run_dir: str | Path, key: str | None = None, offset: int | None = None) -> EpisodeRecord:
     """One episode of a run by key or by index offset (it knows its run: its display shows its frames)."""
-    return traces.read_at(run_dir, offset) if offset is not None else traces.find_record(run_dir, str(key))
+    return rundir.read_at(run_dir, offset) if offset is not None else rundir.find_record(run_dir, str(key))
 
 
 def thumbnail(
@@ -46,13 +46,13 @@ def thumbnail(
     With a turn, its computer-use actions are drawn where they landed."""
     if run_dir is None or not rel:
         return None
-    path = traces.safe_path(run_dir, rel)
+    path = rundir.safe_path(run_dir, rel)
     if path is None:
         return None
     try:
         from PIL import Image
 
-        from evalkit.records.marks import marked
+        from evalkit.records.viewer_marks import marked
 
         data = path.read_bytes()
         data = (marked(data, turn.calls, coordinates) if turn is not None else None) or data
@@ -131,14 +131,14 @@ def record_html(
     if rec.target:
         figs.append(_figure(run_dir, rec.target, "target", width))
     # A turn's picture: the frame it left; for an agent acting on screens, the screen it acted on, its actions
-    # drawn there (`marks.acted_on`), never on the screen after them.
-    screens = marks.acts_on_screens(rec)
-    shown = [(t, marks.acted_on(rec, n) if screens else t.frame) for n, t in enumerate(rec.turns, 1)]
+    # drawn there (`viewer_marks.acted_on`), never on the screen after them.
+    screens = viewer_marks.acts_on_screens(rec)
+    shown = [(t, viewer_marks.acted_on(rec, n) if screens else t.frame) for n, t in enumerate(rec.turns, 1)]
     frames = [(t, rel) for t, rel in shown if rel]
     if len(frames) > max_frames:  # first and last frames tell most; the middle is sampled evenly
         step = (len(frames) - 1) / (max_frames - 1)
         frames = [frames[round(i * step)] for i in range(max_frames)]
-    space = marks.space_of(rec)
+    space = viewer_marks.space_of(rec)
     figs += [
         _figure(run_dir, rel, f"turn {t.turn}", width, t if screens else None, space) for t, rel in frames
     ]
@@ -192,7 +192,7 @@ def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) ->
     if max_episodes:
         for row in df.head(max_episodes).iter_rows(named=True):
             if row["offset"] is not None:
-                parts.append(record_html(traces.read_at(row["run"], row["offset"]), row["run"]))
+                parts.append(record_html(rundir.read_at(row["run"], row["offset"]), row["run"]))
     return STYLE + '<div class="ek">' + "".join(parts) + "</div>"
 
 

@@ -255,7 +255,7 @@ def export(notebook: str | Path, out: str | Path, execute: bool = False, show_co
     import nbformat
 
     from evalkit.errors import ConfigError
-    from evalkit.records.traces import atomic_write
+    from evalkit.records.rundir import atomic_write
 
     path = Path(notebook)
     if not path.is_file():

@@ -68,7 +68,7 @@ def build_report(
     out = Path(out)
     nb = execute_notebook(notebook, params, cwd=out.resolve().parent if out.parent.exists() else None)
     html = to_html(nb, show_code=show_code, title="evalkit report: " + ", ".join(Path(r).name for r in runs))
-    from evalkit.records.traces import atomic_write
+    from evalkit.records.rundir import atomic_write
 
     atomic_write(out, html)
     return out
@@ -179,7 +179,7 @@ def settings_html(runs: list[str], df: Any) -> str:
     """What was run: evalset and its id, models and their thinking, env, surfaces, modes, limits, dates."""
     import polars as pl
 
-    from evalkit.records.traces import read_run_json
+    from evalkit.records.rundir import read_run_json
 
     rows = []
     for run in runs:

@@ -16,7 +16,7 @@ from evalkit.analysis.noise import format_noise
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
 from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
 from evalkit.records import grades as grades_
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.importers import GRADED_ELSEWHERE
 from evalkit.records.loading import load_runs
 
@@ -307,9 +307,9 @@ def _md_text(text: str) -> str:
 
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
-    which evalkit never writes into nor beside, `traces.derived_dir` (evalkit's per-user cache)."""
+    which evalkit never writes into nor beside, `rundir.derived_dir` (evalkit's per-user cache)."""
     run = Path(run_dir)
-    return run if run.is_dir() and traces.is_native(run) else traces.derived_dir(run)
+    return run if run.is_dir() and rundir.is_native(run) else rundir.derived_dir(run)
 
 
 def write_summary(
@@ -339,7 +339,7 @@ def write_summary(
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
     }
-    traces.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
+    rundir.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
     md = f"# Summary of {_md_text(run_dir.name)}\n\n{df.height} episodes, {data['n_unscored']} unscored"
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     if merged:
@@ -353,5 +353,5 @@ def write_summary(
         + "\n\n"
     )
     md += data["notes"] + "\n"
-    traces.atomic_write(where / "summary.md", md)
+    rundir.atomic_write(where / "summary.md", md)
     return data

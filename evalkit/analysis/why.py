@@ -25,7 +25,7 @@ import polars as pl
 
 from evalkit.analysis.stats import ALPHA, PAIR_KEYS, TASK_KEYS, Z_975, compare, holm, mean_interval
 from evalkit.analysis.tables import p_text
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.calls import identity, shown
 from evalkit.records.columns import eager
 from evalkit.types import EpisodeRecord
@@ -330,14 +330,14 @@ def _records(df: pl.DataFrame) -> dict[tuple[str, str], EpisodeRecord]:
     out = {}
     for (run,), sub in df.group_by("run", maintain_order=True):
         keys = set(sub["key"].drop_nulls().to_list())
-        native = traces.is_native(run) if isinstance(run, str) else False
+        native = rundir.is_native(run) if isinstance(run, str) else False
         if native and sub["offset"].is_not_null().all():
             for key, off in sub.select("key", "offset").iter_rows():
-                out[(run, key)] = traces.read_at(run, off)
+                out[(run, key)] = rundir.read_at(run, off)
         else:
-            for d in traces.iter_dicts(run):
-                if traces.record_key(d) in keys:
-                    out[(run, traces.record_key(d))] = EpisodeRecord.from_dict(d)
+            for d in rundir.iter_dicts(run):
+                if rundir.record_key(d) in keys:
+                    out[(run, rundir.record_key(d))] = EpisodeRecord.from_dict(d)
     return out
 
 

@@ -88,7 +88,7 @@ def plan_task(task: dict, site: Any, width: int, height: int) -> list[dict]:
     """The generic actions the DOM solver takes on `task` in a `width` × `height` page on `site`, found by
     doing it there (its folder, screens and frames are thrown away): a plan for the fake endpoint, with no
     run before it. Raises SolverError when the task's solution does not fit its app."""
-    from evalkit.records.traces import FrameStore
+    from evalkit.records.rundir import FrameStore
 
     with tempfile.TemporaryDirectory(prefix="evalkit-plan-") as tmp:
         settings = Settings(agent="dom", width=width, height=height, settle_s=0.2)

@@ -32,7 +32,7 @@ from evalkit.envs.embedded.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
 from evalkit.notices import notice
 from evalkit.records.lock import RunLock
-from evalkit.records.traces import (
+from evalkit.records.rundir import (
     FrameStore,
     TraceWriter,
     atomic_write,

@@ -16,7 +16,7 @@ from typing import Any
 
 from evalkit.envs.embedded.webapp.tasks import fill, instruction
 from evalkit.errors import ConfigError
-from evalkit.records.traces import FrameStore
+from evalkit.records.rundir import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
 
 from .settings import Settings

@@ -1,6 +1,6 @@
 """The episode index of a native trace, read by msgspec instead of `json.loads` per line.
 
-`columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
+`columns.episode_row` over `rundir.iter_offsets` stays the reference: this module must give the same frame,
 row for row, and hands every line it cannot vouch for to that reference. Each line is decoded by msgspec
 into an `_Episode`, a Struct derived from `wellformed.kinds` (`_struct`): every field a record declares, at
 every depth (the turns, their calls, the plans), is typed by the kind it must hold, a field of any kind (the
@@ -498,7 +498,7 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     out = df.select(
         pl.col("offset"),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
-        pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
+        pl.col("key").replace("", None),  # as rundir.record_key: an empty key is no key
         *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
         *[pl.col(c) for c in _NUM],
         *[pl.col(c).fill_null(0) for c in _COUNT],

@@ -16,14 +16,14 @@ from evalkit.values.checks import why, writable_dir
 def run_out(name: str, path: str | Path) -> Path:
     """A run directory `evalkit run` may write: new, empty, or a run evalkit wrote (resumed). A run another
     harness wrote is never written into, nor is any other non-empty directory."""
-    from evalkit.records import traces  # start-up: the CLI's commands import this module, few of them that
+    from evalkit.records import rundir  # start-up: the CLI's commands import this module, few of them that
 
     path = writable_dir(name, path)
     # (a run killed before its run.json was written holds only evalkit's own `.evalkit/`: its writer's lock)
     if path.is_dir() and any(p.name != ".evalkit" for p in path.iterdir()):
-        if traces.begun(path):
+        if rundir.begun(path):
             return path
-        if (path / traces.TRACE).exists():
+        if (path / rundir.TRACE).exists():
             raise ConfigError(f"{name} {path} holds a run another harness wrote, which evalkit never writes "
                               "into; give a new directory")  # fmt: skip
         raise ConfigError(f"{name} {path} is a non-empty directory that holds no evalkit run; give a new one")
@@ -36,17 +36,17 @@ def runs(paths: list[str], command: str, episodes: bool = True) -> list[str]:
     whose every line is unreadable or malformed is refused alike by every command.
     A run with no episode yet (its batch has not finished one) is refused too, unless `episodes` is False
     (the viewer, which watches runs grow)."""
-    from evalkit.records import importers, traces  # start-up (see run_out)
+    from evalkit.records import importers, rundir  # start-up (see run_out)
 
     for p in paths:
         if not Path(p).exists():
             raise ConfigError(f"{command}: no such run directory: {p}")
-    found, notes = traces.expand_runs(paths)
+    found, notes = rundir.expand_runs(paths)
     paths = [str(p) for p in found]
     for p in paths:
         path = Path(p)
-        if not (path.is_dir() and traces.is_native(path)):
-            if path.is_dir() and traces.begun(path):  # killed before its trace was made
+        if not (path.is_dir() and rundir.is_native(path)):
+            if path.is_dir() and rundir.begun(path):  # killed before its trace was made
                 raise ConfigError(f"{command}: {p} has no episodes yet")
             try:
                 importers.detect(path)

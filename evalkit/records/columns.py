@@ -22,7 +22,7 @@ _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 EPISODE_COLUMNS: dict[str, Any] = {
     "run": _S,  # the run directory as given to load_runs
     "run_name": _S,  # its last path component, for labels
-    "offset": _I,  # byte offset of the record's line in trace.jsonl (native runs), for traces.read_at
+    "offset": _I,  # byte offset of the record's line in trace.jsonl (native runs), for rundir.read_at
     "source": _S,  # "evalkit" or the importer that read the run
     "key": _S,
     "model": _S,

@@ -2,7 +2,7 @@
 (`calls`), with exactly the columns `evalkit.records.columns` declares.
 
 A run is a native run directory or anything `evalkit.records.importers` reads; each key counts once, as its
-latest record (`traces.latest_records`). Episodes come from the run's cached index
+latest record (`rundir.latest_records`). Episodes come from the run's cached index
 (`evalkit.records.index_cache`); turns and calls from the records themselves. Grades from elsewhere
 (`evalkit.records.grades`) fill in episodes a run holds no reward for. The statistics over these frames are in
 `evalkit.analysis.stats`.
@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.records import grades as grades_
-from evalkit.records import importers, index_cache, jsonl, traces
+from evalkit.records import importers, index_cache, jsonl, rundir
 from evalkit.records.columns import (
     CALL_COLUMNS,
     EPISODE_COLUMNS,
@@ -59,7 +59,7 @@ def load_runs(
     table = grades_.read(grades) if grades is not None else None
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    paths, notes = traces.expand_runs(paths)
+    paths, notes = rundir.expand_runs(paths)
     for note in notes:
         jsonl.warn_once(("folder of runs", note), note)
     frames = []
@@ -89,7 +89,7 @@ def _sound(run: Path, df: pl.DataFrame, unreadable: int) -> pl.DataFrame:
     """The index without its malformed records; what was left out is said once (see `jsonl.warn_once`)."""
     bad = df.filter(pl.col("problem").is_not_null())
     if unreadable:
-        jsonl.warn_unreadable(run / traces.TRACE, unreadable)
+        jsonl.warn_unreadable(run / rundir.TRACE, unreadable)
     if bad.height:
         first = bad["problem"][0]
         jsonl.warn_once(
@@ -101,11 +101,11 @@ def _sound(run: Path, df: pl.DataFrame, unreadable: int) -> pl.DataFrame:
 
 
 def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
-    """The malformed records of runs that `load_runs` leaves out: run, byte offset (`traces.read_at`), key,
+    """The malformed records of runs that `load_runs` leaves out: run, byte offset (`rundir.read_at`), key,
     model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    paths = traces.expand_runs(paths)[0]
+    paths = rundir.expand_runs(paths)[0]
     cols = ["offset", "key", "model", "task_id", "problem"]
     frames = [
         index_cache.load(Path(p)).filter(pl.col("problem").is_not_null()).select(cols)
@@ -124,14 +124,14 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
     if isinstance(paths_or_df, pl.DataFrame):
         for (run,), sub in paths_or_df.group_by("run", maintain_order=True):
             keys = set(sub["key"].drop_nulls().to_list())
-            for d in traces.iter_dicts(run):
-                if text(traces.record_key(d)) in keys and not record_problems(d):
+            for d in rundir.iter_dicts(run):
+                if text(rundir.record_key(d)) in keys and not record_problems(d):
                     yield run, d
         return
     if isinstance(paths_or_df, str | os.PathLike):
         paths_or_df = [paths_or_df]
-    for p in traces.expand_runs(paths_or_df)[0]:
-        for d in traces.iter_dicts(p):
+    for p in rundir.expand_runs(paths_or_df)[0]:
+        for d in rundir.iter_dicts(p):
             if not record_problems(d):  # as load_runs, malformed records are left out
                 yield os.fspath(p), d
 
@@ -139,7 +139,7 @@ def _episodes(paths_or_df: Any) -> Iterator[tuple[str, dict]]:
 def _head(run: str, d: dict) -> tuple:
     return (
         run,
-        text(traces.record_key(d)),  # as the index has it: a lone surrogate is "?"
+        text(rundir.record_key(d)),  # as the index has it: a lone surrogate is "?"
         text(d.get("model")),
         text(d.get("env")),
         text(d.get("surface")),

@@ -23,7 +23,7 @@ OWNLOOP_SETTINGS = ("max_steps", "timeout", "width", "height", "frequency_penalt
 def outcome_settings(run: str | Path) -> dict[str, Any]:
     """The settings of `run` that change an episode, as its run.json has them ({} for a foreign run or an
     unreadable run.json). A resume compares these."""
-    from evalkit.records.traces import read_run_json
+    from evalkit.records.rundir import read_run_json
 
     path = Path(run)
     try:

@@ -37,8 +37,7 @@ from evalkit.providers.prices import price_source
 from evalkit.records import live
 from evalkit.records.checks import run_out
 from evalkit.records.lock import RunLock
-from evalkit.records.settings import outcome_settings
-from evalkit.records.traces import (
+from evalkit.records.rundir import (
     TRACE,
     TraceWriter,
     completed_keys,
@@ -46,6 +45,7 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
+from evalkit.records.settings import outcome_settings
 from evalkit.run import breaker, probe
 from evalkit.run.executors import Episodes, check_concurrency, execute, ray_module, serve_embedded
 from evalkit.run.jobs import Job, check_agent, plan_jobs

@@ -44,7 +44,7 @@ from evalkit.providers.common import notes_text
 from evalkit.providers.health import ProviderHealth
 from evalkit.providers.images import budget
 from evalkit.records import live
-from evalkit.records.traces import TraceWriter, read_run_json, write_run_json
+from evalkit.records.rundir import TraceWriter, read_run_json, write_run_json
 from evalkit.run import wording
 from evalkit.run.jobs import AgentFactory, Job, agent_label, check_agent, make
 from evalkit.run.pictures import Camera, frame_takers

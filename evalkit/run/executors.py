@@ -29,7 +29,7 @@ from evalkit.envs.client.resolved import ResolvedEnv, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
-from evalkit.records.traces import store_files
+from evalkit.records.rundir import store_files
 from evalkit.run.episode import Job, play
 from evalkit.run.settings import Settings
 from evalkit.types import EpisodeRecord

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from evalkit.envs.client import loopback
-from evalkit.records.traces import FrameStore
+from evalkit.records.rundir import FrameStore
 from evalkit.types import EnvSession, Image, ToolOutcome
 
 _pool: ThreadPoolExecutor | None = None

@@ -24,7 +24,7 @@ from evalkit.errors import error_class_of
 from evalkit.providers import prices
 from evalkit.providers.attempts import log_usage
 from evalkit.records import live, transcripts
-from evalkit.records.traces import FrameStore
+from evalkit.records.rundir import FrameStore
 from evalkit.run import wording
 from evalkit.run.jobs import Job
 from evalkit.run.pictures import Camera

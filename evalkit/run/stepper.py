@@ -39,7 +39,7 @@ from evalkit.errors import EpisodeOver
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth
 from evalkit.records.checks import run_out
-from evalkit.records.traces import TraceWriter, read_run_json, store_files, write_run_json
+from evalkit.records.rundir import TraceWriter, read_run_json, store_files, write_run_json
 from evalkit.run.episode import Opened
 from evalkit.run.jobs import Job, agent_label, check_agent
 from evalkit.run.operator import OperatedEpisode

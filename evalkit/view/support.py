@@ -24,7 +24,7 @@ from evalkit import analysis
 from evalkit.analysis.stats import MIN_TASKS, PAIR_KEYS
 from evalkit.analysis.tables import ci_column, reward_text
 from evalkit.errors import TraceError
-from evalkit.records import marks, settings, traces
+from evalkit.records import rundir, settings, viewer_marks
 from evalkit.types import EpisodeRecord, TurnRecord
 from evalkit.view import lazy
 from evalkit.view import search as text_search
@@ -118,7 +118,7 @@ IMAGE_LIMIT = 40 * 1024 * 1024
 
 
 def has_trace(path: Path) -> bool:
-    return (path / traces.TRACE).is_file()
+    return (path / rundir.TRACE).is_file()
 
 
 def discover_runs(
@@ -133,7 +133,7 @@ def discover_runs(
         named = [p for p in environ["EVALKIT_RUNS"].split(os.pathsep) if p.strip()]
     if named:
         out = [Path(cwd, p).resolve() for p in named]
-        found = traces.expand_runs([p for p in out if p.exists()])[0]  # a folder of runs: each run in it
+        found = rundir.expand_runs([p for p in out if p.exists()])[0]  # a folder of runs: each run in it
         return list(dict.fromkeys(Path(p) for p in found))
     root = Path(cwd, "runs")
     if not root.is_dir():
@@ -165,7 +165,7 @@ def run_labels(runs: Sequence[str | Path]) -> dict[str, str]:
 
 def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
     """Add any missing viewer column as nulls and cast the ones present, so runs of any origin concatenate.
-    A record without a key (`traces.record_key`) is named by its offset, as `text_index` names it."""
+    A record without a key (`rundir.record_key`) is named by its offset, as `text_index` names it."""
     exprs = []
     for name, dtype in TABLE_COLUMNS.items():
         if name == "run":
@@ -310,14 +310,14 @@ search = text_search.search
 
 @functools.lru_cache(maxsize=8)
 def _imported(run: str, signature: tuple[int, int]) -> dict[str, dict]:
-    return {traces.record_key(d) or f"#{i}": d for i, d in enumerate(traces.iter_dicts(run))}
+    return {rundir.record_key(d) or f"#{i}": d for i, d in enumerate(rundir.iter_dicts(run))}
 
 
 def imported_records(run: str | Path, signature: tuple[int, int] | None = None) -> dict[str, dict]:
     """Episode dicts of a run written by another harness, by key. Imported runs have no byte offsets, and
     importing can mean reading every episode folder, so this happens once per run and signature
-    (`traces.trace_signature`, computed here unless given): opening another episode then reads nothing."""
-    return _imported(str(run), tuple(signature or traces.trace_signature(run)))
+    (`rundir.trace_signature`, computed here unless given): opening another episode then reads nothing."""
+    return _imported(str(run), tuple(signature or rundir.trace_signature(run)))
 
 
 def open_record(
@@ -330,8 +330,8 @@ def open_record(
         rec = lazy.read_at(run, int(offset))
         if not key or rec.key == key or key.startswith("#"):
             return rec
-    if traces.is_native(run):
-        return traces.find_record(run, key)
+    if rundir.is_native(run):
+        return rundir.find_record(run, key)
     d = imported_records(run, signature).get(key)
     if d is None:
         raise TraceError(f"{run}: no episode with key {key!r}")
@@ -343,9 +343,9 @@ class Step:
     """One position of the step slider: 0 is the start (the first frame, no model output), n is turn n, and
     an episode that acts on screens ends with one more position, the screen its last action left.
 
-    `frame` is the picture shown at the step: for an agent that acts on screenshots (`marks.acts_on_screens`)
-    the screen the turn's actions were taken on, with them drawn (`marked`); otherwise the frame after the
-    turn, what its calls made."""
+    `frame` is the picture shown at the step: for an agent that acts on screenshots
+    (`viewer_marks.acts_on_screens`) the screen the turn's actions were taken on, with them drawn (`marked`);
+    otherwise the frame after the turn, what its calls made."""
 
     index: int
     frame: str | None
@@ -364,9 +364,9 @@ class Step:
 
 def steps_of(rec: EpisodeRecord) -> list[Step]:
     steps = [Step(0, rec.frame0)]
-    if not marks.acts_on_screens(rec):
+    if not viewer_marks.acts_on_screens(rec):
         return steps + [Step(i, t.frame, t) for i, t in enumerate(rec.turns, 1)]
-    steps += [Step(i, marks.acted_on(rec, i), t, marked=True) for i, t in enumerate(rec.turns, 1)]
+    steps += [Step(i, viewer_marks.acted_on(rec, i), t, marked=True) for i, t in enumerate(rec.turns, 1)]
     last = (rec.turns[-1].frame if rec.turns else None) or rec.render
     if rec.turns and last:
         steps.append(Step(len(rec.turns) + 1, last, end=True))
@@ -448,7 +448,7 @@ def safe_image(run: str | Path, rel: Any) -> Path | None:
 
 
 def _check_image(run: str, rel: str) -> Path | None:
-    path = traces.safe_path(run, rel)
+    path = rundir.safe_path(run, rel)
     if path is None:
         return None
     try:

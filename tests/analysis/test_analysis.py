@@ -14,8 +14,8 @@ from fixtures.synth import make_run
 from scipy.special import stdtrit
 
 from evalkit import analysis as A
-from evalkit.records import traces
-from evalkit.records.traces import TraceWriter
+from evalkit.records import rundir
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 
@@ -63,7 +63,7 @@ def test_columns_are_declared_and_typed(run):
 def test_offsets_open_the_same_episode(run):
     df = A.load_runs(run)
     for row in df.sample(5, seed=1).iter_rows(named=True):
-        r = traces.read_at(row["run"], row["offset"])
+        r = rundir.read_at(row["run"], row["offset"])
         assert r.key == row["key"] and r.reward == row["reward"]
 
 
@@ -101,7 +101,7 @@ def test_read_only_run_loads_without_cache(tmp_path, monkeypatch):
     def refuse(*a, **k):
         raise PermissionError("read-only")
 
-    monkeypatch.setattr(traces, "atomic_write", refuse)
+    monkeypatch.setattr(rundir, "atomic_write", refuse)
     assert A.load_runs(run).height == 1
     assert not list((run / ".evalkit").glob("index-*"))  # (the writer keeps its own index there)
 
@@ -305,7 +305,7 @@ def test_grade_components(run):
 
 
 def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.types import EpisodeRecord
 
     w = TraceWriter(tmp_path)
@@ -331,7 +331,7 @@ def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
 
 
 def test_summary_markdown_cannot_inject_html_or_links(tmp_path):
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.types import EpisodeRecord
 
     hostile = "m<img src=https://evil.example/x.png>[click](https://evil.example)"

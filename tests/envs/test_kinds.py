@@ -341,7 +341,7 @@ def test_a_sessions_configuration_is_empty_where_it_has_none():
 
 
 def test_an_episode_sends_plain_field_pictures_as_images_and_stores_them_as_frames(pixels, tmp_path):
-    from evalkit.records.traces import safe_path
+    from evalkit.records.rundir import safe_path
     from evalkit.run.episode import run_episode
     from evalkit.types import Turn
     from tests.support.scripted import call, factory

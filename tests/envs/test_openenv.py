@@ -12,7 +12,7 @@ import pytest
 from evalkit.envs.client.openenv import TypedSession, connect
 from evalkit.envs.client.wire import Connection
 from evalkit.errors import EnvError
-from evalkit.records.traces import safe_path
+from evalkit.records.rundir import safe_path
 from evalkit.run.episode import run_episode
 from tests.providers.fakes import Reply
 from tests.support.foreign_envs import GOAL, QUESTION, QUIZ_INSTRUCTIONS

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PIL import Image as PILImage
 
-from evalkit.records.traces import FrameStore, write_run_json
+from evalkit.records.rundir import FrameStore, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord, episode_key
 
 SECRET = "sentinel-outside-the-run-3141592653"

@@ -93,7 +93,7 @@ def test_what_the_breaker_says_ran_is_what_the_trace_holds(canvas_server, tmp_pa
     returns."""
     from evalkit.envs.client import sessions
     from evalkit.errors import EnvError
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.run.batch import run_batch
     from evalkit.run.breaker import BreakerSettings
 

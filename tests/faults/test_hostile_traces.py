@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from evalkit import analysis
 from evalkit.analysis import display
 from evalkit.cli import main
-from evalkit.records import index_cache, jsonl, traces
+from evalkit.records import index_cache, jsonl, rundir
 from tests.faults.corpus import INJECTIONS, SCRIPT, SECRET, hostile_run
 from tests.support.snapshot import snapshot
 from tests.viewer.viewer_runs import APP
@@ -59,7 +59,7 @@ def test_load_runs_reads_the_sound_and_names_the_malformed(hostile, caplog, fres
 
 
 def test_records_never_raise_and_carry_their_problems(hostile):
-    recs = list(traces.read_records(hostile["run"]))
+    recs = list(rundir.read_records(hostile["run"]))
     assert len(recs) == hostile["sound"] + hostile["malformed"]
     broken = [r for r in recs if r.problems]
     assert len(broken) == hostile["malformed"]

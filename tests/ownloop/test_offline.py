@@ -15,7 +15,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.ownloop import Settings, run_ownloop
 from evalkit.ownloop.fake import FakeEndpoint, TaskPolicy, uitars_reply
-from evalkit.records.traces import read_records, read_run_json
+from evalkit.records.rundir import read_records, read_run_json
 from tests.ownloop.conftest import FAST, TASKS
 
 pytestmark = pytest.mark.browser

@@ -14,7 +14,7 @@ from evalkit.envs.embedded.berth.tasks import generate_task, task_from_id
 from evalkit.envs.evalsets import load_evalset
 from evalkit.providers.baseline import create
 from evalkit.providers.baseline.greedy import greedy_plan, parse_port
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 EVALSET = "data/evalsets/berth-test-150.json"

@@ -14,7 +14,7 @@ import pytest
 from evalkit import analysis as A
 from evalkit.cli import main
 from evalkit.errors import ConfigError
-from evalkit.records import checks, index_cache, traces
+from evalkit.records import checks, index_cache, rundir
 from evalkit.view import support as vs
 from tests.support.snapshot import snapshot
 
@@ -32,7 +32,7 @@ def s001(seed_runs, tmp_path):
 
 def test_the_session_cache_is_not_the_users():
     home = Path(os.environ["XDG_CACHE_HOME"])
-    assert traces.cache_home() == home / "evalkit" and home != Path.home() / ".cache"
+    assert rundir.cache_home() == home / "evalkit" and home != Path.home() / ".cache"
 
 
 def test_load_runs_on_a_folder_of_runs_reads_each_and_says_which(s001, caplog):
@@ -76,8 +76,8 @@ def test_nothing_is_written_under_a_foreign_root(s001, tmp_path, capsys):
     assert main(["report", str(run), "-o", str(tmp_path / "report.html")]) == 0, capsys.readouterr().err
     assert snapshot(s001) == before
     cached = index_cache.index_path(run)
-    assert cached.is_file() and traces.cache_home() in cached.parents
-    assert (traces.derived_dir(run) / "summary.json").is_file()
+    assert cached.is_file() and rundir.cache_home() in cached.parents
+    assert (rundir.derived_dir(run) / "summary.json").is_file()
 
     def rebuilt(*_a, **_k):
         raise AssertionError("the cached index should have been read")

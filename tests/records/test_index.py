@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 
 from evalkit import analysis as A
 from evalkit.records import _index, index_cache
-from evalkit.records.traces import TraceWriter
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import CallRecord, EpisodeRecord, TurnRecord, episode_key
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from evalkit.envs.client.resolved import ResolvedEnv, embedded
 from evalkit.errors import ConfigError, MissingKeyError
-from evalkit.records.traces import TraceWriter, iter_lines, read_records
+from evalkit.records.rundir import TraceWriter, iter_lines, read_records
 from evalkit.run.batch import run_batch
 from evalkit.run.jobs import plan_jobs
 from evalkit.types import AgentOptions, EpisodeRecord

@@ -9,7 +9,7 @@ from PIL import Image
 
 from evalkit.envs.embedded.server import serve
 from evalkit.errors import ConfigError, EndpointError, MissingKeyError
-from evalkit.records.traces import read_records, safe_path
+from evalkit.records.rundir import read_records, safe_path
 from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions, Call, Turn, Usage
 from tests.support.echo_env import EchoServer

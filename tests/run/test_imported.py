@@ -13,7 +13,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.records import transcripts
-from evalkit.records.traces import read_records, read_run_json
+from evalkit.records.rundir import read_records, read_run_json
 from tests.providers.fakes import Reply
 from tests.support import imported
 from tests.support.foreign_envs import Served

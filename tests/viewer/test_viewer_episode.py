@@ -103,7 +103,7 @@ def test_call_line():
 
 
 def test_the_reset_arguments_and_who_answered_each_turn_are_shown(monkeypatch, tmp_path):
-    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.records.rundir import TraceWriter, write_run_json
     from evalkit.types import EpisodeRecord, TurnRecord
 
     run = tmp_path / "walks"

@@ -34,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
 from evalkit.records.exporters.atif import Images, trial_name
 from evalkit.types import EpisodeRecord
@@ -190,14 +190,14 @@ def write(run: Path, out: Path, summary: str | None = None) -> Converted:
     store = Images(run, where)
     names: dict[str, str] = {}
     used: Counter = Counter()
-    for n, rec in enumerate(traces.read_records(run)):
+    for n, rec in enumerate(rundir.read_records(run)):
         name = trial_name(rec, n)
         used[name] += 1
         if used[name] > 1:
             name = f"{name}-{used[name]}"
         lines = session(rec, run, store)
         text = "\n".join(json.dumps(x, ensure_ascii=False, default=str) for x in lines) + "\n"
-        traces.atomic_write(where / f"{name}.jsonl", text, sync=False)
+        rundir.atomic_write(where / f"{name}.jsonl", text, sync=False)
         if rec.key:
             names[rec.key] = f"{SESSIONS}/{name}.jsonl"
         done.episodes += 1
@@ -205,7 +205,7 @@ def write(run: Path, out: Path, summary: str | None = None) -> Converted:
     df = _table(run, names)
     (out / EPISODES).parent.mkdir(parents=True, exist_ok=True)
     df.write_parquet(out / EPISODES)
-    traces.atomic_write(out / "README.md", str(card(df, run.name or str(run), summary)), sync=False)
+    rundir.atomic_write(out / "README.md", str(card(df, run.name or str(run), summary)), sync=False)
     return done
 
 

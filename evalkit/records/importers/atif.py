@@ -68,7 +68,7 @@ from evalkit.types import SCRIPTED
 
 NAME = "atif"
 MARK = (
-    "evalkit"  # evalkit.records.exporters.MARK: importers may not import the exporters (they import traces)
+    "evalkit"  # evalkit.records.exporters.MARK: importers may not import the exporters (they import rundir)
 )
 TRAJECTORY = Path("agent") / "trajectory.json"
 _KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",

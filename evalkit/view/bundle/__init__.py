@@ -104,11 +104,11 @@ def _table(runs: list[str]) -> pl.DataFrame:
 
 def _records(run: str, rows: pl.DataFrame) -> dict[str, dict]:
     """The record dicts of `run` the table lists, by key, read in one pass."""
-    from evalkit.records import traces
+    from evalkit.records import rundir
 
-    if traces.is_native(run):
+    if rundir.is_native(run):
         wanted = dict(zip(rows["offset"].to_list(), rows["key"].to_list(), strict=True))
-        return {wanted[o]: d for o, d in traces.iter_offsets(run) if o in wanted}
+        return {wanted[o]: d for o, d in rundir.iter_offsets(run) if o in wanted}
     return vs.imported_records(run)
 
 

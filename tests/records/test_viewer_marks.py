@@ -11,7 +11,8 @@ import pytest
 from PIL import Image as PILImage
 
 from evalkit.analysis.display import record_html
-from evalkit.records.marks import (
+from evalkit.records.rundir import FrameStore, TraceWriter, write_run_json
+from evalkit.records.viewer_marks import (
     acted_on,
     action_marks,
     acts_on_screens,
@@ -20,7 +21,6 @@ from evalkit.records.marks import (
     marked,
     space_of,
 )
-from evalkit.records.traces import FrameStore, TraceWriter, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord
 
 APP = Path(__file__).resolve().parents[2] / "viewer" / "app.py"

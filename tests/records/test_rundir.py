@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from evalkit.records.traces import (
+from evalkit.records.rundir import (
     FrameStore,
     TraceWriter,
     completed_keys,
@@ -81,7 +81,7 @@ def test_frames_are_content_addressed(tmp_path):
 
 
 def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
-    from evalkit.records.traces import atomic_write
+    from evalkit.records.rundir import atomic_write
 
     old = os.umask(0o027)
     try:
@@ -95,22 +95,22 @@ def test_a_write_makes_its_directory_again_and_leaves_no_temporary_file(tmp_path
     import itertools
     import shutil
 
-    from evalkit.records import traces
+    from evalkit.records import rundir
 
     run = tmp_path / "run"
-    traces.atomic_write(run / "frames" / "ab" / "x.png", b"one")
+    rundir.atomic_write(run / "frames" / "ab" / "x.png", b"one")
     shutil.rmtree(run)  # a user removed the run directory between two batches of one notebook
-    traces.atomic_write(run / "frames" / "ab" / "x.png", b"two")
+    rundir.atomic_write(run / "frames" / "ab" / "x.png", b"two")
     assert (run / "frames" / "ab" / "x.png").read_bytes() == b"two"
     # A temporary name a killed process with this pid left behind is passed over.
-    monkeypatch.setattr(traces, "_tmp_names", itertools.count(7))
+    monkeypatch.setattr(rundir, "_tmp_names", itertools.count(7))
     (run / f".y.json.{os.getpid()}-7.tmp").write_text("stale")
-    traces.atomic_write(run / "y.json", "{}")
+    rundir.atomic_write(run / "y.json", "{}")
     assert (run / "y.json").read_text() == "{}"
     # A rename that fails (onto a directory) raises and takes its temporary file with it.
     (run / "d").mkdir()
     with pytest.raises(OSError):
-        traces.atomic_write(run / "d", b"x")
+        rundir.atomic_write(run / "d", b"x")
     stale = f".y.json.{os.getpid()}-7.tmp"
     assert sorted(p.name for p in run.iterdir()) == sorted(["frames", "y.json", "d", stale])
 
@@ -141,7 +141,7 @@ def test_safe_path_refuses_escapes(tmp_path):
 def test_signature_tracks_native_and_imported_runs(tmp_path):
     import time
 
-    from evalkit.records.traces import trace_signature
+    from evalkit.records.rundir import trace_signature
 
     assert trace_signature(tmp_path / "missing") == (0, 0)
     w = TraceWriter(tmp_path / "native")
@@ -162,7 +162,7 @@ def test_signature_tracks_native_and_imported_runs(tmp_path):
 
 
 def test_one_rule_for_the_latest_record_of_a_key():
-    from evalkit.records.traces import latest_records, record_key, survivors
+    from evalkit.records.rundir import latest_records, record_key, survivors
 
     keys = ["a", None, "b", "a", None, "", "b", "c"]
     assert survivors(keys) == [1, 3, 4, 5, 6, 7]
@@ -192,7 +192,7 @@ def test_the_viewer_search_and_resume_follow_the_same_rule(tmp_path):
 
 
 def test_derived_files_of_a_foreign_run_go_to_the_user_cache(tmp_path, monkeypatch):
-    from evalkit.records.traces import cache_home, derived_dir
+    from evalkit.records.rundir import cache_home, derived_dir
 
     TraceWriter(tmp_path / "native").append(_rec("a"))
     assert derived_dir(tmp_path / "native") == tmp_path / "native" / ".evalkit"
