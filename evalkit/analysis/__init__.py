@@ -8,6 +8,7 @@
   where two trajectories part;
 - `summary` — the same as the CLI's text tables and a run's `summary.json` / `summary.md`;
 - `tables`, `plots`, `display` — HTML tables, Altair charts, the notebook display of records and runs;
+  `kernel` what `import evalkit` sets up in a kernel, `offline` Altair's charts with no network;
 - `report`, `export` — `evalkit report` (the report notebook executed) and any notebook as offline HTML.
 
 The names notebooks use are here too, loaded on first use: `analysis.load_runs`, `.summarise`, `.by_tier`,

@@ -7,8 +7,8 @@ nbconvert's HTML and GitHub all show one of them with nothing to load. JupyterLa
 notebook and the PNG of one it does not trust (it never renders an untrusted SVG). What is lost is the
 tooltips: a user who wants them picks another renderer, which we then leave alone.
 
-`use()` switches to it only while Altair's renderer is still its own default: `ek.plots` (and
-`import evalkit` in a kernel, see `evalkit.__init__`) call it, and a choice the user made is never undone.
+`use()` switches to it only while Altair's renderer is still its own default: `ek.plots` (and `import
+evalkit` in a kernel, see `evalkit.analysis.kernel`) call it, and a choice the user made is never undone.
 """
 
 from __future__ import annotations

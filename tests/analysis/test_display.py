@@ -6,7 +6,7 @@ import pytest
 from fixtures.synth import make_run
 
 from evalkit import analysis as A
-from evalkit.analysis import display
+from evalkit.analysis import display, kernel
 from evalkit.records import rundir
 from evalkit.types import EpisodeRecord
 
@@ -20,10 +20,8 @@ def notebook_html(obj) -> str:
     """What a notebook shows for `obj`: IPython's own HTML formatter, as a kernel runs it."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import evalkit
-
     shell = InteractiveShell.instance()
-    evalkit._notebook_display()  # what `import evalkit` does inside a kernel
+    kernel.install()  # what `import evalkit` does inside a kernel
     data, _ = shell.display_formatter.format(obj)
     return data.get("text/html", "")
 
@@ -98,7 +96,7 @@ def test_a_conversation_shows_as_one_in_a_notebook():
     msgs = ek.transcripts.messages(rec, run)
     assert isinstance(msgs, list) and msgs[0].role == "system"  # still the list it was
     shell = InteractiveShell.instance()
-    ek._notebook_display()
+    kernel.install()
     data, _ = shell.display_formatter.format(msgs)
     page = data["text/html"]
     for role in ("system", "user", "assistant", "tool"):
