@@ -230,17 +230,7 @@ class CanvasEnv(EpisodeEnv):
         episode_id: str | None = None,
     ) -> Observation:
         """Start an episode; ValueError (sent to the client as an error frame) for any bad argument."""
-        if surface not in SURFACES:
-            raise ValueError(f"unknown surface {surface!r}: use one of {', '.join(SURFACES)}")
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-        if coordinates not in COORDINATES:
-            raise ValueError(f"unknown coordinates {coordinates!r}: use one of {', '.join(COORDINATES)}")
-        steps = STEPS[surface] if max_steps is None else max_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-        if surface == "gui" and skin is not None and skin not in SKINS:
-            raise ValueError(f"unknown skin {skin!r}: use one of {', '.join(SKINS)}")
+        steps = _steps(surface, mode, coordinates, skin, max_steps)
         task = task_from_id(task_id) if task_id else generate_task(split, _index(index))
         if surface == "html":
             coordinates = "pixels"  # CSS pixels: the page has no other
@@ -265,33 +255,7 @@ class CanvasEnv(EpisodeEnv):
         self.ep = ep
         registry.add(ep)
         asyncio.get_running_loop().call_later(PREPARE_AFTER_S, ep.prepare)
-        meta: dict[str, Any] = {
-            "task_id": task.task_id,
-            "episode_id": ep.episode_id,
-            "split": task.split,
-            "index": task.index,
-            "instructions": instructions(task.doc, surface, mode, coordinates, steps, SCREEN),
-            "prompt": opening(surface, mode),
-            "surface": surface,
-            "mode": mode,
-            "skin": skin,
-            "seed": seed,
-            "tier": task.tier,
-            "difficulty_score": task.difficulty_score,
-            "n_elements": task.n_elements,
-            "prompt_version": PROMPT_VERSIONS[surface],
-            "coordinates": coordinates,
-            "canvas": {"width": w, "height": h},
-            "max_steps": steps,
-            "max_turns": TURNS[surface],
-        }
-        if surface == "gui":
-            meta["screenshot_tool"] = SCREENSHOT_TOOL
-            meta["screen"] = {"width": SCREEN[0], "height": SCREEN[1]}
-        if mode == "reference":
-            meta["reference_jpeg_b64"] = jpeg_b64_of(task.doc)
-        meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
-        return Observation(done=False, reward=None, metadata=meta)
+        return Observation(done=False, reward=None, metadata=_metadata(ep, seed))
 
     async def _drop(self) -> None:
         """Forget the current episode and close its page (a reset or the session's end)."""
@@ -350,6 +314,54 @@ class CanvasEnv(EpisodeEnv):
         recycle = getattr(self, "recycle", None)
         if recycle is None or not recycle():
             super().close()
+
+
+def _steps(surface: str, mode: str, coordinates: str, skin: str | None, max_steps: Any) -> int:
+    """The episode's step limit, once every argument of a reset is one the canvas has (else ValueError)."""
+    if surface not in SURFACES:
+        raise ValueError(f"unknown surface {surface!r}: use one of {', '.join(SURFACES)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if coordinates not in COORDINATES:
+        raise ValueError(f"unknown coordinates {coordinates!r}: use one of {', '.join(COORDINATES)}")
+    steps = STEPS[surface] if max_steps is None else max_steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    if surface == "gui" and skin is not None and skin not in SKINS:
+        raise ValueError(f"unknown skin {skin!r}: use one of {', '.join(SKINS)}")
+    return steps
+
+
+def _metadata(ep: Episode, seed: int | None) -> dict[str, Any]:
+    """What the reset's observation tells the client of the episode `ep` opened."""
+    task, surface, mode = ep.task, ep.surface, ep.mode
+    meta: dict[str, Any] = {
+        "task_id": task.task_id,
+        "episode_id": ep.episode_id,
+        "split": task.split,
+        "index": task.index,
+        "instructions": instructions(task.doc, surface, mode, ep.coordinates, ep.max_steps, SCREEN),
+        "prompt": opening(surface, mode),
+        "surface": surface,
+        "mode": mode,
+        "skin": ep.skin,
+        "seed": seed,
+        "tier": task.tier,
+        "difficulty_score": task.difficulty_score,
+        "n_elements": task.n_elements,
+        "prompt_version": PROMPT_VERSIONS[surface],
+        "coordinates": ep.coordinates,
+        "canvas": {"width": task.doc.width, "height": task.doc.height},
+        "max_steps": ep.max_steps,
+        "max_turns": TURNS[surface],
+    }
+    if surface == "gui":
+        meta["screenshot_tool"] = SCREENSHOT_TOOL
+        meta["screen"] = {"width": SCREEN[0], "height": SCREEN[1]}
+    if mode == "reference":
+        meta["reference_jpeg_b64"] = jpeg_b64_of(task.doc)
+    meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
+    return meta
 
 
 def _index(index: Any) -> int:

@@ -50,8 +50,14 @@ def _to_pixels(ep: Episode, values: dict) -> dict:
 
 
 def register(mcp: Any, current: Callable[[], Episode], fail: Callable[[str], Exception]) -> None:
-    """Add the editing tools to the FastMCP server `mcp`; `current()` is the live episode."""
+    """Add the editing tools to the FastMCP server `mcp`; `current()` is the live episode. In this order
+    (the order the model is shown them): get_document, add_element, update_element, delete_element,
+    set_background."""
+    _reading_and_adding(mcp, current, fail)
+    _changing(mcp, current, fail)
 
+
+def _reading_and_adding(mcp: Any, current: Callable[[], Episode], fail: Callable[[str], Exception]) -> None:
     @mcp.tool
     def get_document() -> str:
         """Return the current document as JSON: width, height, background and elements (bottom to top)."""
@@ -87,6 +93,8 @@ def register(mcp: Any, current: Callable[[], Episode], fail: Callable[[str], Exc
             ep.doc.elements.append(el)
         return json.dumps({"id": el.id})
 
+
+def _changing(mcp: Any, current: Callable[[], Episode], fail: Callable[[str], Exception]) -> None:
     @mcp.tool
     def update_element(
         id: Annotated[str, Field(description="The element id, e.g. 'e2'.")],

@@ -26,6 +26,34 @@ def build_site(admin_key: str | None = None) -> Starlette:
     """The ASGI app serving both web apps; `app.state.admin_key` is the key the admin endpoints want."""
     sessions = Sessions()
     key = admin_key or secrets.token_hex(16)
+    routes = [
+        Route("/", _home),
+        Route("/health", _health),
+        *_admin_routes(sessions, key),
+        *shop_routes(),
+        *mail_routes(),
+    ]
+    session_of = Middleware(BaseHTTPMiddleware, dispatch=_with_session(sessions))
+    site = Starlette(routes=routes, middleware=[session_of])
+    site.state.admin_key = key
+    return site
+
+
+async def _home(request: Request) -> Response:
+    body = (
+        '<div class="card"><h1>Web apps</h1><p><a href="/shop/">Harbour Goods</a> — the shop</p>'
+        '<p><a href="/mail/">Northwind Mail</a> — your mailbox</p></div>'
+    )
+    return page("Home", body, "", request.state.session)
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "healthy"})
+
+
+def _admin_routes(sessions: Sessions, key: str) -> list[Route]:
+    """The endpoints no agent sees (a 404 without the admin key): a new session with its flags, and a
+    session's record and request log."""
 
     def admin(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(ADMIN_HEADER, ""), key)
@@ -49,25 +77,16 @@ def build_site(admin_key: str | None = None) -> Starlette:
 
         return endpoint
 
-    async def home(request: Request) -> Response:
-        body = (
-            '<div class="card"><h1>Web apps</h1><p><a href="/shop/">Harbour Goods</a> — the shop</p>'
-            '<p><a href="/mail/">Northwind Mail</a> — your mailbox</p></div>'
-        )
-        return page("Home", body, "", request.state.session)
-
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "healthy"})
-
-    routes = [
-        Route("/", home),
-        Route("/health", health),
+    return [
         Route("/_admin/session-flags", session_flags),
         Route("/_admin/record", admin_list("record")),
         Route("/_admin/log", admin_list("log")),
-        *shop_routes(),
-        *mail_routes(),
     ]
+
+
+def _with_session(sessions: Sessions) -> Any:
+    """The middleware giving each request its cookie's session (a new one without), and logging what an
+    agent asked of the apps."""
 
     async def with_session(request: Request, call_next: Any) -> Response:
         s = sessions.get(request.cookies.get(COOKIE))
@@ -94,9 +113,7 @@ def build_site(admin_key: str | None = None) -> Starlette:
                     )
         return response
 
-    site = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=with_session)])
-    site.state.admin_key = key
-    return site
+    return with_session
 
 
 class SiteServer(ThreadedServer):
