@@ -11,3 +11,23 @@ May import: `browser`, `evalkit.envs` (the names and declarations of `EMBEDDED`)
 sets they write), and the modules at evalkit's top. Never the client (`evalkit.envs.client`), the model
 (`providers`) nor the loop that drives them (`run`).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from typing import Any
+
+
+def lazy_names(package: str, modules: dict[str, list[str]]) -> tuple[list[str], Callable[[str], Any]]:
+    """An env package's face: its `__all__`, and its `__getattr__` importing each name from its module (of
+    `modules`, relative to `package`) on first use, so that generating or grading tasks never loads the
+    server stack."""
+    where = {name: module for module, names in modules.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(where[name], package), name)
+
+    return sorted(where), __getattr__

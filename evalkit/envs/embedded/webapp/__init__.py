@@ -7,27 +7,16 @@ Names are imported lazily so that reading tasks and grading do not pull in the s
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from evalkit.envs.embedded import lazy_names
 
-_EXPORTS = {
-    "build_app": ".app",
-    "WebAppEnv": ".env",
-    "SiteServer": ".serve",
-    "build_site": ".serve",
-    "ADMIN_HEADER": ".site",
-    "grade": ".grade",
-    "load_tasks": ".tasks",
-    "task_by_id": ".tasks",
-    "instruction": ".tasks",
-    "fill": ".tasks",
-    "DEFAULT_TASKS": ".tasks",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(_EXPORTS[name], __name__), name)
+__all__, __getattr__ = lazy_names(
+    __name__,
+    {
+        ".app": ["build_app"],
+        ".env": ["WebAppEnv"],
+        ".serve": ["SiteServer", "build_site"],
+        ".site": ["ADMIN_HEADER"],
+        ".grade": ["grade"],
+        ".tasks": ["load_tasks", "task_by_id", "instruction", "fill", "DEFAULT_TASKS"],
+    },
+)

@@ -8,7 +8,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from . import data
-from .site import Session, esc, form, login_routes, login_wall, page
+from .site import Session, esc, form, login_routes, page, signed_in
 
 APP = "mail"
 NAV = (
@@ -26,10 +26,8 @@ def _message(mid: str) -> data.Message | None:
     return next((m for m in data.MESSAGES if m.mid == mid), None)
 
 
-async def inbox(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def inbox(request: Request, s: Session) -> Response:
     folder = request.query_params.get("folder", "inbox")
     folder = folder if folder in FOLDERS else "inbox"
     rows = "".join(
@@ -44,10 +42,8 @@ async def inbox(request: Request) -> Response:
     return _render(folder.title(), body, request)
 
 
-async def message(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def message(request: Request, s: Session) -> Response:
     m = _message(request.path_params["mid"])
     if m is None or s.folders.get(m.mid) == "trash":
         return _render("Message", "<h1>No such message</h1>", request)
@@ -74,10 +70,8 @@ async def message(request: Request) -> Response:
 
 
 def _action(kind: str):
-    async def act(request: Request) -> Response:
-        if (wall := login_wall(request, APP)) is not None:
-            return wall
-        s: Session = request.state.session
+    @signed_in(APP)
+    async def act(request: Request, s: Session) -> Response:
         m = _message(request.path_params["mid"])
         if m is None or s.folders.get(m.mid) == "trash":
             return RedirectResponse("/mail/", status_code=303)
@@ -97,10 +91,8 @@ def _action(kind: str):
     return act
 
 
-async def compose(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def compose(request: Request, s: Session) -> Response:
     error = ""
     reply = _message(request.query_params.get("reply", ""))
     to, subject, text = "", "", ""
@@ -135,10 +127,8 @@ async def compose(request: Request) -> Response:
     return _render("Compose", body, request)
 
 
-async def sent(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def sent(request: Request, s: Session) -> Response:
     note = '<p class="ok">Message sent.</p>' if request.query_params.get("sent") else ""
     rows = "".join(f"<tr><td>{esc(m['to'])}</td><td>{esc(m['subject'])}</td></tr>" for m in reversed(s.sent))
     body = f"<h1>Sent</h1>{note}" + (

@@ -10,7 +10,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from . import data
-from .site import Session, esc, form, login_routes, login_wall, page
+from .site import Session, esc, form, login_routes, page, signed_in
 
 APP = "shop"
 
@@ -103,10 +103,8 @@ def _qty(text: str) -> int | None:
     return n if 1 <= n <= 99 else None
 
 
-async def cart_add(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def cart_add(request: Request, s: Session) -> Response:
     f = await form(request)
     p, n = data.product(f.get("pid", "")), _qty(f.get("qty", "1"))
     if p is None or n is None:
@@ -117,10 +115,8 @@ async def cart_add(request: Request) -> Response:
     return RedirectResponse("/shop/cart", status_code=303)
 
 
-async def cart_remove(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def cart_remove(request: Request, s: Session) -> Response:
     pid = (await form(request)).get("pid", "")
     with s.lock:
         removed = s.cart.pop(pid, None)
@@ -140,10 +136,8 @@ def _lines(items: dict[str, int]) -> tuple[str, float]:
     return rows, round(subtotal, 2)
 
 
-async def cart(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def cart(request: Request, s: Session) -> Response:
     rows, subtotal = _lines(dict(s.cart))
     if not rows:
         return _render("Cart", "<h1>Your cart</h1><p>Your cart is empty.</p>", request)
@@ -162,10 +156,8 @@ async def cart(request: Request) -> Response:
     return _render("Cart", body, request)
 
 
-async def checkout(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def checkout(request: Request, s: Session) -> Response:
     error = ""
     if request.method == "POST":
         f = await form(request)
@@ -223,10 +215,8 @@ async def checkout(request: Request) -> Response:
     return _render("Checkout", body, request)
 
 
-async def orders(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def orders(request: Request, s: Session) -> Response:
     trs = "".join(
         f'<tr><td><a href="/shop/orders/{o["order"]}">#{o["order"]}</a></td><td>{o["date"]}</td>'
         f"<td>{sum(o['items'].values())}</td><td>{_money(data.order_total(o['items'], o['shipping']))}</td>"
@@ -238,10 +228,8 @@ async def orders(request: Request) -> Response:
     return _render("Orders", body, request)
 
 
-async def order(request: Request) -> Response:
-    if (wall := login_wall(request, APP)) is not None:
-        return wall
-    s: Session = request.state.session
+@signed_in(APP)
+async def order(request: Request, s: Session) -> Response:
     o = next((o for o in s.orders if o["order"] == request.path_params["oid"]), None)
     if o is None:
         return _render("Order", "<h1>No such order</h1>", request)

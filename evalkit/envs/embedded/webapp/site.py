@@ -13,11 +13,13 @@ page cannot add to its own navigations, so an agent never sees them:
 
 from __future__ import annotations
 
+import functools
 import html
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -140,6 +142,23 @@ def login_wall(request: Request, app: str) -> Response | None:
         return None
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/{app}/login?next={quote(target)}", status_code=303)
+
+
+def signed_in(
+    app: str,
+) -> Callable[[Callable[..., Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]:
+    """A page of `app` for a logged-in user: the handler is called with the request and its session; a
+    logged-out session gets the way to the login page (`login_wall`)."""
+
+    def wrap(handler: Callable[..., Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        @functools.wraps(handler)
+        async def guarded(request: Request) -> Response:
+            wall = login_wall(request, app)
+            return wall if wall is not None else await handler(request, request.state.session)
+
+        return guarded
+
+    return wrap
 
 
 def login_routes(app: str, home: str, nav: str) -> list[Route]:
