@@ -76,6 +76,21 @@ def count(v: Any) -> int:
     return int(v) if ok and not isinstance(v, bool) else 0
 
 
+def whole_cost(costs: list[float | None]) -> float | None:
+    """A foreign episode's cost: the sum of its parts' costs when each says it (a part is no whole), else
+    None (an unknown cost is null, never the part that is known)."""
+    return sum(c for c in costs if c is not None) if costs and None not in costs else None
+
+
+def summed_usage(turns: list[dict]) -> dict:
+    """The turns' token counts, summed key by key."""
+    out: dict = {}
+    for t in turns:
+        for k, v in (t.get("usage") or {}).items():
+            out[k] = out.get(k, 0) + count(v)
+    return out
+
+
 def skeleton(
     model: str, env: str, surface: str, mode: str, task_id: str, skin: str | None, repeat: int,
     job: tuple[str, str | None],

@@ -61,7 +61,9 @@ from evalkit.records.importers._common import (
     number,
     result,
     skeleton,
+    summed_usage,
     unscored,
+    whole_cost,
 )
 from evalkit.records.jsonl import load_json
 from evalkit.types import SCRIPTED
@@ -372,7 +374,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
     final = traj.get("final_metrics") if isinstance(traj.get("final_metrics"), dict) else {}
     reward = _reward(res) if res else number(ek.get("reward"))
     exc = res.get("exception_info") if isinstance(res.get("exception_info"), dict) else None
-    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else _sum_usage(turns)
+    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else summed_usage(turns)
     rec.update(
         {k: ek[k] for k in _KEPT if k in ek},
         reward=reward,
@@ -450,15 +452,7 @@ def _cost(final: dict, steps: list) -> float | None:
         for s in steps
         if isinstance(s, dict) and s.get("source") == "agent" and s.get("llm_call_count") != 0
     ]
-    return sum(c for c in costs if c is not None) if costs and None not in costs else None
-
-
-def _sum_usage(turns: list[dict]) -> dict:
-    out: dict = {}
-    for t in turns:
-        for k, v in (t.get("usage") or {}).items():
-            out[k] = out.get(k, 0) + count(v)
-    return out
+    return whole_cost(costs)
 
 
 def read(path: Path) -> Iterator[dict]:
