@@ -22,16 +22,26 @@ import json
 import logging
 import math
 import os
+import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalkit.errors import ConfigError, DiskFullError, EvalkitError, NotWritableError
+from evalkit import analysis, secrets
+from evalkit.envs import EMBEDDED
+from evalkit.errors import ConfigError, DiskFullError, EnvError, EvalkitError, NotWritableError
 from evalkit.records import checks as rundirs
+from evalkit.run.breaker import EXIT_UNSCORED
 from evalkit.run.settings import Settings, argtype
 from evalkit.values import checks
+
+# Start-up: each command imports what it runs inside its own function (the loop, the envs, Polars, the
+# viewer, the exporters), so that `evalkit --help`, a mistake's one line and the parser that every command
+# builds load none of them; tests/records/test_convert.py holds one of them to it (inspect_ai).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -322,8 +332,6 @@ def cmd_convert(a: argparse.Namespace) -> int:
 
 def _can_push(repo: str) -> None:
     """`--push`'s mistakes before any work: a repo id that is not `user/name`, no token, no library."""
-    import re
-
     from evalkit.records.exporters import hf
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -339,14 +347,11 @@ def _can_push(repo: str) -> None:
 def _card_summary(run: str) -> str:
     """evalkit's summary of the run, in Markdown, for a dataset card (the records' exporter does not import
     the analysis, so the command hands it over)."""
-    from evalkit import analysis
-
     df = analysis.load_runs([run], cache="read")
     return analysis.format_summary(df, markdown=True)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from evalkit import secrets
     from evalkit.providers.common import load_env
     from evalkit.run.batch import run_batch
 
@@ -406,9 +411,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def _probe(a: argparse.Namespace) -> int:
-    from evalkit.envs import EMBEDDED
     from evalkit.envs.client.resolved import resolve
-    from evalkit.errors import EnvError
     from evalkit.run.probe import probe
 
     if isinstance(a.reset_json, list):
@@ -445,14 +448,12 @@ def _probe(a: argparse.Namespace) -> int:
     print(json.dumps(report.to_dict(), indent=1, default=str) if a.json else report.describe(), flush=True)
     if report.step_error:  # the whole report first, then the step that broke the env, in one line
         print(f"evalkit probe: {report.step_error}", file=sys.stderr)
-        from evalkit.run.breaker import EXIT_UNSCORED
 
         return EXIT_UNSCORED
     return 0
 
 
 def cmd_summarise(a: argparse.Namespace) -> int:
-    from evalkit import analysis
     from evalkit.records import grades, rundir
 
     runs = rundirs.runs(a.runs, "summarise")
@@ -486,8 +487,6 @@ def cmd_summarise(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from evalkit import analysis
-
     # Read, not cached: a comparison refused below leaves the runs as they were.
     df = analysis.load_runs(rundirs.runs(a.runs, "compare"), cache="read")
     if a.by not in df.columns:
@@ -501,7 +500,6 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    from evalkit import analysis
     from evalkit.analysis.repeats import format_plan, plan
 
     if not a.delta > 0 or not 0 < a.power < 1:
@@ -516,7 +514,6 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_noise(a: argparse.Namespace) -> int:
-    from evalkit import analysis
     from evalkit.analysis.noise import format_noise
 
     if a.threshold is not None and not math.isfinite(a.threshold):
@@ -558,7 +555,6 @@ def _scan_choice(a: argparse.Namespace) -> list:
 def cmd_scan(a: argparse.Namespace) -> int:
     import polars as pl
 
-    from evalkit import analysis
     from evalkit.analysis import why
     from evalkit.records import scans as store
     from evalkit.scanners.engine import scan
@@ -611,7 +607,6 @@ def cmd_report(a: argparse.Namespace) -> int:
     runs = rundirs.runs(a.runs, "report")
     if a.a is not None or a.b is not None:
         # Before the notebook runs: a name it cannot find would fail a cell, with the kernel's traceback.
-        from evalkit import analysis
 
         _check_sides(analysis.load_runs(runs, cache="read"), "report", a.a, a.b)
     href = built = None
@@ -755,9 +750,6 @@ class Stopped(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _stop_signals() -> Iterator[None]:
-    import signal
-    import threading
-
     def stop(signum: int, frame: Any) -> None:
         raise Stopped(signum)
 
@@ -781,8 +773,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
         return getattr(e, "exit_status", 2)  # (a full disk: 5)
     except KeyboardInterrupt as e:
-        import signal
-
         status, why = 130, "interrupted"
         if isinstance(e, Stopped):
             status, why = 128 + e.signum, f"stopped by {signal.Signals(e.signum).name}"

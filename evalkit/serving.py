@@ -63,6 +63,7 @@ class ThreadedServer:
 
     def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", name: str = "app",
                  **uvicorn_kw: Any):  # fmt: skip
+        # start-up: uvicorn with the first server
         import uvicorn
 
         self.host = host

@@ -50,6 +50,7 @@ def thumbnail(
     if path is None:
         return None
     try:
+        # start-up: Pillow and the marks only for a record with frames
         from PIL import Image
 
         from evalkit.records.viewer_marks import marked
@@ -163,6 +164,7 @@ def episode_html(run_dir: str | Path, rec: EpisodeRecord | dict, **kw: Any) -> s
 
 def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) -> str:
     """HTML for one or more runs: episode counts, the summary table and the per-tier table."""
+    # start-up: Polars and the statistics only for a run's display, not a record's
     from evalkit.analysis import stats
     from evalkit.records.loading import load_runs
 
@@ -201,6 +203,7 @@ class RunView:
     frame, `.episode(i)` the i-th episode with its frames."""
 
     def __init__(self, paths: str | Path | Iterable[str | Path]):
+        # start-up (as above)
         from evalkit.records.loading import load_runs
 
         self.paths = [paths] if isinstance(paths, str | Path) else list(paths)

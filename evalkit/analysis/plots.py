@@ -303,12 +303,14 @@ def grade_components(df: pl.DataFrame) -> alt.Chart:
 
 
 def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    # start-up: vl-convert only to draw a chart as a picture
     import vl_convert as vlc
 
     return vlc.vegalite_to_png(chart.to_json(), scale=scale)
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
+    # start-up (as above)
     import vl_convert as vlc
 
     return vlc.vegalite_to_svg(chart.to_json())

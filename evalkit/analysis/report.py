@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from evalkit.analysis import export
+from evalkit.analysis import export, stats
+from evalkit.analysis.display import thumbnail
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
+from evalkit.analysis.repeats import pass_k_table
 from evalkit.analysis.stats import N_BOOT
 from evalkit.analysis.tables import (
     COMPARE_MANY_TABLE,
@@ -26,6 +28,7 @@ from evalkit.analysis.tables import (
     table_html,
 )
 from evalkit.errors import ConfigError
+from evalkit.records.rundir import atomic_write, read_run_json
 
 __all__ = ["COMPARE_MANY_TABLE", "COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc",
            "examples_html", "pass_k_html", "execute_notebook", "headline_html", "inject_parameters",
@@ -68,7 +71,6 @@ def build_report(
     out = Path(out)
     nb = execute_notebook(notebook, params, cwd=out.resolve().parent if out.parent.exists() else None)
     html = to_html(nb, show_code=show_code, title="evalkit report: " + ", ".join(Path(r).name for r in runs))
-    from evalkit.records.rundir import atomic_write
 
     atomic_write(out, html)
     return out
@@ -81,6 +83,7 @@ def build_report(
 
 def ranked_models(df: Any) -> list[str]:
     """Models by mean reward over scored episodes, best first (ties by name); models with none scored last."""
+    # start-up: Polars only where a frame is built (the report's parameters need none)
     import polars as pl
 
     means = (
@@ -105,8 +108,6 @@ def pick_pair(df: Any, a: str | None = None, b: str | None = None) -> tuple[str 
 def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -> str:
     """Which model is better, by how much, with the paired CI, p, the smallest detectable difference and
     wins/losses, in one paragraph; "no conclusion" when too few tasks are in common to say anything."""
-    from evalkit.analysis import stats
-
     if a is None or b is None:
         said = f"Only one model in these runs: <b>{esc(a or b)}</b>; nothing to compare."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
@@ -151,8 +152,6 @@ def headline_html(df: Any, a: str | None, b: str | None, n_boot: int = N_BOOT) -
 def pass_k_html(df: Any, threshold: float = 1.0) -> str:
     """pass@k and pass^k per model (tier "all") when a task has at least two scored repeats (the k of the
     summary: 2, the middle and the most repeats); a line saying why not otherwise."""
-    from evalkit.analysis.repeats import pass_k_table
-
     t = pass_k_table(df, threshold)
     if t.is_empty():
         return f'{STYLE}<div class="ekr"><p class="muted">One repeat per task: no pass@k or pass^k.</p></div>'
@@ -177,9 +176,8 @@ def _thinking(model: str) -> str:
 
 def settings_html(runs: list[str], df: Any) -> str:
     """What was run: evalset and its id, models and their thinking, env, surfaces, modes, limits, dates."""
+    # start-up (as above)
     import polars as pl
-
-    from evalkit.records.rundir import read_run_json
 
     rows = []
     for run in runs:
@@ -229,6 +227,7 @@ def episode_link(bundle: str | None, run: Any, key: Any, run_b: Any = None, key_
 def with_links(df: Any, bundle: str | None) -> Any:
     """`df` (episodes) with an `href` column: each episode's address in the bundle (`table_html` turns a
     `link` column into links to it); unchanged without a bundle."""
+    # start-up (as above)
     import polars as pl
 
     if not bundle or "key" not in df.columns:
@@ -242,9 +241,8 @@ def with_links(df: Any, bundle: str | None) -> Any:
 def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200, bundle: str | None = None) -> str:
     """The best and worst paired tasks for A against B: target, A's final render, B's final render; with a
     `bundle`, each links to its episode there and the task to A vs B on it."""
+    # start-up (as above)
     import polars as pl
-
-    from evalkit.analysis.display import thumbnail
 
     keys = ["env", "surface", "mode", "task_id"]
     sides = []

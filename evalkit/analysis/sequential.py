@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 from scipy import optimize, special
 
+from evalkit.analysis import stats
 from evalkit.analysis.tables import MIN_TASKS
 from evalkit.records.columns import eager
 
@@ -452,8 +453,6 @@ def compare(
     (paired tasks in `df` the last look did not see: run after the decision, or from other runs); the other
     groups' p and interval are null (a fixed-sample test of tasks a stopping rule chose is not at its
     level), their means and counts kept. Elsewhere exactly `stats.compare`."""
-    from evalkit.analysis import stats
-
     df = eager(df, "compare")  # a LazyFrame (or a pandas frame, named in the error) as stats.compare takes it
     out = stats.compare(df, a, b, by=by, n_boot=n_boot, seed=seed, margin=margin)
     look = recorded(df, a, b)

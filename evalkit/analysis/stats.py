@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from evalkit.analysis.tables import MIN_TASKS
+from evalkit.analysis import harness, power
+from evalkit.analysis.tables import COMPARE_TABLE, MIN_TASKS, ci_text, esc, mde_text, p_phrase, table_html
 from evalkit.records.columns import eager
 
 N_BOOT = 2000
@@ -124,8 +125,6 @@ def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP, as_harness: bool = Fa
     (`evalkit.analysis.harness`)."""
     df = eager(df, "summarise")
     if as_harness:
-        from evalkit.analysis import harness
-
         return harness.summarise(df, by)
     by = list(by)
     return _weigh(df, by).group_by(by, maintain_order=True).agg(_aggs()).sort(by, nulls_last=True)
@@ -415,7 +414,6 @@ def _mde(per_task: pl.DataFrame, seed: int = 0) -> float | None:
     differences); None below MIN_TASKS tasks and where no difference within the reward range gets there."""
     if per_task.height < MIN_TASKS:
         return None
-    from evalkit.analysis import power
 
     return power.detectable(
         per_task["d"].to_numpy(),
@@ -708,7 +706,6 @@ class Comparison(pl.DataFrame):
     def _repr_html_(self, **kw: Any) -> str:
         if not set(COMPARE_COLUMNS) <= set(self.columns) or self.height == 0:
             return pl.DataFrame(self)._repr_html_(**kw)
-        from evalkit.analysis.tables import COMPARE_TABLE, ci_text, esc, mde_text, p_phrase, table_html
 
         r = self.row(-1, named=True)
         a, b, n = esc(r["a"]), esc(r["b"]), r["n_tasks"]

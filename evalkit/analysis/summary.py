@@ -13,6 +13,7 @@ import polars as pl
 
 from evalkit.analysis import harness
 from evalkit.analysis.noise import format_noise
+from evalkit.analysis.repeats import pass_k_table
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
 from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
 from evalkit.records import grades as grades_
@@ -128,8 +129,6 @@ _TIER_COLS = [
 def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1.0) -> str:
     """pass@k and pass^k per model (tier "all"), for k = 2 up to the most repeats a task has (at most 3
     values of k), when a run has repeats; "" otherwise."""
-    from evalkit.analysis.repeats import pass_k_table
-
     t = pass_k_table(df, threshold)
     if t.is_empty():
         return ""

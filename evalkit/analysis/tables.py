@@ -10,6 +10,8 @@ MIN_TASKS), never an interval of zero width; a p-value is "< 0.001" only when it
 
 from __future__ import annotations
 
+import math
+from html import escape
 from typing import Any
 
 STYLE = (
@@ -25,23 +27,17 @@ STYLE = (
 
 
 def esc(v: Any) -> str:
-    from html import escape
-
     return escape("" if v is None else str(v))
 
 
 def usd(v: float) -> str:
     """Dollars: cents, or two significant digits below a cent (a small run's cost must not read as 0.00)."""
-    import math
-
     if v == 0 or abs(v) >= 0.01:
         return f"${v:,.2f}"
     return f"${v:.{1 - math.floor(math.log10(abs(v)))}f}"
 
 
 def _num(v: Any, spec: str = ".3f") -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if spec == "usd":
@@ -164,6 +160,7 @@ def reward_text(mean: float | None, scored: int | None = None, no_reward: int | 
 
 def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any:
     """`ci_text` of every row of a Polars frame, as a string Series (for text tables)."""
+    # start-up: tables imports nothing heavy; Polars only for a frame's table
     import polars as pl
 
     rows = zip(df[lo].to_list(), df[hi].to_list(), df[mean].to_list(), strict=True)
@@ -172,6 +169,7 @@ def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any
 
 def p_column(df: Any, col: str) -> Any:
     """`p_text` of every row of a Polars frame, as a string Series ("≈" where `p_exact` says so)."""
+    # start-up (as above)
     import polars as pl
 
     exact = df["p_exact"].to_list() if "p_exact" in df.columns else [True] * df.height

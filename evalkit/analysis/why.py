@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from evalkit.analysis.stats import ALPHA, PAIR_KEYS, TASK_KEYS, Z_975, compare, holm, mean_interval
+from evalkit.analysis.summary import _table
 from evalkit.analysis.tables import p_text
 from evalkit.records import rundir
 from evalkit.records.calls import identity, shown
@@ -394,8 +395,6 @@ def _rate_cell(r: dict) -> str:
 def format_rates(rates: pl.DataFrame) -> str:
     """`why`'s rates as the CLI prints them: a row per scanner, a column per model (rate, 95% CI, tasks where
     it fired of the tasks counted), the infrastructure's apart."""
-    from evalkit.analysis.summary import _table
-
     models = rates["model"].unique(maintain_order=True).to_list()
     parts = []
     for kind, title in (("model", "The model's failures"), ("infra", "Infrastructure (apart: unscored)")):
@@ -443,7 +442,6 @@ def format_differences(diffs: pl.DataFrame) -> str:
 
 def format_check(checked: pl.DataFrame) -> str:
     """`check`'s table as text: each scanner's precision and recall against the labels, with intervals."""
-    from evalkit.analysis.summary import _table
 
     def share(r: dict, k: str) -> str:
         if r[k] is None:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit.records.rundir import FrameStore
+
 from .settings import Settings
 from .task import TaskRun
 
@@ -88,8 +90,6 @@ def plan_task(task: dict, site: Any, width: int, height: int) -> list[dict]:
     """The generic actions the DOM solver takes on `task` in a `width` × `height` page on `site`, found by
     doing it there (its folder, screens and frames are thrown away): a plan for the fake endpoint, with no
     run before it. Raises SolverError when the task's solution does not fit its app."""
-    from evalkit.records.rundir import FrameStore
-
     with tempfile.TemporaryDirectory(prefix="evalkit-plan-") as tmp:
         settings = Settings(agent="dom", width=width, height=height, settle_s=0.2)
         ctx = TaskRun(task, site, Path(tmp) / "task", settings, FrameStore(tmp))

@@ -141,6 +141,7 @@ class Fara7B:
             ctx.result["action_errors"] += sum(f["action_errors"] for f in failed)
 
     async def _attempt(self, ctx: TaskRun) -> None:
+        # start-up: the SDK and the browser only for a run
         import openai
 
         from evalkit.browser import context_options, emulate_focus, launch_options, prepare_context

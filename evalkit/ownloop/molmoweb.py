@@ -29,6 +29,7 @@ VIEWPORT = (1280, 720)
 
 
 def _png(array: Any) -> bytes:
+    # start-up: numpy and Pillow only for a screen
     import numpy as np
     from PIL import Image
 
@@ -108,6 +109,7 @@ class MolmoWeb:
             raise not_released("molmoweb", e) from None
 
     def run(self, ctx: TaskRun) -> None:
+        # the released agent's code, on the path given at run time (evalkit[ownloop])
         from agent.actions import SendMsgToUser
         from agent.multimodal_agent import MultimodalAgent
         from utils.envs.browser_env import SimpleEnv, _start_playwright

@@ -36,11 +36,13 @@ def agent_class() -> type:
         if "cls" in _classes:
             return _classes["cls"]
         try:
+            # the released agent's code, on the path given at run time (evalkit[ownloop])
             from loguru import logger
 
             logger.remove()  # their module logs every prompt and response through loguru
         except ImportError:
             pass
+        # the released agent's code (as above)
         from mm_agents.opencua.opencua_agent import OpenCUAAgent
 
         class EndpointOpenCUAAgent(OpenCUAAgent):

@@ -162,6 +162,7 @@ def _check_endpoint(runner: Any, settings: Settings) -> bool:
     elif runner.needs_endpoint:
         if not settings.endpoint or not settings.model:
             raise ConfigError(f"{settings.agent} needs --endpoint and --model (or --endpoint fake)")
+        # start-up: the SDK check, the web apps and the scripted model only when a run starts
         from .endpoint import check_endpoint
 
         check_endpoint(settings.endpoint, settings.model)
@@ -175,12 +176,14 @@ def _play(
 ) -> None:  # fmt: skip
     """Play `todo` on `workers` threads over `servers` web-app servers (and the fake endpoint), each
     episode appended to the run's trace as it ends."""
+    # start-up (as above)
     from evalkit.envs.embedded.webapp.serve import SiteServer
 
     writer, frames = TraceWriter(run.path), FrameStore(run.path)
     lock, queue = threading.Lock(), list(todo)
     with ExitStack() as stack:
         if fake:
+            # start-up (as above)
             from .fake import FakeEndpoint, TaskPolicy
 
             policy = TaskPolicy(settings.agent, settings.width, settings.height, tasks)

@@ -9,6 +9,7 @@ its screen stored once in the run's `frames/`.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,8 +73,6 @@ def not_released(agent: str, err: BaseException) -> ConfigError:
 
 def on_path(paths: list[str]) -> None:
     """Put released code's directories first on sys.path (`--path`), once each."""
-    import sys
-
     for p in reversed(paths):
         if p not in sys.path:
             sys.path.insert(0, p)
@@ -149,6 +148,7 @@ class TaskRun:
     # ------------------------------------------------------------------ browser
 
     def session_options(self, width: int, height: int) -> Any:
+        # start-up: the browser layer (Playwright) only for a task's session
         from evalkit.browser import SessionOptions
 
         return SessionOptions(
@@ -161,6 +161,7 @@ class TaskRun:
 
     def open_browser(self, width: int, height: int) -> Any:
         """A fresh context: the session-flags page (logged out for a login task), then the start page."""
+        # start-up (as above)
         from evalkit.browser import new_session
 
         session = new_session(self.session_options(width, height))

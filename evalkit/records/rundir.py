@@ -187,6 +187,7 @@ class TraceWriter:
 
     def _keep(self) -> None:
         try:
+            # start-up: the kept index only for a writer
             from evalkit.records import kept
 
             journal = kept.Journal.open(self.run_dir, self.path)

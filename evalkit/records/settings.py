@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import TraceError
+from evalkit.records.rundir import read_run_json
 
 LEGACY_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
 """In a run.json written before it listed its `outcome` settings (which the run's settings declare:
@@ -23,8 +24,6 @@ OWNLOOP_SETTINGS = ("max_steps", "timeout", "width", "height", "frequency_penalt
 def outcome_settings(run: str | Path) -> dict[str, Any]:
     """The settings of `run` that change an episode, as its run.json has them ({} for a foreign run or an
     unreadable run.json). A resume compares these."""
-    from evalkit.records.rundir import read_run_json
-
     path = Path(run)
     try:
         meta = read_run_json(path) if path.is_dir() else {}

@@ -241,6 +241,7 @@ def radius(size: tuple[int, int]) -> int:
 def image_size(image: bytes | str | Path) -> tuple[int, int] | None:
     """(width, height) of an image (bytes or a path), read from its header: nothing is decoded. None when it
     is not an image PIL can read."""
+    # start-up: Pillow only to read or draw a picture
     from PIL import Image
 
     try:
@@ -272,6 +273,7 @@ def overlay(calls: Iterable[Any], coordinates: str | None, size: tuple[int, int]
 
 def draw_marks(image: bytes, marks: list[Mark]) -> bytes:
     """`image` (PNG or JPEG bytes) with `marks` drawn on it, as PNG."""
+    # start-up (as above)
     from PIL import Image, ImageDraw, ImageFont
 
     with Image.open(io.BytesIO(image)) as im:
@@ -303,6 +305,7 @@ def draw_marks(image: bytes, marks: list[Mark]) -> bytes:
 def marked(image: bytes, calls: Iterable[Any], coordinates: str | None) -> bytes | None:
     """`image` (the screen the calls were made on: `acted_on`) with the actions of `calls` drawn on it, or
     None when there is none to draw."""
+    # start-up (as above)
     from PIL import Image
 
     calls = list(calls or [])

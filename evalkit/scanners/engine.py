@@ -334,6 +334,7 @@ def _lists(name: str, values: list) -> pl.Series:
     """A column of integer lists, built through Arrow from offsets: Polars' own constructor walked 100,000
     mostly empty lists in ~1 s, this in ~0.02 s. From buffers, not `pa.array`, which imports pandas (seconds
     of a scan's start)."""
+    # start-up: numpy and pyarrow only to write the scan's rows
     import numpy as np
     import pyarrow as pa
 

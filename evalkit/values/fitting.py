@@ -44,6 +44,7 @@ def deref(prop: Any, root: dict, depth: int = 0) -> Any:
 def fits(value: Any, prop: Any, root: dict | None = None) -> bool:
     """Whether `value` is valid for the JSON schema `prop` (its `$ref`s resolved in `root`), as jsonschema
     judges it; a schema jsonschema cannot read (an unknown type) accepts nothing."""
+    # start-up: jsonschema (and rfc3987 with it) only where a schema is checked
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError, UnknownType
 
@@ -120,6 +121,7 @@ def _string(prop: dict, rng: random.Random | None) -> Any:
     high = prop.get("maxLength")
     pattern = prop.get("pattern")
     if isinstance(pattern, str):
+        # start-up: rstr only to make a value for a pattern
         import rstr
 
         maker = rstr.Rstr(rng if rng is not None else random.Random(0))

@@ -171,6 +171,7 @@ def wait_for_runs(
 def being_created(path: Path) -> bool:
     """Whether a batch is creating the run at `path` now: its writer's lock held by a live process
     (`evalkit.records.lock`), or a live marker (`evalkit.records.live`) of a process that is still there."""
+    # start-up: the run-directory layer only for a live run's page
     from evalkit.records import live, lock
 
     if not path.is_dir():
@@ -212,6 +213,7 @@ def serve(runs: Sequence[str | Path], port: int | None = None, app: Path = APP_P
 @contextlib.contextmanager
 def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
     """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
+    # start-up (as above)
     from evalkit.serving import free_port
 
     port = free_port()

@@ -408,6 +408,7 @@ def filmstrip(n_steps: int, current: int, size: int = 12) -> range:
 
 def thumbnail(path: Path, width: int = 160) -> bytes | None:
     """A small JPEG of the image at `path` (for filmstrips), or None when it cannot be read."""
+    # start-up: Pillow only for a picture's size
     from PIL import Image as PILImage
 
     try:

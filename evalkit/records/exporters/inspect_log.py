@@ -40,6 +40,7 @@ _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".web
 
 def _inspect() -> Any:
     try:
+        # start-up: inspect_ai is large; it loads when a log is written
         import inspect_ai.log as log
         import inspect_ai.model as model
         import inspect_ai.scorer as scorer
@@ -124,6 +125,7 @@ class _Builder:
         """The episode's messages as Inspect's, and a model event per turn and a tool event per call, timed
         from `start` by the turns' model and env seconds."""
         M, T = self.model, self.tool
+        # start-up (as above)
         from inspect_ai.event import ModelEvent, ToolEvent
 
         tools = self.tools(rec)

@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
-from evalkit.records import outputs
+from evalkit.records import outputs, rundir
 from evalkit.view import support as vs
 from evalkit.view.bundle.episodes import Images, detail
 
@@ -104,8 +104,6 @@ def _table(runs: list[str]) -> pl.DataFrame:
 
 def _records(run: str, rows: pl.DataFrame) -> dict[str, dict]:
     """The record dicts of `run` the table lists, by key, read in one pass."""
-    from evalkit.records import rundir
-
     if rundir.is_native(run):
         wanted = dict(zip(rows["offset"].to_list(), rows["key"].to_list(), strict=True))
         return {wanted[o]: d for o, d in rundir.iter_offsets(run) if o in wanted}
