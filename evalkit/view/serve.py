@@ -123,14 +123,19 @@ def absolute(runs: Sequence[str | Path]) -> list[str]:
     return [str(Path(r).expanduser().absolute()) for r in runs]
 
 
+BEFORE_TRACE = ("run.json", ".live", ".evalkit", "frames", "renders", "texts")
+"""What a batch writes in its run directory before its first episode's record: the run.json, the progress
+and lock files, and the pictures and texts of the episodes under way (`evalkit.records.rundir`)."""
+
+
 def _ready(path: Path) -> bool:
-    """Whether `path` holds a run to show: a trace, or any other file than the run.json a batch writes
-    before its first episode ends (a foreign run's own layout)."""
+    """Whether `path` holds a run to show: a trace, or any other file than those a batch writes before its
+    first episode ends (BEFORE_TRACE; anything else is a foreign run's own layout)."""
     if not path.exists():
         return False
     if not path.is_dir() or (path / "trace.jsonl").exists():
         return True
-    return any(p.name not in ("run.json", ".live", ".evalkit") for p in path.iterdir())
+    return any(p.name not in BEFORE_TRACE for p in path.iterdir())
 
 
 WAIT_S = 600.0
