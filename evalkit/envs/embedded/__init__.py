@@ -2,8 +2,8 @@
 keys, so that everything a user's own server goes through is exercised.
 
 - `canvas`, `berth`, `webapp` — one package per env (its tasks, its tools, its grader, its FastAPI app);
-- `episodic` — the MCP environment base they share; `recycle` — env instances handed from a finished
-  session to the next;
+- `episodic` — the MCP environment base they share; `registry` — the episodes a server keeps by id;
+  `recycle` — env instances handed from a finished session to the next;
 - `server` — an embedded env served in a thread (`evalkit.serve`, `evalkit serve NAME`); `process` — served by
   child processes, for a batch of many episodes at once (`serve_embedded`).
 

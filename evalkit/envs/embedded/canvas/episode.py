@@ -8,9 +8,10 @@ can still fetch the final render just after submit.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
+
+from evalkit.envs.embedded.registry import Registry
 
 from .grade import grade_doc, prepare
 from .model import Doc
@@ -74,35 +75,4 @@ class Episode:
             self.prepared = prepare(self.task.doc)
 
 
-class Registry:
-    """Thread-safe map episode_id -> Episode: live ones by reference, the last FINISHED_KEPT finished ones."""
-
-    def __init__(self, keep: int = FINISHED_KEPT) -> None:
-        self._lock = threading.Lock()
-        self._live: dict[str, Episode] = {}
-        self._done: OrderedDict[str, Episode] = OrderedDict()
-        self._keep = keep
-
-    def add(self, ep: Episode) -> None:
-        with self._lock:
-            self._live[ep.episode_id] = ep
-
-    def finished(self, ep: Episode) -> None:
-        with self._lock:
-            self._done[ep.episode_id] = ep
-            self._done.move_to_end(ep.episode_id)
-            while len(self._done) > self._keep:
-                self._done.popitem(last=False)
-
-    def drop(self, ep: Episode) -> None:
-        """Forget a live episode (its env closed or was reset); a finished one stays in the LRU."""
-        with self._lock:
-            if self._live.get(ep.episode_id) is ep:
-                del self._live[ep.episode_id]
-
-    def get(self, episode_id: str) -> Episode | None:
-        with self._lock:
-            return self._live.get(episode_id) or self._done.get(episode_id)
-
-
-registry = Registry()
+registry = Registry(FINISHED_KEPT)

@@ -27,6 +27,7 @@ from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_ses
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
 from evalkit.envs.embedded.episodic import EpisodeEnv
 from evalkit.envs.embedded.episodic import tool_error as _fail
+from evalkit.envs.embedded.registry import Registry
 
 from .grade import grade
 from .serve import SiteServer
@@ -83,34 +84,7 @@ class Episode:
             return self.grade
 
 
-class Registry:
-    """episode_id → live Episode, and the last 64 finished ones (for a final render just after submit)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._live: dict[str, Episode] = {}
-        self._done: dict[str, Episode] = {}
-
-    def add(self, ep: Episode) -> None:
-        with self._lock:
-            self._live[ep.episode_id] = ep
-
-    def finished(self, ep: Episode) -> None:
-        with self._lock:
-            self._done[ep.episode_id] = ep
-            while len(self._done) > 64:
-                self._done.pop(next(iter(self._done)))
-
-    def drop(self, ep: Episode) -> None:
-        with self._lock:
-            self._live.pop(ep.episode_id, None)
-
-    def get(self, episode_id: str) -> Episode | None:
-        with self._lock:
-            return self._live.get(episode_id) or self._done.get(episode_id)
-
-
-registry = Registry()
+registry = Registry(keep=64)  # for a final render just after submit
 
 
 def rules(coordinates: str, width: int, height: int, max_steps: int) -> str:
