@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from evalkit.analysis.tables import PAIRED_METHODS
 from evalkit.errors import ConfigError, DiskFullError, EvalkitError
 from evalkit.run import validate
 from evalkit.run.settings import Settings, argtype
@@ -138,6 +139,10 @@ def _reading_parsers(sub: Any) -> None:
         type=float,
         help="non-inferiority: say whether B is worse than A by less than this (one-sided 97.5%% bound)",
     )
+    c.add_argument(
+        "--method", choices=PAIRED_METHODS, default=None,
+        help=f"the interval's method (default {PAIRED_METHODS[0]}; docs/statistics.md)",
+    )  # fmt: skip
 
     pl_ = sub.add_parser("plan", help="how many tasks (and repeats) a difference needs, from a pilot run")
     pl_.add_argument("runs", nargs="+")
@@ -431,7 +436,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    print(analysis.format_compare(analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)))
+    try:
+        result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin, method=a.method)
+    except ValueError as e:  # sides that ran different configurations of one env: nothing to pair
+        raise ConfigError(str(e)) from None
+    print(analysis.format_compare(result))
     return 0
 
 
