@@ -165,9 +165,10 @@ def status_html(df: Any) -> str:
     if not st.height:
         return ""
     bad = st.filter(pl_incomplete())
-    head = (f"<p><b>Incomplete:</b> {bad.height} of {st.height} model(s) in these runs lack planned or "
-            "scored episodes; their numbers cover what was recorded.</p>" if bad.height
-            else "<p>Every planned episode was recorded and scored.</p>")  # fmt: skip
+    head = (f"<p><b>Incomplete:</b> {bad.height} of {st.height} model(s) in these runs lack planned "
+            "episodes; their numbers cover what was recorded.</p>" if bad.height
+            else "<p>Every planned episode was recorded (unscored ones are counted apart, never as "
+            "0).</p>")  # fmt: skip
     table = table_html(st, [
         ("run_name", "run", "text"), ("model", "model", "text"), ("planned", "planned", "int"),
         ("recorded", "recorded", "int"), ("scored", "scored", "int"), ("unscored", "unscored", "int"),
@@ -179,7 +180,7 @@ def status_html(df: Any) -> str:
 def pl_incomplete() -> Any:
     import polars as pl
 
-    return pl.col("writing") | (pl.col("not_run").fill_null(0) > 0) | (pl.col("unscored") > 0)
+    return pl.col("writing") | (pl.col("not_run").fill_null(0) > 0)
 
 
 def pass_k_html(df: Any, threshold: float = 1.0) -> str:

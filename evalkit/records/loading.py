@@ -218,11 +218,12 @@ def status_line(planned: int | None, recorded: int, unscored: int, writing: bool
 
 
 def incomplete_lines(status: pl.DataFrame) -> list[str]:
-    """One line per run and model whose episodes are not all there (`run_status`): what every reader prints
-    above its numbers. Empty when every planned episode was recorded and scored."""
+    """One line per run and model whose planned episodes are not all there (`run_status`): what every reader
+    prints above its numbers. Empty when every planned episode was recorded (unscored ones are said where
+    the numbers are: they are recorded, and counted apart)."""
     out = []
     for r in status.iter_rows(named=True):
-        if r["writing"] or r["not_run"] or r["unscored"]:
+        if r["writing"] or r["not_run"]:
             out.append(f"{r['run_name']} · {r['model']}: {r['status']}")
     return out
 
