@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -315,6 +316,51 @@ def bounds(y: np.ndarray) -> tuple[float, float]:
     return min(0.0, float(y.min())), max(1.0, float(y.max()))
 
 
+def _dirichlet_means(
+    y: np.ndarray, low: np.ndarray, high: np.ndarray, draws: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Posterior draws (rows × draws) of the mean of each row of `y` (one run's task values, sorted) under
+    the Bayesian bootstrap with one prior task on [low, high] (`bayes_interval`), in blocks of about a
+    quarter of a million numbers; for one row the draws come in the order a row alone would take them."""
+    rows, n = y.shape
+    per = max(1, 250_000 // (n + 1))  # draws of one row per block
+    step = min(draws, per)
+    block = max(1, 250_000 // (draws * (n + 1))) if step == draws else 1
+    out = np.empty((rows, draws))
+    for r0 in range(0, rows, block):
+        part = y[r0 : r0 + block]
+        k = len(part)
+        lo, width = low[r0 : r0 + k, None], (high - low)[r0 : r0 + k, None]
+        for d0 in range(0, draws, step):
+            b = min(step, draws - d0)
+            g = rng.standard_exponential((k, b, n))
+            g0 = rng.standard_exponential((k, b))
+            prior = lo + width * rng.beta(0.5, 0.5, (k, b))
+            # Products through numpy's sum, not BLAS: multi-threaded BLAS cost several times the loop on a
+            # busy two-core machine (see `cluster_bootstrap`).
+            out[r0 : r0 + k, d0 : d0 + b] = ((g * part[:, None, :]).sum(2) + g0 * prior) / (g.sum(2) + g0)
+    return out
+
+
+def bayes_bounds(
+    y: np.ndarray, level: float = 0.95, seed: int = 0, draws: int = DRAWS, low: Any = None, high: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`bayes_interval` of every row of `y` (runs × tasks, no NaN) at once: (lows, highs). What the
+    simulations of benchmarks/coverage.py call, so that they measure this code."""
+    y = np.sort(np.atleast_2d(np.asarray(y, float)), axis=1)
+    rows, n = y.shape
+    low = np.minimum(0.0, y[:, 0]) if low is None else np.broadcast_to(np.asarray(low, float), (rows,))
+    high = np.maximum(1.0, y[:, -1]) if high is None else np.broadcast_to(np.asarray(high, float), (rows,))
+    alpha = 1 - level
+    if n > NORMAL_TASKS:  # the Dirichlet mean's variance, Σ(y − ȳ)² / (n (n + 1)), and its normal limit
+        mean = y.mean(1)
+        sd = np.sqrt(((y - mean[:, None]) ** 2).sum(1) / (n * (n + 1)))
+        return np.maximum(low, mean - _z(level) * sd), np.minimum(high, mean + _z(level) * sd)
+    means = _dirichlet_means(y, low, high, draws, np.random.default_rng(seed))
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=1)
+    return lo, hi
+
+
 def bayes_interval(
     y: np.ndarray, level: float = 0.95, seed: int = 0, draws: int = DRAWS, low: float | None = None,
     high: float | None = None,
@@ -331,33 +377,50 @@ def bayes_interval(
     prior task stands for the task not seen; it weighs as much as one task, so its pull fades as tasks
     accumulate. By simulation (benchmarks/coverage.py) it covers 93–97% for continuous and pass/fail
     rewards at means 0.5–0.95 from six tasks; all tasks alike give a wide interval, never one of zero width
-    (20 perfect tasks: about [0.86, 1])."""
+    (20 perfect tasks: about [0.89, 1])."""
     y = np.asarray(y, float)
-    y = np.sort(y[np.isfinite(y)])
-    n = len(y)
-    if n < MIN_TASKS:
+    y = y[np.isfinite(y)]
+    if len(y) < MIN_TASKS:
         return None, None
-    lo_b, hi_b = bounds(y)
-    lo_b, hi_b = (lo_b if low is None else low), (hi_b if high is None else high)
-    alpha = 1 - level
-    if n > NORMAL_TASKS:  # the Dirichlet mean's variance, Σ(y − ȳ)² / (n (n + 1)), and its normal limit
-        mean = float(y.mean())
-        sd = math.sqrt(float(((y - mean) ** 2).sum()) / (n * (n + 1)))
-        z = _z(level)
-        return max(lo_b, mean - z * sd), min(hi_b, mean + z * sd)
+    lo, hi = bayes_bounds(y[None, :], level, seed, draws, low, high)
+    return float(lo[0]), float(hi[0])
+
+
+def bootstrap_bounds(
+    y: np.ndarray, level: float = 0.95, n_boot: int | None = None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`bootstrap_interval` of every row of `y` (runs × tasks, no NaN) at once: (lows, highs)."""
+    y = np.sort(np.atleast_2d(np.asarray(y, float)), axis=1)
+    rows, n = y.shape
+    lo_b, hi_b = np.minimum(0.0, y[:, 0]), np.maximum(1.0, y[:, -1])
+    mean, sd = y.mean(1), y.std(1, ddof=1)
+    n_boot = N_BOOT if n_boot is None else int(n_boot)
     rng = np.random.default_rng(seed)
-    means = np.empty(draws)
-    done = 0
-    for b in _chunks(draws, n + 1):
-        g = rng.standard_exponential((b, n))
-        g0 = rng.standard_exponential(b)
-        prior = lo_b + (hi_b - lo_b) * rng.beta(0.5, 0.5, b)
-        # A product with `y` through numpy's sum, not BLAS: multi-threaded BLAS cost several times the loop
-        # on a busy two-core machine (see `cluster_bootstrap`).
-        means[done : done + b] = ((g * y).sum(1) + g0 * prior) / (g.sum(1) + g0)
-        done += b
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+    t = np.empty((rows, n_boot))
+    block = max(1, 250_000 // (n_boot * n)) if n_boot * n <= 250_000 else 1
+    for r0 in range(0, rows, block):
+        part = y[r0 : r0 + block]
+        k = len(part)
+        done = 0
+        for b in _chunks(n_boot, n * k):
+            s = np.take_along_axis(part[:, None, :], rng.integers(0, n, size=(k, b, n), dtype=np.intp), 2)
+            m, se = s.mean(2), s.std(2, ddof=1) / math.sqrt(n)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # A resample of one repeated value has no spread: as far out as it gets (0 at the mean).
+                diff = m - mean[r0 : r0 + k, None]
+                t[r0 : r0 + k, done : done + b] = np.where(se > 0, diff / se, np.sign(diff) * np.inf)
+            done += b
+    alpha = 1 - level
+    with np.errstate(invalid="ignore"):  # quantiles between two infinite t*: the interval reaches the bound
+        q_hi, q_lo = np.quantile(t, [1 - alpha / 2, alpha / 2], axis=1)
+    q_hi, q_lo = np.nan_to_num(q_hi, nan=np.inf), np.nan_to_num(q_lo, nan=-np.inf)
+    se0 = sd / math.sqrt(n)
+    lo, hi = np.maximum(lo_b, mean - q_hi * se0), np.minimum(hi_b, mean - q_lo * se0)
+    flat = sd <= 1e-12 * (hi_b - lo_b)  # nothing to resample: `_constant`
+    q = 1 - ((1 - level) / 2) ** (1 / n)
+    lo = np.where(flat, mean - (mean - lo_b) * q, lo)
+    hi = np.where(flat, mean + (hi_b - mean) * q, hi)
+    return lo, hi
 
 
 def bootstrap_interval(
@@ -370,29 +433,11 @@ def bootstrap_interval(
     accurate, so it follows skewed rewards at 20 tasks and more; at 6–10 tasks of pass/fail rewards most
     resamples have no spread and it covers far less (benchmarks/coverage.py)."""
     y = np.asarray(y, float)
-    y = np.sort(y[np.isfinite(y)])
-    n = len(y)
-    if n < MIN_TASKS:
+    y = y[np.isfinite(y)]
+    if len(y) < MIN_TASKS:
         return None, None
-    lo_b, hi_b = bounds(y)
-    mean, sd = float(y.mean()), float(y.std(ddof=1))
-    if sd <= 1e-12 * (hi_b - lo_b):
-        return _constant(mean, n, lo_b, hi_b, 1 - level)
-    n_boot = N_BOOT if n_boot is None else int(n_boot)
-    rng = np.random.default_rng(seed)
-    t = np.empty(n_boot)
-    done = 0
-    for b in _chunks(n_boot, n):
-        s = y[rng.integers(0, n, size=(b, n), dtype=np.intp)]
-        m, se = s.mean(1), s.std(1, ddof=1) / math.sqrt(n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # A resample of one repeated value has no spread: as far out as it gets (0 when it is the mean).
-            t[done : done + b] = np.where(se > 0, (m - mean) / se, np.sign(m - mean) * np.inf)
-        done += b
-    alpha = 1 - level
-    q_hi, q_lo = np.quantile(t, [1 - alpha / 2, alpha / 2])
-    se0 = sd / math.sqrt(n)
-    return float(max(lo_b, mean - q_hi * se0)), float(min(hi_b, mean - q_lo * se0))
+    lo, hi = bootstrap_bounds(y[None, :], level, n_boot, seed)
+    return float(lo[0]), float(hi[0])
 
 
 def check_method(method: str | None, allowed: tuple[str, ...], what: str) -> str:
@@ -431,20 +476,47 @@ def paired_bootstrap(d: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.n
     return cluster_bootstrap(d, np.ones_like(d), n_boot, seed)
 
 
+def t_bounds(d: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """`t_interval` of every row of `d` (runs × tasks) at once: (lows, highs)."""
+    d = np.atleast_2d(np.asarray(d, float))
+    n = d.shape[1]
+    mean, sd = d.mean(1), d.std(1, ddof=1)
+    r = np.maximum(1.0, np.abs(d).max(1))
+    half = _t_quantile(_z(level), n - 1) * sd / math.sqrt(n)
+    q = 1 - ((1 - level) / 2) ** (1 / n)
+    flat = sd <= 1e-12 * r  # every task the same difference: `_constant` on [−r, r]
+    return np.where(flat, mean - (mean + r) * q, mean - half), np.where(
+        flat, mean + (r - mean) * q, mean + half
+    )
+
+
 def t_interval(d: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
     """METHODS["t"]: Student's t interval of the mean of the tasks' differences `d`, on n − 1 degrees of
     freedom; where every task's difference is the same, `_constant` on the differences' range [−1, 1] (or
     wider). None below MIN_TASKS tasks."""
     d = np.asarray(d, float)
-    n = len(d)
-    if n < MIN_TASKS:
+    if len(d) < MIN_TASKS:
         return None, None
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    r = max(1.0, float(np.abs(d).max()))
-    if sd <= 1e-12 * r:
-        return _constant(mean, n, -r, r, 1 - level)
-    half = _t_quantile(_z(level), n - 1) * sd / math.sqrt(n)
-    return mean - half, mean + half
+    lo, hi = t_bounds(d[None, :], level)
+    return float(lo[0]), float(hi[0])
+
+
+def mover_bounds(
+    ya: np.ndarray, yb: np.ndarray, level: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`mover_interval` of every row of `ya` − `yb` (runs × paired tasks) at once: (lows, highs)."""
+    ya, yb = np.atleast_2d(np.asarray(ya, float)), np.atleast_2d(np.asarray(yb, float))
+    la, ua = bayes_bounds(ya, level, seed)
+    lb, ub = bayes_bounds(yb, level, seed)
+    a, b = ya.mean(1), yb.mean(1)
+    ca, cb = ya - a[:, None], yb - b[:, None]
+    den = np.sqrt((ca * ca).sum(1) * (cb * cb).sum(1))
+    r = np.where(den > 0, (ca * cb).sum(1) / np.where(den > 0, den, 1.0), 0.0)
+    low, up = (a - la, ub - b), (ua - a, b - lb)
+    return (
+        a - b - np.sqrt(np.maximum(0.0, low[0] ** 2 + low[1] ** 2 - 2 * r * low[0] * low[1])),
+        a - b + np.sqrt(np.maximum(0.0, up[0] ** 2 + up[1] ** 2 - 2 * r * up[0] * up[1])),
+    )
 
 
 def mover_interval(
@@ -459,18 +531,56 @@ def mover_interval(
     ya, yb = np.asarray(ya, float), np.asarray(yb, float)
     if len(ya) < MIN_TASKS:
         return None, None
-    la, ua = bayes_interval(ya, level, seed)
-    lb, ub = bayes_interval(yb, level, seed)
-    a, b = float(ya.mean()), float(yb.mean())
-    ca, cb = ya - a, yb - b
-    den = math.sqrt(float((ca * ca).sum() * (cb * cb).sum()))
-    r = float((ca * cb).sum()) / den if den > 0 else 0.0
-    low = (a - la, ub - b)
-    high = (ua - a, b - lb)
-    return (
-        a - b - math.sqrt(max(0.0, low[0] ** 2 + low[1] ** 2 - 2 * r * low[0] * low[1])),
-        a - b + math.sqrt(max(0.0, high[0] ** 2 + high[1] ** 2 - 2 * r * high[0] * high[1])),
-    )
+    lo, hi = mover_bounds(ya[None, :], yb[None, :], level, seed)
+    return float(lo[0]), float(hi[0])
+
+
+def paired_bounds(
+    d: np.ndarray, ya: np.ndarray, yb: np.ndarray, method: str | None = None, seed: int = 0,
+    n_boot: int | None = None, level: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """`paired_interval` of every row (runs × paired tasks) at once, for the methods that take no sign
+    assignments ("sign-flip" is one run at a time: `sign_flip_interval`)."""
+    method = check_method(method, PAIRED_METHODS, "paired_bounds")
+    d = np.atleast_2d(np.asarray(d, float))
+    if method == "bootstrap":
+        r = np.maximum(1.0, np.abs(d).max(1))[:, None]
+        lo, hi = bootstrap_bounds((d + r) / (2 * r), level, n_boot, seed)
+        return lo * 2 * r[:, 0] - r[:, 0], hi * 2 * r[:, 0] - r[:, 0]
+    if method == "mover":
+        return mover_bounds(ya, yb, level, seed)
+    if method == "sign-flip":
+        rows = [sign_flip_interval(row, 1 - level, N_FLIPS, seed)[:2] for row in d]
+        return np.array([r[0] for r in rows], float), np.array([r[1] for r in rows], float)
+    lo, hi = t_bounds(d, level)
+    if method == "t":
+        return lo, hi
+    mlo, mhi = mover_bounds(ya, yb, level, seed)
+    return np.minimum(lo, mlo), np.maximum(hi, mhi)
+
+
+def sign_flip_p_rows(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> np.ndarray:
+    """`sign_flip_p` of every row of `d` (runs × tasks) at once, the same sign assignments for every row."""
+    d = np.atleast_2d(np.asarray(d, float))
+    rows, n = d.shape
+    if n > NORMAL_FLIPS:
+        sd = np.sqrt((d * d).sum(1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = np.array([math.erfc(x) for x in np.abs(d.sum(1)) / np.where(sd > 0, sd, 1) / math.sqrt(2)])
+        return np.where(sd > 0, p, 1.0)
+    if n <= EXACT_FLIPS:
+        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+    else:
+        signs = 1.0 - 2.0 * np.random.default_rng(seed).integers(0, 2, size=(n_flips, n))
+    observed = np.abs(d.sum(1))
+    tol = 1e-9 * np.maximum(1.0, np.abs(d).sum(1))
+    count = np.zeros(rows)
+    block = max(1, 2_000_000 // len(signs))
+    for r0 in range(0, rows, block):
+        part = d[r0 : r0 + block]
+        sums = np.abs((part[:, None, :] * signs[None, :, :]).sum(2))
+        count[r0 : r0 + block] = (sums >= (observed - tol)[r0 : r0 + block, None]).sum(1)
+    return count / len(signs) if n <= EXACT_FLIPS else (1 + count) / (1 + len(signs))
 
 
 def paired_interval(
@@ -492,29 +602,9 @@ def paired_interval(
     d = np.asarray(d, float)
     if len(d) < MIN_TASKS:
         return None, None
-    if method == "sign-flip":
-        lo, hi, _ = sign_flip_interval(d, 1 - level, N_FLIPS, seed)
-        return lo, hi
-    if method == "bootstrap":
-        return _paired_bootstrap_t(d, level, n_boot, seed)
-    if method == "mover":
-        return mover_interval(ya, yb, level, seed)
-    lo, hi = t_interval(d, level)
-    if method == "t" or lo is None or hi is None:
-        return lo, hi
-    mlo, mhi = mover_interval(ya, yb, level, seed)
-    return min(lo, mlo if mlo is not None else lo), max(hi, mhi if mhi is not None else hi)
-
-
-def _paired_bootstrap_t(
-    d: np.ndarray, level: float, n_boot: int | None, seed: int
-) -> tuple[float | None, float | None]:
-    """METHODS["bootstrap"] for a difference: the studentized bootstrap over tasks on [−1, 1] (or wider)."""
-    r = max(1.0, float(np.abs(d).max()))
-    lo, hi = bootstrap_interval((np.asarray(d, float) + r) / (2 * r), level, n_boot, seed)
-    if lo is None or hi is None:
-        return None, None
-    return lo * 2 * r - r, hi * 2 * r - r
+    lo, hi = paired_bounds(d[None, :], np.asarray(ya, float)[None, :], np.asarray(yb, float)[None, :], method,
+                           seed, n_boot, level)  # fmt: skip
+    return float(lo[0]), float(hi[0])
 
 
 def agree(
@@ -531,4 +621,17 @@ def agree(
         return min(lo, 0.0), max(hi, 0.0)
     if lo <= 0 <= hi:
         return (max(lo, 1e-9), hi) if mean > 0 else (lo, min(hi, -1e-9))
+    return lo, hi
+
+
+def agree_rows(
+    lo: np.ndarray, hi: np.ndarray, p: np.ndarray, mean: np.ndarray, alpha: float = ALPHA
+) -> tuple[np.ndarray, np.ndarray]:
+    """`agree` for every run at once."""
+    lo, hi = np.round(lo, 9) + 0.0, np.round(hi, 9) + 0.0
+    keep = p >= alpha
+    lo, hi = np.where(keep, np.minimum(lo, 0.0), lo), np.where(keep, np.maximum(hi, 0.0), hi)
+    cut = ~keep & (lo <= 0) & (hi >= 0)
+    lo = np.where(cut & (mean > 0), np.maximum(lo, 1e-9), lo)
+    hi = np.where(cut & (mean <= 0), np.minimum(hi, -1e-9), hi)
     return lo, hi
