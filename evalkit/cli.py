@@ -156,6 +156,7 @@ def _reading_parsers(sub: Any) -> None:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--a")
     rp.add_argument("--b")
+    rp.add_argument("--method", choices=PAIRED_METHODS, default=None, help="the paired interval's method")
     rp.add_argument(
         "--bundle", action="store_true",
         help="also write the runs as a static bundle beside the report (REPORT-bundle/); every task the "
@@ -490,7 +491,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         validate.writable_dir("--bundle", site)
         built = build(runs, site)
         href = f"{site.name}/index.html"
-    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href)
+    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href, method=a.method)
     print(f"wrote {path}" + (f" and its bundle {built.path} ({built.episodes:,} episodes)" if built else ""))
     return 0
 

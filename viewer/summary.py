@@ -168,7 +168,8 @@ def repeats(rows: pl.DataFrame, fingerprint: tuple, pool: bool) -> None:
     st.container(key="sum_pass_k").dataframe(data, hide_index=True, column_config=config)
     st.caption(
         "Success: reward ≥ 1. pass@k: some of k attempts at a task succeed; pass^k: all k do; unbiased "
-        "estimators per task from its scored repeats, then task-weighted means, 95% CI over tasks."
+        "estimators per task from its scored repeats, then task-weighted means; 95% CI: "
+        f"{vs.METHODS[vs.MEAN_METHODS[0]]}."
     )
 
 

@@ -199,9 +199,10 @@ def pass_k_html(df: Any, threshold: float = 1.0) -> str:
                 ("pass_at_k", f"pass@{k}", ".3f"), ("ci", "95% CI", "ci"),
                 ("pass_hat_k", f"pass^{k}", ".3f"), ("hat", "95% CI", "ci")]  # fmt: skip
         parts.append(f"<h3>k = {k}</h3>" + table_html(g, cols))
+    method = esc(method_note(t["ci_method"]))
     head = (f"<h2>pass@k and pass^k</h2><p>Success: reward ≥ {threshold:g}. pass@k: the chance that "
             "some of k attempts at a task succeed; pass^k: that all k do; unbiased estimators per task from "
-            "its scored repeats, then task-weighted means with 95% CIs over tasks.</p>")  # fmt: skip
+            f"its scored repeats, then task-weighted means; {method}.</p>")  # fmt: skip
     return f'{STYLE}<div class="ekr">{head}{"".join(parts)}</div>'
 
 

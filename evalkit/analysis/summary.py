@@ -160,7 +160,7 @@ def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1
             ("n_tasks_short", "tasks < k repeats"), ("pass_at_k", "pass@k"), ("ci", "95% CI"),
             ("pass_hat_k", "pass^k"), ("ci2", "95% CI")]  # fmt: skip
     head = (f"pass@k (some of k attempts succeed) and pass^k (all k do), success = reward ≥ {threshold:g}, "
-            "unbiased estimators per task, task-weighted, 95% CI over tasks")  # fmt: skip
+            f"unbiased estimators per task, task-weighted, {method_note(t['ci_method'])}")  # fmt: skip
     return head + "\n" + _table(t, cols, markdown)
 
 
