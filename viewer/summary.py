@@ -190,16 +190,17 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
         config = {"mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f"),
                   "wins / ties / losses": text("W / T / L", help="Wins / ties / losses"),
                   "smallest detectable": text("detectable", help="Smallest detectable difference"),
+                  "left out": text("left out", help="Tasks with no cell both sides scored (2 tasks); cells "
+                                   "(surface × mode × skin) a side has no score in (B −2): not in A − B"),
                   }  # fmt: skip
-        # B is the side chosen above on every row, and "tasks left out" mostly 0 on every row: those columns
+        # B is the side chosen above on every row, and "left out" mostly "–" on every row: those columns
         # only pushed the last ones off the page at 1280 px.
         table = vs.clip_columns(table).drop("B", strict=False)
         run = ref.rsplit(" · ", 1)[-1] if " · " in ref else None
         if run and "A" in table.columns and table["A"].str.ends_with(f" · {run}").all():
             table = table.with_columns(pl.col("A").str.strip_suffix(f" · {run}"))  # one run: said once, above
-        for col in ("tasks left out", "cells A only", "cells B only"):  # said only where a side lost some
-            if col in table.columns and not (table[col].fill_null(0) != 0).any():
-                table = table.drop(col)
+        if "left out" in table.columns and (table["left out"] == "–").all():  # said where something was
+            table = table.drop("left out")
         data, config = no_none(table, config)
         st.container(key="sum_paired").dataframe(data, hide_index=True, column_config=config)
         st.caption(

@@ -104,11 +104,16 @@ REWARD_PROBLEM = "reward is "
 """How `evalkit.wellformed` names a reward that is not a number (a string, NaN, true, an object, ...)."""
 
 
+def _only_reward() -> pl.Expr:
+    """A record whose one problem is its reward: counted as an episode with no score, not left out."""
+    return pl.col("problem").str.starts_with(REWARD_PROBLEM) & ~pl.col("problem").str.contains("; ")
+
+
 def _sound(run: Path, df: pl.DataFrame, unreadable: int) -> pl.DataFrame:
     """The index without its malformed records; what was left out is said once (see `jsonl.warn_once`).
     A record whose one problem is its reward (a string, NaN) is kept as an episode with no score: its
     reward NaN, counted in `nan_reward` and `no_reward` as docs/statistics.md says, in no mean."""
-    only_reward = pl.col("problem").str.starts_with(REWARD_PROBLEM) & ~pl.col("problem").str.contains("; ")
+    only_reward = _only_reward()
     df = df.with_columns(
         pl.when(only_reward).then(float("nan")).otherwise(pl.col("reward")).alias("reward"),
         pl.when(only_reward).then(False).otherwise(pl.col("scored")).alias("scored"),
@@ -129,13 +134,14 @@ def _sound(run: Path, df: pl.DataFrame, unreadable: int) -> pl.DataFrame:
 
 def malformed(paths: str | Path | Iterable[str | Path]) -> pl.DataFrame:
     """The malformed records of runs that `load_runs` leaves out: run, byte offset (`traces.read_at`), key,
-    model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems."""
+    model, task and what is wrong (`problem`), so a viewer can list them and open each with its problems. A
+    record whose one problem is its reward is not among them: `load_runs` counts it (`nan_reward`)."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     paths = traces.expand_runs(paths)[0]
     cols = ["offset", "key", "model", "task_id", "problem"]
     frames = [
-        index_cache.load(Path(p)).filter(pl.col("problem").is_not_null()).select(cols)
+        index_cache.load(Path(p)).filter(pl.col("problem").is_not_null() & ~_only_reward()).select(cols)
         .with_columns(pl.lit(os.fspath(p), pl.Utf8).alias("run"))
         for p in paths
     ]  # fmt: skip

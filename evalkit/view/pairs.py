@@ -213,8 +213,7 @@ def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
 COMPARE_NAMES = {
     "a": "A", "b": "B", "group": "tier", "n_tasks": "tasks", "mean_a": "mean A", "mean_b": "mean B",
     "diff": "A − B", "ci": "95% CI", "p": "p", "p_holm": "p (Holm)", "mde": "smallest detectable",
-    "wtl": "wins / ties / losses", "n_dropped": "tasks left out", "n_cells_a_only": "cells A only",
-    "n_cells_b_only": "cells B only",
+    "wtl": "wins / ties / losses", "left": "left out",
 }  # fmt: skip
 """The paired table's columns as the Summary names them; "p (Holm)" only when more than one side is compared
 with the reference."""
@@ -236,9 +235,23 @@ def paired_table(df: pl.DataFrame, ref: str, by: str = "tier") -> pl.DataFrame:
         p_column(rows, "p_value").alias("p"),
         p_column(rows, "p_holm").alias("p_holm"),
         pl.Series([mde_text(m, n) for m, n in zip(rows["mde"], rows["n_tasks"], strict=True)]).alias("mde"),
+        pl.Series([_left_out(r) for r in rows.iter_rows(named=True)], dtype=pl.String).alias("left"),
     )
     names = {c: n for c, n in COMPARE_NAMES.items() if c != "p_holm" or len(others) > 1}
     return shown.select(list(names)).rename(names)
+
+
+def _left_out(r: Mapping[str, Any]) -> str:
+    """What a paired row left out, in one short cell: tasks with no cell in common ("2 tasks"), cells one side
+    lacks ("B −2": B has no score in two cells A scored); "–" when nothing. One narrow column rather than
+    three keeps the Summary's table within 1280 px."""
+    parts = []
+    if r.get("n_dropped"):
+        parts.append(f"{r['n_dropped']} task{'s' if r['n_dropped'] != 1 else ''}")
+    for side, k in (("A", r.get("n_cells_b_only")), ("B", r.get("n_cells_a_only"))):
+        if k:
+            parts.append(f"{side} −{k}")
+    return ", ".join(parts) or "–"
 
 
 def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:
