@@ -38,6 +38,7 @@ _EXPORTS = {
     "EpisodeStepper": "evalkit.run.stepper",
     "read_records": "evalkit.records.traces",
     "load_runs": "evalkit.records.loading",
+    "run_status": "evalkit.records.loading",
     "turns": "evalkit.records.loading",
     "calls": "evalkit.records.loading",
     "summarise": "evalkit.analysis.stats",
@@ -93,7 +94,7 @@ def _run_html(run: Any) -> str:
     """A batch's Run (`evalkit.run.batch.Run`): episodes, summary and tiers, as its run directory has them."""
     from evalkit.analysis.display import run_html
 
-    return run_html(run.path)
+    return run_html(run.path, ran=getattr(run, "ran", None), kept=getattr(run, "skipped", None))
 
 
 def _conversation_html(msgs: Any) -> str:

@@ -134,6 +134,6 @@ def test_the_report_says_how_noisy_a_run_with_repeats_is(tmp_path):
     from tests.fixtures.synth import make_run
 
     run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=8, repeats=2, frames=False)
-    html = report.build_report([str(run)], tmp_path / "r.html", n_boot=200).read_text()
+    html = report.build_report([str(run)], tmp_path / "r.html").read_text()
     assert "How noisy is it" in html and "before they differ at α = 0.05" in html
     assert "Traceback" not in html
