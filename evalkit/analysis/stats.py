@@ -568,8 +568,9 @@ class Comparison(pl.DataFrame):
 
 def _not_run(side: pl.DataFrame) -> int | None:
     """Episodes the runs of `side` planned for its models and never ran (`loading.run_status`); None where
-    no run says what it planned (a foreign run, or sides the viewer relabelled)."""
-    if "run" not in side.columns or not side.height:
+    no run says what it planned (a foreign run, or sides the viewer relabelled), or where `side` holds no
+    episodes as `load_runs` gives them (a scanner's rates compared as `why` compares them)."""
+    if not {"run", "run_name", "scored", "error_class"} <= set(side.columns) or not side.height:
         return None
     from evalkit.records.loading import run_status
 
