@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.analysis import harness
+from evalkit.analysis import noise as noise_
 from evalkit.analysis.noise import format_noise
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
 from evalkit.analysis.tables import (
@@ -356,6 +357,8 @@ def write_summary(
         df, merged = grades_.apply(df, grades)
     summ, tiers = summarise(df), by_tier(df)
     status = run_status(df)
+    noisy = noise_.noise(df)  # a row per model × env × surface × mode; its counts 0 where no task repeats
+    repeated = bool(noisy.height) and bool((noisy["n_tasks"] > 0).any())
     data = {
         "run": str(run_dir),
         "n_episodes": df.height,
@@ -372,6 +375,7 @@ def write_summary(
         f"over tasks, {method_note(tiers['ci_method'])[len('95% CI: ') :]} (docs/statistics.md).",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
+        "noise": noisy.to_dicts() if repeated else None,  # null: no task has two scored repeats
     }
     traces.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
     md = f"# Summary of {_md_text(run_dir.name)}\n\n"
@@ -388,6 +392,10 @@ def write_summary(
         + _table(_with_ci(tiers), _TIER_COLS, True)
         + "\n\n"
     )
+    if repeated:
+        md += "## How noisy is it (from repeats of each task)\n\n"
+        md += "".join(f"- {_md_text(line)}\n" for line in noise_.lines(noisy)) + "\n"
+        md += _md_text(noise_.HOW) + "\n\n"
     md += data["notes"] + "\n"
     traces.atomic_write(where / "summary.md", md)
     return data
