@@ -415,7 +415,8 @@ def bootstrap_bounds(
         q_hi, q_lo = np.quantile(t, [1 - alpha / 2, alpha / 2], axis=1)
     q_hi, q_lo = np.nan_to_num(q_hi, nan=np.inf), np.nan_to_num(q_lo, nan=-np.inf)
     se0 = sd / math.sqrt(n)
-    lo, hi = np.maximum(lo_b, mean - q_hi * se0), np.minimum(hi_b, mean - q_lo * se0)
+    with np.errstate(invalid="ignore"):  # an infinite t* times a flat run's zero spread: `flat` below
+        lo, hi = np.maximum(lo_b, mean - q_hi * se0), np.minimum(hi_b, mean - q_lo * se0)
     flat = sd <= 1e-12 * (hi_b - lo_b)  # nothing to resample: `_constant`
     q = 1 - ((1 - level) / 2) ** (1 / n)
     lo = np.where(flat, mean - (mean - lo_b) * q, lo)
