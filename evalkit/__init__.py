@@ -37,6 +37,7 @@ _EXPORTS = {
     "EpisodeStepper": "evalkit.run.stepper",
     "read_records": "evalkit.records.rundir",
     "load_runs": "evalkit.records.loading",
+    "run_status": "evalkit.records.loading",
     "turns": "evalkit.records.loading",
     "calls": "evalkit.records.loading",
     "summarise": "evalkit.analysis.stats",

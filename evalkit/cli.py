@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evalkit import analysis, secrets
+from evalkit.analysis.tables import PAIRED_METHODS
 from evalkit.envs import EMBEDDED
 from evalkit.errors import ConfigError, DiskFullError, EnvError, EvalkitError, NotWritableError
 from evalkit.records import checks as rundirs
@@ -150,6 +151,10 @@ def _reading_parsers(sub: Any) -> None:
         type=float,
         help="non-inferiority: say whether B is worse than A by less than this (one-sided 97.5%% bound)",
     )
+    c.add_argument(
+        "--method", choices=PAIRED_METHODS, default=None,
+        help=f"the interval's method (default {PAIRED_METHODS[0]}; docs/statistics.md)",
+    )  # fmt: skip
 
     pl_ = sub.add_parser("plan", help="how many tasks (and repeats) a difference needs, from a pilot run")
     pl_.add_argument("runs", nargs="+")
@@ -174,6 +179,7 @@ def _reading_parsers(sub: Any) -> None:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--a")
     rp.add_argument("--b")
+    rp.add_argument("--method", choices=PAIRED_METHODS, default=None, help="the paired interval's method")
     rp.add_argument(
         "--bundle", action="store_true",
         help="also write the runs as a static bundle beside the report (REPORT-bundle/); every task the "
@@ -492,7 +498,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)
+    try:
+        result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin, method=a.method)
+    except ValueError as e:  # sides that ran different configurations of one env: nothing to pair
+        raise ConfigError(str(e)) from None
     print(analysis.format_compare(result))
     if line := analysis.format_sequential(result):
         print(line)
@@ -617,7 +626,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         checks.writable_dir("--bundle", site)
         built = build(runs, site)
         href = f"{site.name}/index.html"
-    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href)
+    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href, method=a.method)
     print(f"wrote {path}" + (f" and its bundle {built.path} ({built.episodes:,} episodes)" if built else ""))
     return 0
 

@@ -192,6 +192,9 @@ def main() -> None:
             tables.append(t)
         if not episode_view and (note := malformed(r, sigs[r])):
             problems.append((r, note))
+        if not episode_view and not isinstance(t, str):  # a run lacking planned or scored episodes says so
+            said = memo(("incomplete", r, sigs[r]), lambda t=t: vs.incomplete_lines(t))
+            problems += [(r, line.split(": ", 1)[-1]) for line in said]
     drawn = (tuple(sigs.items()), tuple(problems))
     df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
     # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
@@ -221,7 +224,7 @@ def main() -> None:
             from viewer.summary import view_summary
 
             live.updates(chosen, labels)
-            view_summary(df, fingerprint)
+            view_summary(df, fingerprint, df_all)
         if wait:
             st.sidebar.title("evalkit viewer")
         else:

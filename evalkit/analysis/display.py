@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evalkit.analysis.tables import table_html, usd
+from evalkit.analysis.tables import method_note, table_html, usd
 from evalkit.records import rundir, viewer_marks
 from evalkit.types import EpisodeRecord
 
@@ -162,15 +162,26 @@ def episode_html(run_dir: str | Path, rec: EpisodeRecord | dict, **kw: Any) -> s
     return record_html(rec, run_dir=run_dir, **kw)
 
 
-def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) -> str:
-    """HTML for one or more runs: episode counts, the summary table and the per-tier table."""
+def run_html(
+    paths: str | Path | Iterable[str | Path], max_episodes: int = 0, ran: int | None = None,
+    kept: int | None = None,
+) -> str:  # fmt: skip
+    """HTML for one or more runs: whether each is complete, episode counts, the summary table and the
+    per-tier table. `ran` / `kept`: what the batch that returned it did (a re-run of a notebook resumes its
+    run: it says how many episodes it kept from before and ran now)."""
     # start-up: Polars and the statistics only for a run's display, not a record's
     from evalkit.analysis import stats
-    from evalkit.records.loading import load_runs
+    from evalkit.records.loading import incomplete_lines, load_runs, run_status
 
     df = load_runs(paths)
+    said = ""
+    if kept:
+        said = (f'<div class="muted">Kept {kept} episode(s) this run already had and ran {ran or 0}: a run '
+                "directory that exists is resumed, not started again (give another out= for a fresh "
+                "run).</div>")  # fmt: skip
     if df.height == 0:
-        return STYLE + '<div class="ek muted">no episodes</div>'
+        return STYLE + f'<div class="ek">{said}<div class="muted">no episodes</div></div>'
+    said += "".join(f'<div><b class="bad">{_e(line)}</b></div>' for line in incomplete_lines(run_status(df)))
     summ = table_html(stats.summarise(df), [
         ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
         ("n", "episodes", "int"), ("scored", "scored", "int"), ("unscored", "unscored", "int"),
@@ -179,17 +190,22 @@ def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) ->
         ("mean_tool_errors", "tool errors", ".2f"), ("mean_tokens", "tokens", ",.0f"),
         ("cost_usd", "cost", "usd"),
     ])  # fmt: skip
-    tiers = table_html(stats.by_tier(df), [
+    by_tier = stats.by_tier(df)
+    tiers = table_html(by_tier, [
         ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
         ("tier", "tier", "text"), ("n", "episodes", "int"), ("n_tasks", "tasks", "int"),
-        ("mean_reward", "reward (scored)", "reward"), ("ci", "95% CI", "ci"),
+        ("n_cells_scored", "cells scored", "int"), ("mean_reward", "reward (scored)", "reward"),
+        ("ci", "95% CI", "ci"),
     ])  # fmt: skip
     runs = ", ".join(_e(r) for r in df["run"].unique(maintain_order=True).to_list())
+    method = method_note(by_tier["ci_method"].to_list())
     parts = [
+        said,
         f"<div><b>{df.height}</b> episodes in {runs} · "
         f"{int(df['error_class'].is_not_null().sum())} unscored (infrastructure errors)</div>",
         summ,
         tiers,
+        f'<div class="muted">{_e(method)}</div>',
     ]
     if max_episodes:
         for row in df.head(max_episodes).iter_rows(named=True):

@@ -28,7 +28,7 @@ def _run_html(run: Any) -> str:
     """A batch's Run (`evalkit.run.batch.Run`): episodes, summary and tiers, as its run directory has them."""
     from evalkit.analysis.display import run_html  # start-up
 
-    return run_html(run.path)
+    return run_html(run.path, ran=getattr(run, "ran", None), kept=getattr(run, "skipped", None))
 
 
 def _conversation_html(msgs: Any) -> str:

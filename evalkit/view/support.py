@@ -22,7 +22,7 @@ import polars as pl
 
 from evalkit import analysis
 from evalkit.analysis.stats import MIN_TASKS, PAIR_KEYS
-from evalkit.analysis.tables import ci_column, reward_text
+from evalkit.analysis.tables import MEAN_METHODS, METHODS, PAIRED_METHODS, ci_column, reward_text
 from evalkit.errors import TraceError
 from evalkit.records import rundir, settings, viewer_marks
 from evalkit.types import EpisodeRecord, TurnRecord
@@ -185,6 +185,23 @@ def episode_table(run: str | Path) -> pl.DataFrame:
     """One row per episode of one run: the analysis frame (cached Parquet index) with the viewer's columns
     guaranteed."""
     return _conform(analysis.load_runs([str(run)]), str(run))
+
+
+def incomplete_lines(df: pl.DataFrame) -> list[str]:
+    """What the viewer and the bundle say above a run's numbers when it lacks planned or scored episodes
+    ("incomplete: 17 of 20 episodes not run — rerun the same command to resume"): `loading.run_status` of
+    the runs' whole tables (never of a filtered view, which would read as missing episodes)."""
+    from evalkit.records.loading import incomplete_lines as said
+    from evalkit.records.loading import run_status
+
+    if df.is_empty() or not {"run", "model", "error_class"} <= set(df.columns):
+        return []
+    if "run_name" not in df.columns:
+        df = df.with_columns(pl.col("run").str.split("/").list.last().alias("run_name"))
+    if "scored" not in df.columns:
+        scored = pl.col("error_class").is_null() & pl.col("reward").is_not_null()
+        df = df.with_columns(scored.alias("scored"))
+    return said(run_status(df))
 
 
 def concat_tables(tables: Iterable[pl.DataFrame]) -> pl.DataFrame:
@@ -462,11 +479,13 @@ def _check_image(run: str, rel: str) -> Path | None:
 
 __all__ = [
     "APP_PATH", "CELL_LIMIT", "COMPARE_NAMES", "DISPLAY_COLUMNS", "DeepLink", "FILTER_COLUMNS", "Filters",
-    "LABEL_COLUMNS", "MIN_TASKS", "NONE_LABEL", "PAIR_KEYS", "PAIR_SEP", "Step", "TABLE_COLUMNS",
+    "LABEL_COLUMNS", "MEAN_METHODS", "METHODS", "MIN_TASKS", "NONE_LABEL",
+    "PAIRED_METHODS", "PAIR_KEYS", "PAIR_SEP", "Step", "TABLE_COLUMNS",
     "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table", "ab_tasks",
     "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent", "call_line",
     "ci_column", "clip", "clip_columns", "concat_tables", "difference_line", "discover_runs",
-    "episode_table", "field_rows", "filmstrip", "fingerprint", "first_step", "flipped", "has_pictures",
+    "incomplete_lines", "episode_table", "field_rows", "filmstrip", "fingerprint", "first_step", "flipped",
+    "has_pictures",
     "imported_records", "is_ownloop", "make_link", "matching_episode", "md_escape", "open_record", "options",
     "page_of", "pair_columns", "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link",
     "pruned_note", "ranked_sides", "resolve_run", "reward_text", "run_labels", "running_app", "safe_image",

@@ -146,7 +146,7 @@ def test_by_tier_ci_is_seeded_and_brackets_the_mean(run):
 def test_cluster_bootstrap_matches_the_normal_approximation():
     rng = np.random.default_rng(3)
     x = rng.normal(0.5, 0.2, 400)
-    boot = A.cluster_bootstrap(x, np.ones_like(x), n_boot=4000, seed=1)
+    boot = A.cluster_bootstrap(x, np.ones_like(x), seed=1)
     assert boot.std() == pytest.approx(x.std(ddof=1) / math.sqrt(len(x)), rel=0.1)
     assert boot.mean() == pytest.approx(x.mean(), abs=0.005)
 
@@ -226,7 +226,7 @@ def test_compare_bootstrap_se_is_that_of_the_per_task_differences():
     a, b = noisy_pair(np.random.default_rng(5))
     d = (a - b).mean(1)
     se = d.std(ddof=1) / math.sqrt(len(d))
-    row = A.compare(frame(a, b), "A", "B", by=None, n_boot=4000).row(0, named=True)
+    row = A.compare(frame(a, b), "A", "B", by=None).row(0, named=True)
     assert row["n_tasks"] == 100 and row["n_unpaired"] == 0
     assert row["diff"] == pytest.approx(d.mean()) and row["sd_diff"] == pytest.approx(d.std(ddof=1))
     assert (row["ci_high"] - row["ci_low"]) / (2 * A.Z_975) == pytest.approx(se, rel=0.1)
@@ -242,7 +242,7 @@ def test_compare_ci_covers_the_true_difference_95_percent_of_the_time():
     hits = 0
     for i in range(200):
         a, b = noisy_pair(rng)
-        row = A.compare(frame(a, b), "A", "B", by=None, n_boot=500, seed=i).row(0, named=True)
+        row = A.compare(frame(a, b), "A", "B", by=None, seed=i).row(0, named=True)
         hits += row["ci_low"] <= 0.05 <= row["ci_high"]
     assert 0.90 <= hits / 200 <= 0.99  # the nested bootstrap covered 99.5% of these
 
@@ -266,7 +266,7 @@ def test_by_tier_ci_is_task_clustered():
     # by_tier resamples tasks with their repeats (one stage): its SE is that of the task means.
     a, _ = noisy_pair(np.random.default_rng(11), n=150)
     df = frame(a, a).filter(pl.col("model") == "A")
-    t = A.by_tier(df, n_boot=4000).filter(pl.col("tier") == "all").row(0, named=True)
+    t = A.by_tier(df).filter(pl.col("tier") == "all").row(0, named=True)
     means = a.mean(1)
     assert t["mean_reward"] == pytest.approx(means.mean())
     se = means.std(ddof=1) / math.sqrt(len(means))
@@ -374,6 +374,6 @@ def test_unscored_as_zero_counts_failures_not_missing_rewards(tmp_path):
     s = A.summarise(df).row(0, named=True)
     assert (s["scored"], s["unscored"], s["no_reward"]) == (6, 1, 1)
     assert s["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 7)
-    t = A.by_tier(df, n_boot=200).filter(pl.col("tier") == "all").row(0, named=True)
+    t = A.by_tier(df).filter(pl.col("tier") == "all").row(0, named=True)
     assert t["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 7)
     assert t["ci_low_unscored_as_0"] <= t["mean_reward_unscored_as_0"] <= t["ci_high_unscored_as_0"]

@@ -15,6 +15,7 @@ from polars.testing import assert_frame_equal
 
 from evalkit import analysis as A
 from evalkit.records import _index, index_cache, kept, rundir
+from evalkit.records.columns import PER_RUN
 from evalkit.records.rundir import TraceWriter
 from tests.records.test_index import make, odd_lines, rec
 from tests.records.test_index_incremental import append, line, sound_reference
@@ -45,7 +46,7 @@ def loads(run: Path, cold: list[int]) -> int:
     read = sum(cold)
     assert_frame_equal(df, index_cache.build_reference(run), check_exact=True)
     assert unreadable == index_cache.read(run, cache=False)[1]
-    assert_frame_equal(A.load_runs(run).drop("run", "run_name"), sound_reference(run), check_exact=True)
+    assert_frame_equal(A.load_runs(run).drop(*PER_RUN), sound_reference(run), check_exact=True)
     return read
 
 

@@ -164,7 +164,6 @@ def test_the_hidden_reasons_and_a_record_in_the_probe(capsys):
     assert "What is 4 + 5?" not in shown[shown.index("opening message") :]
 
 
-@pytest.mark.xfail(strict=False, reason="needs #51's env_config keying")
 def test_runs_of_two_configurations_are_never_paired(tmp_path, capsys):
     from tests.support import kinds
 

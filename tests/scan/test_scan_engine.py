@@ -23,7 +23,8 @@ from tests.support import planted
 def test_every_builtin_fires_where_it_was_planted_at_the_planted_turn(planted_run):
     run, truth = planted_run
     rows = ek.scan(run)
-    assert rows.columns == list(SCAN_COLUMNS)
+    at = list(SCAN_COLUMNS).index("env") + 1  # the episodes' env configuration follows their env
+    assert rows.columns == [*list(SCAN_COLUMNS)[:at], "env_config", *list(SCAN_COLUMNS)[at:]]
     assert rows.height == len(truth) * len(BUILTIN)
     wrong = []
     for key, name, fired, steps, evidence in rows.select(

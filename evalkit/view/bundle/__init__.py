@@ -131,7 +131,7 @@ def _pairs(df: pl.DataFrame) -> list[dict]:
 
 
 ROW = ["run_label", "key", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
-       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds"]  # fmt: skip
+       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds", "env_config"]  # fmt: skip
 """The columns of the bundle's episode table; `key` (with the run's label) is what a report's links name."""
 
 
@@ -211,6 +211,7 @@ def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
         "runs": [vs.run_labels(runs)[r] for r in runs],
         "pairs": _pairs(df),
         "pair_keys": vs.pair_columns(df),
+        "incomplete": vs.incomplete_lines(df),
         "built": time.strftime("%Y-%m-%d %H:%M", time.gmtime()) + " UTC",
     }
     (out / "data" / "index.js").write_bytes(_script("index", index))
