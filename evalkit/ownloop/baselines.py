@@ -124,6 +124,15 @@ class _Baseline:
         ctx.result["rounds"] = step
         ctx.step(step, raw=json.dumps(action), actions=[action], url=url, errors=[error])
 
+    def _last(self, ctx: TaskRun, session: Any, step: int, submit: bool) -> None:
+        """The end of a task: finished on the policy's behalf when it did not end it (and `submit`), then the
+        last screen."""
+        if not ctx.result["status"] and submit:
+            step += 1
+            self._act(ctx, session, step, {"type": "finish", "answer": None})
+            ctx.result["status"] = "finished"
+        ctx.screenshot(session, step + 1)
+
 
 class DomSolver(_Baseline):
     """Follows each task's reference solution through the live DOM (`evalkit ownloop dom`)."""
@@ -148,11 +157,7 @@ class DomSolver(_Baseline):
                         ctx.result["status"] = "finished"
                 if ctx.result["status"]:
                     break
-            if not ctx.result["status"] and step < s.max_steps:
-                step += 1
-                self._act(ctx, session, step, {"type": "finish", "answer": None})
-                ctx.result["status"] = "finished"
-            ctx.screenshot(session, step + 1)
+            self._last(ctx, session, step, submit=step < s.max_steps)
         finally:
             ctx.end(session)
 
@@ -213,10 +218,6 @@ class RandomClicks(_Baseline):
                 step += 1
                 x, y = round(rng.uniform(0, s.width - 1), 1), round(rng.uniform(0, s.height - 1), 1)
                 self._act(ctx, session, step, {"type": "click", "x": x, "y": y})
-            if not ctx.result["status"]:
-                step += 1
-                self._act(ctx, session, step, {"type": "finish", "answer": None})
-                ctx.result["status"] = "finished"
-            ctx.screenshot(session, step + 1)
+            self._last(ctx, session, step, submit=True)
         finally:
             ctx.end(session)

@@ -39,6 +39,11 @@ def _path(name: str, v: Any) -> list[str]:
     return [p for p in v.split(":") if p] if isinstance(v, str) else list(v or [])
 
 
+def _viewport(help: str) -> Any:
+    """A side of the viewport: 0 is the agent's released one (so 0 is allowed here, not from the flag)."""
+    return knob(0, help, checks.COUNT, outcome=True, parse=checks.WHOLE.parse)
+
+
 @dataclass
 class Settings:
     """What an own-loop run is asked; the released defaults of each runner apply where 0 / None. Each field is
@@ -63,15 +68,8 @@ class Settings:
     ports: list[int] | None = knob(None, "start the web-app servers on these ports instead", _ports)
     max_steps: int = knob(40, "model calls per task", checks.WHOLE, outcome=True)
     timeout: float = knob(1800.0, "wall-clock seconds per task", checks.POSITIVE, outcome=True)
-    width: int = knob(
-        0,
-        "viewport (default: the agent's released one)",
-        checks.COUNT,
-        outcome=True,
-        parse=checks.WHOLE.parse,
-    )
-    height: int = knob(0, "viewport height (default: the agent's released one)", checks.COUNT, outcome=True,
-                       parse=checks.WHOLE.parse)  # fmt: skip
+    width: int = _viewport("viewport (default: the agent's released one)")
+    height: int = _viewport("viewport height (default: the agent's released one)")
     wait_s: float = knob(
         5.0, "UI-TARS wait() and OpenCUA's pause after actions", _NONNEG, flag="--wait", metavar="WAIT"
     )

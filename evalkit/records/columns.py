@@ -75,14 +75,10 @@ EPISODE_COLUMNS: dict[str, Any] = {
 }
 EPISODE_SCHEMA = pl.Schema(EPISODE_COLUMNS)
 
+EPISODE_OF: dict[str, Any] = dict.fromkeys(["run", "key", "model", "env", "surface", "mode", "task_id"], _S)
+"""Which run and episode a row of a per-episode table belongs to (turns, calls, scanners' findings)."""
 _PER_TURN: dict[str, Any] = {
-    "run": _S,
-    "key": _S,
-    "model": _S,
-    "env": _S,
-    "surface": _S,
-    "mode": _S,
-    "task_id": _S,
+    **EPISODE_OF,
     "tier": _S,
     "repeat": _I,
     "turn": _I,

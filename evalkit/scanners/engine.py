@@ -28,7 +28,7 @@ import polars as pl
 from evalkit.errors import NOT_JSON, TraceError
 from evalkit.records import rundir
 from evalkit.records import scans as store
-from evalkit.records.columns import eager
+from evalkit.records.columns import EPISODE_OF, eager
 from evalkit.records.loading import load_runs
 from evalkit.scanners.base import Context, Finding, Scanner, as_scanner
 from evalkit.scanners.rules import BUILTIN
@@ -38,13 +38,7 @@ log = logging.getLogger(__name__)
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 SCAN_COLUMNS: dict[str, Any] = {
-    "run": _S,  # the run as given to load_runs
-    "key": _S,
-    "model": _S,
-    "env": _S,
-    "surface": _S,
-    "mode": _S,
-    "task_id": _S,
+    **EPISODE_OF,  # the run as given to load_runs, the episode's key, model, env, surface, mode and task
     "repeat": _I,
     "scanner": _S,
     "kind": _S,  # "model" or "infra"

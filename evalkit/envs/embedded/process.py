@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 from evalkit.envs.embedded.server import build_app, hold_freed_memory, serve, warm_app
 from evalkit.errors import EnvError
@@ -47,7 +47,20 @@ GRACE_S = 5.0
 """How long a stopping child may take to close its sessions before it is killed."""
 
 
-class ProcessServer:
+class _Stopped:
+    """A server that is a context manager: stopped on leaving the block."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class ProcessServer(_Stopped):
     """Embedded environment `name` served by a child process on a loopback port, healthy (`/health`) before
     the constructor returns. Usable as a context manager or stopped with `stop()`; pass it wherever an
     environment is expected (`run_episode`, `run_batch`)."""
@@ -113,12 +126,6 @@ class ProcessServer:
             if f is not None and not f.closed and not (f is proc.stderr and self._relay.is_alive()):
                 f.close()
 
-    def __enter__(self) -> ProcessServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         return f"ProcessServer({self.name!r}, {getattr(self, 'base_url', '(starting)')}, pid {self.pid})"
 
@@ -135,7 +142,7 @@ def _relay(pipe: Any) -> None:
         pass
 
 
-class ProcessServers:
+class ProcessServers(_Stopped):
     """`n` ProcessServers of one embedded env, started side by side: one server process is one event loop,
     one core, and past a few dozen episodes at once that is what binds. `base_url` is the first's,
     `base_urls` all of them (an `Endpoint` resolved from this group spreads its sessions over them: each
@@ -172,12 +179,6 @@ class ProcessServers:
     def stop(self) -> None:
         for s in self.servers:
             s.stop()
-
-    def __enter__(self) -> ProcessServers:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"ProcessServers({self.name!r}, {list(self.base_urls)})"

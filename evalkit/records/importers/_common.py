@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,15 @@ def count(v: Any) -> int:
     """A count as an integer; anything else (text, NaN, infinity) is 0."""
     ok = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
     return int(v) if ok and not isinstance(v, bool) else 0
+
+
+def repeat_of(ek: dict, repeats: Counter, model: str, task: str) -> int:
+    """An episode's repeat: the one evalkit's own fields kept (`ek`), else the next of (model, task) in the
+    order the run is read (`repeats` counts them)."""
+    if isinstance(ek.get("repeat"), int):
+        return ek["repeat"]
+    repeats[(model, task)] += 1
+    return repeats[(model, task)] - 1
 
 
 def whole_cost(costs: list[float | None]) -> float | None:

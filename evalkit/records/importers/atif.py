@@ -59,6 +59,7 @@ from evalkit.records.importers._common import (
     declared_tools,
     harness,
     number,
+    repeat_of,
     result,
     skeleton,
     summed_usage,
@@ -358,11 +359,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
         str(ek.get("mode") or ""),
     )
     skin = ek.get("skin") if isinstance(ek.get("skin"), str) else None
-    if isinstance(ek.get("repeat"), int):
-        repeat = ek["repeat"]
-    else:
-        repeat = repeats[(model, task)]
-        repeats[(model, task)] += 1
+    repeat = repeat_of(ek, repeats, model, task)
     rec = skeleton(model, env, surface, mode, task, skin, repeat, (task, skin))
     if ek.get("key") and isinstance(ek["key"], str):
         rec["key"] = ek["key"]

@@ -47,6 +47,7 @@ from evalkit.records.importers._common import (
     harness,
     items,
     parse_args,
+    repeat_of,
     result,
     skeleton,
     summed_usage,
@@ -482,11 +483,7 @@ def episode(root: Path, f: Path, repeats: Counter) -> dict:
     task = str(ek.get("task_id") or sid)
     surface, mode = str(ek.get("surface") or ""), str(ek.get("mode") or "")
     skin = ek.get("skin") if isinstance(ek.get("skin"), str) else None
-    if isinstance(ek.get("repeat"), int):
-        repeat = ek["repeat"]
-    else:
-        repeat = repeats[(model, task)]
-        repeats[(model, task)] += 1
+    repeat = repeat_of(ek, repeats, model, task)
     rec = skeleton(model, str(ek.get("env") or env), surface, mode, task, skin, repeat, (task, skin))
     if isinstance(ek.get("key"), str) and ek["key"]:
         rec["key"] = ek["key"]
