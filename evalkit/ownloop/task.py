@@ -78,6 +78,26 @@ def on_path(paths: list[str]) -> None:
             sys.path.insert(0, p)
 
 
+class Released:
+    """An own-loop agent that runs its released code, found on `--path` (RELEASED), against a model
+    endpoint: `check` puts the path first and imports that code (`load`) before any task, or says in one
+    line what to fetch."""
+
+    NAME = ""
+    needs_endpoint = True
+
+    def load(self) -> None:
+        """Import the released code (ImportError when it is not there)."""
+        raise NotImplementedError
+
+    def check(self, settings: Settings) -> None:
+        on_path(settings.path)
+        try:
+            self.load()
+        except ImportError as e:
+            raise not_released(self.NAME, e) from None
+
+
 class TaskRun:
     """One task's run: `open_browser`, then a runner's steps, then `read_backend`."""
 
