@@ -14,7 +14,10 @@ sets they write), and the modules at evalkit's top. Never the client (`evalkit.e
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
@@ -31,3 +34,24 @@ def lazy_names(package: str, modules: dict[str, list[str]]) -> tuple[list[str], 
         return getattr(import_module(where[name], package), name)
 
     return sorted(where), __getattr__
+
+
+@dataclass(frozen=True)
+class TaskIds:
+    """An embedded env's task ids (`ENV-SPLIT-NNNN`, split train or test) and the seed each task is generated
+    from: its split and index alone, so a task id names the same task on every machine."""
+
+    env: str
+
+    def id_for(self, split: str, index: int) -> str:
+        return f"{self.env}-{split}-{index:04d}"
+
+    def parse(self, task_id: str) -> tuple[str, int]:
+        """Split `ENV-test-0007` into ("test", 7); ValueError for anything else."""
+        m = re.match(rf"^{self.env}-(train|test)-(\d{{4,}})$", task_id or "")
+        if not m:
+            raise ValueError(f"unknown {self.env} task id {task_id!r}: expected e.g. '{self.env}-test-0007'")
+        return m.group(1), int(m.group(2))
+
+    def seed(self, split: str, index: int) -> int:
+        return int.from_bytes(hashlib.sha256(f"{self.env}:{split}:{index}".encode()).digest()[:8], "big")

@@ -10,12 +10,12 @@ arrive).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
+
+from evalkit.envs.embedded import TaskIds
 
 from .grade import check
 from .model import (
@@ -37,7 +37,8 @@ SPLITS = ("train", "test")
 TIERS = ("easy", "medium", "hard")
 # Chosen from the test split's score tertiles (indices 0..149) so its tiers come out roughly balanced.
 TIER_THRESHOLDS = (0.36, 0.62)
-TASK_ID_RE = re.compile(r"^berth-(train|test)-(\d{4,})$")
+IDS = TaskIds("berth")
+task_id_for, parse_task_id, seed_for = IDS.id_for, IDS.parse, IDS.seed
 PROFILES = (
     ("container",), ("container",), ("container", "general"), ("bulk", "general"), ("bulk",),
     ("tanker",), ("general", "container", "bulk"), ("tanker", "bulk"),
@@ -73,21 +74,6 @@ class Task:
             "n_vessels": self.n_vessels,
             "n_berths": len(self.instance.berths),
         }
-
-
-def task_id_for(split: str, index: int) -> str:
-    return f"berth-{split}-{index:04d}"
-
-
-def parse_task_id(task_id: str) -> tuple[str, int]:
-    m = TASK_ID_RE.match(task_id or "")
-    if not m:
-        raise ValueError(f"unknown berth task id {task_id!r}: expected e.g. 'berth-test-0007'")
-    return m.group(1), int(m.group(2))
-
-
-def seed_for(split: str, index: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"berth:{split}:{index}".encode()).digest()[:8], "big")
 
 
 def _berths(rng: random.Random, k: int) -> tuple[list[Berth], list[float]]:

@@ -11,10 +11,10 @@ import argparse
 import hashlib
 import json
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalkit.envs.embedded import TaskIds
 from evalkit.envs.evalsets import evalset_hash
 
 from .model import Doc, Element
@@ -38,7 +38,8 @@ WORDS = (
     "Sale", "Welcome", "Launch", "Menu", "Hello", "Open", "News", "Summer", "Agenda", "Team", "Contact",
     "Pricing", "Beta", "Notes", "Today", "Ideas", "Plan", "Report", "Join us", "Free", "Q3 review",
 )  # fmt: skip
-TASK_ID_RE = re.compile(r"^canvas-(train|test)-(\d{4,})$")
+IDS = TaskIds("canvas")
+task_id_for, parse_task_id, seed_for = IDS.id_for, IDS.parse, IDS.seed
 
 
 @dataclass(frozen=True)
@@ -55,22 +56,6 @@ class Task:
     @property
     def n_elements(self) -> int:
         return len(self.doc.elements)
-
-
-def task_id_for(split: str, index: int) -> str:
-    return f"canvas-{split}-{index:04d}"
-
-
-def parse_task_id(task_id: str) -> tuple[str, int]:
-    """Split `canvas-test-0007` into ("test", 7); raise ValueError for anything else."""
-    m = TASK_ID_RE.match(task_id or "")
-    if not m:
-        raise ValueError(f"unknown canvas task id {task_id!r}: expected e.g. 'canvas-test-0007'")
-    return m.group(1), int(m.group(2))
-
-
-def seed_for(split: str, index: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"canvas:{split}:{index}".encode()).digest()[:8], "big")
 
 
 def _colour(rng: random.Random, avoid: str) -> str:
