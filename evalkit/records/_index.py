@@ -156,11 +156,11 @@ _BLOCK = 64
 # took 0.45 s (the copy, and a page fault per 4 KB of new memory); 8 MB at a time into the same buffer, 0.1 s.
 _CHUNK = 8 << 20
 # A trace this large is read in two processes when this one may use two CPUs: the lines of its later part by
-# a fork (`_scan`), which starts at once and reads that part itself. Its share is a little under half: this
-# process also builds its own part's columns before it waits, the fork packs its own (at 0.5 the fork's CPU
-# was ~0.1 s more than this process's before the wait; at 0.47, the same).
+# a fork (`_scan`), which starts at once and reads that part itself. Its share is half: this process also
+# builds its own part's columns before it waits, the fork packs its own, which cost about as much (the CPU on
+# the critical path, median of 4 at load ~15: 1.59 s at 0.5, 1.67 s at 0.47, 1.68 s at 0.53).
 _BESIDE_BYTES = 32 << 20
-_BESIDE_SHARE = 0.47
+_BESIDE_SHARE = 0.5
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
 # The fields taken of each decoded record (`_take`) and the kind of column each becomes.
