@@ -69,6 +69,12 @@ class _Object(msgspec.Struct, gc=False):
     """Any JSON object, its contents skipped (checked to be JSON, never built)."""
 
 
+class _Array(msgspec.Struct, array_like=True, gc=False):
+    """Any JSON array, its items skipped (checked to be JSON, never built): msgspec reads an array into a
+    struct of no fields whatever its length. A `list[msgspec.Raw]` built a list and a Raw per item, ~10% of
+    the decode of a trace whose tool calls each hold an (empty) list of images."""
+
+
 class _Usage(msgspec.Struct, gc=False):
     input: _Int = None
     output: _Int = None
@@ -95,7 +101,7 @@ _KIND = {
     wellformed.NUM: float,
     wellformed.BOOL: bool,
     wellformed.OBJ: _Object,
-    wellformed.LIST: list[msgspec.Raw],
+    wellformed.LIST: _Array,
 }
 
 
@@ -124,6 +130,7 @@ _Episode = _struct(
         "grade": (dict[str, msgspec.Raw] | None, None),
         "usage": (_Usage | None, None),
         "info": (_Info | None, None),
+        "provider_switches": (list[msgspec.Raw] | None, None),  # counted (`_take`): its items are needed
     },
 )
 _DECODER = msgspec.json.Decoder(_Episode)
@@ -136,11 +143,11 @@ _BLOCK = 64
 # took 0.45 s (the copy, and a page fault per 4 KB of new memory); 8 MB at a time into the same buffer, 0.1 s.
 _CHUNK = 8 << 20
 # A trace this large is read in two processes when this one may use two CPUs: the lines of its later part by
-# a fork (`_scan`), which starts at once and reads that part itself. Its share is a little under half: this
-# process also builds its own part's columns before it waits, the fork packs its own (at 0.5 the fork's CPU
-# was ~0.1 s more than this process's before the wait; at 0.47, the same).
+# a fork (`_scan`), which starts at once and reads that part itself. Its share is half: this process also
+# builds its own part's columns before it waits, the fork packs its own, which cost about as much (the CPU on
+# the critical path, median of 4 at load ~15: 1.59 s at 0.5, 1.67 s at 0.47, 1.68 s at 0.53).
 _BESIDE_BYTES = 32 << 20
-_BESIDE_SHARE = 0.47
+_BESIDE_SHARE = 0.5
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
 # The fields taken of each decoded record (`_take`) and the kind of column each becomes.
@@ -235,18 +242,29 @@ def _pack(col: list, kind: Any) -> Any:
     """A column of `_take` in a form msgpack carries, and `_unpack` reads, fast: None when it is all null;
     numbers as the bytes of a numpy array (a null count or flag as 0, as `_fast_columns` reads it; a null
     float as NaN, which no field msgspec read can hold); texts joined by `_SEP`, with where their nulls are
-    (their place in the text holds "None")."""
+    (their place in the text holds "None"). Each value is read once where the column has no null: the
+    values are scattered objects, and each pass over them cost as much as the join itself."""
+    if kind is _F:
+        nums = np.array(col, np.float64)  # None → NaN
+        return None if np.isnan(nums).all() else nums.tobytes()
+    try:
+        if kind is _I or kind is _B:
+            return np.array(col, np.int64 if kind is _I else bool).tobytes()
+        if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
+            return b"\x00".join(col)
+        text = _SEP.join(col)
+        return [text, []] if text.count(_SEP) == len(col) - 1 else [None, col]
+    except TypeError:  # a null among them
+        pass
     nulls = col.count(None)
     if nulls == len(col):
         return None
-    if kind is _F:
-        return np.array(col, np.float64).tobytes()
     if kind is _I or kind is _B:
-        return np.array([v or 0 for v in col] if nulls else col, np.int64 if kind is _I else bool).tobytes()
-    if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
-        return b"\x00".join([v or b"" for v in col] if nulls else col)
-    where = list(compress(count(), map(is_, col, repeat(None)))) if nulls else []
-    text = _SEP.join(map(str, col) if nulls else col)
+        return np.array([v or 0 for v in col], np.int64 if kind is _I else bool).tobytes()
+    if kind is _BIN:
+        return b"\x00".join([v or b"" for v in col])
+    where = list(compress(count(), map(is_, col, repeat(None))))
+    text = _SEP.join(map(str, col))
     return [text, where] if text.count(_SEP) == len(col) - 1 else [None, col]
 
 
@@ -377,7 +395,11 @@ def _scan(fd: int, lo: int, hi: int) -> list[tuple[_Part, pl.DataFrame]]:
 
 
 def _framed(part: _Part) -> tuple[_Part, pl.DataFrame]:
-    return part, _fast_columns(part.frame())
+    frame = part.frame()
+    # Its values are freed now, while the process beside still reads, not after the wait: ~2 million
+    # objects for half of a 100,000-episode trace, ~0.1 s that was on the critical path.
+    part.cols.clear()
+    return part, _fast_columns(frame)
 
 
 _ROW = attrgetter(*_FIELDS, "usage", "auto_submitted", "info", "provider_switches", "turns", "grade")
