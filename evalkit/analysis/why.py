@@ -144,7 +144,11 @@ def _differences(per: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
             *[c for c in task_keys(sub) if c in sub.columns],
             pl.col("value").alias("reward"),
             pl.lit(True).alias("scored"),
+            # compare counts a run's unrun episodes from these (`loading.run_status`); `why` shows none of it
+            pl.col("error_class") if "error_class" in sub.columns else pl.lit(None, _S).alias("error_class"),
         )
+        if "run" in pseudo.columns and "run_name" not in pseudo.columns:
+            pseudo = pseudo.with_columns(pl.col("run").alias("run_name"))
         if not pseudo.height:
             continue
         try:
