@@ -23,7 +23,7 @@ from tests.support import planted
 def test_every_builtin_fires_where_it_was_planted_at_the_planted_turn(planted_run):
     run, truth = planted_run
     rows = ek.scan(run)
-    assert [c for c in rows.columns if c != "env_config"] == list(SCAN_COLUMNS)  # env_config: where load_runs has it
+    assert [c for c in rows.columns if c != "env_config"] == list(SCAN_COLUMNS)  # env_config: load_runs's
     assert rows.height == len(truth) * len(BUILTIN)
     wrong = []
     for key, name, fired, steps, evidence in rows.select(

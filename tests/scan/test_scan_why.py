@@ -92,7 +92,8 @@ def test_paired_differences_are_compares_test_holm_adjusted_and_sorted():
     assert top["scanner"] == "loops" and top["separates"] and top["diff"] > 0.3
     per = W._counted(df, scans).filter((pl.col("scanner") == "loops") & pl.col("counted"))
     pseudo = per.select("model", "run", "env", "task_id", pl.col("value").alias("reward"),
-                        pl.lit(True).alias("scored"), "error_class", pl.col("run").alias("run_name"))  # fmt: skip
+                        pl.lit(True).alias("scored"), "error_class",
+                        pl.col("run").alias("run_name"))  # fmt: skip
     ref = compare(pseudo, "A", "B", by=None).row(-1, named=True)
     assert (top["rate_a"], top["rate_b"], top["ci_low"], top["ci_high"], top["p_value"]) == pytest.approx(
         (ref["mean_a"], ref["mean_b"], ref["ci_low"], ref["ci_high"], ref["p_value"])
