@@ -118,3 +118,42 @@ def test_a_foreign_run_is_scanned_and_labelled_without_a_write_into_it(app, seed
     assert path.is_file() and not path.is_relative_to(run)  # evalkit's per-user cache, as load_runs's index
     assert store.read_labels(str(run)).filter(pl.col("scanner") == scanner).height == 1
     assert snapshot(run) == before
+
+
+def _leaves(node, out: list) -> list:
+    """The page's elements in the order they are drawn."""
+    children = getattr(node, "children", None)
+    if children:
+        for c in children.values():
+            _leaves(c, out)
+    else:
+        out.append(node)
+    return out
+
+
+def test_a_vs_b_pictures_before_the_tasks_sorted_by_the_difference_and_where_they_part(app):
+    from tests.viewer.test_viewer_app import LABEL, TRACER
+
+    at = app()
+    at.radio(key="view").set_value("A vs B").run()
+    at.selectbox(key="ab_a").set_value(f"{TRACER} · {LABEL}").run()
+    at.selectbox(key="ab_b").set_value(f"{RANDOM} · {LABEL}").run()
+    healthy(at)
+    order = _leaves(at.main, [])
+    picture = next(i for i, e in enumerate(order) if e.type == "image" and any(
+        str(c).startswith("A: ") for c in e.captions))  # fmt: skip
+    table = next(
+        i for i, e in enumerate(order) if e.type == "bidi_component" and e.proto.id.endswith("ab_pairs")
+    )
+    assert picture < table  # the two pictures first, the sixty-row table below them
+    df = rows(at, "ab_pairs")
+    sizes = [abs(float(x)) for x in df["difference"]]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
+    # The task chosen is the first (the largest difference); where its two trajectories part, as partings says
+    task, mode = df["task_id"][0], df["mode"][0]
+    parts = ek.scanners.partings(ek.load_runs(SAMPLE_RUN), TRACER, RANDOM)
+    want = parts.filter((pl.col("task_id") == task) & (pl.col("mode") == mode)).row(0, named=True)
+    text = page(at).replace("\\", "")
+    assert f"They part at step {want['step']}**: A " in text
+    at.button(key="ab_to_parting").click().run()
+    assert at.query_params["step"] == str(want["step"]) and f"Step {want['step']} of" in page(at)
