@@ -395,6 +395,44 @@ def _rate_cell(r: dict) -> str:
     return cell
 
 
+def _rate(r: dict) -> str:
+    return _rate_cell(r)
+
+
+def rates_table(rates: pl.DataFrame) -> pl.DataFrame:
+    """`why`'s rates as a table of text: a row per scanner (what it means in words beside it), a column per
+    model (share of tasks where it fired, its 95% CI, tasks where it fired / tasks counted); with labels,
+    each scanner's precision / recall against them. The infrastructure's scanners last."""
+    models = rates.get_column("model").unique(maintain_order=True).to_list()
+    table: dict[str, dict[str, Any]] = {}
+    for r in rates.iter_rows(named=True):
+        row = table.setdefault(r["scanner"], {"scanner": r["scanner"], "what": r["phrase"]})
+        row[r["model"]] = _rate_cell(r)
+        if r.get("labelled"):
+            row["precision / recall"] = f"{pct(r['precision'])}% / {pct(r['recall'])}%"
+    cols = ["scanner", "what", *models]
+    if any("precision / recall" in row for row in table.values()):
+        cols.append("precision / recall")
+    data = {c: [row.get(c, "–") for row in table.values()] for c in cols}
+    return pl.DataFrame(data, schema=dict.fromkeys(cols, _S))
+
+
+def differences_table(diffs: pl.DataFrame) -> pl.DataFrame:
+    """`why(…, a=, b=)` as a table of text, sorted by the size of the difference as `why` sorts it."""
+    rows = []
+    for r in diffs.iter_rows(named=True):
+        ci = (f"[{pct(r['ci_low'], True)}, {pct(r['ci_high'], True)}]" if r["ci_low"] is not None
+              else "too few tasks")  # fmt: skip
+        rows.append({
+            "scanner": r["scanner"], "A": f"{pct(r['rate_a'])}%", "B": f"{pct(r['rate_b'])}%",
+            "A − B (points)": pct(r["diff"], True), "95% CI": ci,
+            "p": p_text(r["p_value"], r["p_exact"]), "p (Holm)": p_text(r["p_holm"], r["p_exact"]),
+            "tasks": str(r["n_tasks"]), "separates": "yes" if r["separates"] else "",
+        })  # fmt: skip
+    cols = ["scanner", "A", "B", "A − B (points)", "95% CI", "p", "p (Holm)", "tasks", "separates"]
+    return pl.DataFrame(rows, schema=dict.fromkeys(cols, _S), orient="row")
+
+
 def format_rates(rates: pl.DataFrame) -> str:
     """`why`'s rates as the CLI prints them: a row per scanner, a column per model (rate, 95% CI, tasks where
     it fired of the tasks counted), the infrastructure's apart."""

@@ -11,33 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from evalkit.analysis import why as w
-from evalkit.analysis.tables import p_text
 from evalkit.records import scans as store
 
 _S = pl.String
 
 
 def scan_rows(df: pl.DataFrame) -> pl.DataFrame:
-    """One row per episode of `df` × scanner: the built-in rules run now, and for each run the judged
-    scanners' rows its last `evalkit scan` kept (their `run` as `df` names it)."""
-    from evalkit.scanners.engine import scan
-    from evalkit.scanners.rules import BUILTIN
+    """One row per episode of `df` × scanner (`evalkit.scanners.engine.with_kept`)."""
+    from evalkit.scanners.engine import with_kept
 
-    rows = scan(df.drop("run_label", strict=False))
-    parts = [rows]
-    for run in df.get_column("run").unique(maintain_order=True).to_list():
-        saved = store.read_scan(run)
-        if saved is None or not saved.height:
-            continue
-        judged = saved.filter(~pl.col("scanner").is_in(list(BUILTIN)))
-        if judged.height:
-            parts.append(judged.with_columns(pl.lit(run, _S).alias("run")))
-    return pl.concat(parts, how="diagonal_relaxed") if len(parts) > 1 else rows
+    return with_kept(df.drop("run_label", strict=False))
 
 
 def labels_signature(runs: Sequence[str]) -> tuple:
@@ -59,42 +46,8 @@ def read_labels(runs: Sequence[str]) -> pl.DataFrame | None:
     return got if got.height else None
 
 
-def _rate(r: dict) -> str:
-    return w._rate_cell(r)
-
-
-def rates_table(rates: pl.DataFrame) -> pl.DataFrame:
-    """`why`'s rates as a table of text: a row per scanner (what it means in words beside it), a column per
-    model (share of tasks where it fired, its 95% CI, tasks where it fired / tasks counted); with labels,
-    each scanner's precision / recall against them. The infrastructure's scanners last."""
-    models = rates.get_column("model").unique(maintain_order=True).to_list()
-    table: dict[str, dict[str, Any]] = {}
-    for r in rates.iter_rows(named=True):
-        row = table.setdefault(r["scanner"], {"scanner": r["scanner"], "what": r["phrase"]})
-        row[r["model"]] = _rate(r)
-        if r.get("labelled"):
-            row["precision / recall"] = f"{w.pct(r['precision'])}% / {w.pct(r['recall'])}%"
-    cols = ["scanner", "what", *models]
-    if any("precision / recall" in row for row in table.values()):
-        cols.append("precision / recall")
-    data = {c: [row.get(c, "–") for row in table.values()] for c in cols}
-    return pl.DataFrame(data, schema={c: _S for c in cols})
-
-
-def differences_table(diffs: pl.DataFrame) -> pl.DataFrame:
-    """`why(…, a=, b=)` as a table of text, sorted by the size of the difference as `why` sorts it."""
-    rows = []
-    for r in diffs.iter_rows(named=True):
-        ci = (f"[{w.pct(r['ci_low'], True)}, {w.pct(r['ci_high'], True)}]" if r["ci_low"] is not None
-              else "too few tasks")  # fmt: skip
-        rows.append({
-            "scanner": r["scanner"], "A": f"{w.pct(r['rate_a'])}%", "B": f"{w.pct(r['rate_b'])}%",
-            "A − B (points)": w.pct(r["diff"], True), "95% CI": ci,
-            "p": p_text(r["p_value"], r["p_exact"]), "p (Holm)": p_text(r["p_holm"], r["p_exact"]),
-            "tasks": str(r["n_tasks"]), "separates": "yes" if r["separates"] else "",
-        })  # fmt: skip
-    cols = ["scanner", "A", "B", "A − B (points)", "95% CI", "p", "p (Holm)", "tasks", "separates"]
-    return pl.DataFrame(rows, schema={c: _S for c in cols}, orient="row")
+rates_table = w.rates_table
+differences_table = w.differences_table
 
 
 def fired(scans: pl.DataFrame, scanner: str, df: pl.DataFrame) -> pl.DataFrame:
