@@ -16,6 +16,8 @@ import polars as pl
 
 from evalkit.analysis import why as w
 from evalkit.records import scans as store
+from evalkit.view.text import clip as vs_clip
+from evalkit.view.text import clip_columns
 
 _S = pl.String
 
@@ -46,8 +48,24 @@ def read_labels(runs: Sequence[str]) -> pl.DataFrame | None:
     return got if got.height else None
 
 
-rates_table = w.rates_table
-differences_table = w.differences_table
+def shown(table: pl.DataFrame) -> pl.DataFrame:
+    """A table of text as a page shows it: every cell and column name clipped (a model's name is a column of
+    the rates; a hostile one may be megabytes), names kept apart where clipping made two alike."""
+    names: list[str] = []
+    for c in table.columns:
+        name = vs_clip(c)
+        while name in names:
+            name += "\u200b"  # invisible: two models whose names clip alike stay two columns
+        names.append(name)
+    return clip_columns(table.rename(dict(zip(table.columns, names, strict=True))))
+
+
+def rates_table(rates: pl.DataFrame) -> pl.DataFrame:
+    return shown(w.rates_table(rates))
+
+
+def differences_table(diffs: pl.DataFrame) -> pl.DataFrame:
+    return shown(w.differences_table(diffs))
 
 
 def fired(scans: pl.DataFrame, scanner: str, df: pl.DataFrame) -> pl.DataFrame:

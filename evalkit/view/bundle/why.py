@@ -12,6 +12,8 @@ import polars as pl
 
 from evalkit.analysis import why as w
 from evalkit.errors import TraceError
+from evalkit.view import why as vw
+from evalkit.view.text import clip
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ def why_section(df: pl.DataFrame, found: dict[tuple[str, str], tuple[int, list]]
         return None
     if not scans.height:
         return None
-    out: dict[str, Any] = {"rates": _table(w.rates_table(w.why(df, scans))), "method": w.METHOD}
+    out: dict[str, Any] = {"rates": _table(vw.rates_table(w.why(df, scans))), "method": w.METHOD}
     models = df.get_column("model").drop_nulls().unique().sort().to_list()
     pairs = []
     if 2 <= len(models) <= MAX_MODELS:
@@ -60,7 +62,8 @@ def why_section(df: pl.DataFrame, found: dict[tuple[str, str], tuple[int, list]]
                 except ValueError:
                     continue
                 sep = diffs.filter(pl.col("separates"))["sentence"].to_list()
-                pairs.append({"a": a, "b": b, "table": _table(w.differences_table(diffs)), "separates": sep})
+                pairs.append({"a": clip(a), "b": clip(b), "table": _table(vw.differences_table(diffs)),
+                              "separates": [clip(x, 2000) for x in sep]})  # fmt: skip
     out["pairs"] = pairs
     fired: dict[str, list] = {}
     got = scans.filter(pl.col("fired").fill_null(False))
@@ -71,8 +74,9 @@ def why_section(df: pl.DataFrame, found: dict[tuple[str, str], tuple[int, list]]
         if ep is None or len(listed) >= MAX_FIRED:
             continue
         steps = [int(s) for s in r["steps"] or []]
-        listed.append([ep[0], _position(ep[1], steps[0] if steps else None), steps, r["evidence"] or ""])
+        listed.append([ep[0], _position(ep[1], steps[0] if steps else None), steps[:50],
+                       clip(r["evidence"] or "", 400)])  # fmt: skip
     phrases = dict(scans.select("scanner", "phrase").unique("scanner").iter_rows())
-    out["scanners"] = [{"name": s, "phrase": phrases.get(s) or s, "episodes": fired.get(s, [])}
+    out["scanners"] = [{"name": clip(s), "phrase": clip(phrases.get(s) or s), "episodes": fired.get(s, [])}
                        for s in scans["scanner"].unique(maintain_order=True).to_list()]  # fmt: skip
     return out
