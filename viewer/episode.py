@@ -558,7 +558,11 @@ def scan_banner(run: str, key: str, mark: dict, steps: list[vs.Step]) -> None:
 
     scanner = str(mark.get("scanner"))
     row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="scan_banner")
-    row.markdown(f":red[**⚑ {vs.md_escape(scanner, 80)}**] {vs.md_escape(mark.get('phrase') or '', 120)}:")
+    phrase = vs.md_escape(mark.get("phrase") or "", 120)
+    if mark.get("steps"):
+        row.markdown(f":red[**⚑ {vs.md_escape(scanner, 80)}**] {phrase}:")
+    else:  # opened from the episodes where it did not fire: is it rightly quiet?
+        row.markdown(f"**{vs.md_escape(scanner, 80)}** did not fire here ({phrase}). Is the failure there?")
     turns = [s.turn.turn if s.turn is not None and not s.end else None for s in steps]
     for t in (mark.get("steps") or [])[:12]:
         at = vw.step_position(turns, [s.index for s in steps], t)

@@ -58,7 +58,7 @@ def open_fired(row: dict, scanner: str, phrase: str) -> None:
     open_episode(row["run"], row["key"], None)
 
 
-KEPT = ("why_a", "why_b", "why_scanner")
+KEPT = ("why_a", "why_b", "why_scanner", "why_quiet")
 """Choices kept while another view is open: Streamlit forgets a widget's value in a run that does not draw
 it, and coming back from an episode should find the scanner it was opened from."""
 
@@ -141,14 +141,17 @@ def _fired(df: pl.DataFrame, rows: pl.DataFrame, lab: pl.DataFrame | None) -> No
     for k in KEPT:
         if k in S:
             S[f"_{k}"] = S[k]
-    got = vw.fired(rows, scanner, df)
+    quiet = st.toggle(
+        "Where it did not fire (a random order: label some, or its recall says nothing)", key="why_quiet"
+    )
+    got = vw.fired(rows, scanner, df, quiet=quiet)
     phrase = rows.filter(pl.col("scanner") == scanner).get_column("phrase")[0]
     click = S.pop("_why_click", None)
     if isinstance(click, int) and 0 <= click < got.height:
         open_fired(got.row(click, named=True), scanner, phrase)
         st.rerun()
     if not got.height:
-        st.caption("It fired on no episode on view.")
+        st.caption("No such episode on view.")
         return
     said = [vw.label_of(lab, r, k, scanner) for r, k in got.select("run", "key").iter_rows()]
     shown = got.with_columns(
@@ -159,4 +162,5 @@ def _fired(df: pl.DataFrame, rows: pl.DataFrame, lab: pl.DataFrame | None) -> No
     data = vs.clip_columns(shown.select("model", "task_id", "steps", "evidence", "label"))
     row_table(data, got.select("run", "key"), key="why_fired", config=FIRED_COLUMNS,
               height=rows_height(got.height, 330), on_open=_open, empty="No episode.")  # fmt: skip
-    st.caption("Click a row to open the episode at the step the scanner points to, and label it there.")
+    st.caption("Click a row to open the episode (where the scanner fired: at the step it points to) and "
+               "label it there.")  # fmt: skip

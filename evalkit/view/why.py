@@ -68,15 +68,20 @@ def differences_table(diffs: pl.DataFrame) -> pl.DataFrame:
     return shown(w.differences_table(diffs))
 
 
-def fired(scans: pl.DataFrame, scanner: str, df: pl.DataFrame) -> pl.DataFrame:
+def fired(scans: pl.DataFrame, scanner: str, df: pl.DataFrame, quiet: bool = False) -> pl.DataFrame:
     """The episodes of `df` where `scanner` fired: run, key, model, task, surface, mode, repeat, the steps
-    (turns) it points to and its evidence, by model then task."""
+    (turns) it points to and its evidence, by model then task. `quiet`: those where it answered and did not
+    fire instead, in a random order fixed per scanner (what to label, a sample of them, for its recall)."""
     keep = df.select("run", "key")
-    got = scans.filter((pl.col("scanner") == scanner) & pl.col("fired").fill_null(False))
+    fired = pl.col("fired").fill_null(False) if not quiet else (pl.col("fired") == False)  # noqa: E712
+    got = scans.filter((pl.col("scanner") == scanner) & fired)
     got = got.join(keep, on=["run", "key"], how="semi")
     cols = [c for c in ("run", "key", "model", "task_id", "surface", "mode", "repeat", "steps", "evidence")
             if c in got.columns]  # fmt: skip
-    return got.select(cols).sort(["model", "task_id"], nulls_last=True, maintain_order=True)
+    got = got.select(cols)
+    if quiet:
+        return got.sample(fraction=1.0, shuffle=True, seed=7)
+    return got.sort(["model", "task_id"], nulls_last=True, maintain_order=True)
 
 
 def step_position(turns: Sequence[int | None], indices: Sequence[int], turn: int | None) -> int | None:

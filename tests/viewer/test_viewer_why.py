@@ -102,6 +102,22 @@ def test_labelling_an_episode_writes_the_labels_file_and_shows_precision_and_rec
     assert rows(at, "why_fired")["label"].tolist() == ["yes"]
 
 
+def test_an_episode_where_it_did_not_fire_is_labelled_too(app, tmp_path):
+    """Recall needs labels of episodes a scanner stayed quiet on: they are listed, in a random order."""
+    run = copy_sample_run(tmp_path / "quiet")
+    at = why_view(app(run))
+    at.selectbox(key="why_scanner").set_value("early_finish").run()
+    at.toggle(key="why_quiet").set_value(True).run()
+    quiet = rows(at, "why_fired")
+    assert len(quiet) == 35 and set(quiet["steps"]) == {""}  # the sample's 36 but the one it fired on
+    at.session_state["_why_click"] = 0
+    at.run()
+    assert at.radio(key="view").value == "Episode" and "did not fire here" in page(at).replace("\\", "")
+    at.button(key="label_no").click().run()
+    got = store.read_labels(str(run)).select("scanner", "label").rows()
+    assert got == [("early_finish", False)] and at.query_params["episode"] != EARLY
+
+
 def test_a_foreign_run_is_scanned_and_labelled_without_a_write_into_it(app, seed_runs):
     from tests.support.snapshot import snapshot
 
