@@ -43,8 +43,14 @@ def labels_signature(runs: Sequence[str]) -> tuple:
 
 
 def read_labels(runs: Sequence[str]) -> pl.DataFrame | None:
-    """The labels kept for `runs` (each run's own file), or None when there are none."""
-    got = store.read_labels(list(runs))
+    """The labels kept for `runs` (each run's own file), or None when there are none, or when a file cannot
+    be read (its rows are kept, and a label written now is appended after them)."""
+    from evalkit.errors import ConfigError
+
+    try:
+        got = store.read_labels(list(runs))
+    except ConfigError:
+        return None
     return got if got.height else None
 
 
