@@ -18,7 +18,7 @@ MAY_IMPORT = {
     "records": BASE,
     "providers": BASE | {"records"},
     "analysis": BASE | {"records"},
-    "view": BASE | {"records", "analysis"},
+    "view": BASE | {"records", "analysis", "scanners"},  # the Why view and the bundle run the keyless rules
     "viewer": BASE | {"records", "analysis", "view"},
     "run": BASE | {"browser", "envs", "providers", "records", "analysis"},
     "ownloop": BASE | {"browser", "envs", "records", "analysis"},

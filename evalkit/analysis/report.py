@@ -35,7 +35,7 @@ from evalkit.records.rundir import atomic_write, read_run_json
 __all__ = ["COMPARE_MANY_TABLE", "COMPARE_TABLE", "STYLE", "build_report", "episode_link", "esc",
            "examples_html", "pass_k_html", "execute_notebook", "headline_html", "inject_parameters",
            "method_note", "pick_pair", "project_runs", "ranked_models", "report_runs", "settings_html",
-           "status_html", "strip_network", "table_html", "to_html", "with_links"]  # fmt: skip
+           "status_html", "strip_network", "table_html", "to_html", "why_html", "with_links"]  # fmt: skip
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_report.ipynb"
 
@@ -331,6 +331,48 @@ def examples_html(df: Any, a: str, b: str, k: int = 2, width: int = 200, bundle:
     if not best.height:
         blocks.append(f'<p class="muted">No task where {esc(a)} did better than {esc(b)}.</p>')
     return f'{STYLE}<div class="ekr">{"".join(blocks)}</div>'
+
+
+def why_html(df: Any, scans: Any, a: str | None = None, b: str | None = None) -> str:
+    """The report's "why": per model × scanner, the share of tasks where the scanner fired with its 95%
+    interval (`analysis.why`), then for A and B the failure modes that separate them (the paired test, Holm
+    across the scanners), in words and as a table sorted by the size of the difference. `scans`: the
+    scanners' rows (`evalkit.scanners.with_kept(df)`: the keyless rules, and a judge's answers kept by
+    `evalkit scan --judge`)."""
+    from evalkit.analysis import why as w
+
+    if scans is None or not scans.height:
+        return "<p><i>No episode to scan.</i></p>"
+    rates = w.why(df, scans)
+    table = w.rates_table(rates)
+    out = table_html(table, [(c, c, "text") for c in table.columns]) + (
+        "<p class='muted'>Each cell: the share of tasks where the scanner fired (a task's episodes averaged "
+        f"first), its {esc(w.METHOD)} (none below 6 tasks), and tasks where it fired / tasks counted. "
+        "Episodes the infrastructure ended are left out of the model's rates and counted apart "
+        "(<code>infra_error</code>). What each scanner looks at: docs/scanners.md.</p>"
+    )
+    if not (a and b):
+        return out
+    try:
+        diffs = w.why(df, scans, a=a, b=b)
+    except ValueError as e:
+        return out + f"<p><i>No paired differences: {esc(str(e))}</i></p>"
+    sep = diffs.filter(diffs["separates"])
+    if sep.height:
+        items = "".join(f"<li>{esc(x)}</li>" for x in sep["sentence"].to_list())
+        out += f"<p><b>What separates {esc(a)} from {esc(b)}</b> (Holm p &lt; 0.05):</p><ul>{items}</ul>"
+    else:
+        out += f"<p>No failure mode separates <b>{esc(a)}</b> from <b>{esc(b)}</b> (no Holm p &lt; 0.05).</p>"
+    shown = w.differences_table(diffs)
+    return (
+        out
+        + table_html(shown, [(c, c, "text") for c in shown.columns])
+        + (
+            "<p class='muted'>Paired by task, A − B in percentage points, the largest first: the sign-flip "
+            "permutation test over the tasks' differences in the share of episodes where the scanner "
+            "fired; its 95% CI is that test inverted; p (Holm) adjusted across the scanners.</p>"
+        )
+    )
 
 
 def project_runs(start: str | Path | None = None) -> Path:

@@ -272,6 +272,23 @@ def scan(
     return pl.concat(parts, how="vertical")
 
 
+def with_kept(episodes: pl.DataFrame) -> pl.DataFrame:
+    """The built-in rules run now over `episodes` (a frame from `load_runs`), with the rows of the judged
+    scanners each run's last `evalkit scan` kept (their `run` as the frame names it): what the viewer, the
+    bundle and the report show. No judge is asked (that costs money); the rules take a few seconds for
+    10,000 episodes, and see the run as it is now."""
+    rows = scan(episodes)
+    parts = [rows]
+    for run in episodes.get_column("run").unique(maintain_order=True).to_list():
+        saved = store.read_scan(run)
+        if saved is None or not saved.height:
+            continue
+        judged = saved.filter(~pl.col("scanner").is_in(list(BUILTIN)))
+        if judged.height:
+            parts.append(judged.with_columns(pl.lit(run, _S).alias("run")))
+    return pl.concat(parts, how="diagonal_relaxed") if len(parts) > 1 else rows
+
+
 def _schema(extra: dict[str, Any]) -> dict[str, Any]:
     """SCAN_COLUMNS, with the episodes' own `env_config` (of their type) after `env` where they have it."""
     items = list(SCAN_COLUMNS.items())

@@ -95,7 +95,8 @@ def best_opponent(df: pl.DataFrame, a: str) -> str | None:
 
 def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFrame:
     """One row per pair (env, surface, mode, task, skin: `evalkit.analysis.PAIR_KEYS`) that both sides
-    attempted: the pairing columns, a `pair` id, best scored reward of each side and an outcome label. A pair
+    attempted, the largest |A − B| first: the pairing columns, a `pair` id, best scored reward of each side
+    and an outcome label. A pair
     is solved by a side when any scored episode (repeat) reaches `solved`; unscored episodes count neither
     way. Pairing on the task alone would line up one mode of A against another of B."""
     keys = pair_columns(df)
@@ -126,11 +127,17 @@ def ab_tasks(df: pl.DataFrame, a: str, b: str, solved: float = 0.5) -> pl.DataFr
         .then(pl.lit("both solved"))
         .otherwise(pl.lit("both failed"))
     )
-    return both.with_columns(
-        _pair_expr(keys).alias("pair"),
-        outcome.alias("outcome"),
-        (pl.col("a_best") - pl.col("b_best")).alias("difference"),
-    ).sort(["task_id", *[k for k in keys if k != "task_id"]])
+    # Largest |A − B| first: the tasks that tell the two apart are the ones to look at; a side with no
+    # score on a task leaves it last.
+    return (
+        both.with_columns(
+            _pair_expr(keys).alias("pair"),
+            outcome.alias("outcome"),
+            (pl.col("a_best") - pl.col("b_best")).alias("difference"),
+        )
+        .sort(["task_id", *[k for k in keys if k != "task_id"]])
+        .sort(pl.col("difference").abs(), descending=True, nulls_last=True, maintain_order=True)
+    )
 
 
 def ab_table(pairs: pl.DataFrame) -> pl.DataFrame:

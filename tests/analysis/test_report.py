@@ -36,6 +36,12 @@ def test_report_is_standalone_html(tmp_path):
     # have no final render); m-good is better on every task, so no "worst" at +0.000 is listed
     assert "The tasks behind the headline" in html and html.count("data:image/jpeg;base64,") == 2
     assert html.count("(no picture)") == 4 and "No task where m-good did worse than m-bad" in html
+    # why: the scanners' rates per model with their intervals, then what separates A from B (issue 54)
+    why = html.index("Why: failure modes per model")
+    assert html.index("The tasks behind the headline") < why < html.index("Episodes without a score")
+    assert "<th>early_finish</th>" not in html and ">early_finish</td>" in html[why:]
+    assert "Wilson&#x27;s score interval" in html[why:] or "Wilson's score interval" in html[why:]
+    assert "No failure mode separates <b>m-good</b> from <b>m-bad</b>" in html[why:]  # 9 tasks: too few
 
 
 def test_parameters_are_injected_after_the_tagged_cell():
@@ -132,3 +138,25 @@ def test_compare_shows_itself_in_a_notebook(tmp_path):
     assert "95% CI" not in page.split("<table")[0] and page.count("too few tasks") >= 2  # CI and MDE cells
     assert "\nA " in A.format_compare(cmp)  # still a frame for everything else
     assert "shape:" in cmp.select("a", "diff")._repr_html_() or "<table" in cmp.select("a")._repr_html_()
+
+
+def test_the_why_section_says_what_separates_a_from_b(tmp_path):
+    """The report's why (`why_html`): every cell of the rates table and every sentence of what separates
+    the two are `ek.why`'s."""
+    import evalkit as ek
+
+    run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=18, frames=False)
+    df = ek.load_runs(run)
+    scans = ek.scanners.with_kept(df)
+    html = report.why_html(df, scans, "m-bad", "m-good")
+    rates = ek.why(df, scans)
+    for r in rates.iter_rows(named=True):
+        cell = f"{A.why.pct(r['rate'])}% [{A.why.pct(r['ci_low'])}%, {A.why.pct(r['ci_high'])}%]"
+        assert cell in html, (r["scanner"], r["model"], cell)
+    diffs = ek.why(df, scans, a="m-bad", b="m-good")
+    sep = diffs.filter(pl.col("separates"))
+    assert sep["scanner"].to_list() == ["early_finish"]  # m-bad submits early with a low reward
+    assert "<b>What separates m-bad from m-good</b>" in html
+    assert report.esc(sep["sentence"][0]) in html and "m-bad finishes early with a low reward in 100%" in html
+    order = [html.index(f">{s}</td>", html.index("What separates")) for s in diffs["scanner"].to_list()]
+    assert order == sorted(order)  # the differences by size, as why sorts them

@@ -170,7 +170,7 @@ const EK = (() => {
     return root;
   }
 
-  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>]; and #/find/<run>/<key>[/<run>/<key>], the address a
+  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>], #/why; and #/find/<run>/<key>[/<run>/<key>], the address a
   // report links to: an episode (or an A-vs-B pair) by its run's label and key, which a rebuilt bundle keeps.
   function parse() {
     const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
@@ -208,8 +208,8 @@ const EK = (() => {
     if (!state.index) return;
     const { view, args, raw } = parse();
     if (view === "find") { find(raw); return; }
-    for (const id of ["nav-table", "nav-ab"]) document.getElementById(id).classList.remove("on");
-    document.getElementById(view === "ab" ? "nav-ab" : "nav-table").classList.add("on");
+    for (const id of ["nav-table", "nav-ab", "nav-why"]) document.getElementById(id).classList.remove("on");
+    document.getElementById(view === "ab" || view === "why" ? "nav-" + view : "nav-table").classList.add("on");
     const draw = state.views[view === "ep" ? "episode" : view] || state.views.table;
     draw(document.getElementById("app"), args);
   }
