@@ -1,10 +1,11 @@
 """Analysis speed: vectorised summaries and tier CIs against plain Python, and trace load time.
 
     python benchmarks/analysis.py [--episodes 30000] [--load 100000] [--append 100] [--repeat 3] [--reference]
-        [--kept-appends 300]
+        [--kept-appends 300] [--against REV]
 
 1. 30,000 synthetic episodes, 3 models × 3 tiers (tasks repeated 4 times, 2% unscored): `summarise` +
-   `by_tier` (2,000 task-clustered bootstrap resamples, both reward means) against the same summary written
+   `by_tier` (its default interval on both reward means; the plain-Python side draws 2,000 task-clustered
+   bootstrap resamples) against the same summary written
    here in plain Python (dict grouping, `random.choices` resampling). Prints the ratio (goal ≥ 10×).
 2. A 100,000-episode trace.jsonl: `load_runs` cold (parse + write the index) and with the cached index
    (goals ≤ 1.0 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; the cold load
@@ -20,6 +21,12 @@
    index is timed against the cold load; and what keeping the index adds to each append (`--kept-appends`
    records through a writer, with and without it).
 
+The cold load also prints its CPU: this process's, the fork's (`beside`), and the critical path (this
+process's CPU before it waits for the fork's part, or the fork's whole CPU if longer, plus what this process
+does after the wait), which a loaded machine inflates less than the wall time. `--against REV` loads the trace
+cold with `evalkit/records/_index.py` as it was at git revision REV and with this checkout's, alternating,
+and prints the ratios of their medians (the same frame is asserted).
+
 Episodes are shaped like a real canvas run's (data/sample-run): the grade, a final document with its
 elements (and the grade again), a frame per turn, tool calls with arguments and results — ~7 KB a line, so
 the 100,000-episode trace is ~710 MB.
@@ -30,20 +37,23 @@ Times are medians of `--repeat` runs (the plain-Python summary runs once): the m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections import defaultdict
 from pathlib import Path
 
 from evalkit import analysis
 from evalkit.records import _index, beside, index_cache, kept
-from evalkit.records.traces import TraceWriter
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 MODELS = ("model-a", "model-b", "model-c")
@@ -271,6 +281,81 @@ def median_of(fn, repeat: int = 3, before=None) -> float:
     return statistics.median(times)
 
 
+def cold_cpu(run: Path, repeat: int, index_module=None) -> tuple[float, float, float, float]:
+    """Medians of a cold `load_runs`: wall seconds, this process's CPU, the fork's CPU, and the CPU on the
+    critical path (max(this process's CPU before the wait, the fork's) + this process's after it)."""
+    rows = []
+    real_beside, real_module = beside.beside, index_cache._index
+    waits: list[tuple[float, float]] = []
+
+    @contextlib.contextmanager
+    def timed_beside(fn):
+        with real_beside(fn) as theirs:
+
+            def wait():
+                c, t0 = time.process_time(), os.times()
+                got = theirs()
+                t1 = os.times()
+                waits.append(
+                    (c, t1.children_user + t1.children_system - t0.children_user - t0.children_system)
+                )
+                return got
+
+            yield wait
+
+    beside.beside = timed_beside
+    if index_module is not None:
+        index_cache._index = index_module
+    try:
+        for _ in range(repeat):
+            index_cache.flush()
+            shutil.rmtree(run / ".evalkit", ignore_errors=True)
+            waits.clear()
+            t, c0 = time.perf_counter(), time.process_time()
+            analysis.load_runs(run)
+            wall, c1 = time.perf_counter() - t, time.process_time()
+            pre, child = waits[-1] if waits else (c1, 0.0)
+            rows.append((wall, c1 - c0, child, max(pre - c0, child) + c1 - pre))
+        index_cache.flush()
+    finally:
+        beside.beside, index_cache._index = real_beside, real_module
+    return tuple(statistics.median(r[j] for r in rows) for j in range(4))  # type: ignore[return-value]
+
+
+def against(run: Path, rev: str, repeat: int) -> None:
+    """Cold loads with `_index` as at git revision `rev` and as in this checkout, alternating; print both
+    and their ratios."""
+    src = subprocess.run(
+        ["git", "show", f"{rev}:evalkit/records/_index.py"], capture_output=True, check=True, text=True
+    ).stdout
+    old = types.ModuleType("evalkit.records._index_before")
+    sys.modules[old.__name__] = old  # msgspec resolves the Structs' annotations through it
+    exec(compile(src, f"{rev}:_index.py", "exec"), old.__dict__)  # noqa: S102 - our own file, at a revision
+    got: dict[str, list] = {"before": [], "this": []}
+    for i in range(repeat):
+        for name in ("before", "this") if i % 2 == 0 else ("this", "before"):
+            got[name].append(cold_cpu(run, 1, old if name == "before" else None))
+    index_cache._index = old
+    try:
+        before_df = analysis.load_runs(run, cache=False)
+    finally:
+        index_cache._index = _index
+    assert analysis.load_runs(run, cache=False).equals(before_df), "the frame differs from the revision's"
+    med = {k: [statistics.median(r[j] for r in v) for j in range(4)] for k, v in got.items()}
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"  cold, {rev} vs this checkout (alternating, median of {repeat} each; load average {load}):")
+    for k, (wall, mine, fork, crit) in med.items():
+        print(
+            f"    {k:6s}: {wall:.2f} s wall; CPU {mine:.2f} s here, {fork:.2f} s in the fork, "
+            f"{crit:.2f} s critical path"
+        )
+    b, t = med["before"], med["this"]
+    print(
+        f"    this / before: wall {t[0] / b[0]:.2f}x, critical-path CPU {t[3] / b[3]:.2f}x, "
+        f"total CPU {(t[1] + t[2]) / (b[1] + b[2]):.2f}x"
+    )
+
+
 def kept_load(run: Path, repeat: int) -> tuple[float, float]:
     """Seconds for a writer to catch the whole trace up into its kept index, and the median seconds of a
     `load_runs` that has that index and no cached one (which must read nothing cold)."""
@@ -330,6 +415,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reference", action="store_true", help="also time the json.loads-per-line reader")
     ap.add_argument("--kept-appends", type=int, default=300, help="records appended to time the kept index")
+    ap.add_argument("--against", metavar="REV", help="also time the cold load with _index.py as at REV")
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -360,6 +446,7 @@ def main() -> int:
         t_written = median_of(
             lambda: (analysis.load_runs(run), index_cache.flush()), a.repeat, before=uncached
         )
+        cpu = cold_cpu(run, a.repeat)
         cold = analysis.load_runs(run)
         index_cache.flush()
         t_warm = median_of(lambda: analysis.load_runs(run), a.repeat)
@@ -373,6 +460,8 @@ def main() -> int:
             finally:
                 _index._BESIDE_BYTES = split
         t_ref = median_of(lambda: index_cache.build_reference(run), 1) if a.reference else None
+        if a.against:  # printed now: the trace is appended to below
+            against(run, a.against, a.repeat)
         appended = []
 
         def grow() -> None:
@@ -405,6 +494,10 @@ def main() -> int:
     print(
         f"  cold / cached index = {t_cold / t_warm:.0f}x   ({t_cold:.2f} s vs {t_warm:.3f} s; goals 1.0 s "
         f"and 0.3 s; the index written beside, in a thread, by {t_written:.2f} s)"
+    )
+    print(
+        f"  cold, CPU: {cpu[1]:.2f} s here, {cpu[2]:.2f} s in the fork, {cpu[3]:.2f} s on the critical path "
+        f"({cpu[0]:.2f} s wall)"
     )
     print(f"  parse without writing the index: {t_nocache:.2f} s")
     if t_one is not None:

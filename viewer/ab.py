@@ -1,6 +1,6 @@
 """A vs B: two sides (a model in a run) on the same task, surface and mode. On top, the paired difference over
-the tasks both ran (task-weighted), with the sign-flip test's p, the CI that inverts it and wins / losses,
-for the tier chosen; then the
+the tasks both ran (task-weighted, like with like: the cells both scored), with the sign-flip test's p, its
+CI (named by its method) and wins / losses, and the cells a side lost, for the tier chosen; then the
 tasks (a click picks one); then both episodes in one row under one step control, the target once as a
 thumbnail, and what each side did at that step beside each other."""
 
@@ -9,10 +9,23 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit.records.marks import space_of
+from evalkit.analysis.why import parting
+from evalkit.records.viewer_marks import space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
-from viewer.common import S, fields, find, load, memo, no_none, no_reward, num, show_image, step_controls
+from viewer.common import (
+    S,
+    fields,
+    find,
+    load,
+    memo,
+    no_none,
+    no_reward,
+    num,
+    set_value,
+    show_image,
+    step_controls,
+)
 from viewer.episode import show_step, text_step
 from viewer.rows import row_table, rows_height
 
@@ -66,15 +79,21 @@ def _apply_pin(pin: tuple[str, str, str, str], df: pl.DataFrame, labels: dict[st
 
 
 def _side_head(rec: EpisodeRecord, run: str, labels: dict[str, str], name: str) -> None:
+    """One element of two short lines: the outcome, then whose episode it is (the grade is below the
+    pictures): the room above them is what keeps them in the first screen."""
     c = vs.clip
     reward = num(rec.reward, ".3f", no_reward(rec.error_class))
+    who = (f"{c(rec.model)} · {c(labels.get(run, run))} · {c(rec.task_id)} · {c(rec.surface, 60)}/"
+           f"{c(rec.mode, 60)} · repeat {num(rec.repeat, 'd')}")  # fmt: skip
     st.markdown(
         f"**{name}** · reward **{vs.md_escape(reward, 40)}** · {vs.md_escape(rec.end_reason or '—', 60)} · "
         f"{num(rec.n_turns or len(rec.turns), 'd')} turns"
         + (f" · {vs.md_escape(rec.error_class, 60)}" if rec.error_class else "")
+        + f"  \n{vs.md_escape(who, 600)}"
     )
-    st.text(f"{c(rec.model)} · {c(labels.get(run, run))}")
-    st.text(f"{c(rec.task_id)} · {c(rec.surface, 60)}/{c(rec.mode, 60)} · repeat {num(rec.repeat, 'd')}")
+
+
+def _grade(rec: EpisodeRecord) -> None:
     rows, long = vs.field_rows(rec.grade)
     if rows:
         with st.expander("Grade"):
@@ -98,7 +117,42 @@ def _on_pair_click(ids: list[str], i: int) -> None:
         S.ab_task = ids[i]
 
 
+def _tasks_table(pairs: pl.DataFrame, ids: list[str], here: str | None) -> None:
+    """The tasks both sides ran, the largest |A − B| first (a click picks one), with their outcomes."""
+    counts = pairs.group_by("outcome").len().sort("outcome")
+    st.text("  ·  ".join(f"{o}: {n}" for o, n in counts.iter_rows()))
+    only = S.get("ab_only", False)
+    shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
+    data, config = no_none(vs.ab_table(shown), PAIR_COLUMNS)
+    row_table(
+        data, shown.select("pair"), key="ab_pairs", config=config, height=rows_height(shown.height, 220),
+        on_open=lambda i: _on_pair_click(ids, i), current=ids.index(here) if here in ids else None,
+        empty="No task here.",
+    )  # fmt: skip
+    st.caption("Tasks by |A − B|, the largest first. Click a row to see its task above.")
+
+
+def _parting(recs: list[EpisodeRecord], aligned: list) -> None:
+    """Where the two trajectories part: the first turn whose calls differ (`evalkit.analysis.why.parting`),
+    with a button to that step."""
+    p = parting(recs[0], recs[1])
+    if p.step is None:
+        st.caption("The two trajectories do not part: the same calls at every turn.")
+        return
+    at = next((i for i, (x, y) in enumerate(aligned) if (x or y).index == p.step), None)
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="ab_parting")
+    row.markdown(
+        f"**They part at step {p.step}**: A {vs.md_escape(vs.clip(p.a, 140), 200)} · "
+        f"B {vs.md_escape(vs.clip(p.b, 140), 200)}"
+    )
+    if at is not None:
+        row.button(f"Go to step {p.step}", key="ab_to_parting", type="tertiary", on_click=set_value,
+                   args=("ab_step", at))  # fmt: skip
+
+
 def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fingerprint: tuple) -> None:
+    """Laid out for 1280 × 720: the sides, the task and the paired difference on top, then both episodes'
+    pictures at one step (in the first screen), what each did, and below them the tasks, by |A − B|."""
     pin = S.pop("ab_pin", None)
     if pin:
         _apply_pin(pin, df, labels)
@@ -119,60 +173,73 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     tiers = [ALL, *vs.options(df, "tier")]
     if S.get("ab_tier") not in tiers:
         S.ab_tier = ALL
-    c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
-    a = c1.selectbox("A", sides, key="ab_a", format_func=vs.clip)
-    b = c2.selectbox("B", sides, key="ab_b", format_func=vs.clip)
-    tier = c3.selectbox("Tier", tiers, key="ab_tier", format_func=vs.clip)
-    thr = c4.number_input("Solved if reward ≥", 0.0, 1e9, 0.5, 0.05, key="ab_thr")
-    _difference(df, a, b, None if tier == ALL else tier, fingerprint)
+    # The controls' values are read before they are drawn (in one row with the task, below): the task's
+    # choices depend on them.
+    a, b, tier = S.ab_a, S.ab_b, S.ab_tier
+    thr = float(S.get("ab_thr", 0.5))
     in_tier = (
         df if tier == ALL else df.filter(pl.col("tier").cast(pl.String).fill_null(vs.NONE_LABEL) == tier)
     )
     pairs = vs.ab_tasks(in_tier, a, b, thr)
-    if pairs.is_empty():
+    only = S.get("ab_only", False)
+    shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
+    ids = shown.get_column("pair").to_list() or pairs.get_column("pair").to_list()
+    if ids and S.get("ab_task") not in ids:
+        S.ab_task = ids[0]
+    c1, c2, c3, c4, c5 = st.columns([2, 2, 2.6, 1, 1])
+    c1.selectbox("A", sides, key="ab_a", format_func=vs.clip)
+    c2.selectbox("B", sides, key="ab_b", format_func=vs.clip)
+    pid = (
+        c3.selectbox("Task", ids, key="ab_task", format_func=lambda p: vs.pair_label(p, keys))
+        if ids
+        else None
+    )
+    c4.selectbox("Tier", tiers, key="ab_tier", format_func=vs.clip)
+    c5.number_input(
+        "Solved at ≥",
+        0.0,
+        1e9,
+        0.5,
+        0.05,
+        key="ab_thr",
+        help="A task counts as solved by a side when its reward reaches this",
+    )
+    _difference(df, a, b, None if tier == ALL else tier, fingerprint)
+    if pairs.is_empty() or pid is None:
         st.info(
             "A and B share no task on the same surface and mode"
             + ("" if tier == ALL else " in this tier")
             + "."
         )
         return
-    counts = pairs.group_by("outcome").len().sort("outcome")
-    st.text("  ·  ".join(f"{o}: {n}" for o, n in counts.iter_rows()))
-    only = st.toggle("Only tasks A solved and B failed", key="ab_only")
-    shown = pairs.filter(pl.col("outcome") == "A solved, B failed") if only else pairs
-    ids = shown.get_column("pair").to_list() or pairs.get_column("pair").to_list()
-    data, config = no_none(vs.ab_table(shown), PAIR_COLUMNS)
-    if S.get("ab_task") not in ids:
-        S.ab_task = ids[0]
-    here = S.ab_task
-    row_table(
-        data, shown.select("pair"), key="ab_pairs", config=config, height=rows_height(shown.height, 220),
-        on_open=lambda i: _on_pair_click(ids, i), current=ids.index(here) if here in ids else None,
-        empty="No task here.",
-    )  # fmt: skip
-    st.caption("Click a row to see its task below.")
-    c1, c2, c3 = st.columns([2, 1.5, 1.5])
-    pid = c1.selectbox("Task", ids, key="ab_task", format_func=lambda p: vs.pair_label(p, keys))
+    _pair(df, df_all, labels, a, b, pid)
+    st.toggle("Only tasks A solved and B failed", key="ab_only")
+    _tasks_table(pairs, ids, pid)
+
+
+def _pair(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], a: str, b: str, pid: str) -> None:
+    """Both episodes of one task: their heads, where they part, one step control, the two pictures and
+    what each did at that step."""
     a_rows, b_rows = vs.pair_rows(df, a, pid), vs.pair_rows(df, b, pid)
     opened = S.pop("_ab_open", None)
     if opened:
         items, _ = _choices(a_rows)
         S.ab_ep_a = items.index(opened) if opened in items else 0
-    with c2:
+    heads = st.columns(2)
+    with heads[0]:
         pick_a = _episode_choice(a_rows, "ab_ep_a", "A episode")
     # B follows A: on a new pair, A episode or B side, B shows its episode of the same surface, mode and
     # repeat; an episode the user picks for B stays until one of those changes.
     if S.get("_ab_follow") != (pid, pick_a, b):
         S._ab_follow = (pid, pick_a, b)
         S.ab_ep_b = vs.matching_episode(find(df, *pick_a) if pick_a else None, b_rows)
-    with c3:
+    with heads[1]:
         pick_b = _episode_choice(b_rows, "ab_ep_b", "B episode")
     if pick_a is None or pick_b is None:
         st.info("One side has no episode of this task.")
         return
     recs = [load(df_all, r, k) for r, k in (pick_a, pick_b)]
     S._ab_pair = (*pick_a, *pick_b)
-    heads = st.columns(2)
     for col, rec, (r, _k), name in ((heads[0], recs[0], pick_a, "A"), (heads[1], recs[1], pick_b, "B")):
         with col:
             if isinstance(rec, str):
@@ -187,8 +254,14 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
         if S.pop("_ab_linked_step", None) is None:
             both = (i for i, (x, y) in enumerate(aligned) if x and y and x.turn and x.frame and y.frame)
             S.ab_step = next(both, vs.first_step([x or y for x, y in aligned]))
+    _parting(recs, aligned)
     pos = step_controls("ab_step", [max(x.index for x in p if x is not None) for p in aligned])
-    sa, sb = aligned[pos]
+    _sides_at(recs, (pick_a, pick_b), aligned[pos], pos)
+
+
+def _sides_at(recs: list[EpisodeRecord], picks: tuple, at: tuple, pos: int) -> None:
+    """The two pictures at one step (the target once beside them), then what each side did there."""
+    (pick_a, pick_b), (sa, sb) = picks, at
     pictures = any(vs.has_pictures(r) for r in recs)
     if pictures:
         row = st.columns(3 if recs[0].target else [1, 1])
@@ -221,6 +294,7 @@ def view_ab(df: pl.DataFrame, df_all: pl.DataFrame, labels: dict[str, str], fing
     ):
         with col:
             st.markdown(f"**{tag.upper()}**")
+            _grade(rec)
             if s is None:
                 st.caption("(this episode has ended)")
             elif pictures:

@@ -18,10 +18,11 @@ import polars as pl
 import streamlit as st
 
 from evalkit.analysis.tables import usd
-from evalkit.records import plans, traces
-from evalkit.records.marks import space_of
+from evalkit.records import plans, rundir
+from evalkit.records.viewer_marks import space_of
 from evalkit.types import CallRecord, EpisodeRecord
 from evalkit.view import support as vs
+from evalkit.view import why as vw
 from viewer import stepping
 from viewer.common import (
     S,
@@ -155,6 +156,7 @@ def show_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
     reasoning (collapsed)."""
     ownloop = vs.is_ownloop(rec) or rec.mode == "ownloop"
     st.caption(turn_line(step))
+    scan_mark(run, rec, step)
     t = step.turn
     if t is None:
         return
@@ -267,6 +269,7 @@ def plan_verdicts(rec: EpisodeRecord, turn: int, key: str) -> None:
 def text_step(run: str, rec: EpisodeRecord, step: vs.Step, key: str) -> None:
     """A step of an episode without pictures: what the model sent beside what the environment answered."""
     st.caption(turn_line(step))
+    scan_mark(run, rec, step)
     t = step.turn
     if t is None:
         return
@@ -475,7 +478,7 @@ def below(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], offset: 
     if vs.has_pictures(rec):
         filmstrip(run, rec, steps, "step")
     st.subheader("Transcript")
-    sig = traces.trace_signature(run)
+    sig = rundir.trace_signature(run)
     last = max((t.turn for t in rec.turns if isinstance(t.turn, int)), default=0)
     page_of = lambda lo, hi: conversation(run, sig, key, offset, (lo, hi))  # noqa: E731
     show_transcript(run, page_of, last, _turn(steps[pos].turn), vs.short_id(key))
@@ -495,6 +498,15 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
         st.warning(vs.md_escape("This record is malformed: " + "; ".join(rec.problems), 500))
     show_header(rec, labels.get(run, run))
     steps = vs.steps_of(rec)
+    mark = S.get("_scan_mark")
+    if isinstance(mark, dict) and (mark.get("run"), mark.get("key")) == (run, key):
+        if not mark.get("placed"):  # opened from the Why view: at the step the scanner points to
+            mark["placed"] = True
+            turns = [s.turn.turn if s.turn is not None and not s.end else None for s in steps]
+            at = vw.step_position(turns, [s.index for s in steps], (mark.get("steps") or [None])[0])
+            if at is not None:
+                S.step = at
+        scan_banner(run, key, mark, steps)
     if S.get("step") is None:
         S.step = vs.first_step(steps)
     S._below_drawn = _pages(steps, min(max(int(S.step), 0), len(steps) - 1))
@@ -502,3 +514,67 @@ def view_episode(df_all: pl.DataFrame, labels: dict[str, str]) -> None:
         stepping.mount_keeper(lambda: _goto("evalkit_keeper"))
     stepper(run, key, rec, steps)
     below(run, key, rec, steps, (find(df_all, run, key) or {}).get("offset"))
+
+
+# ------------------------------------------------------------------------------------ a scanner's mark
+
+
+def _marked(run: str, rec: EpisodeRecord) -> dict | None:
+    mark = S.get("_scan_mark")
+    if isinstance(mark, dict) and mark.get("run") == run and mark.get("key") == rec.key:
+        return mark
+    return None
+
+
+def scan_mark(run: str, rec: EpisodeRecord, step: vs.Step) -> None:
+    """On a step the scanner that opened this episode points to: a mark saying so, with its evidence."""
+    mark = _marked(run, rec)
+    t = step.turn
+    if mark is None or t is None or step.end or t.turn not in (mark.get("steps") or []):
+        return
+    st.markdown(
+        f":red[**⚑ {vs.md_escape(mark['scanner'], 80)}** fired at this step: "
+        f"{vs.md_escape(mark['phrase'], 120)}] · {vs.md_escape(mark.get('evidence') or '', 300)}"
+    )
+
+
+def _label(run: str, key: str, scanner: str, yes: bool) -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.records import scans as store
+
+    try:
+        path = store.label(run, key, scanner, yes)
+    except (ConfigError, OSError) as e:
+        S._label_said = f"The label was not written: {e}"
+    else:
+        S._label_said = f"Labelled {'yes' if yes else 'no'} in {path}"
+
+
+def scan_banner(run: str, key: str, mark: dict, steps: list[vs.Step]) -> None:
+    """One row over the step: which scanner opened the episode, the steps it points to (a button each),
+    and the person's verdict, written to the run's labels file (`evalkit.records.scans.label`: beside the
+    run, or in evalkit's per-user cache for a run another harness wrote)."""
+    from viewer.why import labels as read
+
+    scanner = str(mark.get("scanner"))
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="scan_banner")
+    phrase = vs.md_escape(mark.get("phrase") or "", 120)
+    if mark.get("steps"):
+        row.markdown(f":red[**⚑ {vs.md_escape(scanner, 80)}**] {phrase}:")
+    else:  # opened from the episodes where it did not fire: is it rightly quiet?
+        row.markdown(f"**{vs.md_escape(scanner, 80)}** did not fire here ({phrase}). Is the failure there?")
+    turns = [s.turn.turn if s.turn is not None and not s.end else None for s in steps]
+    for t in (mark.get("steps") or [])[:12]:
+        at = vw.step_position(turns, [s.index for s in steps], t)
+        if at is not None:
+            row.button(f"step {t}", key=f"mark_{t}", type="tertiary", on_click=_said, args=("step", at))
+    said = vw.label_of(read([run]), run, key, scanner)
+    row.button("Yes, it is there", key="label_yes", on_click=_label, args=(run, key, scanner, True),
+               type="primary" if said is True else "secondary")  # fmt: skip
+    row.button("No, it is not", key="label_no", on_click=_label, args=(run, key, scanner, False),
+               type="primary" if said is False else "secondary")  # fmt: skip
+    note = S.pop("_label_said", None)
+    if note:
+        row.caption(vs.md_escape(note, 300))
+    elif said is not None:
+        row.caption(f"your label: {'yes' if said else 'no'}")

@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 
 from evalkit.analysis.stats import ALPHA, PAIR_KEYS, TASK_KEYS, Z_975, compare, holm, mean_interval
+from evalkit.analysis.summary import _table
 from evalkit.analysis.tables import p_text
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.calls import identity, shown
 from evalkit.records.columns import eager
 from evalkit.types import EpisodeRecord
@@ -144,7 +145,11 @@ def _differences(per: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
             *[c for c in task_keys(sub) if c in sub.columns],
             pl.col("value").alias("reward"),
             pl.lit(True).alias("scored"),
+            # compare counts a run's unrun episodes from these (`loading.run_status`); `why` shows none of it
+            pl.col("error_class") if "error_class" in sub.columns else pl.lit(None, _S).alias("error_class"),
         )
+        if "run" in pseudo.columns and "run_name" not in pseudo.columns:
+            pseudo = pseudo.with_columns(pl.col("run").alias("run_name"))
         if not pseudo.height:
             continue
         try:
@@ -157,6 +162,11 @@ def _differences(per: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     if not rows:
         raise ValueError(f"why: {a!r} and {b!r} share no task a scanner counted")
     out = pl.DataFrame(rows).select(cols).rename({"mean_a": "rate_a", "mean_b": "rate_b"})
+    # Typed whatever the rows hold: a column that is null in every row (no task both scored) is still a number
+    out = out.with_columns(pl.col(c).cast(_F) for c in ("rate_a", "rate_b", "diff", "p_value", "mde"))
+    # Two shares differ by at most 100 points: the paired interval (widened to MOVER) can reach past that
+    # near the bound (+91 to +102 on the demo), and a bound no rate can reach is not a number to print.
+    out = out.with_columns(pl.col(c).cast(_F).clip(-1.0, 1.0) for c in ("ci_low", "ci_high"))
     out = out.with_columns(pl.Series("p_holm", holm(out["p_value"].to_list()), _F))
     out = out.with_columns((pl.col("p_holm") < ALPHA).fill_null(False).alias("separates"))
     out = out.with_columns(pl.Series("sentence", [sentence(r) for r in out.iter_rows(named=True)], _S))
@@ -330,14 +340,14 @@ def _records(df: pl.DataFrame) -> dict[tuple[str, str], EpisodeRecord]:
     out = {}
     for (run,), sub in df.group_by("run", maintain_order=True):
         keys = set(sub["key"].drop_nulls().to_list())
-        native = traces.is_native(run) if isinstance(run, str) else False
+        native = rundir.is_native(run) if isinstance(run, str) else False
         if native and sub["offset"].is_not_null().all():
             for key, off in sub.select("key", "offset").iter_rows():
-                out[(run, key)] = traces.read_at(run, off)
+                out[(run, key)] = rundir.read_at(run, off)
         else:
-            for d in traces.iter_dicts(run):
-                if traces.record_key(d) in keys:
-                    out[(run, traces.record_key(d))] = EpisodeRecord.from_dict(d)
+            for d in rundir.iter_dicts(run):
+                if rundir.record_key(d) in keys:
+                    out[(run, rundir.record_key(d))] = EpisodeRecord.from_dict(d)
     return out
 
 
@@ -391,11 +401,47 @@ def _rate_cell(r: dict) -> str:
     return cell
 
 
+def _rate(r: dict) -> str:
+    return _rate_cell(r)
+
+
+def rates_table(rates: pl.DataFrame) -> pl.DataFrame:
+    """`why`'s rates as a table of text: a row per scanner (what it means in words beside it), a column per
+    model (share of tasks where it fired, its 95% CI, tasks where it fired / tasks counted); with labels,
+    each scanner's precision / recall against them. The infrastructure's scanners last."""
+    models = rates.get_column("model").unique(maintain_order=True).to_list()
+    table: dict[str, dict[str, Any]] = {}
+    for r in rates.iter_rows(named=True):
+        row = table.setdefault(r["scanner"], {"scanner": r["scanner"], "what": r["phrase"]})
+        row[r["model"]] = _rate_cell(r)
+        if r.get("labelled"):
+            row["precision / recall"] = f"{pct(r['precision'])}% / {pct(r['recall'])}%"
+    cols = ["scanner", "what", *models]
+    if any("precision / recall" in row for row in table.values()):
+        cols.append("precision / recall")
+    data = {c: [row.get(c, "–") for row in table.values()] for c in cols}
+    return pl.DataFrame(data, schema=dict.fromkeys(cols, _S))
+
+
+def differences_table(diffs: pl.DataFrame) -> pl.DataFrame:
+    """`why(…, a=, b=)` as a table of text, sorted by the size of the difference as `why` sorts it."""
+    rows = []
+    for r in diffs.iter_rows(named=True):
+        ci = (f"[{pct(r['ci_low'], True)}, {pct(r['ci_high'], True)}]" if r["ci_low"] is not None
+              else "too few tasks")  # fmt: skip
+        rows.append({
+            "scanner": r["scanner"], "A": f"{pct(r['rate_a'])}%", "B": f"{pct(r['rate_b'])}%",
+            "A − B (points)": pct(r["diff"], True), "95% CI": ci,
+            "p": p_text(r["p_value"], r["p_exact"]), "p (Holm)": p_text(r["p_holm"], r["p_exact"]),
+            "tasks": str(r["n_tasks"]), "separates": "yes" if r["separates"] else "",
+        })  # fmt: skip
+    cols = ["scanner", "A", "B", "A − B (points)", "95% CI", "p", "p (Holm)", "tasks", "separates"]
+    return pl.DataFrame(rows, schema=dict.fromkeys(cols, _S), orient="row")
+
+
 def format_rates(rates: pl.DataFrame) -> str:
     """`why`'s rates as the CLI prints them: a row per scanner, a column per model (rate, 95% CI, tasks where
     it fired of the tasks counted), the infrastructure's apart."""
-    from evalkit.analysis.summary import _table
-
     models = rates["model"].unique(maintain_order=True).to_list()
     parts = []
     for kind, title in (("model", "The model's failures"), ("infra", "Infrastructure (apart: unscored)")):
@@ -443,7 +489,6 @@ def format_differences(diffs: pl.DataFrame) -> str:
 
 def format_check(checked: pl.DataFrame) -> str:
     """`check`'s table as text: each scanner's precision and recall against the labels, with intervals."""
-    from evalkit.analysis.summary import _table
 
     def share(r: dict, k: str) -> str:
         if r[k] is None:

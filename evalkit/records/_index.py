@@ -1,6 +1,6 @@
 """The episode index of a native trace, read by msgspec instead of `json.loads` per line.
 
-`columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
+`columns.episode_row` over `rundir.iter_offsets` stays the reference: this module must give the same frame,
 row for row, and hands every line it cannot vouch for to that reference. Each line is decoded by msgspec
 into an `_Episode`, a Struct derived from `wellformed.kinds` (`_struct`): every field a record declares, at
 every depth (the turns, their calls, the plans), is typed by the kind it must hold, a field of any kind (the
@@ -18,23 +18,10 @@ A line that names a harness's own reward or error (`info.harness_reward`, `info.
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-A cold load (a trace evalkit did not write, or whose kept index is gone: `kept` holds the index of a run
-evalkit writes) of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced and eight
-regexes over every line took ~45% of the time each; then msgspec's decode of every field at every depth
-(~1 s of CPU per 100,000: the syntax alone is ~0.5 s, the nested records' strings ~0.3 s) was ~60% of it,
-and it holds the GIL. So a trace of 32 MB or more, when this process may use two CPUs, is read in two
-(`_scan`): the trace is cut at a line start, a fork (`beside`) reads and decodes the later part while this
-process reads and decodes the first, each `_CHUNK` bytes at a time into one buffer (reading the whole trace
-into one new bytes object cost 0.45 s), and builds its part's frame and columns while the fork still runs;
-the fork sends its columns packed (`_Part.dump`: numbers as numpy bytes, texts joined), which this process
-reads back in ~0.06-0.09 s where a list per column cost ~0.2 s to decode and ~0.3 s to build. The nested
-fields are checked before the frame is returned, not later: whether a record is sound decides whether it
-is in the frame at all (`problem`), so a frame shown before that check could change after it. On the stop
-before: reading 0.45 s, its half of the decode 0.9 s, the reply 0.2 s, columns 0.55 s, the cache 0.15 s.
-Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
-Polars' NDJSON reader with only the index's columns (1.1 s wall, 2.1 s of CPU: skipping the nested values
-costs it more than msgspec's whole decode), the same rows re-encoded by msgspec for Polars to read (no
-cheaper than taking them), `astuple` per record.
+A trace of 32 MB or more, when this process may use two CPUs, is read in two (`_scan`): a fork (`beside`)
+reads and decodes the later part while this process reads the first, each `_CHUNK` bytes at a time, and
+sends its columns packed (`_Part.dump`). Why so, what each step costs and what was tried and left out:
+docs/scale.md, "How the cold read got its shape".
 """
 
 from __future__ import annotations
@@ -82,6 +69,12 @@ class _Object(msgspec.Struct, gc=False):
     """Any JSON object, its contents skipped (checked to be JSON, never built)."""
 
 
+class _Array(msgspec.Struct, array_like=True, gc=False):
+    """Any JSON array, its items skipped (checked to be JSON, never built): msgspec reads an array into a
+    struct of no fields whatever its length. A `list[msgspec.Raw]` built a list and a Raw per item, ~10% of
+    the decode of a trace whose tool calls each hold an (empty) list of images."""
+
+
 class _Usage(msgspec.Struct, gc=False):
     input: _Int = None
     output: _Int = None
@@ -108,7 +101,7 @@ _KIND = {
     wellformed.NUM: float,
     wellformed.BOOL: bool,
     wellformed.OBJ: _Object,
-    wellformed.LIST: list[msgspec.Raw],
+    wellformed.LIST: _Array,
 }
 
 
@@ -137,6 +130,7 @@ _Episode = _struct(
         "grade": (dict[str, msgspec.Raw] | None, None),
         "usage": (_Usage | None, None),
         "info": (_Info | None, None),
+        "provider_switches": (list[msgspec.Raw] | None, None),  # counted (`_take`): its items are needed
     },
 )
 _DECODER = msgspec.json.Decoder(_Episode)
@@ -149,11 +143,11 @@ _BLOCK = 64
 # took 0.45 s (the copy, and a page fault per 4 KB of new memory); 8 MB at a time into the same buffer, 0.1 s.
 _CHUNK = 8 << 20
 # A trace this large is read in two processes when this one may use two CPUs: the lines of its later part by
-# a fork (`_scan`), which starts at once and reads that part itself. Its share is a little under half: this
-# process also builds its own part's columns before it waits, the fork packs its own (at 0.5 the fork's CPU
-# was ~0.1 s more than this process's before the wait; at 0.47, the same).
+# a fork (`_scan`), which starts at once and reads that part itself. Its share is half: this process also
+# builds its own part's columns before it waits, the fork packs its own, which cost about as much (the CPU on
+# the critical path, median of 4 at load ~15: 1.59 s at 0.5, 1.67 s at 0.47, 1.68 s at 0.53).
 _BESIDE_BYTES = 32 << 20
-_BESIDE_SHARE = 0.47
+_BESIDE_SHARE = 0.5
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)  # the last: nesting past its limit
 
 # The fields taken of each decoded record (`_take`) and the kind of column each becomes.
@@ -248,18 +242,29 @@ def _pack(col: list, kind: Any) -> Any:
     """A column of `_take` in a form msgpack carries, and `_unpack` reads, fast: None when it is all null;
     numbers as the bytes of a numpy array (a null count or flag as 0, as `_fast_columns` reads it; a null
     float as NaN, which no field msgspec read can hold); texts joined by `_SEP`, with where their nulls are
-    (their place in the text holds "None")."""
+    (their place in the text holds "None"). Each value is read once where the column has no null: the
+    values are scattered objects, and each pass over them cost as much as the join itself."""
+    if kind is _F:
+        nums = np.array(col, np.float64)  # None → NaN
+        return None if np.isnan(nums).all() else nums.tobytes()
+    try:
+        if kind is _I or kind is _B:
+            return np.array(col, np.int64 if kind is _I else bool).tobytes()
+        if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
+            return b"\x00".join(col)
+        text = _SEP.join(col)
+        return [text, []] if text.count(_SEP) == len(col) - 1 else [None, col]
+    except TypeError:  # a null among them
+        pass
     nulls = col.count(None)
     if nulls == len(col):
         return None
-    if kind is _F:
-        return np.array(col, np.float64).tobytes()
     if kind is _I or kind is _B:
-        return np.array([v or 0 for v in col] if nulls else col, np.int64 if kind is _I else bool).tobytes()
-    if kind is _BIN:  # JSON (a grade) never holds a NUL byte, nor is it empty
-        return b"\x00".join([v or b"" for v in col] if nulls else col)
-    where = list(compress(count(), map(is_, col, repeat(None)))) if nulls else []
-    text = _SEP.join(map(str, col) if nulls else col)
+        return np.array([v or 0 for v in col], np.int64 if kind is _I else bool).tobytes()
+    if kind is _BIN:
+        return b"\x00".join([v or b"" for v in col])
+    where = list(compress(count(), map(is_, col, repeat(None))))
+    text = _SEP.join(map(str, col))
     return [text, where] if text.count(_SEP) == len(col) - 1 else [None, col]
 
 
@@ -390,7 +395,11 @@ def _scan(fd: int, lo: int, hi: int) -> list[tuple[_Part, pl.DataFrame]]:
 
 
 def _framed(part: _Part) -> tuple[_Part, pl.DataFrame]:
-    return part, _fast_columns(part.frame())
+    frame = part.frame()
+    # Its values are freed now, while the process beside still reads, not after the wait: ~2 million
+    # objects for half of a 100,000-episode trace, ~0.1 s that was on the critical path.
+    part.cols.clear()
+    return part, _fast_columns(frame)
 
 
 _ROW = attrgetter(*_FIELDS, "usage", "auto_submitted", "info", "provider_switches", "turns", "grade")
@@ -498,7 +507,7 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     out = df.select(
         pl.col("offset"),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
-        pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
+        pl.col("key").replace("", None),  # as rundir.record_key: an empty key is no key
         *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
         *[pl.col(c) for c in _NUM],
         *[pl.col(c).fill_null(0) for c in _COUNT],

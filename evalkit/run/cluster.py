@@ -29,16 +29,18 @@ import shutil
 import tempfile
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.target import served_by
+from evalkit.envs.client.loopback import on_this_machine
+from evalkit.envs.client.resolved import served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.notices import notice
+from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
-from evalkit.records.traces import store_files
+from evalkit.records.rundir import store_files
 from evalkit.types import EpisodeRecord
 
 log = logging.getLogger("evalkit.run.batch")
@@ -82,21 +84,17 @@ def start_ray(address: str | None) -> Any:
 class Runner:
     """Episodes on one node, run by the actor's threads (made a Ray actor by `Fleet`)."""
 
-    def __init__(self, episodes: Any, driver_node: str):
-        import ray
-
-        from evalkit.providers.health import ProviderHealth
+    def __init__(self, episodes: Any, driver_node: str, serve: Callable[[str], Any]):
+        import ray  # an extra (evalkit[ray]): on a node of a cluster it is there
 
         os.environ.update(episodes.environ)
         _reachable_cwd()
         ctx = ray.get_runtime_context()
         self.node = {"id": ctx.get_node_id(), "address": ray.util.get_node_ip_address()}
         self.server = None
-        if episodes.target.embedded and self.node["id"] != driver_node:
-            from evalkit.envs.server import serve
-
-            self.server = serve(episodes.target.name)
-            episodes = replace(episodes, target=served_by(episodes.target, self.server))
+        if episodes.env.embedded and self.node["id"] != driver_node:
+            self.server = serve(episodes.env.name)  # the batch's door to embedded envs (`executors`)
+            episodes = replace(episodes, env=served_by(episodes.env, self.server))
         self.episodes = episodes
         self.health = ProviderHealth()
         self.kept: dict[str, str] = {}
@@ -199,26 +197,26 @@ def lost_why(e: BaseException) -> str:
     return f"its runner is gone ({type(e).__name__})"
 
 
-def usable_nodes(ray: Any, target: Any, driver_address: str) -> tuple[list[dict], list[dict]]:
+def usable_nodes(ray: Any, env: Any, driver_address: str) -> tuple[list[dict], list[dict]]:
     """The alive nodes the runners may go on, and those left out: an env served on the driver's loopback
     is out of reach of the other machines (an embedded env is served on each node, so all go)."""
-    from evalkit.envs.loopback import on_this_machine
-
     alive = [n for n in ray.nodes() if n.get("Alive")]
-    if target.embedded or not target.url or not on_this_machine(target.url):
+    if env.embedded or not env.url or not on_this_machine(env.url):
         return alive, []
     near = [n for n in alive if n.get("NodeManagerAddress") == driver_address]
     return near, [n for n in alive if n not in near]
 
 
 def run_ray(
-    jobs: list, episodes: Any, concurrency: int, arrive: Any, gate: Any, left: Any, address: str | None = None
-) -> Iterator[EpisodeRecord | None]:
-    """The Ray executor (`evalkit.run.executors.execute`)."""
+    jobs: list, episodes: Any, concurrency: int, arrive: Any, gate: Any, left: Any,
+    address: str | None = None, serve: Callable[[str], Any] | None = None,
+) -> Iterator[EpisodeRecord | None]:  # fmt: skip
+    """The Ray executor (`evalkit.run.executors.execute`); `serve(name)` serves an embedded env on a node
+    (`executors.serve_embedded`, handed in: the loop reaches env servers through that one door)."""
     ray = start_ray(address)
     s = episodes.settings
     episodes = replace(episodes, environ={**travelling_environ(), **episodes.environ})
-    fleet = Fleet(ray, episodes, concurrency, s.ray_runners, s.ray_node_timeout)
+    fleet = Fleet(ray, episodes, concurrency, s.ray_runners, s.ray_node_timeout, serve)
     try:
         yield from Dispatch(fleet, jobs, concurrency, arrive, gate, left).run()
     finally:
@@ -230,10 +228,12 @@ def run_ray(
 class Fleet:
     """The runners of one batch, placed on the cluster's live nodes; the nodes given up on."""
 
-    def __init__(self, ray: Any, episodes: Any, concurrency: int, per: str, timeout: float):
+    def __init__(
+        self, ray: Any, episodes: Any, concurrency: int, per: str, timeout: float, serve: Callable | None
+    ) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self.ray, self.episodes, self.per, self.timeout = ray, episodes, per, timeout
+        self.ray, self.episodes, self.per, self.timeout, self.serve = ray, episodes, per, timeout, serve
         self.affinity = NodeAffinitySchedulingStrategy
         self.driver = ray.get_runtime_context().get_node_id()
         self.driver_address = ray.util.get_node_ip_address()
@@ -248,10 +248,10 @@ class Fleet:
         """Runners for every usable alive node that has none (their start awaited through `flight`); returns
         the nodes with runners that Ray no longer lists alive."""
         self.looked = time.monotonic()
-        nodes, far = usable_nodes(self.ray, self.episodes.target, self.driver_address)
+        nodes, far = usable_nodes(self.ray, self.episodes.env, self.driver_address)
         if far and not self.far_said:
             self.far_said = True
-            url = self.episodes.target.url
+            url = self.episodes.env.url
             notice(log, f"the env at {url} is on this machine's loopback: episodes run on this machine's "
                    f"node(s) only, not on {len(far)} other node(s) (give an address they reach, or an "
                    "embedded env, to use them)", logging.WARNING)  # fmt: skip
@@ -263,7 +263,8 @@ class Fleet:
             cpus = int((n.get("Resources") or {}).get("CPU", 1))
             for _ in range(1 if self.per == "node" else max(1, cpus)):
                 strategy = self.affinity(node, soft=False)
-                actor = self.actor.options(scheduling_strategy=strategy).remote(self.episodes, self.driver)
+                on = self.actor.options(scheduling_strategy=strategy)
+                actor = on.remote(self.episodes, self.driver, self.serve)
                 post = Post(actor, node, str(n.get("NodeManagerAddress", "?")), self.looked)
                 self.posts.append(post)
                 flight[actor.ping.remote()] = Flight("ready", post)

@@ -16,6 +16,7 @@ that node; a `--base-url` env is reached from every node as given.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.target import Target
+from evalkit.envs.client.resolved import ResolvedEnv
 from evalkit.errors import ConfigError
 from evalkit.records import live
 from evalkit.run.cluster import ray_module, run_ray, start_ray  # noqa: F401 (batch and benchmarks use them)
@@ -39,14 +40,14 @@ class Episodes:
     """What every episode of a batch shares: the env, the run directory, the settings. Plain data, so it
     travels to other processes."""
 
-    target: Target
+    env: ResolvedEnv
     out: Path
     settings: Settings
     environ: dict[str, str] = field(default_factory=dict)
     """Variables a Ray node gets from the driver besides those `evalkit.run.cluster.TRAVELS` names."""
 
     def play(self, job: Job, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
-        return play(job.model, self.target, job, self.settings, store_dir, cancel, health)
+        return play(job.model, self.env, job, self.settings, store_dir, cancel, health)
 
 
 Arrive = Callable[[EpisodeRecord, bool], None]
@@ -75,7 +76,7 @@ def execute(
     if kind == "threads":
         return run_threads(jobs, episodes, concurrency, arrive, health, gate, left)
     if kind == "ray":
-        return run_ray(jobs, episodes, concurrency, arrive, gate, left, **kw)
+        return run_ray(jobs, episodes, concurrency, arrive, gate, left, serve=serve_embedded, **kw)
     raise ConfigError(f"unknown executor {kind!r}: use {' or '.join(EXECUTORS)}")
 
 
@@ -128,3 +129,62 @@ def run_threads(
         if f.cancel():
             left("not_run")
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serve_embedded(name: str, concurrency: int | None = None) -> Any:
+    """Embedded env `name` served on loopback: the one door from the loop to evalkit's own env servers, which
+    a client never imports (`evalkit.envs.client.prepare` is handed this). For a batch of `concurrency`
+    episodes at once (`evalkit.envs.embedded.process.serve_embedded`: child processes past a few), else in
+    a thread of this process (a Ray node's runner)."""
+    # The door, on use: a batch against a URL never loads an env server.
+    from evalkit.envs.embedded import process, server
+
+    return process.serve_embedded(name, concurrency) if concurrency else server.serve(name)
+
+
+FILES_PER_EPISODE = 8
+"""Files (sockets) an episode holds open in the batch's process, with room: its WebSocket to the env, a kept
+connection for pictures on its thread and on a frame taker, its model's connection — and as many again for
+the env's ends when the env is served in this process. Measured: 4.8 per episode at 64 at once (the env in
+child processes, the tests' model server in this process), 8.8 at 6 (both in this process)."""
+MIB_PER_EPISODE = 4
+"""Memory an episode adds at the least (the canvas `tools` surface; a screen surface's browser page takes
+far more): 4.3 MiB measured between 8 and 64 episodes at once, the env's processes included."""
+
+
+def most_episodes() -> tuple[int, str]:
+    """How many episodes at once this machine can hold, and what bounds it: the files this process may
+    open (past them every new connection fails), or the memory available now."""
+    try:
+        import resource  # Unix's alone: elsewhere the bound is the memory's
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = -1
+    bounds = []
+    if limit > 0:  # (RLIM_INFINITY is -1)
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            used = 64
+        bounds.append((max(1, (limit - used - 64) // FILES_PER_EPISODE),
+                       f"each keeps ~{FILES_PER_EPISODE} files open and this process may open {limit:,}: "
+                       "`ulimit -n` raises that"))  # fmt: skip
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) // 1024
+        why = f"each needs {MIB_PER_EPISODE} MiB or more and {avail:,} MiB is available"
+        bounds.append((max(1, avail // MIB_PER_EPISODE), why))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return min(bounds) if bounds else (2**31, "")
+
+
+def check_concurrency(n: int, executor: str = "threads") -> None:
+    """Episodes run in this process's threads are bounded by what the machine holds (`most_episodes`); on
+    Ray, by the cluster."""
+    if executor == "threads":
+        most, why = most_episodes()
+        if n > most:
+            raise ConfigError(f"--concurrency {n:,} is more than this machine holds: at most "
+                              f"{most:,} episodes at once ({why})")  # fmt: skip

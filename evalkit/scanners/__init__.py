@@ -20,7 +20,7 @@ from typing import Any
 
 _NAMES = {
     **dict.fromkeys(["Finding", "Context", "Scanner", "as_scanner"], "evalkit.scanners.base"),
-    **dict.fromkeys(["scan", "SCAN_COLUMNS", "scanners_of"], "evalkit.scanners.engine"),
+    **dict.fromkeys(["scan", "SCAN_COLUMNS", "scanners_of", "with_kept"], "evalkit.scanners.engine"),
     **dict.fromkeys(["ask", "Judged"], "evalkit.scanners.judge"),
     **dict.fromkeys(
         ["BUILTIN", "repeated_call", "error_streak", "retry_unchanged", "unknown_tool", "early_finish",

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VIEWS = ("Episodes", "Episode", "A vs B", "Summary")
-VIEW_SLUGS = {"Episodes": "table", "Episode": "episode", "A vs B": "ab", "Summary": "summary"}
+VIEWS = ("Episodes", "Episode", "A vs B", "Why", "Summary")
+VIEW_SLUGS = {"Episodes": "table", "Episode": "episode", "A vs B": "ab", "Why": "why", "Summary": "summary"}
 
 
 @dataclass

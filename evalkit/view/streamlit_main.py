@@ -34,6 +34,7 @@ def _warm(root: str) -> None:
 
 
 def main() -> None:
+    # start-up: Streamlit loads in the child it starts, not in evalkit view's parent
     from evalkit.view.serve import APP_PATH
 
     app = next((Path(a) for a in sys.argv[1:] if a.endswith(".py")), None)
@@ -43,7 +44,21 @@ def main() -> None:
         ).start()
     from streamlit.web.cli import main as streamlit
 
+    _no_use_warning()
     streamlit(prog_name="streamlit")
+
+
+def _no_use_warning() -> None:
+    """Tell Streamlit its "use `streamlit run`" warning was shown: this is `streamlit run`, where it never
+    shows, but deciding so (`env_util.is_repl`: `inspect.stack()`, which reads the source of every frame of
+    the script's thread) cost ~0.15 s of the first element of the first page (py-spy of the server, at load
+    ~12). A Streamlit without that flag is left as it is."""
+    try:
+        from streamlit import delta_generator
+    except ImportError:
+        return
+    if isinstance(getattr(delta_generator, "_use_warning_has_been_displayed", None), bool):
+        delta_generator._use_warning_has_been_displayed = True
 
 
 if __name__ == "__main__":

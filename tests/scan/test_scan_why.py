@@ -16,7 +16,7 @@ from evalkit.analysis import why as W
 from evalkit.analysis.stats import by_tier, compare, holm, mean_interval
 from evalkit.errors import ConfigError
 from evalkit.records import scans as store
-from evalkit.records.traces import TraceWriter, write_run_json
+from evalkit.records.rundir import TraceWriter, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, TurnRecord
 
 
@@ -92,7 +92,8 @@ def test_paired_differences_are_compares_test_holm_adjusted_and_sorted():
     assert top["scanner"] == "loops" and top["separates"] and top["diff"] > 0.3
     per = W._counted(df, scans).filter((pl.col("scanner") == "loops") & pl.col("counted"))
     pseudo = per.select("model", "run", "env", "task_id", pl.col("value").alias("reward"),
-                        pl.lit(True).alias("scored"))  # fmt: skip
+                        pl.lit(True).alias("scored"), "error_class",
+                        pl.col("run").alias("run_name"))  # fmt: skip
     ref = compare(pseudo, "A", "B", by=None).row(-1, named=True)
     assert (top["rate_a"], top["rate_b"], top["ci_low"], top["ci_high"], top["p_value"]) == pytest.approx(
         (ref["mean_a"], ref["mean_b"], ref["ci_low"], ref["ci_high"], ref["p_value"])
@@ -204,3 +205,15 @@ def test_where_two_trajectories_part(tmp_path):
         w.append(rec)
     got = ek.scanners.partings(ek.load_runs(run), "A", "B")
     assert got.select("task_id", "step", "a_did").rows() == [("t1", 2, "look {}")]
+
+
+def test_a_difference_of_two_shares_has_no_bound_past_100_points():
+    """A fires on 59 of 60 tasks, B on none: the paired interval (widened to MOVER) reaches past +100
+    points there; a difference of two shares cannot, and the bound shown stops at +100."""
+    rows = [
+        (m, "e", f"t{t}", 0, "gives_up", "model", m == "A" and t > 0, None) for m in "AB" for t in range(60)
+    ]
+    df, scans = _frames(rows)
+    d = ek.why(df, scans, a="A", b="B").row(0, named=True)
+    assert d["diff"] == pytest.approx(59 / 60) and d["ci_high"] == 1.0 and d["ci_low"] < d["diff"]
+    assert "+100]" in d["sentence"]

@@ -99,7 +99,7 @@ def test_every_episode_with_its_details_and_pictures(bundled, synth_run):
 
 
 def test_reset_arguments_who_answered_and_the_cost_as_the_viewer_says_them(tmp_path):
-    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.records.rundir import TraceWriter, write_run_json
     from evalkit.types import EpisodeRecord, TurnRecord, episode_key
 
     run = tmp_path / "walks"
@@ -130,6 +130,35 @@ def test_the_paired_differences_are_the_analysis_ones(bundled, synth_run):
         p["line"].startswith("No conclusion: only 3 tasks. A − B = +0.583")
         and "A − B = -0.583" in p["line_ba"]
     )
+
+
+def test_the_why_section_is_the_analysis_one_its_episodes_linked_to_their_step(bundled, synth_run):
+    """The bundle's why (issue 54): the rates table and the paired differences are `ek.why`'s; each
+    scanner's episodes name their episode in the bundle and the position of the step it points to."""
+    import evalkit as ek
+    from evalkit.analysis import why as w
+
+    out, _ = bundled
+    _, _, index = load(out / "data" / "index.js")
+    why = index["why"]
+    df = analysis.load_runs([str(synth_run), str(SAMPLE_RUN)])
+    scans = ek.scan(df)
+    want = w.rates_table(w.why(df, scans))
+    assert why["rates"]["columns"] == want.columns and why["rates"]["rows"] == [
+        list(r) for r in want.iter_rows()
+    ]
+    pair = next(p for p in why["pairs"] if {p["a"], p["b"]} == {TRACER, RANDOM})
+    diffs = w.why(df, scans, a=pair["a"], b=pair["b"])
+    assert [r[0] for r in pair["table"]["rows"]] == diffs["scanner"].to_list()  # by size, as why sorts
+    rows = [dict(zip(index["columns"], r, strict=True)) for r in index["rows"]]
+    early = next(s for s in why["scanners"] if s["name"] == "early_finish")["episodes"]
+    sample = [e for e in early if rows[e[0]]["run_label"] == "sample-run"]
+    assert len(sample) == 1  # the sample's random policy submits at turn 3 of 12
+    ep, pos, steps, evidence = sample[0]
+    where = (rows[ep]["model"], rows[ep]["task_id"], rows[ep]["mode"])
+    assert where == (RANDOM, "canvas-test-0061", "description")
+    assert (pos, steps) == (3, [3]) and evidence == "submit at turn 3 of 12 with reward 0.0948"
+    assert episodes(out)[ep]["steps"][pos]["turn"] == 3  # the position the page opens is that turn's step
 
 
 def test_nothing_refers_outside_the_folder(bundled):
@@ -223,6 +252,16 @@ def test_the_bundle_from_file_with_the_network_blocked(browser, bundled):
     said = page.locator("#difference").inner_text()  # the viewer's own line (3 tasks: no CI)
     assert said.startswith("No conclusion: only 3 tasks. A − B = +0.583 (all tiers) · no CI · p = 0.250")
     page.get_by_text("Step 1 of 3").wait_for()
+    # Why: the rates, what separates two models, a scanner's episode opened at the step it points to
+    page.locator("#nav-why").click()
+    page.locator("#why-rates").wait_for(timeout=15_000)
+    assert (
+        "early_finish" in page.locator("#why-rates").inner_text() and page.locator("#why-diffs").count() == 1
+    )
+    page.locator('select[data-why="scanner"]').select_option("early_finish")
+    page.locator("#why-fired a").first.click()
+    page.get_by_text("Step 3 of").first.wait_for(timeout=15_000)
+    assert re.search(r"#/ep/\d+/3$", page.url)
     assert all(u.startswith("file://") for u in requests) and len(requests) > 5
     assert errors == []
     ctx.close()

@@ -106,6 +106,13 @@ def test_open_step_and_compare(browser, served, tmp_path):
     page.get_by_text(f"{RANDOM} turn 1 on canvas-test-0001").wait_for()
     target, a, b = boxes(page, ["enlarge_ab_target", "enlarge_ab_frame_a", "enlarge_ab_frame_b"])
     assert abs(a["y"] - b["y"]) < 3 and abs(target["y"] - a["y"]) < 3 and b["x"] + b["width"] <= WIDTH
+    # The two pictures in the first screen at 1280 × 720, above the table of tasks (issue 54)
+    page.set_viewport_size({"width": WIDTH, "height": 720})
+    page.evaluate("window.scrollTo(0, 0)")
+    target, a, b = boxes(page, ["enlarge_ab_target", "enlarge_ab_frame_a", "enlarge_ab_frame_b"])
+    table = page.locator(".st-key-ab_pairs").bounding_box()
+    assert max(a["y"] + a["height"], b["y"] + b["height"]) <= 720 < table["y"], (a, b, table)
+    page.set_viewport_size({"width": WIDTH, "height": 1000})
     shot = tmp_path / "a-vs-b.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

@@ -125,6 +125,11 @@ def test_hostile_run_stays_up_and_leaks_nothing(monkeypatch, hostile_run, synth_
     assert_small(at)
     assert sum("reward" in m.value for m in at.markdown) == 2  # both sides' headers
 
+    at.radio(key="view").set_value("Why").run()  # the 10 MB model's rates, its evidence, a scanner's list
+    assert_small(at)
+    for md in at.markdown:
+        assert "<script" not in md.value and "](http" not in md.value and "<b>" not in md.value
+
     at.radio(key="view").set_value("Summary").run()  # tables and charts grouped by the 10 MB model
     assert_small(at)
     assert len(at.get("vega_lite_chart")) >= 1

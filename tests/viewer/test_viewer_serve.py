@@ -101,3 +101,19 @@ def test_streamlit_run_reads_the_viewers_config(tmp_path):
         serve.stop(proc)
     text = log.read_text()
     assert "127.0.0.1" in text and "usage statistics" not in text and "Email" not in text
+
+
+def test_server_skips_streamlits_use_warning_check():
+    """The server `evalkit view` starts is `streamlit run`: the first element of its first page does not
+    walk the script thread's stack to decide whether to warn that it is not (`env_util.is_repl`)."""
+    code = (
+        "from streamlit import delta_generator as d, env_util\n"
+        "from evalkit.view import streamlit_main\n"
+        "def walked():\n"
+        "    raise SystemExit('is_repl was called')\n"
+        "env_util.is_repl = walked\n"
+        "streamlit_main._no_use_warning()\n"
+        "d._maybe_print_use_warning()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -1,12 +1,14 @@
 """`evalkit bundle RUN… -o DIR`: runs as a static site that opens from the file system or any static host,
 with no server and nothing fetched from elsewhere: the episode table with filters, the episode view with
-its filmstrip and transcript, and A vs B with the paired differences.
+its filmstrip and transcript, A vs B with the paired differences, and why (the scanners' rates per model,
+what separates two models, each scanner's episodes linked to the step it points to).
 
 What it writes:
 ```
 DIR/index.html, *.js, style.css   the page (evalkit/view/bundle/assets, copied)
 DIR/data/index.js                 every episode's table row (with the files of its pieces), the runs, the
-                                  paired differences
+                                  paired differences, the why (the scanners' rates and differences, the
+                                  episodes each fired on, with the step it points to)
 DIR/data/ep/NNNN.js               episodes in pieces, a few hundred KB of JSON a file: each episode's head
                                   (header, where it opens) then its parts of 48 steps (steps, calls, marks,
                                   the transcript's messages of those turns), in order
@@ -38,9 +40,10 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
-from evalkit.records import outputs
+from evalkit.records import outputs, rundir
 from evalkit.view import support as vs
 from evalkit.view.bundle.episodes import Images, detail
+from evalkit.view.bundle.why import why_section
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 CHUNK_BYTES = 200_000
@@ -104,11 +107,9 @@ def _table(runs: list[str]) -> pl.DataFrame:
 
 def _records(run: str, rows: pl.DataFrame) -> dict[str, dict]:
     """The record dicts of `run` the table lists, by key, read in one pass."""
-    from evalkit.records import traces
-
-    if traces.is_native(run):
+    if rundir.is_native(run):
         wanted = dict(zip(rows["offset"].to_list(), rows["key"].to_list(), strict=True))
-        return {wanted[o]: d for o, d in traces.iter_offsets(run) if o in wanted}
+        return {wanted[o]: d for o, d in rundir.iter_offsets(run) if o in wanted}
     return vs.imported_records(run)
 
 
@@ -133,7 +134,7 @@ def _pairs(df: pl.DataFrame) -> list[dict]:
 
 
 ROW = ["run_label", "key", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
-       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds"]  # fmt: skip
+       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds", "env_config"]  # fmt: skip
 """The columns of the bundle's episode table; `key` (with the run's label) is what a report's links name."""
 
 
@@ -194,6 +195,7 @@ def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
     images = Images(out)
     pieces = _Pieces(out)
     rows_out: list[list] = []
+    found: dict[tuple[str, str], tuple[int, list]] = {}  # (run, key): the episode's id and its turns' numbers
     for run in runs:
         rows = df.filter(pl.col("run") == run)
         records = _records(run, rows)
@@ -206,6 +208,8 @@ def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
             at = pieces.add(head | {"id": ep, "part": -1})
             files = [pieces.add(p | {"id": ep}) for p in parts]
             rows_out.append([*(_cell(row.get(c), c) for c in ROW), at, files])
+            turns = d.get("turns") if isinstance(d.get("turns"), list) else []
+            found[(run, row["key"])] = (ep, [t.get("turn") if isinstance(t, dict) else None for t in turns])
     pieces.flush()
     index = {
         "columns": [*ROW, "chunk", "parts"],
@@ -213,6 +217,8 @@ def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
         "runs": [vs.run_labels(runs)[r] for r in runs],
         "pairs": _pairs(df),
         "pair_keys": vs.pair_columns(df),
+        "incomplete": vs.incomplete_lines(df),
+        "why": why_section(df, found),
         "built": time.strftime("%Y-%m-%d %H:%M", time.gmtime()) + " UTC",
     }
     (out / "data" / "index.js").write_bytes(_script("index", index))

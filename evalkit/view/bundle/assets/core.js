@@ -34,6 +34,11 @@ const EK = (() => {
       });
       document.getElementById("built").textContent =
         state.rows.length.toLocaleString() + " episodes · " + data.runs.join(", ") + " · built " + data.built;
+      // A run that lacks planned or scored episodes says so above everything its numbers are in.
+      const said = data.incomplete || [];
+      const box = document.getElementById("incomplete");
+      box.replaceChildren(...said.map((line) => el("div", {}, line)));
+      box.hidden = said.length === 0;
       route();
     }).catch(fail);
   }
@@ -165,7 +170,7 @@ const EK = (() => {
     return root;
   }
 
-  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>]; and #/find/<run>/<key>[/<run>/<key>], the address a
+  // #/ (table), #/ep/<id>/<step>, #/ab[/<a>/<b>/<step>], #/why; and #/find/<run>/<key>[/<run>/<key>], the address a
   // report links to: an episode (or an A-vs-B pair) by its run's label and key, which a rebuilt bundle keeps.
   function parse() {
     const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean);
@@ -203,8 +208,8 @@ const EK = (() => {
     if (!state.index) return;
     const { view, args, raw } = parse();
     if (view === "find") { find(raw); return; }
-    for (const id of ["nav-table", "nav-ab"]) document.getElementById(id).classList.remove("on");
-    document.getElementById(view === "ab" ? "nav-ab" : "nav-table").classList.add("on");
+    for (const id of ["nav-table", "nav-ab", "nav-why"]) document.getElementById(id).classList.remove("on");
+    document.getElementById(view === "ab" || view === "why" ? "nav-" + view : "nav-table").classList.add("on");
     const draw = state.views[view === "ep" ? "episode" : view] || state.views.table;
     draw(document.getElementById("app"), args);
   }
