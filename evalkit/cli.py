@@ -422,11 +422,15 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _run_status(run: Any) -> int:
     """One line on what is left for a resume, and the exit status (see the module doc)."""
+    from evalkit.run.budget import stop_line as budget_line
     left = []
     if run.errors:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(run.unscored.items()))
         left.append(f"{run.errors} episode(s) ended unscored by infrastructure errors ({kinds})")
-    if run.not_run or run.abandoned:
+    budget = getattr(run, "budget_stop", None) if not (run.stopped or run.refused) else None
+    if budget:  # the user's own limit: not a failure, and the same command would start nothing
+        print(f"{run.path}: {run.not_run} episode(s) not started: {budget_line(budget)}")
+    elif run.not_run or run.abandoned:
         why = "the environment went down" if run.stopped else "their model's key was refused"
         left.append(f"{run.not_run + run.abandoned} episode(s) were not run because {why}")
     if left:

@@ -305,6 +305,25 @@ def _md_text(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_[]()<>!|~&" else c for c in text)
 
 
+def _budget_stop(run_dir: Path) -> dict | None:
+    """run.json's `budget_stop` (`evalkit.run.budget`): why the last batch stopped at its `--max-cost`."""
+    try:
+        stop = traces.read_run_json(run_dir).get("budget_stop") if traces.is_native(run_dir) else None
+    except traces.TraceError:
+        return None
+    return stop if isinstance(stop, dict) else None
+
+
+def budget_text(stop: dict) -> str:
+    """The budget stop in a sentence, for summaries and reports."""
+    try:
+        return (f"The batch stopped at its budget: ${float(stop['max_cost']):g} (--max-cost), "
+                f"${float(stop['spent']):.4f} spent when the next episode would have passed it; the episodes "
+                "in flight then were finished; a resume with a higher --max-cost runs the rest")  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return "The batch stopped at its budget (--max-cost)"
+
+
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
     which evalkit never writes into nor beside, `traces.derived_dir` (evalkit's per-user cache)."""
@@ -338,12 +357,15 @@ def write_summary(
         "over tasks (Wilson's score interval over the effective number of episodes; docs/statistics.md).",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
+        "budget_stop": _budget_stop(run_dir),
     }
     traces.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
     md = f"# Summary of {_md_text(run_dir.name)}\n\n{df.height} episodes, {data['n_unscored']} unscored"
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     if merged:
         md += _md_text(merged.line()) + ".\n\n"
+    if data["budget_stop"]:
+        md += _md_text(budget_text(data["budget_stop"])) + ".\n\n"
     if data["harness_differences"]:
         md += _md_text(data["harness_differences"]) + ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"

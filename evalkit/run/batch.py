@@ -42,7 +42,7 @@ from evalkit.records.traces import (
     read_run_json,
     write_run_json,
 )
-from evalkit.run import breaker, validate, wording
+from evalkit.run import breaker, budget, validate, wording
 from evalkit.run.episode import Job, check_agent, task_identity
 from evalkit.run.executors import Episodes, execute, ray_module
 from evalkit.run.pictures import frame_takers
@@ -71,6 +71,10 @@ class Run:
     """Why the env circuit breaker stopped the batch (`evalkit.run.breaker`), if it did."""
     refused: dict[str, str] = field(default_factory=dict)
     """Models whose endpoint refused the key, with the line that said so."""
+    budget_stop: dict | None = None
+    """Why `--max-cost` stopped the batch (run.json's `budget_stop`, `evalkit.run.budget`), if it did."""
+    look: Any = None
+    """With `--until-decided`: the last look taken (`evalkit.analysis.sequential.Look`), if any."""
 
     @property
     def exit_status(self) -> int:
@@ -225,6 +229,14 @@ def run_batch(
     (`evalkit.run.breaker`); `Run.exit_status` says what happened."""
     s = Settings.make(settings, **kw)
     models = _as_list(models)
+    if s.until_decided:  # rounds of this batch, each a batch of its own (`evalkit.run.rounds`)
+        from evalkit.run.rounds import until_decided
+
+        return until_decided(models, env, s, out, health, _batch)
+    return _batch(models, env, s, out, health)
+
+
+def _batch(models: list[str], env: Any, s: Settings, out: str | Path, health: ProviderHealth | None) -> Run:
     out = _check(models, s, out)
     env, to_serve = _door(env)
     served = None
@@ -260,9 +272,12 @@ def run_batch(
         for line in said:
             notice(log, line)
         guard = breaker.Guard(env.url, s.env_breaker, _error, models)
+        gate = budget.gate(guard, s.max_cost, s.episode_max_cost, out)
         health = health if health is not None else ProviderHealth()
         with RunLock(out):  # one writer per run directory
-            return _execute(jobs, Episodes(env, out, s), meta, health, guard)
+            run = _execute(jobs, Episodes(env, out, s), meta, health, gate)
+            run.budget_stop = budget.stopped(gate)
+            return run
     finally:
         if served is not None:
             served.stop()
@@ -278,6 +293,7 @@ def _check(models: list[str], s: Settings, out: str | Path) -> Path:
     for m in models:
         check_agent(m, s.options, endpoint=False)
     check_endpoints(models)
+    budget.check_priced(models, s.max_cost, s.episode_max_cost)
     validate.concurrency(s.concurrency, s.executor)
     out = validate.run_out("--out", out)
     if s.executor == "ray":
@@ -393,6 +409,7 @@ def _meta(
         "sent_as": sent_as(models, s.options),
         "evalkit_version": __version__,
         "prices": price_source(),
+        "budget_stop": None,  # (set by `evalkit.run.budget` if this invocation stops at --max-cost)
     }
 
 

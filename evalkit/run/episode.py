@@ -10,10 +10,11 @@ discard what the model does, never the rules.
 
 The rules: the turn budget is the env's own (reset metadata `max_turns`) unless one is asked for; the episode
 ends when the env says done, at the budget, after MAX_NUDGES turns in a row without a tool call, at the
-deadline, when the model refuses (`refused`: its refusal is not sent back to it), or — in an env with no
-finishing tool — when the model replies in text, which is its answer (`answered`, unless the reset metadata
-says `answer_ends_episode: false`). An env that shows a screen (`screenshot_tool`) gets a screenshot in the
-opening and after every turn in which the model took none.
+deadline, when its cost passes `--episode-max-cost` (`cost_limit`, `evalkit.run.budget`), when the model
+refuses (`refused`: its refusal is not sent back to it), or — in an env with no finishing tool — when the
+model replies in text, which is its answer (`answered`, unless the reset metadata says `answer_ends_episode:
+false`). An env that shows a screen (`screenshot_tool`) gets a screenshot in the opening and after every turn
+in which the model took none.
 Mistakes the model makes are data in the turn; an infrastructure failure ends the episode unscored (`reward`
 None, `error_class` set) so that resume runs it again.
 """
@@ -55,6 +56,7 @@ from evalkit.records import live, transcripts
 from evalkit.records.traces import FrameStore, TraceWriter, read_run_json, write_run_json
 from evalkit.run import wording
 from evalkit.run.breaker import refused_key
+from evalkit.run.budget import EpisodeMeter
 from evalkit.run.pictures import Camera, frame_takers
 from evalkit.run.settings import Settings
 from evalkit.types import (
@@ -370,6 +372,8 @@ class Episode:
         self._turn_model_s = 0.0
         self.t0 = time.monotonic()
         self.deadline: float | None = None
+        self.meter = EpisodeMeter(job.model, settings.episode_max_cost, self.rec.started)
+        """Its cost so far against `--episode-max-cost` (`evalkit.run.budget`)."""
 
     # ---- how it ended: one place
 
@@ -488,6 +492,10 @@ class Episode:
             raise EpisodeCancelled("the batch was interrupted")
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.end("deadline")
+            return None
+        if self.meter.passed(self.rec.turns):
+            self.rec.info["cost_limit"] = self.meter.said()
+            self.end("cost_limit")
             return None
         window = budget(self.options.keep_images, self.options.image_window)
         if window is not None:
@@ -823,7 +831,7 @@ class Episode:
             rec.transcript = self.tx.to_dict()
         # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
         # died with the harness) makes the cost unknown, not smaller.
-        rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
+        rec.cost_usd = _cost(rec) if self.usage_known else None
         return rec
 
     # ---- plumbing
@@ -879,11 +887,12 @@ class Episode:
         self.rec.drafts += plan.ok and not outcome.done
 
 
-def _cost(model: str, usage: Usage) -> float | None:
+def _cost(rec: EpisodeRecord) -> float | None:
+    """Each request priced at its provider and long-context tier (`prices.episode_cost`)."""
     try:
-        from evalkit.providers.prices import cost_usd
+        from evalkit.providers.prices import episode_cost
 
-        return cost_usd(model, usage)
+        return episode_cost(rec)
     except Exception as e:  # a missing or broken price table costs the number, never the episode
-        log.warning("no cost for %s: %s", model, e)
+        log.warning("no cost for %s: %s", rec.model, e)
         return None
