@@ -417,12 +417,17 @@ def cmd_run(a: argparse.Namespace) -> int:
         f"{run.errors} unscored by infrastructure errors"
     )
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
+    if run.look is not None:
+        from evalkit.run.rounds import result_line
+
+        print(result_line(run.look))
     return _run_status(run)
 
 
 def _run_status(run: Any) -> int:
     """One line on what is left for a resume, and the exit status (see the module doc)."""
     from evalkit.run.budget import stop_line as budget_line
+
     left = []
     if run.errors:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(run.unscored.items()))

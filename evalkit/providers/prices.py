@@ -313,6 +313,8 @@ def episode_cost(rec: EpisodeRecord) -> float | None:
         return cost_usd(rec.model, recorded)
     when = _started(rec.started)
     costs = [_cost(rec.model, u, who, when, tiers=True) for who, u in requests if u != Usage()]
+    if not costs:  # no tokens at all: free where the model has a price, unknown where it has none
+        costs = [_cost(rec.model, Usage(), None, when, tiers=False)]
     if any(c is None for c in costs):
         return None
     return _usd(sum(costs, Decimal(0)))

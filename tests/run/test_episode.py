@@ -194,7 +194,7 @@ def test_a_broken_price_table_costs_the_number_not_the_episode(canvas_server, mo
     def broken(*a):
         raise FileNotFoundError("prices.json")
 
-    monkeypatch.setattr(prices, "cost_usd", broken)
+    monkeypatch.setattr(prices, "episode_cost", broken)
     rec = run_episode(factory([Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0012")
     assert rec.error_class is None and rec.reward is not None and rec.cost_usd is None
 
