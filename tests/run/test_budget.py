@@ -73,7 +73,7 @@ def test_an_episode_past_its_cost_limit_ends_as_cost_limit_and_is_scored(
     assert len(recs) == 3
     for rec in recs:
         assert rec.end_reason == "cost_limit" and rec.error_class is None
-        assert rec.reward is not None  # scored as the env scores an unfinished episode (here: submitted for it)
+        assert rec.reward is not None  # scored as the env scores an unfinished one (here: submitted for it)
         said = rec.info["cost_limit"]
         last = prices.turn_cost(SPEC, rec.turns[-1], rec.started)
         # It ended at the first look after passing the limit: within the last turn's cost of it.
