@@ -1,6 +1,7 @@
 """`--until-decided` (`evalkit.run.rounds`): real batches on the embedded canvas env, in rounds at the
-design's planned looks. The demo's case — the tracer against random — stops early with the right verdict; two models
-that play alike (the stand-in over real HTTP under two names, one policy) run on to the last planned task."""
+design's planned looks. The demo's case — the tracer against random — stops early with the right verdict; two
+models that play alike (the stand-in over real HTTP under two names, one policy) run on to the last planned
+task."""
 
 from __future__ import annotations
 
