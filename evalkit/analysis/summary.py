@@ -314,6 +314,20 @@ def _budget_stop(run_dir: Path) -> dict | None:
     return stop if isinstance(stop, dict) else None
 
 
+def _last_look(run_dir: Path) -> str:
+    """The sequential comparison a run recorded (`--until-decided`), in a sentence; "" for none."""
+    from evalkit.analysis.sequential import WORDS, read_looks
+
+    looks = read_looks(run_dir) if traces.is_native(run_dir) else []
+    if not looks:
+        return ""
+    x = looks[-1]
+    verdict = WORDS[x.decision].format(a=x.a, b=x.b, delta=x.delta or 0)
+    return (f"Sequential comparison (--until-decided): {verdict} after {x.look} look(s), {x.n_tasks} of "
+            f"{x.max_tasks} planned tasks paired; {x.a} − {x.b} = {x.diff:+.3f}, repeated 95% CI "
+            f"[{x.ci_low:+.3f}, {x.ci_high:+.3f}] (evalkit compare reports it)")  # fmt: skip
+
+
 def budget_text(stop: dict) -> str:
     """The budget stop in a sentence, for summaries and reports."""
     try:
@@ -366,6 +380,8 @@ def write_summary(
         md += _md_text(merged.line()) + ".\n\n"
     if data["budget_stop"]:
         md += _md_text(budget_text(data["budget_stop"])) + ".\n\n"
+    if looked := _last_look(run_dir):
+        md += _md_text(looked) + ".\n\n"
     if data["harness_differences"]:
         md += _md_text(data["harness_differences"]) + ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"

@@ -12,22 +12,12 @@ import pytest
 from evalkit.cli import main
 from evalkit.errors import ConfigError
 from evalkit.providers import prices
-from evalkit.providers.standin import PRICE, SPEC, StandIn
+from evalkit.providers.standin import PRICE, SPEC
 from evalkit.records.traces import read_records
 from evalkit.run.batch import run_batch
 
 EVALSET = "data/evalsets/canvas-test-300.json"
 ASK = dict(evalset=EVALSET, modes=["description"], max_turns=6, max_retries=1, progress=False)
-
-
-@pytest.fixture
-def priced_standin(monkeypatch):
-    with StandIn() as s:
-        for k, v in s.environ().items():
-            monkeypatch.setenv(k, v)
-        prices.price_table.cache_clear()
-        yield s
-    prices.price_table.cache_clear()
 
 
 def _costs(out) -> list[float]:
@@ -49,6 +39,11 @@ def test_a_batch_stops_within_one_episode_of_its_budget_and_a_resume_raises_it(
     assert meta["max_cost"] == budget and meta["budget_stop"]["spent"] <= sum(costs)
     assert "stopped at its budget" in (out / "summary.md").read_text()
     assert json.loads((out / "summary.json").read_text())["budget_stop"]["max_cost"] == budget
+    from evalkit.analysis import report
+    from evalkit.records.loading import load_runs
+
+    shown = report.settings_html([str(out)], load_runs([out]))
+    assert "budget (--max-cost)" in shown and "stopped at its budget" in shown
 
     again = run_batch([SPEC], canvas_server, **ASK, limit=12, concurrency=2, max_cost=budget, out=out)
     assert again.ran == 0 and again.budget_stop is not None  # what was spent counts: nothing starts

@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from evalkit.analysis import sequential
+from evalkit.analysis import report, sequential
 from evalkit.analysis.sequential import read_looks
 from evalkit.cli import main
 from evalkit.errors import ConfigError
+from evalkit.providers.standin import SPEC
 from evalkit.records.loading import load_runs
 from evalkit.records.traces import read_records
 from evalkit.run.batch import run_batch
@@ -45,6 +46,12 @@ def test_tracer_against_random_stops_early_with_the_right_verdict(canvas_server,
     result = sequential.compare(load_runs([out]), TRACER, RANDOM)
     overall = result.filter(result["group"] == "all").row(0, named=True)
     assert overall["decision"] == "a" and overall["ci_low"] == pytest.approx(last.ci_low)
+
+    head = report.headline_html(load_runs([out]), RANDOM, TRACER)  # (either way round)
+    assert f"<b>{TRACER}</b> scores higher than <b>{RANDOM}</b>" in head and "repeated 95% CI" in head
+    assert f"decided at look {len(looks)} with {last.n_tasks} of 30 planned tasks" in head
+    assert f"Sequential comparison \\(--until-decided\\): {TRACER} better" in (out / "summary.md").read_text()
+    assert "until decided" in report.settings_html([str(out)], load_runs([out]))
 
     assert main(argv) == 0  # a resume of a decided run starts nothing
     assert len(list(read_records(out))) == len(recs) and len(read_looks(out)) == len(looks)
@@ -95,3 +102,13 @@ def test_until_decided_mistakes_are_config_errors_before_any_work(canvas_server,
     assert not out.exists()
     assert main(["run", "--env", "canvas", "--models", TRACER, "--a", TRACER, "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_a_budget_that_runs_out_makes_its_look_the_final_one(priced_standin, canvas_server, tmp_path):
+    out = tmp_path / "run"
+    run = run_batch([SPEC, RANDOM], canvas_server, evalset=EVALSET, limit=30, modes=["description"],
+                    max_turns=6, max_retries=1, concurrency=2, max_cost=0.03, until_decided=True,
+                    compare_a=SPEC, compare_b=RANDOM, progress=False, out=out)  # fmt: skip
+    looks = read_looks(out)
+    assert run.budget_stop is not None and looks and looks[-1].final and run.look == looks[-1]
+    assert looks[-1].decision != "continue" and looks[-1].n_tasks < 30
