@@ -5,12 +5,13 @@ Every mistake in what was asked (unknown names, bad paths, bad values, missing k
 and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
 
 Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored or ended by the model; 2 a
-configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
-ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
-stopped answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM,
-129 by SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is
-whole; rerun once there is room). `evalkit probe` exits 3 when the step it took broke the env (its whole
-report first, then that step in one line). A traceback (status 1) is a bug.
+configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others ran);
+3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env stopped
+answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM, 129 by
+SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is whole; rerun
+once there is room). A batch that stopped at its `--max-cost`, or an `--until-decided` batch that stopped once
+decided, did what was asked: 0 (unless one of the above). `evalkit probe` exits 3 when the step it took broke
+the env (its whole report first, then that step in one line). A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations

@@ -221,6 +221,7 @@ def run_episode(
     options: AgentOptions | None = None,
     save_raw: bool = False,
     hide_fields: list[str] | None = None,
+    episode_max_cost: float | None = None,
 ) -> EpisodeRecord:
     """Run one episode of `agent` (a model spec, or a factory `f(system=, tools=, options=) -> Agent`) on
     `env` (a served environment, a base URL, an EnvSession or a callable returning one) and return its
@@ -231,6 +232,7 @@ def run_episode(
     (`evalkit.records.transcripts`); `save_raw` also keeps each call's request and response bodies under
     `<out>/raw/`, images replaced by references to the frame store. `hide_fields` names reset-metadata keys
     and observation fields the model is never sent (beside the evaluator's, which never are).
+    `episode_max_cost` (USD) ends the episode as `cost_limit` once its cost has passed it.
 
     Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
     at, or an image budget that cannot be honoured raises ConfigError."""
@@ -242,6 +244,7 @@ def run_episode(
         frames=frames,
         save_raw=save_raw,
         hide_fields=hide_fields,
+        episode_max_cost=episode_max_cost,
     )
     check_agent(agent, settings.options)
     target = resolve(env, strict=False)  # an unreachable server is this episode's env error

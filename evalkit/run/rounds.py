@@ -49,7 +49,10 @@ def until_decided(
         raise ConfigError(f"--until-decided: {', '.join(absent)} is not among --models ({', '.join(models)})")
     out = validate.run_out("--out", out)
     order, narrow = task_order(s)
-    design = seq.Design(a, b, len(order), s.delta)
+    try:
+        design = seq.Design(a, b, len(order), s.delta)
+    except ValueError as e:
+        raise ConfigError(f"--until-decided: {e}") from None
     looks = seq.read_looks(out, a, b)
     if looks and looks[-1].design() != design:
         raise ConfigError(f"{out} was compared under another design ({_design_text(looks[-1].design())}; "
