@@ -38,8 +38,8 @@ def main() -> None:
         for name, (a, b) in PAIRS.items():
             out = Path(tmp) / name.replace(" ", "-")
             t = time.monotonic()
-            run_batch([a, b], env, evalset=EVALSET, subset=args.subset, limit=args.limit, progress=False,
-                      concurrency=args.concurrency, until_decided=True, compare_a=a, compare_b=b, out=out)  # fmt: skip
+            ask = dict(evalset=EVALSET, subset=args.subset, limit=args.limit, concurrency=args.concurrency)
+            run_batch([a, b], env, **ask, until_decided=True, compare_a=a, compare_b=b, progress=False, out=out)
             looks, episodes = read_looks(out), len(list(read_records(out)))
             last = looks[-1]
             planned = 2 * last.max_tasks
