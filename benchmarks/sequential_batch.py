@@ -39,7 +39,8 @@ def main() -> None:
             out = Path(tmp) / name.replace(" ", "-")
             t = time.monotonic()
             ask = dict(evalset=EVALSET, subset=args.subset, limit=args.limit, concurrency=args.concurrency)
-            run_batch([a, b], env, **ask, until_decided=True, compare_a=a, compare_b=b, progress=False, out=out)
+            ask |= dict(until_decided=True, compare_a=a, compare_b=b, progress=False)
+            run_batch([a, b], env, **ask, out=out)
             looks, episodes = read_looks(out), len(list(read_records(out)))
             last = looks[-1]
             planned = 2 * last.max_tasks
