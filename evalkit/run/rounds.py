@@ -9,8 +9,9 @@ n tasks in that order (each with every model, surface, mode, skin and repeat ask
 ran is skipped, what ended unscored is run again), in the same run directory; then a look at the paired
 differences of every task scored on both sides, appended to `looks.jsonl`. It stops when a look decides (A
 better, B better, no difference of D or more), at the last planned look (undecided, if nothing was), when
-`--max-cost` stops a round (that look is the final one: the rest of α is spent on it), or when the env
-breaker or a refused key stops one (no look: the round is unfinished; a resume goes on).
+`--max-cost` stops a round (its look is an ordinary one: "not decided yet" unless it decides, and the design
+stays open, so that a resume with a higher `--max-cost` goes on under it), or when the env breaker or a
+refused key stops one (no look: the round is unfinished; a resume goes on).
 
 A resume (the same command) reads the looks taken: a decided run starts nothing; an undecided one goes on
 from the round after its last look, under the same design (another N, α or D is a configuration error).
@@ -62,7 +63,11 @@ def until_decided(
         return _nothing_run(out, looks[-1])
     done = looks[-1].extra.get("round_tasks", 0) if looks else 0
     rounds = [n for n in seq.planned_looks(len(order)) if n > done] or [len(order)]
-    with _served(env) as where:
+    if health is None:  # one for every round: a provider found failing stays cooled down
+        from evalkit.providers.health import ProviderHealth
+
+        health = ProviderHealth()
+    with _served(env, s.concurrency) as where:
         return _rounds(models, where, s, out, health, one_batch, order, narrow, design, looks, rounds)
 
 
@@ -75,7 +80,7 @@ def _rounds(models, env, s, out, health, one_batch, order, narrow, design, looks
         total = _add(total, run)
         if run.stopped or run.refused:  # the round is unfinished: no look, a resume goes on
             break
-        final = n >= len(order) or run.budget_stop is not None
+        final = n >= len(order)
         d = _differences(out, design.a, design.b)
         if looks and len(d) <= looks[-1].n_tasks:
             if final:
@@ -88,7 +93,7 @@ def _rounds(models, env, s, out, health, one_batch, order, narrow, design, looks
         looks.append(look)
         total.look = look
         notice(log, f"look {look.look} at {look.n_tasks} of {design.max_tasks} tasks: {_look_text(look)}")
-        if look.decision != "continue" or final:
+        if look.decision != "continue" or final or run.budget_stop is not None:
             break
     if total is not None and total.ran:
         from evalkit.analysis.summary import write_summary
@@ -154,17 +159,23 @@ def _nothing_run(out: Path, look: Any) -> Any:
 
 
 class _served:
-    """An embedded env's name is served once for every round (a URL or a served env is used as given)."""
+    """An embedded env's name is served once for every round, as a batch serves it (a URL or a served env
+    is used as given)."""
 
-    def __init__(self, env: Any):
-        self.env, self.server = env, None
+    def __init__(self, env: Any, concurrency: int):
+        self.env, self.concurrency, self.server = env, concurrency, None
 
     def __enter__(self) -> Any:
         if isinstance(self.env, str) and "://" not in self.env:
-            from evalkit.envs.server import serve
+            from evalkit.envs import process, target
 
-            self.server = serve(self.env)
-            return self.server
+            declared = target.embedded(self.env)
+            self.server = process.serve_embedded(declared.name, self.concurrency)
+            try:
+                return target.served_by(declared, self.server)
+            except BaseException:
+                self.server.stop()
+                raise
         return self.env
 
     def __exit__(self, *exc: Any) -> None:

@@ -104,11 +104,18 @@ def test_until_decided_mistakes_are_config_errors_before_any_work(canvas_server,
     assert not out.exists()
 
 
-def test_a_budget_that_runs_out_makes_its_look_the_final_one(priced_standin, canvas_server, tmp_path):
+def test_a_budget_that_runs_out_leaves_the_design_open_and_a_resume_goes_on(
+    priced_standin, canvas_server, tmp_path
+):
     out = tmp_path / "run"
-    run = run_batch([SPEC, RANDOM], canvas_server, evalset=EVALSET, limit=30, modes=["description"],
-                    max_turns=6, max_retries=1, concurrency=2, max_cost=0.03, until_decided=True,
-                    compare_a=SPEC, compare_b=RANDOM, progress=False, out=out)  # fmt: skip
+    ask = dict(evalset=EVALSET, limit=12, modes=["description"], max_turns=6, max_retries=1, concurrency=2,
+               until_decided=True, compare_a=SPEC, compare_b=RANDOM, progress=False, out=out)  # fmt: skip
+    run = run_batch([SPEC, RANDOM], canvas_server, max_cost=0.03, **ask)
     looks = read_looks(out)
-    assert run.budget_stop is not None and looks and looks[-1].final and run.look == looks[-1]
-    assert looks[-1].decision != "continue" and looks[-1].n_tasks < 30
+    assert run.budget_stop is not None and len(looks) == 1 and run.look == looks[0]
+    assert looks[0].decision == "continue" and not looks[0].final
+    paired = looks[0].n_tasks
+    run = run_batch([SPEC, RANDOM], canvas_server, max_cost=1.0, **ask)  # raised: the design goes on
+    looks = read_looks(out)
+    assert run.budget_stop is None and len(looks) > 1 and looks[-1].n_tasks > paired
+    assert looks[-1].decision != "continue" and run.look == looks[-1]
