@@ -236,16 +236,9 @@ def run_episode(
 
     Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
     at, or an image budget that cannot be honoured raises ConfigError."""
-    settings = Settings.make(
-        options=options or AgentOptions(),
-        max_turns=max_turns,
-        max_steps=max_steps,
-        episode_timeout=episode_timeout,
-        frames=frames,
-        save_raw=save_raw,
-        hide_fields=hide_fields,
-        episode_max_cost=episode_max_cost,
-    )
+    settings = Settings.make(options=options or AgentOptions(), max_turns=max_turns, max_steps=max_steps,
+                             episode_timeout=episode_timeout, frames=frames, save_raw=save_raw,
+                             hide_fields=hide_fields, episode_max_cost=episode_max_cost)  # fmt: skip
     check_agent(agent, settings.options)
     target = resolve(env, strict=False)  # an unreachable server is this episode's env error
     target = with_records(target, [task])
