@@ -99,8 +99,14 @@ class BatchBudget:
         unknown = []
         for rec in records:
             unknown += self._settle(rec)
-        for model in unknown:  # counted once their model's expected cost is known
-            self.spent += self.expected(model) or 0.0
+        guess = sorted({m for m in unknown if self.expected(m) is None})
+        if guess:
+            raise ConfigError(
+                f"--max-cost: this run directory holds episodes of {', '.join(guess)} whose cost is unknown "
+                "(no price, or usage never reported), so what was spent cannot be counted; use a new --out"
+            )
+        for model in unknown:  # counted at their model's expected cost
+            self.spent += self.expected(model)
 
     def _settle(self, rec: EpisodeRecord) -> list[str]:
         """Count an ended episode; [its model] when its cost is unknown (counted at the model's expected)."""

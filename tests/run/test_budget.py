@@ -99,3 +99,19 @@ def test_a_ray_batch_refuses_a_budget():
 
     with pytest.raises(ConfigError, match="--max-cost needs --executor threads"):
         Settings(max_cost=1.0, executor="ray")
+
+
+def test_a_budget_over_a_run_holding_episodes_of_unknown_cost_is_refused(
+    standin, priced_standin, canvas_server, tmp_path
+):
+    """What a run directory spent counts against its budget: episodes whose cost is unknown (a model without
+    a price, here the vllm stand-in) make it uncountable, which is said before any work, not read as 0."""
+    from tests.providers.fakes import Reply
+
+    standin.play(lambda body: Reply(calls=[("submit", {})]))
+    out = tmp_path / "run"
+    run_batch(["vllm:standin"], canvas_server, **ASK, limit=2, out=out)
+    before = (out / "trace.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="holds episodes of vllm:standin whose cost is unknown"):
+        run_batch([SPEC], canvas_server, **ASK, limit=2, max_cost=1.0, out=out)
+    assert (out / "trace.jsonl").read_bytes() == before
