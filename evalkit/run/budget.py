@@ -17,11 +17,15 @@
   provider, and none in the user's file: `evalkit.providers.prices`) would make any budget a guess: a batch
   that asks for one refuses it before any work (a configuration error naming the model and the price file
   that would price it). The offline agents (`baseline:`, `replay:`) call no model and cost nothing. An
-  episode whose usage went partly unreported (a cut stream) counts at its model's expected cost.
+  episode whose usage went partly unreported (a cut stream; its `cost_usd` is null) counts against the
+  batch's budget at its model's expected cost, and a run directory whose spending cannot be counted so (no
+  priced episode of that model) is refused; a turn's unreported usage counts against the episode's limit at
+  what it did report (at least that was spent).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -50,21 +54,23 @@ class EpisodeMeter:
         self._priced = 0
 
     def passed(self, turns: list[TurnRecord]) -> bool:
-        """Whether the turns' cost has passed the limit (never, while some turn's cost is unknown)."""
+        """Whether the turns' cost has passed the limit. A turn whose usage was partly unreported counts at
+        what it did report: at least that was spent (`known` then says the sum is a lower bound)."""
         if self.limit is None or _free(self.model):
             return False
         from evalkit.providers.prices import turn_cost
 
         for t in turns[self._priced :]:
-            cost = turn_cost(self.model, t, self.started)
-            self.known = self.known and cost is not None
+            self.known = self.known and t.usage_known
+            cost = turn_cost(self.model, dataclasses.replace(t, usage_known=True), self.started)
             self.spent += cost or 0.0
         self._priced = len(turns)
-        return self.known and self.spent > self.limit
+        return self.spent > self.limit
 
     def said(self) -> dict:
         """What the record keeps of it (`info["cost_limit"]`)."""
-        return {"limit": self.limit, "spent": round(self.spent, 8), "turns": self._priced}
+        return {"limit": self.limit, "spent": round(self.spent, 8), "turns": self._priced,
+                "complete": self.known}  # fmt: skip
 
 
 def _free(model: str) -> bool:
