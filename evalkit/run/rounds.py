@@ -71,7 +71,20 @@ def until_decided(
         return _rounds(models, where, s, out, health, one_batch, order, narrow, design, looks, rounds)
 
 
-def _rounds(models, env, s, out, health, one_batch, order, narrow, design, looks, rounds) -> Any:  # noqa: ANN001
+def _rounds(
+    models: list[str],
+    env: Any,
+    s: Settings,
+    out: Path,
+    health: Any,
+    one_batch: Callable[..., Any],
+    order: list,
+    narrow: Callable[[list], Settings],
+    design: Any,
+    looks: list,
+    rounds: list[int],
+) -> Any:
+    """The rounds, each a batch over the first n tasks and a look after it, until one decides."""
     from evalkit.analysis import sequential as seq
 
     total = None
@@ -95,6 +108,8 @@ def _rounds(models, env, s, out, health, one_batch, order, narrow, design, looks
         notice(log, f"look {look.look} at {look.n_tasks} of {design.max_tasks} tasks: {_look_text(look)}")
         if look.decision != "continue" or final or run.budget_stop is not None:
             break
+    if total is not None and total.look is None and looks:
+        total.look = looks[-1]  # (a resume that ran nothing new): the comparison as it stands
     if total is not None and total.ran:
         from evalkit.analysis.summary import write_summary
 
