@@ -232,7 +232,7 @@ def run_batch(
     if s.until_decided:  # rounds of this batch, each a batch of its own (`evalkit.run.rounds`)
         from evalkit.run.rounds import until_decided
 
-        return until_decided(models, env, s, out, health, _batch)
+        return until_decided(models, env, s, out, health, _batch, Run)
     return _batch(models, env, s, out, health)
 
 

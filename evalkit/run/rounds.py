@@ -38,10 +38,17 @@ ORDER_SEED = 57
 
 
 def until_decided(
-    models: list[str], env: Any, s: Settings, out: str | Path, health: Any, one_batch: Callable[..., Any]
+    models: list[str],
+    env: Any,
+    s: Settings,
+    out: str | Path,
+    health: Any,
+    one_batch: Callable[..., Any],
+    empty: Callable[..., Any],
 ) -> Any:
     """Run `one_batch(models, env, settings, out, health)` round after round (see the module doc) and return
-    the batch's `Run`, its counts summed over the rounds and `look` its last look."""
+    the batch's `Run`, its counts summed over the rounds and `look` its last look (`empty(out, meta=,
+    look=)`: the Run of a batch that had nothing to run)."""
     from evalkit.analysis import sequential as seq
 
     a, b = s.compare_a, s.compare_b
@@ -60,7 +67,9 @@ def until_decided(
                           f"now {_design_text(design)}): use a new --out")  # fmt: skip
     if looks and looks[-1].decision != "continue":
         notice(log, f"{out}: already decided at look {looks[-1].look}: {_verdict(looks[-1])}; nothing to run")
-        return _nothing_run(out, looks[-1])
+        from evalkit.records.traces import read_run_json
+
+        return empty(out, meta=read_run_json(out), look=looks[-1])
     done = looks[-1].extra.get("round_tasks", 0) if looks else 0
     rounds = [n for n in seq.planned_looks(len(order)) if n > done] or [len(order)]
     if health is None:  # one for every round: a provider found failing stays cooled down
@@ -164,13 +173,6 @@ def _add(total: Any, run: Any) -> Any:
     total.stopped, total.refused, total.budget_stop = run.stopped, run.refused, run.budget_stop
     total.meta = run.meta
     return total
-
-
-def _nothing_run(out: Path, look: Any) -> Any:
-    from evalkit.records.traces import read_run_json
-    from evalkit.run.batch import Run
-
-    return Run(out, meta=read_run_json(out), look=look)
 
 
 class _served:
