@@ -4,7 +4,8 @@
         [--kept-appends 300]
 
 1. 30,000 synthetic episodes, 3 models × 3 tiers (tasks repeated 4 times, 2% unscored): `summarise` +
-   `by_tier` (2,000 task-clustered bootstrap resamples, both reward means) against the same summary written
+   `by_tier` (its default interval on both reward means; the plain-Python side draws 2,000 task-clustered
+   bootstrap resamples) against the same summary written
    here in plain Python (dict grouping, `random.choices` resampling). Prints the ratio (goal ≥ 10×).
 2. A 100,000-episode trace.jsonl: `load_runs` cold (parse + write the index) and with the cached index
    (goals ≤ 1.0 s and ≤ 0.3 s on the development machine). Prints the ratio and the seconds; the cold load
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from evalkit import analysis
 from evalkit.records import _index, beside, index_cache, kept
-from evalkit.records.traces import TraceWriter
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 MODELS = ("model-a", "model-b", "model-c")

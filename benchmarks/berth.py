@@ -23,13 +23,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evalkit.envs.berth import exact
-from evalkit.envs.berth.grade import check
-from evalkit.envs.berth.reference import EVALSET_PATH, from_row, verify
-from evalkit.envs.berth.search import ORDERS, Tables, construct, descend, heuristic
-from evalkit.envs.berth.tasks import TIERS, seed_for, task_from_id
+from evalkit.envs.embedded.berth import exact
+from evalkit.envs.embedded.berth.grade import check
+from evalkit.envs.embedded.berth.reference import EVALSET_PATH, from_row, verify
+from evalkit.envs.embedded.berth.search import ORDERS, Tables, construct, descend, heuristic
+from evalkit.envs.embedded.berth.tasks import TIERS, seed_for, task_from_id
 from evalkit.envs.evalsets import load_evalset
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 

@@ -28,17 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit.envs.server import import_openenv_server  # noqa: E402
+from evalkit.envs.embedded.server import import_openenv_server  # noqa: E402
 
 import_openenv_server()
 
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction  # noqa: E402
 
-from evalkit.envs.canvas.env import CanvasEnv  # noqa: E402
-from evalkit.envs.canvas.grade import colour_similarity, grade_doc  # noqa: E402
-from evalkit.envs.canvas.model import Doc  # noqa: E402
-from evalkit.envs.canvas.render import element_box, encode, jpeg_b64_of, png_of, render_doc  # noqa: E402
-from evalkit.envs.canvas.tasks import PALETTE, WORDS, difficulty, generate_task  # noqa: E402
+from evalkit.envs.embedded.canvas.env import CanvasEnv  # noqa: E402
+from evalkit.envs.embedded.canvas.grade import colour_similarity, grade_doc  # noqa: E402
+from evalkit.envs.embedded.canvas.model import Doc  # noqa: E402
+from evalkit.envs.embedded.canvas.render import element_box, encode, jpeg_b64_of, png_of, render_doc  # noqa: E402
+from evalkit.envs.embedded.canvas.tasks import PALETTE, WORDS, difficulty, generate_task  # noqa: E402
 
 RECT = {"kind": "rect", "x": 10.5, "y": 5, "width": 200, "height": 120, "fill": "#112233"}
 TEXT = {"kind": "text", "x": 30, "y": 40, "width": 0, "height": 0, "fill": "red", "text": "Hi\nthere",

@@ -8,11 +8,12 @@ absolute times noise: read the ratios):
 
 - efficiency = ideal / measured wall, ideal = turns × delay / concurrency, at each `--concurrency` (the
   median of `--repeat` batches, with their range), for threads and for Ray (a local instance), each batch
-  serving its env as `--env canvas` does (in a thread below `evalkit.envs.process.PROCESS_FROM` episodes at
-  once, in child processes from there on, one per `EPISODES_PER_PROCESS` up to the cores); start-up (serving
-  the env, the preflight, starting Ray, its runner actors importing evalkit) is reported apart and excluded:
-  the wall runs from the first episode's start to the last episode written. The env's processes' CPU includes
-  their start-up. The gui surface (Chromium: a click, then submit) at concurrency 16 beside it.
+  serving its env as `--env canvas` does (in a thread below `evalkit.envs.embedded.process.PROCESS_FROM`
+  episodes at once, in child processes from there on, one per `EPISODES_PER_PROCESS` up to the cores);
+  start-up (serving the env, the preflight, starting Ray, its runner actors importing evalkit) is reported
+  apart and excluded: the wall runs from the first episode's start to the last episode written. The env's
+  processes' CPU includes their start-up. The gui surface (Chromium: a click, then submit) at concurrency 16
+  beside it.
 - client CPU per turn and per episode (fixed costs), with the env in a process of its own (`evalkit
   serve`) so that the client's CPU is the harness's alone: batches of 2-turn and 4-turn episodes, per turn
   = the slope, per episode = the rest; the env's CPU per episode and per tool call beside it.
@@ -136,7 +137,7 @@ def timed_batch(
     env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
 ) -> dict:
     """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
-    from evalkit.records.traces import read_records
+    from evalkit.records.rundir import read_records
     from evalkit.run import batch
 
     span: dict[str, float] = {}
@@ -340,8 +341,8 @@ def main() -> None:
     os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
     try:
         wait_up(f"http://127.0.0.1:{port}/", model)
-        from evalkit.envs.process import PROCESS_FROM, ProcessServer
-        from evalkit.envs.server import serve
+        from evalkit.envs.embedded.process import PROCESS_FROM, ProcessServer
+        from evalkit.envs.embedded.server import serve
 
         with ProcessServer("canvas") as env:
             print(f"embedded canvas env served in a process in {env.startup_s:.2f} s (start-up, concurrency "

@@ -4,7 +4,7 @@ A synthetic native run (tests/fixtures/synth.py: 2 models × 100 tasks × 5 repe
 per turn) is written out as ATIF (a Harbor job: a trial folder per episode), as Inspect logs (one `.eval`
 per model) and as a Hugging Face dataset folder (a session file per episode, the Parquet table, the card),
 then read back with `load_runs` (no cache). Each step is timed `--rounds` times; printed are the
-medians as ratios to reading the native run's records once (`traces.read_records`), per-episode medians in
+medians as ratios to reading the native run's records once (`rundir.read_records`), per-episode medians in
 ms, and the output's size against the run's. Importing inspect-ai is timed apart, in a fresh interpreter:
 it is paid once per process that reads or writes a log.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit.records import traces  # noqa: E402
+from evalkit.records import rundir  # noqa: E402
 from evalkit.records.exporters import convert  # noqa: E402
 from evalkit.records.loading import load_runs  # noqa: E402
 from tests.fixtures.synth import make_run  # noqa: E402
@@ -60,8 +60,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         run = make_run(tmp / "run", n_tasks=a.tasks, repeats=a.repeats)
-        n = sum(1 for _ in traces.read_records(run))
-        read = _median(lambda: list(traces.read_records(run)), a.rounds)
+        n = sum(1 for _ in rundir.read_records(run))
+        read = _median(lambda: list(rundir.read_records(run)), a.rounds)
         job, log, hf = tmp / "job", tmp / "logs" / "run.eval", tmp / "hf"
 
         def to_atif() -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' stand-in server
 
-from evalkit.envs.server import serve  # noqa: E402
+from evalkit.envs.embedded.server import serve  # noqa: E402
 from evalkit.providers import thinking_off  # noqa: E402
-from evalkit.records.traces import read_records  # noqa: E402
+from evalkit.records.rundir import read_records  # noqa: E402
 from evalkit.run.batch import run_batch  # noqa: E402
 from evalkit.types import AgentOptions  # noqa: E402
 from tests.providers.fakes import FakeModelServer, Reply  # noqa: E402

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.server import serve
-from evalkit.records.traces import read_records
+from evalkit.envs.client.openenv import OpenEnvSession
+from evalkit.envs.embedded.server import serve
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 

@@ -24,7 +24,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from evalkit.envs.webapp.tasks import load_tasks
+from evalkit.envs.embedded.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError
 from evalkit.ownloop import Settings, run_ownloop
 from evalkit.ownloop.baselines import plan_of

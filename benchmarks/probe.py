@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalkit.envs.openenv import OpenEnvSession  # noqa: E402
-from evalkit.envs.server import serve  # noqa: E402
+from evalkit.envs.client.openenv import OpenEnvSession  # noqa: E402
+from evalkit.envs.embedded.server import serve  # noqa: E402
 from evalkit.run.probe import probe  # noqa: E402
 from tests.support.foreign_envs import Served, guess_app, quiz_app, sketch_app  # noqa: E402
 
@@ -113,7 +113,7 @@ def main() -> None:
     )
     imports = {
         m: med(import_seconds(m) for _ in range(3))
-        for m in ("evalkit.envs.openenv", "openenv.core.mcp_client")
+        for m in ("evalkit.envs.client.openenv", "openenv.core.mcp_client")
     }
     print("client import: " + ", ".join(f"{m} {s:.2f} s" for m, s in imports.items()))
 

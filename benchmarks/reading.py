@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalkit.envs import observation  # noqa: E402
-from evalkit.envs.openenv import connect, tool_outcome  # noqa: E402
-from evalkit.envs.server import serve  # noqa: E402
+from evalkit.envs.client import observation  # noqa: E402
+from evalkit.envs.client.openenv import connect, tool_outcome  # noqa: E402
+from evalkit.envs.embedded.server import serve  # noqa: E402
 
 
 def timed(fn, *args, **kw) -> float:

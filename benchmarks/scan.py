@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 
 import evalkit as ek  # noqa: E402
-from evalkit.records import traces  # noqa: E402
+from evalkit.records import rundir  # noqa: E402
 from evalkit.scanners.rules import BUILTIN  # noqa: E402
 from tests.support import planted  # noqa: E402
 
@@ -85,12 +85,12 @@ def score(scans: pl.DataFrame, truth: dict[str, tuple[str, int | None]]) -> pl.D
 
 def scale(src: Path, dst: Path, n: int, truth: dict) -> dict:
     """A run of `n` episodes made of `src`'s records with new keys (its shared texts copied along)."""
-    lines = (src / traces.TRACE).read_text().splitlines()
+    lines = (src / rundir.TRACE).read_text().splitlines()
     dst.mkdir(parents=True)
     shutil.copytree(src / "texts", dst / "texts")
-    shutil.copy(src / traces.RUN_JSON, dst / traces.RUN_JSON)
+    shutil.copy(src / rundir.RUN_JSON, dst / rundir.RUN_JSON)
     out_truth = {}
-    with open(dst / traces.TRACE, "w") as f:
+    with open(dst / rundir.TRACE, "w") as f:
         for i in range(n):
             d = json.loads(lines[i % len(lines)])
             old = d["key"]
@@ -141,7 +141,7 @@ def main() -> None:
         t_cold, got = timed(lambda: ek.scan(big), args.repeat, before=cold)
         t_warm, got = timed(lambda: ek.scan(big), args.repeat)
         t_index, _ = timed(lambda: ek.load_runs(big), args.repeat, before=cold)
-        mb = (big / traces.TRACE).stat().st_size / 1e6
+        mb = (big / rundir.TRACE).stat().st_size / 1e6
         n_scan = len(BUILTIN)
         print(f"\n{args.scale:,} episodes ({mb:.0f} MB of trace), {n_scan} keyless scanners, medians of "
               f"{args.repeat}:")  # fmt: skip

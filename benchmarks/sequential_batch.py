@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from evalkit.analysis.sequential import read_looks
-from evalkit.envs.server import serve
-from evalkit.records.traces import read_records
+from evalkit.envs.embedded.server import serve
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 EVALSET = "data/evalsets/canvas-test-300.json"

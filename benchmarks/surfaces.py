@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from evalkit.browser import Browser
-from evalkit.envs.canvas import task_from_id
-from evalkit.envs.canvas.episode import registry
-from evalkit.envs.canvas.gui_surface import SCREEN
-from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.server import serve
+from evalkit.envs.client.openenv import OpenEnvSession
+from evalkit.envs.embedded.canvas import task_from_id
+from evalkit.envs.embedded.canvas.episode import registry
+from evalkit.envs.embedded.canvas.gui_surface import SCREEN
+from evalkit.envs.embedded.server import serve
 from evalkit.providers.baseline.html_policy import page
 
 TASK = "canvas-test-0002"  # 640 x 640, 11 elements

@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalkit.envs.server import serve  # noqa: E402
+from evalkit.envs.embedded.server import serve  # noqa: E402
 from evalkit.providers import prices  # noqa: E402
 from evalkit.providers.standin import SPEC, StandIn  # noqa: E402
-from evalkit.records import traces, transcripts  # noqa: E402
+from evalkit.records import rundir, transcripts  # noqa: E402
 from evalkit.run.batch import run_batch  # noqa: E402
 
 EVALSET = Path(__file__).resolve().parents[1] / "data" / "evalsets" / "canvas-test-300.json"
@@ -42,7 +42,7 @@ def _bytes(folder: Path) -> int:
 
 
 def measure(run: Path) -> dict:
-    lines = (run / traces.TRACE).read_text(encoding="utf-8").splitlines()
+    lines = (run / rundir.TRACE).read_text(encoding="utf-8").splitlines()
     per: dict[str, dict] = {}
     for line in lines:
         d = json.loads(line)
@@ -58,12 +58,12 @@ def measure(run: Path) -> dict:
 
 
 def read_times(run: Path, repeat: int = 3) -> tuple[float, float, float]:
-    offsets = [o for o, _ in traces.iter_offsets(run)]
+    offsets = [o for o, _ in rundir.iter_offsets(run)]
     cold, warm, record = [], [], []
     transcripts._stored.cache_clear()
     for o in offsets:
         t = time.perf_counter()
-        rec = traces.read_at(run, o)
+        rec = rundir.read_at(run, o)
         record.append(time.perf_counter() - t)
         t = time.perf_counter()
         transcripts.messages(rec, run)

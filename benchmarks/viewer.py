@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from PIL import Image as PILImage  # noqa: E402
 
 from evalkit.browser import CHROMIUM_ARGS, chromium_executable  # noqa: E402
-from evalkit.records.traces import FrameStore, write_run_json  # noqa: E402
+from evalkit.records.rundir import FrameStore, write_run_json  # noqa: E402
 from evalkit.serving import free_port  # noqa: E402
 from evalkit.types import Image, episode_key  # noqa: E402
 from evalkit.view import support as vs  # noqa: E402
@@ -353,7 +353,7 @@ def make_long_run(run: Path, turns: int) -> str:
     transcript recorder as a batch writes it: a unique screenshot per turn, a click per turn (its result
     the screenshot after it), the conversation as the model saw it. Returns the episode's key."""
     from evalkit.records import transcripts
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.types import CallRecord, EpisodeRecord, ToolOutcome, ToolSpec, TurnRecord
 
     rng = random.Random(turns)

@@ -2,7 +2,8 @@
 ownloop
 
 Every mistake in what was asked (unknown names, bad paths, bad values, missing keys) exits 2 with one line
-and makes no run directory; values are checked where they enter (`evalkit.run.validate`).
+and makes no run directory; values are checked where they enter (`evalkit.values.checks`; run directories:
+`evalkit.records.checks`).
 
 Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored or ended by the model; 2 a
 configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others ran);
@@ -22,15 +23,27 @@ import json
 import logging
 import math
 import os
+import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from evalkit.errors import ConfigError, DiskFullError, EvalkitError, NotWritableError
-from evalkit.run import validate
+from evalkit import analysis, secrets
+from evalkit.analysis.tables import PAIRED_METHODS
+from evalkit.envs import EMBEDDED
+from evalkit.errors import ConfigError, DiskFullError, EnvError, EvalkitError, NotWritableError
+from evalkit.records import checks as rundirs
+from evalkit.run.breaker import EXIT_UNSCORED
 from evalkit.run.settings import Settings, argtype
+from evalkit.values import checks
+
+# Start-up: each command imports what it runs inside its own function (the loop, the envs, Polars, the
+# viewer, the exporters), so that `evalkit --help`, a mistake's one line and the parser that every command
+# builds load none of them; tests/records/test_convert.py holds one of them to it (inspect_ai).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,11 +53,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _csv(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
-
-
-def _positive(kind: type):
-    """A finite number > 0: NaN and infinity are refused (NaN ≠ NaN would make a run impossible to resume)."""
-    return validate.argtype(kind, low=0)
 
 
 def _step_json(text: str) -> dict:
@@ -66,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _reading_parsers(sub)
     sv = sub.add_parser("serve", help="serve an embedded environment for other clients")
     sv.add_argument("name")
-    sv.add_argument("--port", type=validate.port, default=8000)
+    sv.add_argument("--port", type=checks.port, default=8000)
     sv.add_argument("--host", default="127.0.0.1")
     _ownloop_parser(sub)
     return p
@@ -92,9 +100,7 @@ def _probe_parser(sub: Any) -> None:
     pr.add_argument("url", help="a server's base URL, or the name of an embedded environment (served for it)")
     pr.add_argument("--task-id", help="reset with this task id (default: the env's own default task)")
     pr.add_argument("--split", help="reset with this split (and --index)")
-    pr.add_argument(
-        "--index", type=validate.argtype(int, low=0, strict=False), help="reset with this index (and --split)"
-    )
+    pr.add_argument("--index", type=checks.COUNT.parse, help="reset with this index (and --split)")
     pr.add_argument(
         "--reset-json",
         type=argtype("--reset-json", "reset"),
@@ -103,10 +109,10 @@ def _probe_parser(sub: Any) -> None:
     pr.add_argument("--surface", help="reset on this surface (default: the env's first)")
     pr.add_argument("--mode", help="reset in this mode (envs that declare modes)")
     pr.add_argument(
-        "--max-turns", type=_positive(int), help="for the opening message it shows (default: the env's)"
+        "--max-turns", type=checks.WHOLE.parse, help="for the opening message it shows (default: the env's)"
     )
     pr.add_argument(
-        "--sessions", type=_positive(int), default=8, help="count server sessions up to this many"
+        "--sessions", type=checks.WHOLE.parse, default=8, help="count server sessions up to this many"
     )
     pr.add_argument(
         "--step-json", type=_step_json,
@@ -146,6 +152,10 @@ def _reading_parsers(sub: Any) -> None:
         type=float,
         help="non-inferiority: say whether B is worse than A by less than this (one-sided 97.5%% bound)",
     )
+    c.add_argument(
+        "--method", choices=PAIRED_METHODS, default=None,
+        help=f"the interval's method (default {PAIRED_METHODS[0]}; docs/statistics.md)",
+    )  # fmt: skip
 
     pl_ = sub.add_parser("plan", help="how many tasks (and repeats) a difference needs, from a pilot run")
     pl_.add_argument("runs", nargs="+")
@@ -170,6 +180,7 @@ def _reading_parsers(sub: Any) -> None:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--a")
     rp.add_argument("--b")
+    rp.add_argument("--method", choices=PAIRED_METHODS, default=None, help="the paired interval's method")
     rp.add_argument(
         "--bundle", action="store_true",
         help="also write the runs as a static bundle beside the report (REPORT-bundle/); every task the "
@@ -184,9 +195,9 @@ def _reading_parsers(sub: Any) -> None:
 
     v = sub.add_parser("view", help="open the trace viewer (Streamlit) on runs")
     v.add_argument("runs", nargs="*")
-    v.add_argument("--port", type=validate.port, help="default: the first free port from 8501")
+    v.add_argument("--port", type=checks.port, help="default: the first free port from 8501")
     v.add_argument(
-        "--wait", type=validate.argtype(float, low=0, strict=False), default=None,
+        "--wait", type=checks.Number(float, 0).parse, default=None,
         help="seconds to wait for a run that is not there yet (default: only a run a batch is creating, "
         "up to 600; 0: refuse at once)",
     )  # fmt: skip
@@ -213,8 +224,8 @@ def _scan_parser(sub: Any) -> argparse.ArgumentParser:
     sc.add_argument("--judge", metavar="MODEL", help="the model that answers judged scanners (a model spec)")
     sc.add_argument("--ask", action="append", metavar="QUESTION", help="a yes/no question of your own for "
                     "the judge to answer of each episode (repeat for more)")  # fmt: skip
-    sc.add_argument("--concurrency", type=_positive(int), default=8, help="judge requests at once")
-    sc.add_argument("--max-chars", type=_positive(int), default=60_000, help="the transcript's budget")
+    sc.add_argument("--concurrency", type=checks.WHOLE.parse, default=8, help="judge requests at once")
+    sc.add_argument("--max-chars", type=checks.WHOLE.parse, default=60_000, help="the transcript's budget")
     sc.add_argument("--images", action="store_true", help="send the judge the pictures the model saw")
     sc.add_argument("--a", help="model label or run: with --b, the failure modes that separate the two")
     sc.add_argument("--b", help="model label or run")
@@ -231,53 +242,16 @@ def _scanner_names() -> list[str]:
 
 
 def _ownloop_parser(sub: Any) -> None:
+    from evalkit.ownloop import Settings as OwnloopSettings
+
     o = sub.add_parser(
         "ownloop", help="run an own-loop GUI agent (or an offline baseline) on the webapp tasks"
     )
     o.add_argument("agent", help="uitars, opencua, fara7b, molmoweb, or the baselines dom, random")
     o.add_argument("--tasks", help="task file (default: data/evalsets/webapp-v1.json)")
-    o.add_argument(
-        "--endpoint",
-        help="OpenAI-compatible model server, e.g. http://127.0.0.1:8000/v1; or `fake`: a scripted model "
-        "answering in the agent's own format, served for the run (no GPU)",
-    )
-    o.add_argument("--model", help="the served model name")
     o.add_argument("--out", required=True, help="run directory (rerun into it to resume)")
-    o.add_argument(
-        "--path",
-        default=os.environ.get("OWNLOOP_PATH", ""),
-        help="colon list put first on sys.path for released agent code (default $OWNLOOP_PATH)",
-    )
-    o.add_argument("--task-ids", type=_csv, help="only these task ids")
-    o.add_argument("--limit", type=_positive(int), help="the first N tasks")
-    o.add_argument("--workers", type=_positive(int), default=2)
-    o.add_argument("--servers", type=_positive(int), default=2, help="web-app servers to spread workers over")
-    o.add_argument("--ports", type=_csv, help="start the web-app servers on these ports instead")
-    o.add_argument("--max-steps", type=_positive(int), default=40, help="model calls per task")
-    o.add_argument("--timeout", type=_positive(float), default=1800.0, help="wall-clock seconds per task")
-    o.add_argument("--width", type=_positive(int), help="viewport (default: the agent's released one)")
-    o.add_argument("--height", type=_positive(int))
-    nonneg = validate.argtype(float, low=0, strict=False)
-    o.add_argument(
-        "--wait", type=nonneg, default=5.0, help="UI-TARS wait() and OpenCUA's pause after actions"
-    )
-    o.add_argument("--settle", type=nonneg, default=1.0, help="seconds for a page to settle after each step")
-    o.add_argument(
-        "--frequency-penalty", type=validate.argtype(float, low=-2, strict=False, high=2), default=0.0,
-        help="uitars (OSWorld sends 1)",
-    )  # fmt: skip
-    o.add_argument("--temperature", type=nonneg, help="molmoweb sampling (released: 0.7)")
-    o.add_argument(
-        "--top-p", type=validate.argtype(float, low=0, high=1), help="molmoweb sampling (released: 0.8)"
-    )
-    o.add_argument("--max-past-steps", type=_positive(int), default=10, help="molmoweb text history")
-    o.add_argument(
-        "--fara7b-error-retries", type=validate.argtype(int, low=0, strict=False), default=5,
-        help="fara7b: reruns of a task that raised",
-    )  # fmt: skip
-    o.add_argument("--opencua-max-tokens", type=_positive(int), default=2048)
-    o.add_argument("--request-timeout", type=_positive(float), default=300.0)
-    o.add_argument("--seed", type=int, default=0, help="random baseline")
+    OwnloopSettings.add_flags(o)
+    o.set_defaults(path=os.environ.get("OWNLOOP_PATH", ""))  # parsed as --path is
     o.add_argument("--quiet", action="store_true", help="no line per finished task")
 
 
@@ -334,7 +308,7 @@ def _scoring(name: str | None) -> Iterator[None]:
 def cmd_convert(a: argparse.Namespace) -> int:
     from evalkit.records.exporters import convert
 
-    runs = validate.runs([a.run], "convert")
+    runs = rundirs.runs([a.run], "convert")
     if len(runs) != 1:
         raise ConfigError(f"convert: {a.run} is a folder of {len(runs)} runs; convert one run at a time")
     run = runs[0]
@@ -342,13 +316,13 @@ def cmd_convert(a: argparse.Namespace) -> int:
     if a.push and a.to != "hf":
         raise ConfigError("--push uploads a Hugging Face dataset: use it with --to hf")
     if a.to in ("atif", "hf"):
-        validate.writable_dir("-o", out)
+        checks.writable_dir("-o", out)
         if out.is_dir() and any(out.iterdir()):
             raise ConfigError(f"-o {out} is not empty: give a new or empty folder")
     else:
         if out.suffix != ".eval":
             raise ConfigError(f"-o {out}: an Inspect log is a .eval file")
-        validate.writable_file("-o", out)
+        checks.writable_file("-o", out)
     if a.push:
         _can_push(a.push)
     done = convert(run, a.to, out, summary=_card_summary(run) if a.to == "hf" else None)
@@ -365,8 +339,6 @@ def cmd_convert(a: argparse.Namespace) -> int:
 
 def _can_push(repo: str) -> None:
     """`--push`'s mistakes before any work: a repo id that is not `user/name`, no token, no library."""
-    import re
-
     from evalkit.records.exporters import hf
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
@@ -382,23 +354,20 @@ def _can_push(repo: str) -> None:
 def _card_summary(run: str) -> str:
     """evalkit's summary of the run, in Markdown, for a dataset card (the records' exporter does not import
     the analysis, so the command hands it over)."""
-    from evalkit import analysis
-
     df = analysis.load_runs([run], cache="read")
     return analysis.format_summary(df, markdown=True)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from evalkit import secrets
     from evalkit.providers.common import load_env
     from evalkit.run.batch import run_batch
 
     if a.env_file and not Path(a.env_file).is_file():
         raise ConfigError(f"--env-file {a.env_file} does not exist")
     if a.base_url is not None:
-        validate.url("--base-url", a.base_url)
+        checks.url("--base-url", a.base_url)
         secrets.remember(urlsplit(a.base_url).password)
-    validate.run_out("--out", a.out)
+    rundirs.run_out("--out", a.out)
     load_env(a.env_file)
     if a.evalset and not Path(a.evalset).is_file():
         raise ConfigError(f"evalset not found: {a.evalset}")
@@ -453,13 +422,12 @@ def _run_status(run: Any) -> int:
 
 def cmd_probe(a: argparse.Namespace) -> int:
     if "://" in a.url:
-        validate.url("probe", a.url)
+        checks.url("probe", a.url)
     return _probe(a)
 
 
 def _probe(a: argparse.Namespace) -> int:
-    from evalkit.envs import EMBEDDED, target
-    from evalkit.errors import EnvError
+    from evalkit.envs.client.resolved import resolve
     from evalkit.run.probe import probe
 
     if isinstance(a.reset_json, list):
@@ -475,11 +443,11 @@ def _probe(a: argparse.Namespace) -> int:
             raise ConfigError(
                 f"{a.url!r} is neither a URL nor an embedded environment ({', '.join(EMBEDDED)})"
             )
-        from evalkit.envs.server import serve
+        from evalkit.envs.embedded.server import serve
 
         served = serve(a.url)
     try:
-        env = target.resolve(served or a.url)
+        env = resolve(served or a.url)
         mode = a.mode if a.mode is not None else env.default_mode
         kw = env.reset_kwargs(task or None, a.surface or env.default_surface, mode)
         try:
@@ -496,27 +464,25 @@ def _probe(a: argparse.Namespace) -> int:
     print(json.dumps(report.to_dict(), indent=1, default=str) if a.json else report.describe(), flush=True)
     if report.step_error:  # the whole report first, then the step that broke the env, in one line
         print(f"evalkit probe: {report.step_error}", file=sys.stderr)
-        from evalkit.run.breaker import EXIT_UNSCORED
 
         return EXIT_UNSCORED
     return 0
 
 
 def cmd_summarise(a: argparse.Namespace) -> int:
-    from evalkit import analysis
-    from evalkit.records import grades, traces
+    from evalkit.records import grades, rundir
 
-    runs = validate.runs(a.runs, "summarise")
+    runs = rundirs.runs(a.runs, "summarise")
     if a.out is not None:
-        validate.writable_dir("--out", a.out)
+        checks.writable_dir("--out", a.out)
     if a.grades:
         grades.read(a.grades)  # a bad grades file is one line, before anything is read or written
     for run in runs:
-        native = Path(run).is_dir() and traces.is_native(run)
+        native = Path(run).is_dir() and rundir.is_native(run)
         if a.out is None:
             where = analysis.summary_dir(run)
             if not native:
-                validate.writable_dir("evalkit's cache (where a foreign run's summary goes; or give --out)",
+                checks.writable_dir("evalkit's cache (where a foreign run's summary goes; or give --out)",
                                       where)  # fmt: skip
         else:
             where = Path(a.out) / Path(run).name if len(runs) > 1 else Path(a.out)
@@ -537,14 +503,15 @@ def cmd_summarise(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from evalkit import analysis
-
     # Read, not cached: a comparison refused below leaves the runs as they were.
-    df = analysis.load_runs(validate.runs(a.runs, "compare"), cache="read")
+    df = analysis.load_runs(rundirs.runs(a.runs, "compare"), cache="read")
     if a.by not in df.columns:
         raise ConfigError(f"compare: --by {a.by!r} is not a column (try tier, surface, mode, env or skin)")
     _check_sides(df, "compare", a.a, a.b)
-    result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin)
+    try:
+        result = analysis.compare(df, a.a, a.b, by=a.by, margin=a.margin, method=a.method)
+    except ValueError as e:  # sides that ran different configurations of one env: nothing to pair
+        raise ConfigError(str(e)) from None
     print(analysis.format_compare(result))
     if line := analysis.format_sequential(result):
         print(line)
@@ -552,12 +519,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    from evalkit import analysis
     from evalkit.analysis.repeats import format_plan, plan
 
     if not a.delta > 0 or not 0 < a.power < 1:
         raise ConfigError("plan: --delta must be above 0 and --power between 0 and 1")
-    df = analysis.load_runs(validate.runs(a.runs, "plan"), cache="read")
+    df = analysis.load_runs(rundirs.runs(a.runs, "plan"), cache="read")
     _check_sides(df, "plan", a.a, a.b)
     try:
         print(format_plan(plan(df, a.a, a.b, a.delta, power=a.power)))
@@ -567,12 +533,11 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_noise(a: argparse.Namespace) -> int:
-    from evalkit import analysis
     from evalkit.analysis.noise import format_noise
 
     if a.threshold is not None and not math.isfinite(a.threshold):
         raise ConfigError("noise: --threshold must be a number")
-    df = analysis.load_runs(validate.runs(a.runs, "noise"), cache="read")
+    df = analysis.load_runs(rundirs.runs(a.runs, "noise"), cache="read")
     text = format_noise(df, a.threshold)
     print(text or "No task has two scored repeats: run with --repeats 2 or more (or give two runs of one "
           "model) to see how noisy the benchmark is.")  # fmt: skip
@@ -609,7 +574,6 @@ def _scan_choice(a: argparse.Namespace) -> list:
 def cmd_scan(a: argparse.Namespace) -> int:
     import polars as pl
 
-    from evalkit import analysis
     from evalkit.analysis import why
     from evalkit.records import scans as store
     from evalkit.scanners.engine import scan
@@ -617,7 +581,7 @@ def cmd_scan(a: argparse.Namespace) -> int:
     if (a.a is None) != (a.b is None):
         raise ConfigError("scan: give both --a and --b, or neither")
     chosen = _scan_choice(a)
-    runs = validate.runs(a.runs, "scan")
+    runs = rundirs.runs(a.runs, "scan")
     labels = store.read_labels(runs, a.labels) if a.labels else store.read_labels(runs)
     df = analysis.load_runs(runs, cache="read")
     _check_sides(df, "scan", a.a, a.b)
@@ -658,11 +622,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not Path(NOTEBOOK).exists():
         raise ConfigError(f"the report notebook is not next to this evalkit install (looked for {NOTEBOOK}); "
                           "install evalkit from a checkout with `pip install -e .`")  # fmt: skip
-    validate.writable_file("-o", a.output)
-    runs = validate.runs(a.runs, "report")
+    checks.writable_file("-o", a.output)
+    runs = rundirs.runs(a.runs, "report")
     if a.a is not None or a.b is not None:
         # Before the notebook runs: a name it cannot find would fail a cell, with the kernel's traceback.
-        from evalkit import analysis
 
         _check_sides(analysis.load_runs(runs, cache="read"), "report", a.a, a.b)
     href = built = None
@@ -670,10 +633,10 @@ def cmd_report(a: argparse.Namespace) -> int:
         from evalkit.view.bundle import build
 
         site = Path(a.output).parent / f"{Path(a.output).stem}-bundle"
-        validate.writable_dir("--bundle", site)
+        checks.writable_dir("--bundle", site)
         built = build(runs, site)
         href = f"{site.name}/index.html"
-    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href)
+    path = build_report(runs, a.output, a=a.a, b=a.b, bundle=href, method=a.method)
     print(f"wrote {path}" + (f" and its bundle {built.path} ({built.episodes:,} episodes)" if built else ""))
     return 0
 
@@ -681,7 +644,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_export(a: argparse.Namespace) -> int:
     from evalkit.analysis.export import export
 
-    out = validate.writable_file("-o", a.output or Path(a.notebook).with_suffix(".html"))
+    out = checks.writable_file("-o", a.output or Path(a.notebook).with_suffix(".html"))
     print(f"wrote {export(a.notebook, out, execute=a.execute, show_code=not a.no_code)}")
     return 0
 
@@ -704,24 +667,24 @@ def cmd_view(a: argparse.Namespace) -> int:
         runs = serve.wait_for_runs(named, a.wait, lambda line: print(line, file=sys.stderr))
     except KeyboardInterrupt:
         return 130  # stopped while waiting: nothing was started, nothing to say
-    return serve.serve(validate.runs(runs, "view", episodes=False), a.port, app)  # it checks the port
+    return serve.serve(rundirs.runs(runs, "view", episodes=False), a.port, app)  # it checks the port
 
 
 def cmd_bundle(a: argparse.Namespace) -> int:
     from evalkit.view.bundle import build
 
-    validate.writable_dir("-o", a.output)  # before the runs are read (reading may cache their index)
-    out = build(validate.runs(a.runs, "bundle"), a.output)
+    checks.writable_dir("-o", a.output)  # before the runs are read (reading may cache their index)
+    out = build(rundirs.runs(a.runs, "bundle"), a.output)
     print(f"wrote {out.path} ({out.episodes:,} episodes, {out.files:,} files, {out.bytes / 1e6:.1f} MB): "
           f"open {out.path / 'index.html'}")  # fmt: skip
     return 0
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
-    from evalkit.envs.server import build_app, serve_forever
+    from evalkit.envs.embedded.server import build_app, serve_forever
 
     build_app(a.name)  # an unknown name fails here, with one line, before uvicorn starts
-    validate.free_port("--port", a.port, a.host)
+    checks.free_port("--port", a.port, a.host)
     print(f"serving {a.name} on http://{a.host}:{a.port} (WebSocket /ws, health /health)", flush=True)
     serve_forever(a.name, port=a.port, host=a.host)
     return 0
@@ -730,24 +693,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def cmd_ownloop(a: argparse.Namespace) -> int:
     from evalkit.ownloop import Settings, run_ownloop
 
-    if a.endpoint is not None and a.endpoint != "fake":
-        validate.url("--endpoint", a.endpoint, ("http", "https"))
-    validate.run_out("--out", a.out)
-    ports = []
-    for p in a.ports or []:
-        if not p.isdigit() or not 0 < int(p) < 65536:
-            raise ConfigError(f"--ports wants port numbers, got {p!r}")
-        ports.append(int(p))
-    settings = Settings(
-        agent=a.agent, model=a.model, endpoint=a.endpoint, max_steps=a.max_steps, timeout=a.timeout,
-        width=a.width or 0, height=a.height or 0, path=[p for p in a.path.split(":") if p], wait_s=a.wait,
-        settle_s=a.settle, request_timeout=a.request_timeout, frequency_penalty=a.frequency_penalty,
-        temperature=a.temperature, top_p=a.top_p, max_past_steps=a.max_past_steps,
-        fara_retries=a.fara7b_error_retries, opencua_max_tokens=a.opencua_max_tokens, seed=a.seed,
-    )  # fmt: skip
-    run = run_ownloop(settings, a.out, a.tasks, task_ids=a.task_ids, limit=a.limit, workers=a.workers,
-                      servers=a.servers, ports=ports or None, log=(lambda _: None) if a.quiet else _say,
-                      argv=sys.argv[1:])  # fmt: skip
+    rundirs.run_out("--out", a.out)
+    settings = Settings.from_flags(a, agent=a.agent, argv=sys.argv[1:])
+    run = run_ownloop(settings, a.out, a.tasks, log=(lambda _: None) if a.quiet else _say)
     print(f"{run.path}: ran {run.ran} task(s), skipped {run.skipped} already done, "
           f"{run.unscored} unscored by harness or endpoint failures")  # fmt: skip
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
@@ -821,9 +769,6 @@ class Stopped(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _stop_signals() -> Iterator[None]:
-    import signal
-    import threading
-
     def stop(signum: int, frame: Any) -> None:
         raise Stopped(signum)
 
@@ -847,8 +792,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever it quotes
         return getattr(e, "exit_status", 2)  # (a full disk: 5)
     except KeyboardInterrupt as e:
-        import signal
-
         status, why = 130, "interrupted"
         if isinstance(e, Stopped):
             status, why = 128 + e.signum, f"stopped by {signal.Signals(e.signum).name}"

@@ -19,6 +19,7 @@ def notice(log: logging.Logger, text: str, level: int = logging.INFO) -> None:
         ipython = sys.modules.get("IPython")
         shell = ipython.get_ipython() if ipython is not None else None
         if getattr(shell, "kernel", None) is not None:
+            # start-up: IPython only in a kernel
             from IPython.display import display
 
             display({"text/plain": f"evalkit: {text}"}, raw=True)

@@ -8,7 +8,7 @@ Three layers, from the most to the least specific:
 - `scrub`: text that came from elsewhere — a provider's error body, an exception's message, a traceback —
   loses anything shaped like a key (`sk-…`, `hf_…`, …), a bearer or basic token, `api_key=…`-like pairs and
   URL credentials, before it reaches a record.
-- `scrub_known`: the last guard in every writer of run files (`evalkit.records.traces`): the exact value of
+- `scrub_known`: the last guard in every writer of run files (`evalkit.records.rundir`): the exact value of
   each key the environment holds (variables named like `*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`,
   whether set by the shell or loaded from a `.env`), and of each password `remember` was told, is replaced
   wherever it occurs. Model text is never pattern-scrubbed: only a known value is removed from it.

@@ -1,6 +1,7 @@
 """An ASGI app on a loopback port: a free port, waiting until it answers `/health`, and uvicorn serving it in
-a thread. The embedded envs (`evalkit.envs.server`), the stand-in model (`evalkit.providers.standin`), the
-own-loop agents' fake endpoint and the viewer's launcher share it; it knows none of them."""
+a thread. The embedded envs (`evalkit.envs.embedded.server`), the stand-in model
+(`evalkit.providers.standin`), the own-loop agents' fake endpoint and the viewer's launcher share it; it knows
+none of them."""
 
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class ThreadedServer:
 
     def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", name: str = "app",
                  **uvicorn_kw: Any):  # fmt: skip
+        # start-up: uvicorn with the first server
         import uvicorn
 
         self.host = host

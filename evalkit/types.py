@@ -75,6 +75,7 @@ class Image:
         return cls(buf.getvalue(), "image/jpeg" if fmt.upper() in ("JPG", "JPEG") else f"image/{fmt.lower()}")
 
     def to_pil(self) -> Any:
+        # start-up: Pillow only for an image's size
         from PIL import Image as PILImage
 
         return PILImage.open(io.BytesIO(self.data))

@@ -18,8 +18,9 @@ def pytest_configure(config):
     config._evalkit_cache = tempfile.mkdtemp(prefix="evalkit-test-cache-")
     os.environ["XDG_CACHE_HOME"] = config._evalkit_cache
     # Tests import the embedded envs' modules directly too: OpenEnv's server package is imported once here
-    # the way `evalkit.envs.server` imports it, without the Gradio interface no test uses (seconds of CPU).
-    from evalkit.envs.server import import_openenv_server
+    # the way `evalkit.envs.embedded.server` imports it, without the Gradio interface no test uses (seconds of
+    # CPU).
+    from evalkit.envs.embedded.server import import_openenv_server
 
     import_openenv_server()
 
@@ -39,7 +40,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def canvas_server():
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     with serve("canvas") as env:
         yield env
@@ -52,7 +53,7 @@ OWNLOOP_TASKS = ["webapp-shop-skillet-price", "webapp-mail-star-lunch", "webapp-
 @pytest.fixture(scope="session")
 def plans(tmp_path_factory):
     """plans(width, height) → {task prompt: generic actions}, from one DOM-solver run per viewport."""
-    from evalkit.envs.webapp.tasks import load_tasks
+    from evalkit.envs.embedded.webapp.tasks import load_tasks
     from evalkit.ownloop import Settings, run_ownloop
     from evalkit.ownloop.baselines import plan_of
 
@@ -187,7 +188,7 @@ def seed_runs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def berth_server():
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     with serve("berth") as env:
         yield env

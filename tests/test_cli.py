@@ -237,8 +237,8 @@ def test_run_a_typed_env_with_reset_json(standin, guess_server, tmp_path, capsys
 
 @pytest.mark.parametrize("name", ["canvas", "opencua", "planning_jsonl", "planning_dir"])
 def test_summarise_never_writes_into_a_foreign_run(seed_runs, capsys, name):
-    from evalkit.records import traces
-    from evalkit.records.traces import derived_dir
+    from evalkit.records import rundir
+    from evalkit.records.rundir import derived_dir
     from tests.support.snapshot import snapshot
 
     run = seed_runs[name]
@@ -248,7 +248,7 @@ def test_summarise_never_writes_into_a_foreign_run(seed_runs, capsys, name):
     out, err = capsys.readouterr()
     assert snapshot(root) == before  # the seed's own summary.json / summary.md included
     where = derived_dir(run)
-    assert where.parent == traces.cache_home() / "runs"
+    assert where.parent == rundir.cache_home() / "runs"
     assert err.strip() == (f"{run}: summary.json and summary.md written to {where} "
                            "(a run another harness wrote is only read)")  # fmt: skip
     data = json.loads((where / "summary.json").read_text())

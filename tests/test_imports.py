@@ -9,8 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "evalkit"
 VIEWER = PACKAGE.parent / "viewer"
 
-BASE = {"types", "wellformed", "errors", "secrets", "serving", "notices", "jsonvalues"}
-"""The modules at evalkit's top that every part may use."""
+BASE = {"types", "wellformed", "errors", "secrets", "serving", "notices", "values"}
+"""The modules at evalkit's top, and the `values` package, that every part may use."""
 MAY_IMPORT = {
     **{m: BASE for m in BASE},
     "browser": BASE,
@@ -77,7 +77,7 @@ def test_no_import_circle():
 
 
 def part(module: str) -> str:
-    """`evalkit.records.traces` → records, `evalkit.types` → types, `viewer.app` → viewer (`evalkit` itself:
+    """`evalkit.records.rundir` → records, `evalkit.types` → types, `viewer.app` → viewer (`evalkit` itself:
     evalkit)."""
     names = module.split(".")
     return names[0] if names[0] == "viewer" or len(names) == 1 else names[1]
@@ -135,3 +135,24 @@ def test_the_public_api_resolves_every_name_it_offers():
 
     assert plots is ek.plots and display.record_html and report.build_report
     assert analysis.load_runs is ek.load_runs and analysis.compare is ek.compare and analysis.write_summary
+
+
+def test_clients_never_import_env_servers():
+    """OpenEnv's rule: a client talks to a server over the wire, whoever serves it. Nothing of the env client
+    (`evalkit.envs.client`) imports an embedded server, and the loop reaches them through one door alone
+    (`evalkit.run.executors.serve_embedded`, which a batch hands the client's preparation)."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    servers = [
+        f"{m} → {n}"
+        for m, path in paths.items()
+        if m.startswith("evalkit.envs.client") or part(m) == "run"
+        for n in imports(path, modules)
+        if n.startswith("evalkit.envs.embedded") and m != "evalkit.run.executors"
+    ]
+    assert not servers, "imports of env servers: " + ", ".join(sorted(servers))
+    door = imports(paths["evalkit.run.executors"], modules)
+    assert {n for n in door if n.startswith("evalkit.envs.embedded.")} == {
+        "evalkit.envs.embedded.process",
+        "evalkit.envs.embedded.server",
+    }

@@ -36,9 +36,7 @@ def test_kernel_is_this_python(tmp_path):
 
 def test_02_report(tmp_path):
     run = make_run(tmp_path / "run", n_tasks=6, frames=False)
-    nb = execute_notebook(
-        NB / "02_report.ipynb", {"runs": [str(run)], "a": None, "b": None, "n_boot": 200}, timeout=120
-    )
+    nb = execute_notebook(NB / "02_report.ipynb", {"runs": [str(run)], "a": None, "b": None}, timeout=120)
     text = outputs(nb)
     assert "baseline:tracer" in text and "A − B" in text
 

@@ -1,6 +1,6 @@
 """A vs B: two sides (a model in a run) on the same task, surface and mode. On top, the paired difference over
-the tasks both ran (task-weighted), with the sign-flip test's p, the CI that inverts it and wins / losses,
-for the tier chosen; then the
+the tasks both ran (task-weighted, like with like: the cells both scored), with the sign-flip test's p, its
+CI (named by its method) and wins / losses, and the cells a side lost, for the tier chosen; then the
 tasks (a click picks one); then both episodes in one row under one step control, the target once as a
 thumbnail, and what each side did at that step beside each other."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from evalkit.records.marks import space_of
+from evalkit.records.viewer_marks import space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 from viewer.common import S, fields, find, load, memo, no_none, no_reward, num, show_image, step_controls

@@ -5,7 +5,7 @@ episode step by step (`viewer.episode`), two episodes of a task side by side (`v
 (`viewer.summary`). The URL holds view, run, episode and step. A run still being written is polled
 (`viewer.live`).
 
-It reads runs only through `evalkit.records.traces` / `evalkit.analysis` (via `evalkit.view.support`), reads
+It reads runs only through `evalkit.records.rundir` / `evalkit.analysis` (via `evalkit.view.support`), reads
 only files inside the offered runs, and shows trace content as text: nothing from a trace reaches Markdown
 unescaped or HTML at all.
 """
@@ -192,6 +192,9 @@ def main() -> None:
             tables.append(t)
         if not episode_view and (note := malformed(r, sigs[r])):
             problems.append((r, note))
+        if not episode_view and not isinstance(t, str):  # a run lacking planned or scored episodes says so
+            said = memo(("incomplete", r, sigs[r]), lambda t=t: vs.incomplete_lines(t))
+            problems += [(r, line.split(": ", 1)[-1]) for line in said]
     drawn = (tuple(sigs.items()), tuple(problems))
     df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
     # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
@@ -221,7 +224,7 @@ def main() -> None:
             from viewer.summary import view_summary
 
             live.updates(chosen, labels)
-            view_summary(df, fingerprint)
+            view_summary(df, fingerprint, df_all)
         if wait:
             st.sidebar.title("evalkit viewer")
         else:

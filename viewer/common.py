@@ -18,8 +18,8 @@ import polars as pl
 import streamlit as st
 
 from evalkit import analysis
-from evalkit.records import traces, transcripts
-from evalkit.records.marks import image_size, overlay
+from evalkit.records import rundir, transcripts
+from evalkit.records.viewer_marks import image_size, overlay
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 
@@ -108,7 +108,7 @@ def load(df_all: pl.DataFrame, run: str, key: str) -> EpisodeRecord | str:
     row = find(df_all, run, key)
     if row is None:
         return f"No episode {key!r} in this run."
-    return record(run, traces.trace_signature(run), key, row.get("offset"))
+    return record(run, rundir.trace_signature(run), key, row.get("offset"))
 
 
 def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
@@ -226,10 +226,10 @@ def show_image(
         st.caption(f"{caption}: unreadable image ({type(e).__name__})")
 
 
-# The marks of a step's actions as an SVG layer over its picture, drawn as `marks.draw_marks` draws them into
-# a picture, from their positions (`evalkit.records.marks.overlay`). Decoding a screenshot, drawing on it and
-# encoding it again on the server was a third of the CPU of opening an episode (py-spy): the browser draws
-# them for nothing. Our own code: it draws numbers, never trace text.
+# The marks of a step's actions as an SVG layer over its picture, drawn as `viewer_marks.draw_marks` draws
+# them into a picture, from their positions (`evalkit.records.viewer_marks.overlay`). Decoding a screenshot,
+# drawing on it and encoding it again on the server was a third of the CPU of opening an episode (py-spy):
+# the browser draws them for nothing. Our own code: it draws numbers, never trace text.
 _MARKS_JS = """
 const NS = 'http://www.w3.org/2000/svg';
 const RED = 'rgb(230,30,60)';

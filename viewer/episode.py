@@ -18,8 +18,8 @@ import polars as pl
 import streamlit as st
 
 from evalkit.analysis.tables import usd
-from evalkit.records import plans, traces
-from evalkit.records.marks import space_of
+from evalkit.records import plans, rundir
+from evalkit.records.viewer_marks import space_of
 from evalkit.types import CallRecord, EpisodeRecord
 from evalkit.view import support as vs
 from viewer import stepping
@@ -475,7 +475,7 @@ def below(run: str, key: str, rec: EpisodeRecord, steps: list[vs.Step], offset: 
     if vs.has_pictures(rec):
         filmstrip(run, rec, steps, "step")
     st.subheader("Transcript")
-    sig = traces.trace_signature(run)
+    sig = rundir.trace_signature(run)
     last = max((t.turn for t in rec.turns if isinstance(t.turn, int)), default=0)
     page_of = lambda lo, hi: conversation(run, sig, key, offset, (lo, hi))  # noqa: E731
     show_transcript(run, page_of, last, _turn(steps[pos].turn), vs.short_id(key))

@@ -8,7 +8,7 @@ import time
 
 import streamlit as st
 
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.view import live as running_batches
 from evalkit.view import support as vs
 from viewer.common import S, show_image
@@ -22,7 +22,7 @@ SHOWN = 8
 
 def drawn(runs: list[str]) -> dict[str, tuple[int, int]]:
     """The trace signature of each run the page is drawn from (the views load the runs by them)."""
-    S._drawn_traces = {r: traces.trace_signature(r) for r in runs}
+    S._drawn_traces = {r: rundir.trace_signature(r) for r in runs}
     return S._drawn_traces
 
 
@@ -62,14 +62,14 @@ def _running_panel(runs: list[str], labels: dict[str, str]) -> None:
 
 def _poll(runs: list[str], labels: dict[str, str]) -> None:
     before = S.get("_drawn_traces") or {}
-    if any(r in before and traces.trace_signature(r) != before[r] for r in runs):
+    if any(r in before and rundir.trace_signature(r) != before[r] for r in runs):
         st.rerun(scope="app")  # a trace grew: redraw the table and charts from it
     _running_panel(runs, labels)
 
 
 def updates(runs: list[str], labels: dict[str, str]) -> None:
     """Poll `runs` (often while one is being written, rarely otherwise) and show what is running."""
-    native = [r for r in runs if traces.is_native(r)]
+    native = [r for r in runs if rundir.is_native(r)]
     if not native:
         return
     every = POLL_S if any(running_batches.active(r) for r in native) else IDLE_POLL_S

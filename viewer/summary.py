@@ -80,8 +80,9 @@ def wide(chart):
     return chart.properties(width="container", autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
-def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
+def view_summary(df: pl.DataFrame, fingerprint: tuple, df_all: pl.DataFrame | None = None) -> None:
     # Model and task names reach the tables and the charts' data: cut first (the grade JSON is left whole).
+    df_all = df if df_all is None else df_all  # the runs whole: a filter must not read as missing episodes
     df = vs.clip_columns(df, columns=vs.LABEL_COLUMNS)
     st.html(f"<style>{WIDE_CSS}</style>")
     from evalkit import analysis
@@ -89,6 +90,8 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
 
     head, pool_box = st.columns([4, 1], vertical_alignment="bottom")
     head.subheader("Summary")
+    for line in memo(("incomplete", fingerprint), lambda: vs.incomplete_lines(df_all)):
+        st.warning(vs.md_escape(line, 500))
     pool = pool_box.toggle(
         "Pool runs", key="sum_pool",
         help="One row per model over all runs whose settings that change an episode agree (turn budget, "
@@ -117,9 +120,9 @@ def view_summary(df: pl.DataFrame, fingerprint: tuple) -> None:
         cols = vs.varying_columns(t, [c for c in shown if c in t.columns], SIDE[1:])
         data, config = no_none(t.select(cols), NAMES)
         st.container(key="sum_tiers").dataframe(data, hide_index=True, column_config=config)
-        st.caption(f"Task-weighted means (each task's episodes averaged first); 95% CI over tasks, "
-                   f"none below {vs.MIN_TASKS} tasks; unscored episodes in no mean unless counted "
-                   "as 0.")  # fmt: skip
+        st.caption(f"Task-weighted means (each task's episodes averaged first); 95% CI: "
+                   f"{vs.METHODS[vs.MEAN_METHODS[0]]}, none below {vs.MIN_TASKS} tasks; unscored "
+                   "episodes in no mean unless counted as 0.")  # fmt: skip
     repeats(rows, fingerprint, pool)
     st.subheader("Charts")
     charts = {
@@ -165,7 +168,8 @@ def repeats(rows: pl.DataFrame, fingerprint: tuple, pool: bool) -> None:
     st.container(key="sum_pass_k").dataframe(data, hide_index=True, column_config=config)
     st.caption(
         "Success: reward ≥ 1. pass@k: some of k attempts at a task succeed; pass^k: all k do; unbiased "
-        "estimators per task from its scored repeats, then task-weighted means, 95% CI over tasks."
+        "estimators per task from its scored repeats, then task-weighted means; 95% CI: "
+        f"{vs.METHODS[vs.MEAN_METHODS[0]]}."
     )
 
 
@@ -186,22 +190,25 @@ def paired(df: pl.DataFrame, fingerprint: tuple) -> None:
         config = {"mean A": N(format="%.3f"), "mean B": N(format="%.3f"), "A − B": N(format="%+.3f"),
                   "wins / ties / losses": text("W / T / L", help="Wins / ties / losses"),
                   "smallest detectable": text("detectable", help="Smallest detectable difference"),
+                  "left out": text("left out", help="Tasks with no cell both sides scored (2 tasks); cells "
+                                   "(surface × mode × skin) a side has no score in (B −2): not in A − B"),
                   }  # fmt: skip
-        # B is the side chosen above on every row, and "tasks left out" mostly 0 on every row: those columns
+        # B is the side chosen above on every row, and "left out" mostly "–" on every row: those columns
         # only pushed the last ones off the page at 1280 px.
         table = vs.clip_columns(table).drop("B", strict=False)
         run = ref.rsplit(" · ", 1)[-1] if " · " in ref else None
         if run and "A" in table.columns and table["A"].str.ends_with(f" · {run}").all():
             table = table.with_columns(pl.col("A").str.strip_suffix(f" · {run}"))  # one run: said once, above
-        if "tasks left out" in table.columns and not (table["tasks left out"].fill_null(0) != 0).any():
-            table = table.drop("tasks left out")
+        if "left out" in table.columns and (table["left out"] == "–").all():  # said where something was
+            table = table.drop("left out")
         data, config = no_none(table, config)
         st.container(key="sum_paired").dataframe(data, hide_index=True, column_config=config)
         st.caption(
-            "Each side (A) against the one chosen above (B), paired by task (each side's mean over all "
-            "its episodes of a task); A − B is the mean over tasks of the per-task difference; p from a "
-            "sign-flip test (≈ above 16 tasks), the CI is that test inverted; tasks without a scored "
-            "episode on both sides are left out."
+            "Each side (A) against the one chosen above (B), like with like: within each task only the "
+            "cells (surface × mode × skin) both scored, each the mean of its repeats (cells one side lost "
+            "are left out and counted); A − B is the mean over tasks of the per-task difference; p from a "
+            f"sign-flip test (≈ above 16 tasks); 95% CI: {vs.METHODS[vs.PAIRED_METHODS[0]]}, made to agree "
+            "with the test; tasks without a scored cell on both sides are left out."
             + (" p (Holm): p adjusted for the number of sides compared with the same one (Holm), so that a "
                "p (Holm) below 0.05 anywhere in the table is a 5% risk when all are equal."
                if "p (Holm)" in table.columns else "")

@@ -3,7 +3,7 @@
 A record's pictures are paths relative to its run directory, which a record read from a run or written by an
 episode knows (`run_dir`); for one made otherwise, pass it (`episode_html(run_dir, rec)`). The record's
 notebook display is `record_html`, which `import evalkit` registers with IPython by the record type's name:
-`evalkit.types` never imports this module. Frames are only read through `traces.safe_path`, so a hostile
+`evalkit.types` never imports this module. Frames are only read through `rundir.safe_path`, so a hostile
 trace cannot pull in files from outside its run. Everything the model wrote is escaped.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evalkit.analysis.tables import table_html, usd
-from evalkit.records import marks, traces
+from evalkit.analysis.tables import method_note, table_html, usd
+from evalkit.records import rundir, viewer_marks
 from evalkit.types import EpisodeRecord
 
 STYLE = (
@@ -32,7 +32,7 @@ STYLE = (
 
 def load(run_dir: str | Path, key: str | None = None, offset: int | None = None) -> EpisodeRecord:
     """One episode of a run by key or by index offset (it knows its run: its display shows its frames)."""
-    return traces.read_at(run_dir, offset) if offset is not None else traces.find_record(run_dir, str(key))
+    return rundir.read_at(run_dir, offset) if offset is not None else rundir.find_record(run_dir, str(key))
 
 
 def thumbnail(
@@ -46,13 +46,14 @@ def thumbnail(
     With a turn, its computer-use actions are drawn where they landed."""
     if run_dir is None or not rel:
         return None
-    path = traces.safe_path(run_dir, rel)
+    path = rundir.safe_path(run_dir, rel)
     if path is None:
         return None
     try:
+        # start-up: Pillow and the marks only for a record with frames
         from PIL import Image
 
-        from evalkit.records.marks import marked
+        from evalkit.records.viewer_marks import marked
 
         data = path.read_bytes()
         data = (marked(data, turn.calls, coordinates) if turn is not None else None) or data
@@ -131,14 +132,14 @@ def record_html(
     if rec.target:
         figs.append(_figure(run_dir, rec.target, "target", width))
     # A turn's picture: the frame it left; for an agent acting on screens, the screen it acted on, its actions
-    # drawn there (`marks.acted_on`), never on the screen after them.
-    screens = marks.acts_on_screens(rec)
-    shown = [(t, marks.acted_on(rec, n) if screens else t.frame) for n, t in enumerate(rec.turns, 1)]
+    # drawn there (`viewer_marks.acted_on`), never on the screen after them.
+    screens = viewer_marks.acts_on_screens(rec)
+    shown = [(t, viewer_marks.acted_on(rec, n) if screens else t.frame) for n, t in enumerate(rec.turns, 1)]
     frames = [(t, rel) for t, rel in shown if rel]
     if len(frames) > max_frames:  # first and last frames tell most; the middle is sampled evenly
         step = (len(frames) - 1) / (max_frames - 1)
         frames = [frames[round(i * step)] for i in range(max_frames)]
-    space = marks.space_of(rec)
+    space = viewer_marks.space_of(rec)
     figs += [
         _figure(run_dir, rel, f"turn {t.turn}", width, t if screens else None, space) for t, rel in frames
     ]
@@ -161,14 +162,26 @@ def episode_html(run_dir: str | Path, rec: EpisodeRecord | dict, **kw: Any) -> s
     return record_html(rec, run_dir=run_dir, **kw)
 
 
-def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) -> str:
-    """HTML for one or more runs: episode counts, the summary table and the per-tier table."""
+def run_html(
+    paths: str | Path | Iterable[str | Path], max_episodes: int = 0, ran: int | None = None,
+    kept: int | None = None,
+) -> str:  # fmt: skip
+    """HTML for one or more runs: whether each is complete, episode counts, the summary table and the
+    per-tier table. `ran` / `kept`: what the batch that returned it did (a re-run of a notebook resumes its
+    run: it says how many episodes it kept from before and ran now)."""
+    # start-up: Polars and the statistics only for a run's display, not a record's
     from evalkit.analysis import stats
-    from evalkit.records.loading import load_runs
+    from evalkit.records.loading import incomplete_lines, load_runs, run_status
 
     df = load_runs(paths)
+    said = ""
+    if kept:
+        said = (f'<div class="muted">Kept {kept} episode(s) this run already had and ran {ran or 0}: a run '
+                "directory that exists is resumed, not started again (give another out= for a fresh "
+                "run).</div>")  # fmt: skip
     if df.height == 0:
-        return STYLE + '<div class="ek muted">no episodes</div>'
+        return STYLE + f'<div class="ek">{said}<div class="muted">no episodes</div></div>'
+    said += "".join(f'<div><b class="bad">{_e(line)}</b></div>' for line in incomplete_lines(run_status(df)))
     summ = table_html(stats.summarise(df), [
         ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
         ("n", "episodes", "int"), ("scored", "scored", "int"), ("unscored", "unscored", "int"),
@@ -177,22 +190,27 @@ def run_html(paths: str | Path | Iterable[str | Path], max_episodes: int = 0) ->
         ("mean_tool_errors", "tool errors", ".2f"), ("mean_tokens", "tokens", ",.0f"),
         ("cost_usd", "cost", "usd"),
     ])  # fmt: skip
-    tiers = table_html(stats.by_tier(df), [
+    by_tier = stats.by_tier(df)
+    tiers = table_html(by_tier, [
         ("model", "model", "text"), ("surface", "surface", "text"), ("mode", "mode", "text"),
         ("tier", "tier", "text"), ("n", "episodes", "int"), ("n_tasks", "tasks", "int"),
-        ("mean_reward", "reward (scored)", "reward"), ("ci", "95% CI", "ci"),
+        ("n_cells_scored", "cells scored", "int"), ("mean_reward", "reward (scored)", "reward"),
+        ("ci", "95% CI", "ci"),
     ])  # fmt: skip
     runs = ", ".join(_e(r) for r in df["run"].unique(maintain_order=True).to_list())
+    method = method_note(by_tier["ci_method"].to_list())
     parts = [
+        said,
         f"<div><b>{df.height}</b> episodes in {runs} · "
         f"{int(df['error_class'].is_not_null().sum())} unscored (infrastructure errors)</div>",
         summ,
         tiers,
+        f'<div class="muted">{_e(method)}</div>',
     ]
     if max_episodes:
         for row in df.head(max_episodes).iter_rows(named=True):
             if row["offset"] is not None:
-                parts.append(record_html(traces.read_at(row["run"], row["offset"]), row["run"]))
+                parts.append(record_html(rundir.read_at(row["run"], row["offset"]), row["run"]))
     return STYLE + '<div class="ek">' + "".join(parts) + "</div>"
 
 
@@ -201,6 +219,7 @@ class RunView:
     frame, `.episode(i)` the i-th episode with its frames."""
 
     def __init__(self, paths: str | Path | Iterable[str | Path]):
+        # start-up (as above)
         from evalkit.records.loading import load_runs
 
         self.paths = [paths] if isinstance(paths, str | Path) else list(paths)

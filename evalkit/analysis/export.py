@@ -21,8 +21,11 @@ import json
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from evalkit.errors import ConfigError
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -51,6 +54,7 @@ def parameter_cell_source(params: dict[str, Any]) -> str:
 def inject_parameters(nb: Any, params: dict[str, Any]) -> Any:
     """Insert a cell setting `params` after the cell tagged `parameters` (or first, if none is tagged), as
     papermill does, so that the notebook also runs as it is in JupyterLab."""
+    # start-up: the notebook machinery loads with the function that needs it
     import nbformat
 
     cell = nbformat.v4.new_code_cell(parameter_cell_source(params))
@@ -70,6 +74,7 @@ def execute_notebook(
 ) -> Any:
     """Run a notebook on a kernel of this Python (the `python3` spec resolves to sys.executable) and return
     the executed notebook; raises nbclient's CellExecutionError on a failing cell."""
+    # start-up (as above)
     import nbformat
     from nbclient import NotebookClient
 
@@ -92,8 +97,6 @@ def execute_notebook(
     if os.name != "nt":
         # Over TCP, ipykernel warns on the user's terminal that the kernel's traffic is unencrypted, for every
         # report and export. Unix sockets in a private folder are local by construction: nothing to warn of.
-        import tempfile
-
         with tempfile.TemporaryDirectory(prefix="evalkit-kernel-") as sockets:
             client.km.transport = "ipc"
             client.km.ip = str(Path(sockets) / "kernel")
@@ -146,6 +149,7 @@ def math_to_mathml(page: str) -> str:
     """`$$…$$` and `$…$` in the text of an HTML page (outside code, scripts and styles) as MathML, which
     browsers draw with no script. Pages stay as they are without `latex2mathml`."""
     try:
+        # start-up: only for a notebook with LaTeX in it
         from latex2mathml.converter import convert
     except ImportError:
         return page
@@ -188,6 +192,7 @@ def _embedded_spec(page: str) -> dict | None:
 
 def _svg(spec: dict) -> str | None:
     try:
+        # start-up: vl-convert only to draw a chart
         import vl_convert as vlc
 
         return vlc.vegalite_to_svg(spec)
@@ -234,6 +239,7 @@ def offline(nb: Any) -> Any:
 
 def to_html(nb: Any, show_code: bool = True, title: str | None = None) -> str:
     """A standalone HTML page of a notebook that fetches nothing from a network."""
+    # start-up (as above)
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(
@@ -252,10 +258,10 @@ def to_html(nb: Any, show_code: bool = True, title: str | None = None) -> str:
 
 def export(notebook: str | Path, out: str | Path, execute: bool = False, show_code: bool = True) -> Path:
     """Write `notebook` (executed first with `execute`, in its own folder) as one offline HTML page."""
+    # start-up (as above; the run-directory writer with it)
     import nbformat
 
-    from evalkit.errors import ConfigError
-    from evalkit.records.traces import atomic_write
+    from evalkit.records.rundir import atomic_write
 
     path = Path(notebook)
     if not path.is_file():

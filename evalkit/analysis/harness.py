@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from evalkit.errors import TraceError
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.importers import canvas_rollout, ownloop, tau2, tool_planning
 
 GROUP = ("model", "env", "surface", "mode")
@@ -101,7 +101,7 @@ def _first_seen(run: str) -> dict[str, int]:
     (it keeps a dict of the latest record per job, which holds each job where it was first inserted)."""
     seen: dict[str, int] = {}
     try:
-        for d in traces.iter_dicts(run, latest=False):
+        for d in rundir.iter_dicts(run, latest=False):
             if isinstance(d.get("key"), str):
                 seen.setdefault(d["key"], len(seen))
     except (OSError, TraceError):  # gone since it was loaded: the frame's own order, and a CI that may differ

@@ -7,8 +7,8 @@ nbconvert's HTML and GitHub all show one of them with nothing to load. JupyterLa
 notebook and the PNG of one it does not trust (it never renders an untrusted SVG). What is lost is the
 tooltips: a user who wants them picks another renderer, which we then leave alone.
 
-`use()` switches to it only while Altair's renderer is still its own default: `ek.plots` (and
-`import evalkit` in a kernel, see `evalkit.__init__`) call it, and a choice the user made is never undone.
+`use()` switches to it only while Altair's renderer is still its own default: `ek.plots` (and `import
+evalkit` in a kernel, see `evalkit.analysis.kernel`) call it, and a choice the user made is never undone.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 def render(spec: dict, **options: Any) -> tuple[dict, dict]:
     """The mime bundle of a Vega-Lite spec: an SVG, a PNG (half its pixels wide and high on screen) and a
     line of text; a spec vl-convert cannot draw gets Altair's own HTML, so it is never lost."""
+    # start-up: Altair is the caller's; this module is imported before it
     from altair.vegalite.v6 import display
 
     try:
@@ -42,6 +43,7 @@ def render(spec: dict, **options: Any) -> tuple[dict, dict]:
 
 def use() -> bool:
     """Make `evalkit` Altair's renderer unless the user has chosen one; True if it is the active one."""
+    # start-up (as above)
     import altair as alt
 
     if NAME not in alt.renderers.names():

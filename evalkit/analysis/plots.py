@@ -11,7 +11,7 @@ import altair as alt
 import polars as pl
 
 from evalkit.analysis import offline, stats
-from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, p_column
+from evalkit.analysis.tables import NO_GRADES, ci_column, mde_text, method_note, p_column
 from evalkit.records.columns import eager
 
 offline.use()
@@ -84,6 +84,8 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
     with too few tasks for a CI has its point alone; a model none of whose episodes was graded is written
     "no grades" at the foot of its tier, never drawn at 0."""
     t = _tiers(df)
+    # A table from an older by_tier (or built by hand) may not say its method.
+    method = method_note(t["ci_method"]) if "ci_method" in t.columns else "95% CI over tasks"
     y, lo, hi = ("mean_reward", "ci_low", "ci_high")
     if unscored_as_zero:
         y, lo, hi = ("mean_reward_unscored_as_0", "ci_low_unscored_as_0", "ci_high_unscored_as_0")
@@ -135,7 +137,7 @@ def reward_by_tier(df: pl.DataFrame, unscored_as_zero: bool = False) -> alt.Char
         .encode(y=alt.datum(0.02), text="note:N")
     )
     chart = bars + points + notes
-    title += f", 95% CI over tasks (none below {stats.MIN_TASKS} tasks)"
+    title += f", {method} (none below {stats.MIN_TASKS} tasks)"
     return chart.properties(title=title, width=360, height=PLOT_HEIGHT)
 
 
@@ -183,7 +185,8 @@ def forest(cmp: pl.DataFrame) -> alt.Chart:
             "smallest detectable:N",
         ],
     )
-    title = f"Paired difference per task, 95% bootstrap CI (none below {stats.MIN_TASKS} tasks)"
+    method = method_note(c["ci_method"]) if "ci_method" in c.columns else "95% CI"
+    title = f"Paired difference per task, {method} (none below {stats.MIN_TASKS} tasks)"
     # Never under 120 px: one comparison in 24 px was a line with a dot, its axis crowded.
     return (zero + rule + pt).properties(title=title, width=360, height=max(120, 24 * len(order)))
 
@@ -196,8 +199,9 @@ def reward_vs(df: pl.DataFrame, x: str = "cost_usd") -> alt.Chart:
         col = "tokens"  # offline agents and imported runs often carry no price; tokens are the next best cost
     # Task-weighted like every reward mean: each task's scored episodes become one value first.
     per_task = (
-        df.with_columns(pl.col("tier").fill_null("(none)"))
-        .group_by("model", "tier", "task_id")
+        stats.task_column(df)
+        .with_columns(pl.col("tier").fill_null("(none)"))
+        .group_by("model", "tier", stats.TASK)
         .agg(
             pl.col("reward").filter(pl.col("scored") & ~pl.col("reward").is_nan()).mean().alias("r"),
             pl.col(col).cast(pl.Float64).sum().alias("xs"),
@@ -303,12 +307,14 @@ def grade_components(df: pl.DataFrame) -> alt.Chart:
 
 
 def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    # start-up: vl-convert only to draw a chart as a picture
     import vl_convert as vlc
 
     return vlc.vegalite_to_png(chart.to_json(), scale=scale)
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
+    # start-up (as above)
     import vl_convert as vlc
 
     return vlc.vegalite_to_svg(chart.to_json())
@@ -321,8 +327,9 @@ def frontier_table(df: pl.DataFrame) -> pl.DataFrame:
     df = eager(df, "frontier_table")
     t = stats.by_tier(df, by=["model"]).filter(pl.col("tier") == "all")
     per_task = (
-        df.filter(pl.col("cost_usd").is_not_null())
-        .group_by("model", "task_id")
+        stats.task_column(df)
+        .filter(pl.col("cost_usd").is_not_null())
+        .group_by("model", stats.TASK)
         .agg(pl.col("cost_usd").mean().alias("c"))
     )
     rows = []
@@ -336,7 +343,8 @@ def frontier_table(df: pl.DataFrame) -> pl.DataFrame:
                      None if half is None else mean + half))  # fmt: skip
     cost = pl.DataFrame(rows, schema={"model": pl.Utf8, "cost": pl.Float64, "cost_low": pl.Float64,
                                       "cost_high": pl.Float64}, orient="row")  # fmt: skip
-    out = t.select("model", "n_tasks", "mean_reward", "ci_low", "ci_high").join(cost, on="model", how="inner")
+    cols = ["model", "n_tasks", "mean_reward", "ci_low", "ci_high", "ci_method"]
+    out = t.select(cols).join(cost, on="model", how="inner")
     out = out.filter(pl.col("mean_reward").is_not_null())
     pts = list(zip(out["model"], out["mean_reward"], out["cost"], strict=True))
 
@@ -384,7 +392,8 @@ def cost_frontier(df: pl.DataFrame) -> alt.Chart:
         .encode(x="cost:Q", y="mean_reward:Q", order="cost:Q")
     )
     return (line + ybars + xbars + points).properties(
-        title=f"Reward vs cost per model, 95% CIs (none below {stats.MIN_TASKS} tasks); dashed: the frontier",
+        title=f"Reward vs cost per model, {method_note(t['ci_method'])} (none below {stats.MIN_TASKS} "
+        "tasks); dashed: the frontier",
         width=360,
         height=260,
     )

@@ -20,14 +20,19 @@ from evalkit.analysis.stats import (
     ALPHA,
     GROUP,
     MIN_TASKS,
+    TASK,
+    TASK_KEYS,
     TIER_ORDER,
     Z_80,
     Z_975,
+    _present,
     _select,
     _t_quantile,
     _tier_rank,
     mean_interval,
+    task_column,
 )
+from evalkit.analysis.tables import METHODS
 from evalkit.records.columns import eager
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.Utf8
@@ -44,11 +49,14 @@ def _pass_hat(n: int, c: int, k: int) -> float:
 
 
 def _per_task_k(
-    df: pl.DataFrame, k: int, threshold: float, by: list[str], fn, name: str, cluster: str = "task_id"
+    df: pl.DataFrame, k: int, threshold: float, by: list[str], fn, name: str, cluster: str = TASK
 ) -> pl.DataFrame:
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
     df = eager(df, name)
+    by = _present(by, df)
+    if cluster == TASK:
+        df = task_column(df)
     scored = df.filter(pl.col("scored") & ~pl.col("reward").is_nan())
     both = pl.concat([scored, scored.with_columns(pl.lit("all", _S).alias("tier"))], how="vertical")
     keys = [*by, "tier"]
@@ -68,7 +76,9 @@ def _per_task_k(
     schema = [(c, both.schema[c]) for c in keys] + [
         ("k", _I), ("n_tasks", _I), ("n_tasks_short", _I), (name, _F), ("ci_low", _F), ("ci_high", _F)
     ]  # fmt: skip
-    out = pl.DataFrame(rows, schema=schema, orient="row")
+    out = pl.DataFrame(rows, schema=schema, orient="row").with_columns(
+        pl.lit(METHODS["bayes"]).alias("ci_method")
+    )
     return out.with_columns(_tier_rank().alias("_r")).sort([*by, "_r", "tier"], nulls_last=True).drop("_r")
 
 
@@ -104,18 +114,20 @@ def pass_k_table(df: pl.DataFrame, threshold: float = 1.0, ks: Iterable[int] | N
     task has two scored repeats). Columns: k, n_tasks, n_tasks_short, pass_at_k, ci_low, ci_high,
     pass_hat_k, hat_low, hat_high."""
     ks = pass_ks(max_repeats(df)) if ks is None else list(ks)
-    keys = list(GROUP)
+    keys = _present(GROUP, df)
     rows = []
     for k in ks:
         at = pass_at_k(df, k, threshold).filter(pl.col("tier") == "all").drop("tier")
         hat = pass_hat_k(df, k, threshold).filter(pl.col("tier") == "all")
         hat = hat.select(*keys, "pass_hat_k", hat_low="ci_low", hat_high="ci_high")
+        at = at.drop("ci_method")
         rows.append(at.join(hat, on=keys, nulls_equal=True, how="left"))
     if not rows:
         return pl.DataFrame(schema={**{c: _S for c in keys}, "k": _I, "n_tasks": _I, "n_tasks_short": _I,
                                     "pass_at_k": _F, "ci_low": _F, "ci_high": _F, "pass_hat_k": _F,
-                                    "hat_low": _F, "hat_high": _F})  # fmt: skip
-    return pl.concat(rows).sort("model", "env", "surface", "mode", "k", nulls_last=True)
+                                    "hat_low": _F, "hat_high": _F, "ci_method": _S})  # fmt: skip
+    out = pl.concat(rows).with_columns(pl.lit(METHODS["bayes"]).alias("ci_method"))
+    return out.sort([*keys, "k"], nulls_last=True)
 
 
 def max_repeats(df: pl.DataFrame) -> int:
@@ -124,7 +136,7 @@ def max_repeats(df: pl.DataFrame) -> int:
     s = df.filter(pl.col("scored"))
     if not s.height:
         return 0
-    return int(s.group_by(*GROUP, "task_id").len()["len"].max())
+    return int(s.group_by(*_present(GROUP, s), "task_id").len()["len"].max())
 
 
 PLAN_REPEATS = (1, 2, 3, 5, 10)
@@ -153,11 +165,16 @@ def plan(
     also plans repeats from a one-repeat pilot. At few tasks and for pass/fail rewards this is more than the
     paired t-test's count ((t₁₋α/₂ + t_power)² (σ²_b + σ²_w / r) / delta², where the search starts). Null
     where delta is beyond the rates' room or 100,000 tasks fall short. One row per repeats, with the
-    variances, the ICC and `power_model` beside it."""
+    variances, the ICC and `power_model` beside it.
+
+    The pilot's own noise is allowed for: its variance is an estimate from a few tasks, so each simulated
+    run draws the variance from its distribution given the estimate (`power.normal_model`), and a pilot
+    whose differences show no spread at all plans with the spread such a pilot could have missed
+    (`_hidden_variance`, `var_planned`), never with none (which said six tasks, whatever delta)."""
     if delta <= 0:
         raise ValueError(f"delta must be above 0, not {delta}")
     df = eager(df, "plan")
-    keys = ["env", "task_id"]
+    keys = [k for k in TASK_KEYS if k in df.columns]
 
     def side(who: str) -> pl.DataFrame:
         s = _select(df, who).filter(pl.col("scored") & ~pl.col("reward").is_nan())
@@ -183,6 +200,7 @@ def plan(
         pooled = (j["m"].to_numpy() * ra + j["m_b"].to_numpy() * rb) / (ra + rb)
         rates = beta_fit(pooled, ra + rb)
     rows = []
+    hidden = _hidden_variance(n_pilot)
     for r in repeats:
         if w is None and not pf:
             if abs(r - pilot_r) > 1e-9:
@@ -190,17 +208,27 @@ def plan(
             var = var_d
         else:
             var = var_d if w is None else var_b + w / r
+        # No spread seen is not no spread: the spread a pilot this small could have missed.
+        var = max(var, hidden) if not pf and var_d <= 1e-12 else var
         start = _tasks_needed(var, delta, z_a, z_p)
-        need = _sign_flip_tasks(delta, int(r), var, rates, start, alpha, power)
-        rows.append((int(r), need, var_b, w, icc, var_d, n_pilot))
+        need = _sign_flip_tasks(delta, int(r), var, rates, start, alpha, power, n_pilot)
+        rows.append((int(r), need, var_b, w, icc, var_d, n_pilot, var))
     model = "pass/fail rates" if pf else "normal differences"
     return pl.DataFrame(
         rows,
         schema={"repeats": _I, "n_tasks": _I, "var_between": _F, "var_within": _F, "icc": _F,
-                "var_diff_pilot": _F, "n_pilot_tasks": _I},  # fmt: skip
+                "var_diff_pilot": _F, "n_pilot_tasks": _I, "var_planned": _F},  # fmt: skip
         orient="row",
     ).with_columns(pl.lit(a).alias("a"), pl.lit(b).alias("b"), pl.lit(float(delta)).alias("delta"),
                    pl.lit(float(power)).alias("power"), pl.lit(model).alias("power_model"))  # fmt: skip
+
+
+def _hidden_variance(n: int, alpha: float = ALPHA) -> float:
+    """The variance of per-task differences a pilot of `n` tasks that all showed the same difference could
+    have missed: a share q = 1 − (α/2)^(1/n) of tasks (the Clopper–Pearson bound on none of n) a whole
+    reward range away, q (1 − q). Six such tasks allow q = 0.46: a spread as wide as any."""
+    q = 1 - (alpha / 2) ** (1 / n)
+    return q * (1 - q)
 
 
 def _variances(j: pl.DataFrame) -> tuple[float, float | None, float | None, float | None]:
@@ -230,18 +258,20 @@ def _sign_flip_tasks(
     start: int,
     alpha: float,
     target: float,
+    pilot: int | None = None,
 ) -> int | None:
     """The tasks the sign-flip test needs (`power.tasks_needed`): pass/fail pilots by the pass/fail model
     (tasks' rates from the Beta fitted to the pilot, r episodes a side, one side's rates moved by delta),
-    others by normal differences of variance `var` around delta. None past 100,000 tasks (or, pass/fail,
+    others by normal differences of variance `var` around delta, the variance itself drawn from what a
+    pilot of `pilot` tasks leaves uncertain (`power.normal_model`). None past 100,000 tasks (or, pass/fail,
     where delta is beyond what the rates allow)."""
     if rates is None:
-        if var <= 0:
-            return MIN_TASKS
         sd = math.sqrt(var)
-        return power.tasks_needed(
-            delta, lambda n, rng: (power.normal_model(sd, n, rng), 1.0, None), start, MIN_TASKS, alpha, target
-        )
+
+        def normal(n: int, rng: np.random.Generator) -> tuple[power.Model, float, None]:
+            return power.normal_model(sd, n, rng, pilot=pilot), 1.0, None
+
+        return power.tasks_needed(delta, normal, start, MIN_TASKS, alpha, target)
 
     def make(n: int, rng: np.random.Generator) -> tuple[power.Model, float, int]:
         reps = np.full(n, r)
@@ -304,6 +334,12 @@ def format_plan(p: pl.DataFrame) -> str:
         if pf
         else "Sized by simulating that test on normal per-task differences with the pilot's variance."
     )
+    if not pf and r["var_diff_pilot"] <= 1e-12:
+        missed = f"variance {r['var_planned']:.3f}"
+        pilot += (" Its tasks showed no spread of differences at all; planned with the spread "
+                  f"{r['n_pilot_tasks']} such tasks could have missed ({missed}).")  # fmt: skip
+    else:
+        how += " The pilot's variance is itself an estimate: the count allows for its uncertainty."
     lines = [head, pilot, how, ""]
     for row in p.iter_rows(named=True):
         if row["n_tasks"] is None:

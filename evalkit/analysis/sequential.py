@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 from scipy import optimize, special
 
+from evalkit.analysis import stats
 from evalkit.analysis.tables import MIN_TASKS
 from evalkit.records.columns import eager
 
@@ -402,16 +403,14 @@ def planned_looks(max_tasks: int, n_looks: int = 10) -> list[int]:
 
 
 def paired_differences(df: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
-    """Per task (env, task id) scored on both sides: each side's mean over its scored episodes and `d`,
-    A − B, sorted by task: what `compare` pairs, and what a look is given."""
-    keys = [k for k in ("env", "task_id") if k in df.columns]
-    scored = df.filter(pl.col("scored") & pl.col("reward").is_not_null() & ~pl.col("reward").is_nan())
-
-    def side(who: str) -> pl.DataFrame:
-        return scored.filter(pl.col("model") == who).group_by(keys).agg(pl.col("reward").mean().alias(who))
-
-    j = side(a).join(side(b), on=keys, how="inner", nulls_equal=True).sort(keys, nulls_last=True)
-    return j.with_columns((pl.col(a) - pl.col(b)).alias("d"))
+    """Per task (env, configuration, task id) scored on both sides, like with like as `compare` pairs them
+    (`stats.paired_tasks`: only the cells both sides scored): each side's mean over those cells and `d`,
+    A − B, sorted by task: what a look is given."""
+    pairs, _ = stats.paired_tasks(df.filter(pl.col("model") == a), df.filter(pl.col("model") == b))
+    keys = [k for k in stats.TASK_KEYS if k in pairs.columns]
+    return pairs.select(*keys, pl.col("mean_a").alias(a), pl.col("mean_b").alias(b), "d").sort(
+        keys, nulls_last=True
+    )
 
 
 def recorded(df: pl.DataFrame, a: str, b: str) -> Look | None:
@@ -442,7 +441,8 @@ def compare(
     a: str,
     b: str,
     by: str | None = "tier",
-    n_boot: int = 2000,
+    method: str | None = None,
+    n_boot: int | None = None,
     seed: int = 0,
     margin: float | None = None,
 ) -> pl.DataFrame:
@@ -452,10 +452,8 @@ def compare(
     (paired tasks in `df` the last look did not see: run after the decision, or from other runs); the other
     groups' p and interval are null (a fixed-sample test of tasks a stopping rule chose is not at its
     level), their means and counts kept. Elsewhere exactly `stats.compare`."""
-    from evalkit.analysis import stats
-
     df = eager(df, "compare")  # a LazyFrame (or a pandas frame, named in the error) as stats.compare takes it
-    out = stats.compare(df, a, b, by=by, n_boot=n_boot, seed=seed, margin=margin)
+    out = stats.compare(df, a, b, by=by, method=method, n_boot=n_boot, seed=seed, margin=margin)
     look = recorded(df, a, b)
     if look is None:
         return out

@@ -1,58 +1,98 @@
-"""Statistics over episode frames: summaries, per-tier bootstrap CIs, paired comparison of two models.
+"""Statistics over episode frames: summaries, per-tier intervals over tasks, paired comparison of two models.
 
 An unscored episode (`reward` null, `error_class` set: the infrastructure failed) is never read as a zero:
 summaries give the mean over scored episodes and, labelled, the mean with unscored counted as zero. An
 episode with no reward and no error (an env that gives no reward, or a run graded elsewhere and not merged)
 is neither: summaries count it as `no_reward` and leave it out of both means. Frames come from
 `evalkit.records.loading`; their text and files from `evalkit.analysis.summary`; how each number is said
-from `evalkit.analysis.tables`.
+from `evalkit.analysis.tables`; the intervals and tests themselves from `evalkit.analysis.intervals`.
 
-One rule wherever a number is shown. A mean's 95% CI is a percentile bootstrap over tasks (the clusters),
-and none is given below MIN_TASKS tasks. A paired difference's p-value is a sign-flip permutation test over
-the tasks' differences, exact up to EXACT_FLIPS tasks. Resampling is a function of the data alone: rows are
-put in task order first and every group's generator starts from the same `seed`, so a run gives the same
-interval in the CLI, a notebook, the report, the viewer and the bundle, whatever the row order, the other
-models beside it or the grouping that led to it (a tier filtered or grouped by); one resample count
-(N_BOOT) serves them all.
+One rule wherever a number is shown. The task is the unit, keyed by env, its configuration and task id
+(TASK_KEYS): a model's scored episodes of one task become one value before any mean, interval or test. A
+mean's 95% interval is over those values (`mean_interval`, by default the Bayesian bootstrap over tasks);
+a paired difference compares like with like (`paired_tasks`: within a task the cells both sides scored,
+surface × mode × skin, each cell the mean of its repeats) and its p-value is the sign-flip test over the
+tasks' differences, exact up to EXACT_FLIPS tasks, with an interval that agrees with it. Nothing is shown
+below MIN_TASKS tasks. Every frame names the method behind its interval (`ci_method`, `tables.METHODS`).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from evalkit.analysis.tables import MIN_TASKS
+from evalkit.analysis import harness, power
+from evalkit.analysis.intervals import (
+    ALPHA,
+    DRAWS,
+    EXACT_FLIPS,
+    MEAN_METHODS,
+    N_BOOT,
+    N_FLIPS,
+    NORMAL_FLIPS,
+    PAIRED_METHODS,
+    Z_80,
+    Z_975,
+    _t_quantile,  # noqa: F401  (re-exported: plots and repeats take it from here)
+    agree,
+    check_method,
+    cluster_bootstrap,
+    mean_interval,
+    min_detectable,
+    p_is_exact,
+    paired_bootstrap,
+    paired_interval,
+    sign_flip_interval,
+    sign_flip_p,
+)
+from evalkit.analysis.tables import METHODS, MIN_TASKS
 from evalkit.records.columns import eager
 
-N_BOOT = 2000
-# MIN_TASKS (6; defined in `tables`, where "too few tasks" is said, which imports nothing of evalkit): the
-# fewest tasks (clusters) behind an interval or a minimum detectable effect. Below it nothing can be
-# concluded at the 5% level: even with every task on one side, the exact sign-flip test's smallest two-sided
-# p-value is 2/2^n, 0.0625 at five tasks, and a percentile bootstrap over so few clusters has almost no
-# distinct resamples (one task: an interval of zero width) and covers far less than 95%. Such a mean is
-# shown with "too few tasks" and its comparison with its exact p-value, never a CI.
-EXACT_FLIPS = 16
-"""Up to this many tasks the sign-flip test enumerates all 2^n sign assignments (65,536 at 16); beyond,
-N_FLIPS random ones (p = (1 + as extreme) / (1 + N_FLIPS), shown with "≈"), and beyond NORMAL_FLIPS tasks
-the normal limit of the same statistic."""
-N_FLIPS = 20_000
-"""Random sign assignments above EXACT_FLIPS tasks: near p = 0.05 the Monte Carlo error of p is
-sqrt(0.05 · 0.95 / 20,000) ≈ 0.0015, under the 0.005 a third decimal needs (2,000 gave 0.005)."""
-NORMAL_FLIPS = 2_000
-"""Above this many tasks the sign-flip statistic's normal limit replaces random assignments (its error is
-far below the Monte Carlo one there, and 20,000 × n draws would dominate a 10,000-task comparison)."""
-ALPHA = 0.05
-Z_975 = 1.959963984540054
-Z_80 = 0.8416212335729143
+__all__ = [
+    "ALPHA", "COMPARE_COLUMNS", "DRAWS", "EXACT_FLIPS", "GROUP", "MEAN_METHODS", "MIN_TASKS", "N_BOOT",
+    "N_FLIPS", "NORMAL_FLIPS", "PAIRED_METHODS", "PAIR_KEYS", "TASK_KEYS", "TIER_ORDER", "Z_80", "Z_975",
+    "by_tier", "cluster_bootstrap", "compare", "compare_many", "grade_components", "holm", "mean_interval",
+    "min_detectable", "p_is_exact", "paired_bootstrap", "paired_tasks", "sign_flip_interval", "sign_flip_p",
+    "summarise", "task_column",
+]  # fmt: skip
+
 TIER_ORDER = ("easy", "medium", "hard")
-GROUP = ("model", "env", "surface", "mode")
+GROUP = ("model", "env", "env_config", "surface", "mode")
+"""A summary's rows: a model on one env in one configuration, surface and mode (`env_config` is left out of
+a frame that has no such column)."""
+TASK_KEYS = ("env", "env_config", "task_id")
+"""What makes two episodes the same task: the same task id of two envs, or of two configurations of one env
+(OpenSpiel's catch and tic_tac_toe both say `OpenSpielEnvironment`), are two tasks, never pooled or paired."""
+CELL_KEYS = ("surface", "mode", "skin")
+"""The cells of a task: a paired difference compares a task's cells both sides scored, each cell the mean of
+its repeats (`paired_tasks`)."""
+PAIR_KEYS = ("env", "env_config", "surface", "mode", "task_id", "skin")
+"""What makes an A episode and a B episode the same attempt, for showing them side by side (the viewer's and
+the bundle's A vs B): a task's cell."""
+TASK = "_task"
+"""The column `task_column` adds: one value per task (TASK_KEYS joined), the cluster of every interval."""
+_SEP = "\x1f"
 
 _S, _I, _F = pl.Utf8, pl.Int64, pl.Float64
+
+
+def _present(keys: Iterable[str], df: pl.DataFrame) -> list[str]:
+    """`keys` without `env_config` where `df` has no such column (a frame built by hand)."""
+    return [k for k in keys if k != "env_config" or k in df.columns]
+
+
+def task_column(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with TASK: its env, configuration and task id joined, so that a table grouped by model alone
+    still counts two envs' "task-1" as two tasks."""
+    keys = [k for k in TASK_KEYS if k in df.columns]
+    return df.with_columns(
+        pl.concat_str([pl.col(k).cast(_S).fill_null("\x00") for k in keys], separator=_SEP).alias(TASK)
+    )
 
 
 def _aggs() -> list[pl.Expr]:
@@ -94,7 +134,7 @@ def _aggs() -> list[pl.Expr]:
     ]
 
 
-def _weigh(df: pl.DataFrame, keys: list[str], cluster: str = "task_id") -> pl.DataFrame:
+def _weigh(df: pl.DataFrame, keys: list[str], cluster: str = TASK) -> pl.DataFrame:
     """`df` with what the task-weighted means need: `_w` = 1 / (scored episodes of the row's task in its
     group), `_w0` the same over scored and unscored ones, `_nan` for a reward that is not a number. A NaN
     reward is no score (counted in `nan_reward` and `no_reward`), never a number in a mean."""
@@ -124,11 +164,11 @@ def summarise(df: pl.DataFrame, by: Iterable[str] = GROUP, as_harness: bool = Fa
     (`evalkit.analysis.harness`)."""
     df = eager(df, "summarise")
     if as_harness:
-        from evalkit.analysis import harness
-
         return harness.summarise(df, by)
-    by = list(by)
-    return _weigh(df, by).group_by(by, maintain_order=True).agg(_aggs()).sort(by, nulls_last=True)
+    by = _present(by, df)
+    return (
+        _weigh(task_column(df), by).group_by(by, maintain_order=True).agg(_aggs()).sort(by, nulls_last=True)
+    )
 
 
 def _tier_rank() -> pl.Expr:
@@ -142,286 +182,20 @@ def _tier_rank() -> pl.Expr:
     )
 
 
-def _chunks(n_boot: int, width: int, budget: int = 250_000) -> Iterator[int]:
-    # Resamples in blocks of ~budget draws: a block's buffers stay in cache, several times faster than one
-    # 2,000 × n matrix on this machine, and memory stays flat for any n.
-    step = max(1, min(n_boot, budget // max(1, width)))
-    done = 0
-    while done < n_boot:
-        yield min(step, n_boot - done)
-        done += step
-
-
-def cluster_bootstrap(
-    sums: np.ndarray, counts: np.ndarray, n_boot: int = N_BOOT, seed: int = 0
-) -> np.ndarray:
-    """Bootstrap means of a ratio estimator over clusters: resample clusters (tasks) with replacement and
-    return sum(sums)/sum(counts) per resample. With one episode per cluster this is the plain bootstrap.
-
-    `sums` may be 2-D (k statistics × clusters) sharing one `counts` row each ((k × clusters) too); the same
-    resamples serve all k, returned as (n_boot × k). Each distinct input row is gathered by the resampled
-    indices and summed per resample; a matrix product of cluster multiplicities gave the same sums but went
-    through multi-threaded BLAS, which on a busy two-core machine cost several times the whole loop."""
-    s2 = np.atleast_2d(np.asarray(sums, float))
-    c2 = np.atleast_2d(np.asarray(counts, float))
-    rng = np.random.default_rng(seed)
-    n = s2.shape[1]
-    if n == 0:
-        out = np.full((n_boot, s2.shape[0]), np.nan)
-        return out if np.ndim(sums) > 1 else out[:, 0]
-    k = s2.shape[0]
-    # by_tier passes the reward sums twice (once per mean): gather each distinct row once.
-    rows: list[np.ndarray] = []
-    inv = []
-    for r in np.concatenate([s2, c2]):
-        same = [j for j, u in enumerate(rows) if np.array_equal(u, r)]
-        if not same:
-            rows.append(np.ascontiguousarray(r))
-        inv.append(same[0] if same else len(rows) - 1)
-    # A constant row (episodes per task when every task has the same repeats) sums to the same every time.
-    const = [bool((r == r[0]).all()) for r in rows]
-    tot = np.empty((n_boot, len(rows)))
-    done = 0
-    for b in _chunks(n_boot, n):
-        # intp draws are the int32 stream for n < 2**32, and indexing with them needs no conversion.
-        idx = rng.integers(0, n, size=(b, n), dtype=np.intp)
-        for j, r in enumerate(rows):
-            tot[done : done + b, j] = r[0] * n if const[j] else r[idx].sum(1)
-        done += b
-    tot = tot[:, inv]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = tot[:, :k] / tot[:, k:]
-    return out if np.ndim(sums) > 1 else out[:, 0]
-
-
-def _ci(boot: np.ndarray, clusters: int) -> tuple[float | None, float | None]:
-    boot = boot[np.isfinite(boot)]
-    if not len(boot) or clusters < MIN_TASKS:
-        return None, None
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-def _t_quantile(z: float, df: int) -> float:
-    """Student's t quantile from the normal one `z` (Cornish–Fisher expansion in 1/df): within 1e-4 of the
-    exact value for df ≥ 5, all MIN_TASKS allows, without loading scipy.stats for two numbers."""
-    v = float(df)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
-
-
-def _flip_sums(d: np.ndarray, n_flips: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """For every sign assignment s (all 2^n up to EXACT_FLIPS tasks, else `n_flips` random ones from
-    `seed`): (s · d, s · 1). The test of "the mean difference is δ" is then a comparison of
-    |s·d − δ s·1| with |Σd − nδ| for every δ, without drawing the signs again."""
-    n = len(d)
-    if n <= EXACT_FLIPS:
-        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
-        return (signs * d).sum(1), signs.sum(1)
-    rng = np.random.default_rng(seed)
-    a, m = np.empty(n_flips), np.empty(n_flips)
-    done = 0
-    for b in _chunks(n_flips, n):
-        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(b, n))
-        a[done : done + b], m[done : done + b] = (signs * d).sum(1), signs.sum(1)
-        done += b
-    return a, m
-
-
-def _flip_p(d: np.ndarray, a: np.ndarray | None, m: np.ndarray | None, delta: float) -> float:
-    n = len(d)
-    x = d - delta
-    observed = abs(x.sum())
-    if a is None:  # the normal limit: Σ s·x has mean 0 and variance Σ x² under random signs
-        sd = math.sqrt(float((x * x).sum()))
-        return 1.0 if sd == 0 else math.erfc(observed / sd / math.sqrt(2))
-    # Sums equal to the observed one up to rounding count as "as extreme": a tie is not evidence.
-    tol = 1e-9 * max(1.0, float(np.abs(x).sum()))
-    extreme = int((np.abs(a - delta * m) >= observed - tol).sum())
-    if n <= EXACT_FLIPS:
-        return extreme / len(a)
-    return (1 + extreme) / (1 + len(a))
-
-
-def p_is_exact(n: int | None) -> bool:
-    """Whether the sign-flip p over `n` tasks is exact (enumerated) rather than approximate ("≈")."""
-    return n is not None and n <= EXACT_FLIPS
-
-
-def sign_flip_p(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> float | None:
-    """Two-sided p-value of a paired sign-flip permutation test: under "A and B are interchangeable", each
-    task's difference is as likely with its sign flipped, and p is the share of sign assignments whose mean
-    is at least as far from zero as the one observed. Exact (all 2^n assignments) up to EXACT_FLIPS tasks:
-    one task gives p = 1, n tasks all on one side 2/2^n. Beyond, `n_flips` random assignments from a
-    generator seeded by `seed`, counting the observed one: p = (1 + k) / (1 + n_flips); beyond NORMAL_FLIPS
-    tasks the statistic's normal limit."""
-    d = np.asarray(d, float)
-    if len(d) == 0:
-        return None
-    if len(d) > NORMAL_FLIPS:
-        return _flip_p(d, None, None, 0.0)
-    a, m = _flip_sums(d, n_flips, seed)
-    return _flip_p(d, a, m, 0.0)
-
-
-def _wilson(u: float, n_eff: float, z: float) -> tuple[float, float]:
-    """Wilson's score interval for a share `u` in [0, 1] over `n_eff` (effective) trials, quantile `z`:
-    never of zero width, and inside [0, 1]."""
-    z2 = z * z / n_eff
-    centre = (u + z2 / 2) / (1 + z2)
-    half = z * math.sqrt(max(u * (1 - u), 0.0) / n_eff + z * z / (4 * n_eff * n_eff)) / (1 + z2)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mean_interval(
-    y: np.ndarray, episodes: int | None = None, pass_fail: bool = False, level: float = 0.95
-) -> tuple[float | None, float | None]:
-    """The interval of a task-weighted mean: `y` holds one value per task (the mean of its scored
-    episodes), `episodes` how many episodes are behind them. None below MIN_TASKS tasks.
-
-    Wilson's score interval on the rewards' range ([0, 1], or wider where rewards lie outside it) over the
-    effective number of observations, u(1 − u) / (s² / n) with s the SD of the tasks' values (Kish's design
-    effect), with Student's t quantile on n − 1 degrees of freedom (after Korn and Graubard's interval for
-    clustered proportions). Pass/fail rewards (every reward 0 or 1): the effective number capped at the
-    episodes; with one episode per task this is Wilson's own interval (normal quantile), with repeats the
-    quantile is Student's on episodes − 1 degrees of freedom; where every task has the same value it is the
-    tasks (all 20 tasks at 1.0 give [0.84, 1], not [1, 1], however often each ran). Other rewards: where the
-    tasks' values are all equal (no spread to measure), `_constant`. Chosen by simulation
-    (benchmarks/coverage.py): about 93–97% from six tasks, where the percentile bootstrap covered 82–89%
-    and Student's t 88–91% on skewed rewards."""
-    y = np.asarray(y, float)
-    y = y[np.isfinite(y)]
-    n = len(y)
-    if n < MIN_TASKS:
-        return None, None
-    episodes = max(int(episodes or n), n)
-    z = _quantile(level, n, episodes, pass_fail)
-    mean = float(y.mean())
-    sd = float(y.std(ddof=1))
-    lo_b, hi_b = min(0.0, float(y.min())), max(1.0, float(y.max()))
-    width = hi_b - lo_b
-    u = (mean - lo_b) / width
-    if not pass_fail and sd <= 1e-12 * width:
-        return _constant(mean, n, lo_b, hi_b, 1 - level)
-    var_u = (sd / width) ** 2 / n
-    if var_u > 0 and 0 < u < 1:
-        n_eff = u * (1 - u) / var_u
-    else:  # all tasks alike: how alike a task's own repeats are says nothing of the tasks not drawn
-        n_eff = float(n)
-    # Pass/fail: no more information than the episodes hold. Continuous rewards may be far less spread than
-    # a share's u(1 − u), so n_eff may exceed the episodes; Wilson is then Student's t, pulled toward the
-    # middle of the range where the rewards are skewed against a bound (as a share near 0 or 1 is).
-    n_eff = min(max(n_eff, 1.0), float(episodes)) if pass_fail else max(n_eff, 1.0)
-    lo, hi = _wilson(u, n_eff, z)
-    return lo_b + lo * width, lo_b + hi * width
-
-
-def _quantile(level: float, n: int, episodes: int, pass_fail: bool) -> float:
-    """The quantile `mean_interval` puts on Wilson's interval. Pass/fail rewards with one episode per task:
-    the normal one (each task's value is 0 or 1, its spread is fixed by the mean: Wilson's own case; with t
-    on top it covered 97–100% at 6–10 tasks). With repeats the spread between tasks is estimated, and the
-    quantile is Student's on episodes − 1 degrees of freedom: with the normal quantile 6 tasks × 3 repeats
-    at 0.5 covered 92%, with Korn and Graubard's n − 1 (the continuous rewards' quantile) 97–99% at 6–10
-    tasks (benchmarks/coverage.py; the task means of few repeats take few values, so coverage moves in
-    steps as the quantile grows)."""
-    z = _z(level)
-    if not pass_fail:
-        return _t_quantile(z, n - 1)
-    return z if episodes <= n else _t_quantile(z, episodes - 1)
-
-
-def _constant(c: float, n: int, low: float, high: float, alpha: float) -> tuple[float, float]:
-    """The interval of a mean when all `n` tasks gave the same value `c`: the share of tasks that could
-    differ from c is below 1 − (α/2)^(1/n) (Clopper–Pearson for 0 of n; 3.7/n or so), and those could lie
-    anywhere in [low, high]. Wide, as it must be: no spread seen is not no spread."""
-    q = 1 - (alpha / 2) ** (1 / n)
-    return c - (c - low) * q, c + (high - c) * q
-
-
-def _z(level: float) -> float:
-    """The two-sided normal quantile of `level` (0.95 → 1.96) by bisection on erfc: no scipy."""
-    if abs(level - 0.95) < 1e-12:
-        return Z_975
-    target, lo, hi = 1 - level, 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if math.erfc(mid / math.sqrt(2)) > target else (lo, mid)
-    return (lo + hi) / 2
-
-
-def sign_flip_interval(
-    d: np.ndarray, alpha: float = ALPHA, n_flips: int = N_FLIPS, seed: int = 0
-) -> tuple[float | None, float | None, float | None]:
-    """(low, high, p): the sign-flip test inverted, every shift δ that the test of "the mean difference is
-    δ" (on d − δ, with the same sign assignments) does not reject at `alpha`, and p, that test at δ = 0.
-    The interval excludes 0 exactly when p < alpha, so the interval and the verdict agree. None below
-    MIN_TASKS tasks. Where every task's difference is the same (the test has no spread to invert, and would
-    give an interval of zero width) it is widened to Wilson's interval over the tasks on the differences'
-    range [−1, 1] (or wider) as `_constant` does, never across 0 while p < alpha."""
-    d = np.asarray(d, float)
-    n = len(d)
-    if n == 0:
-        return None, None, None
-    a, m = (None, None) if n > NORMAL_FLIPS else _flip_sums(d, n_flips, seed)
-    p0 = _flip_p(d, a, m, 0.0)
-    if n < MIN_TASKS:
-        return None, None, p0
-    mean = float(d.mean())
-
-    def edge(far: float) -> float:
-        # p(mean) = 1; p(far) < alpha beyond the data (every d − δ of one sign gives 2/2^n). Bisect.
-        inside, out = mean, far
-        for _ in range(60):
-            mid = (inside + out) / 2
-            inside, out = (mid, out) if _flip_p(d, a, m, mid) >= alpha else (inside, mid)
-            if abs(out - inside) <= 1e-10 * max(1.0, abs(far)):
-                break
-        return inside
-
-    span = float(d.max() - d.min())
-    lo, hi = edge(float(d.min()) - span - 1e-9), edge(float(d.max()) + span + 1e-9)
-    if span <= 1e-12 * max(1.0, abs(mean)):
-        r = max(1.0, float(np.abs(d).max()))
-        wl, wh = _constant(mean, n, -r, r, alpha)
-        lo, hi = min(lo, wl), max(hi, wh)
-    # The p-value is not monotone in δ everywhere; where a crossing lands on the wrong side of 0, the test
-    # at 0 decides.
-    if p0 >= alpha:
-        lo, hi = min(lo, 0.0), max(hi, 0.0)
-    elif lo <= 0 <= hi:
-        lo, hi = (max(lo, 1e-12), hi) if mean > 0 else (lo, min(hi, -1e-12))
-    # Bisection leaves ~1e-10 of noise at an edge that is exactly a data value (0 or 1 for pass/fail).
-    return round(lo, 9) + 0.0, round(hi, 9) + 0.0, p0
-
-
-def min_detectable(sd: float | None, n: int) -> float | None:
-    """The paired t-test's smallest detectable difference, (t₀.₉₇₅ + t₀.₈) · sd / √n over `n` tasks whose
-    differences have SD `sd`: for reference only. evalkit runs the sign-flip test, whose MDE (`_mde`, by
-    `power.detectable`) is larger at few tasks and for pass/fail rewards; at this one it had 62–80% power
-    for continuous rewards and 7–40% for pass/fail rewards near 0.9. None below MIN_TASKS tasks."""
-    if sd is None or n < MIN_TASKS:
-        return None
-    return (_t_quantile(Z_975, n - 1) + _t_quantile(Z_80, n - 1)) * sd / math.sqrt(n)
-
-
 def _mde(per_task: pl.DataFrame, seed: int = 0) -> float | None:
     """The smallest true difference the sign-flip test over these paired tasks detects with 80% power at
     α = 0.05 (`power.detectable`: simulated under the tasks' pass/fail rates or their spread of
     differences); None below MIN_TASKS tasks and where no difference within the reward range gets there."""
     if per_task.height < MIN_TASKS:
         return None
-    from evalkit.analysis import power
 
+    # The test's own data: the balanced differences, m episodes a side where a cell's repeats differ.
+    balanced = not (per_task["d_test"] == per_task["d"]).all()
     return power.detectable(
-        per_task["d"].to_numpy(),
+        per_task["d_test" if balanced else "d"].to_numpy(),
         per_task["pooled"].to_numpy(),
-        per_task["k_a"].to_numpy(),
-        per_task["k_b"].to_numpy(),
+        per_task["m" if balanced else "k_a"].to_numpy(),
+        per_task["m" if balanced else "k_b"].to_numpy(),
         bool(per_task["pf"].all()),
         ALPHA,
         seed,
@@ -436,22 +210,36 @@ def _in_task_order(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def by_tier(
-    df: pl.DataFrame, by: Iterable[str] = GROUP, n_boot: int = N_BOOT, seed: int = 0, cluster: str = "task_id"
-) -> pl.DataFrame:
-    """`summarise` per group and tier, plus tier "all", with 95% CIs on both reward means, which are
+    df: pl.DataFrame, by: Iterable[str] = GROUP, method: str | None = None, n_boot: int | None = None,
+    seed: int = 0, cluster: str | None = None,
+) -> pl.DataFrame:  # fmt: skip
+    """`summarise` per group and tier, plus tier "all", with 95% intervals on both reward means, which are
     task-weighted: each task's episodes (repeats, skins) become one value first, and the interval is over
-    those values (`mean_interval`: Wilson over effective episodes for pass/fail rewards, Student's t
-    otherwise; chosen by simulation, benchmarks/coverage.py). `n_tasks` counts the tasks of a row; a CI over
-    fewer than MIN_TASKS tasks with a score is null (shown as "too few tasks"), as is the unscored-as-zero one
-    over fewer than MIN_TASKS scored or unscored tasks. `n_boot` and `seed` are no longer used (the intervals
-    are closed-form) and are kept so that calls giving them still work."""
+    those values (`mean_interval` by `method`, one of MEAN_METHODS: by default the Bayesian bootstrap over
+    tasks; `ci_method` names it). A task is an env, configuration and task id (`cluster`, default all three:
+    grouped by model alone, two envs' "task-1" are two tasks). `n_tasks` counts the tasks of a row,
+    `n_cells` its cells (task × skin) and `n_cells_scored` those with a scored episode: a side that lost
+    cells says so. A CI over fewer than MIN_TASKS tasks with a score is null (shown as "too few tasks"), as
+    is the unscored-as-zero one over fewer than MIN_TASKS scored or unscored tasks. Rows without a tier
+    (an env with no tiers) are only the "all" row. `seed` starts every draw; `n_boot` is the bootstrap's
+    resamples (method "bootstrap" only)."""
     df = eager(df, "by_tier")
-    by = list(by)
+    method = check_method(method, MEAN_METHODS, "by_tier")
+    if n_boot is not None and method != "bootstrap":
+        raise ValueError(f"by_tier: n_boot is the bootstrap's resamples; method {method!r} draws none "
+                         "(give method='bootstrap' with it)")  # fmt: skip
+    by = _present(by, df)
     keys = by + ["tier"]
+    if cluster is None:
+        df, cluster = task_column(df), TASK
+    cell = pl.concat_str([pl.col(cluster).cast(_S), pl.col("skin").cast(_S).fill_null("")], separator=_SEP)
+    df = df.with_columns(cell.alias("_cell") if "skin" in df.columns else pl.col(cluster).alias("_cell"))
     both = pl.concat([df, df.with_columns(pl.lit("all", _S).alias("tier"))], how="vertical")
     both = _weigh(_in_task_order(both, keys + [cluster]), keys, cluster)
+    scored_cells = pl.col("_cell").filter(pl.col("scored")).n_unique().cast(_I).alias("n_cells_scored")
+    cells = [pl.col("_cell").n_unique().cast(_I).alias("n_cells"), scored_cells]
     table = both.group_by(keys, maintain_order=True).agg(
-        _aggs()[:1] + [pl.col(cluster).n_unique().cast(_I).alias("n_tasks")] + _aggs()[1:]
+        _aggs()[:1] + [pl.col(cluster).n_unique().cast(_I).alias("n_tasks"), *cells] + _aggs()[1:]
     )
     failed = pl.col("error_class").is_not_null()
     per_task = both.group_by(keys + [cluster], maintain_order=True).agg(
@@ -465,8 +253,9 @@ def by_tier(
     for k, sub in per_task.group_by(keys, maintain_order=True):
         pf = bool(sub["pf"].all())
         has, has0 = sub.filter(pl.col("c") > 0), sub.filter(pl.col("nz") > 0)
-        lo, hi = mean_interval(has["m"].to_numpy(), int(has["c"].sum()), pf)
-        zlo, zhi = mean_interval(has0["m0"].to_numpy(), int(has0["nz"].sum()), pf)
+        kw = {"method": method, "seed": seed, "n_boot": n_boot}
+        lo, hi = mean_interval(has["m"].to_numpy(), int(has["c"].sum()), pf, **kw)
+        zlo, zhi = mean_interval(has0["m0"].to_numpy(), int(has0["nz"].sum()), pf, **kw)
         ci_rows.append((*k, lo, hi, zlo, zhi))
     ci = pl.DataFrame(
         ci_rows,
@@ -475,30 +264,30 @@ def by_tier(
         orient="row",
     )
     out = table.join(ci, on=keys, how="left", nulls_equal=True)
-    # A group with no scored episode has no mean to bound (its resamples are all 0 / n): no CI, not [0, 0].
+    # A group with no scored episode has no mean to bound: no CI, not [0, 0].
     none = pl.col("scored") == 0
     out = out.with_columns(pl.when(~none).then(pl.col(c)).alias(c) for c in ci.columns[len(keys) :])
+    out = out.with_columns(pl.lit(METHODS[method], _S).alias("ci_method"))
     cols = list(table.columns)
     i = cols.index("mean_reward") + 1
     cols[i:i] = ["ci_low", "ci_high"]
     j = cols.index("mean_reward_unscored_as_0") + 1
     cols[j:j] = ["ci_low_unscored_as_0", "ci_high_unscored_as_0"]
-    return (
-        out.select(cols)
-        .with_columns(_tier_rank().alias("_r"))
-        .sort(by + ["_r", "tier"], nulls_last=True)
-        .drop("_r")
-    )
+    return _one_row_without_tiers(out.select([*cols, "ci_method"]), by).pipe(_tier_sorted, by)
+
+
+def _one_row_without_tiers(out: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """`out` without the untiered row of a group whose episodes have no tier: it would repeat "all"."""
+    tiered = pl.col("tier").is_not_null() & (pl.col("tier") != "all")
+    has_tier = tiered.any().over(by) if by else tiered.any()
+    return out.filter(pl.col("tier").is_not_null() | has_tier)
+
+
+def _tier_sorted(out: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    return out.with_columns(_tier_rank().alias("_r")).sort(by + ["_r", "tier"], nulls_last=True).drop("_r")
 
 
 # ---------------------------------------------------------------- paired comparison
-
-PAIR_KEYS = ("env", "surface", "mode", "task_id", "skin")
-"""What makes an A episode and a B episode the same attempt, for showing them side by side (the viewer's and
-the bundle's A vs B). Not the unit of a comparison's statistics: that is TASK_KEYS."""
-TASK_KEYS = ("env", "task_id")
-"""What makes two episodes the same task in a paired comparison: skins, surfaces, modes and repeats of a
-task are that task's episodes, averaged into one value per side before pairing (unless `by` splits them)."""
 
 
 def _select(df: pl.DataFrame, who: str) -> pl.DataFrame:
@@ -514,113 +303,136 @@ def _select(df: pl.DataFrame, who: str) -> pl.DataFrame:
     raise ValueError(f"{who!r} is neither a model nor a run in this frame; its models: {shown or 'none'}")
 
 
-def paired_bootstrap(d: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
-    """Bootstrap distribution of the mean of per-task differences `d`: tasks are resampled (the cluster) and
-    each carries its own difference, so the repeats behind it travel with it. Resampling the repeats again
-    inside each drawn task would count the within-task noise twice (it is already in the spread of `d`)."""
-    d = np.asarray(d, float)
-    return cluster_bootstrap(d, np.ones_like(d), n_boot, seed)
-
-
 COMPARE_COLUMNS = (
-    "a",
-    "b",
-    "by",
-    "group",
-    "n_tasks",
-    "n_dropped",
-    "n_unpaired",
-    "n_unscored_a",
-    "n_unscored_b",
-    "mean_a",
-    "mean_b",
-    "diff",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "wins",
-    "ties",
-    "losses",
-    "sd_diff",
-    "mde",
-    "p_exact",
-)
+    "a", "b", "by", "group", "n_tasks", "n_cells", "n_cells_a_only", "n_cells_b_only", "n_dropped",
+    "n_unpaired", "n_unscored_a", "n_unscored_b", "mean_a", "mean_b", "diff", "ci_low", "ci_high",
+    "p_value", "wins", "ties", "losses", "sd_diff", "mde", "p_exact", "ci_method", "not_run_a", "not_run_b",
+)  # fmt: skip
+"""A `compare` row. `n_cells`: the cells (surface × mode × skin of a task) both sides scored, the only ones
+in the difference; `n_cells_a_only` / `n_cells_b_only`: cells one side scored and the other did not (lost
+or never run), left out and counted; `n_dropped`: tasks with no cell in common; `n_unpaired`: the scored
+episodes of cells left out; `not_run_a` / `not_run_b`: episodes a side's runs planned and never ran
+(`loading.run_status`; null where no plan is recorded)."""
+_COUNTS = ("n_tasks", "n_cells", "n_cells_a_only", "n_cells_b_only", "n_dropped", "n_unpaired",
+           "n_unscored_a", "n_unscored_b", "wins", "ties", "losses", "not_run_a", "not_run_b")  # fmt: skip
 
 
-def _per_task_differences(
-    a_df: pl.DataFrame, b_df: pl.DataFrame, keys: list[str]
-) -> tuple[pl.DataFrame, int]:
-    """Per task scored on both sides: each side's mean over all its scored episodes of the task (every
-    repeat, skin and surface), and their difference. Repeat numbers play no part: A's repeats 0 and 1 and
-    B's repeat 2 of a task are a pair. Also the number of scored episodes of tasks the other side has no
-    score for (`n_unpaired`)."""
-
-    def cells(d: pl.DataFrame) -> pl.DataFrame:
-        return (
-            _in_task_order(d.filter(pl.col("scored") & ~pl.col("reward").is_nan()), keys)
-            .group_by(keys, maintain_order=True)
-            .agg(
-                pl.col("reward").mean().alias("r"),
-                pl.len().alias("k"),
-                pl.col("reward").is_in([0.0, 1.0]).all().alias("pf"),
-            )
+def _cells(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """One row per cell a side scored: the mean of its scored repeats `r`, how many `k`, whether all were 0
+    or 1, and the rewards in repeat order (for the test's balanced difference)."""
+    s = d.filter(pl.col("scored") & ~pl.col("reward").is_nan())
+    return (
+        _in_task_order(s, keys)
+        .group_by(keys, maintain_order=True)
+        .agg(
+            pl.col("reward").mean().alias("r"),
+            pl.len().cast(_I).alias("k"),
+            pl.col("reward").is_in([0.0, 1.0]).all().alias("pf"),
+            pl.col("reward").alias("rs"),
         )
-
-    ca, cb = cells(a_df), cells(b_df)
-    # Sorted, so that sums (and the seeded sign assignments over them) come out the same on every call.
-    j = ca.join(cb, on=keys, how="inner", suffix="_b", nulls_equal=True).sort(keys, nulls_last=True)
-    per_task = j.select(
-        *keys,
-        pl.col("r").alias("mean_a"),
-        pl.col("r_b").alias("mean_b"),
-        (pl.col("r") - pl.col("r_b")).alias("d"),
-        pl.col("k").alias("k_a"),
-        pl.col("k_b"),
-        ((pl.col("r") * pl.col("k") + pl.col("r_b") * pl.col("k_b")) / (pl.col("k") + pl.col("k_b"))).alias(
-            "pooled"
-        ),
-        (pl.col("pf") & pl.col("pf_b")).alias("pf"),
     )
-    unpaired = int(ca["k"].sum() + cb["k"].sum() - j["k"].sum() - j["k_b"].sum())
-    return per_task, unpaired
+
+
+def paired_tasks(a_df: pl.DataFrame, b_df: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Like with like: per task (TASK_KEYS), the cells (CELL_KEYS) both sides scored, each cell the mean of
+    its scored repeats, and over those cells each side's mean (`mean_a`, `mean_b`) and their difference
+    `d`; `n_cells` how many, `k_a`/`k_b` the episodes behind them, `pooled` both sides' mean, `pf` whether
+    every reward was 0 or 1. `d_test` is the difference the sign-flip test takes: where a cell's sides have
+    unequal repeats, each side's first m of them by repeat (m the fewer), so that under "A and B are alike"
+    the difference is as likely either way (a mean of five rewards against one reward is not: that test
+    said "higher" in 7–8% of runs of equal models at 10 tasks); `m` the episodes per side behind it.
+    `best_cell` is the paired cell whose difference is furthest in the task's direction (for pictures).
+    A cell only one side scored is never mixed in: the counts say how many (`a_only`, `b_only`, the
+    episodes behind them `unpaired`, and `dropped` tasks with no cell in common). Repeat numbers never pair
+    episodes: A's repeats 0 and 1 and B's repeat 2 of a cell are its two means."""
+    keys_t = [k for k in TASK_KEYS if k in a_df.columns]
+    keys_c = [k for k in CELL_KEYS if k in a_df.columns]
+    keys = keys_t + keys_c
+    ca, cb = _cells(a_df, keys), _cells(b_df, keys)
+    j = ca.join(cb, on=keys, how="full", suffix="_b", nulls_equal=True, coalesce=True)
+    both = j.filter(pl.col("r").is_not_null() & pl.col("r_b").is_not_null())
+    m = pl.min_horizontal("k", "k_b")
+    both = both.with_columns(
+        (pl.col("r") - pl.col("r_b")).alias("cd"),
+        (pl.col("rs").list.head(m).list.mean() - pl.col("rs_b").list.head(m).list.mean()).alias("cd_test"),
+        m.alias("m"),
+        pl.concat_str([pl.col(k).cast(_S).fill_null("–") for k in keys_c], separator="/").alias("cell")
+        if keys_c
+        else pl.lit("", _S).alias("cell"),
+    )
+    # Sorted, so that sums (and the seeded draws over them) come out the same on every call.
+    per_task = (
+        both.sort(keys, nulls_last=True)
+        .group_by(keys_t, maintain_order=True)
+        .agg(
+            pl.col("r").mean().alias("mean_a"),
+            pl.col("r_b").mean().alias("mean_b"),
+            pl.col("cd").mean().alias("d"),
+            pl.col("cd_test").mean().alias("d_test"),
+            pl.len().cast(_I).alias("n_cells"),
+            pl.col("k").sum().cast(_I).alias("k_a"),
+            pl.col("k_b").sum().cast(_I).alias("k_b"),
+            pl.col("m").sum().cast(_I).alias("m"),
+            ((pl.col("r") * pl.col("k") + pl.col("r_b") * pl.col("k_b")).sum()
+             / (pl.col("k") + pl.col("k_b")).sum()).alias("pooled"),
+            (pl.col("pf") & pl.col("pf_b")).all().alias("pf"),
+            pl.col("cell").sort_by(pl.col("cd") * pl.col("cd").mean().sign(), descending=True).first()
+            .alias("best_cell"),
+        )
+        .sort(keys_t, nulls_last=True)
+    )  # fmt: skip
+    a_only = j.filter(pl.col("r_b").is_null())
+    b_only = j.filter(pl.col("r").is_null())
+    tasks = pl.concat([ca.select(keys_t), cb.select(keys_t)]).unique().height
+    counts = {
+        "a_only": a_only.height,
+        "b_only": b_only.height,
+        "unpaired": int(a_only["k"].sum() or 0) + int(b_only["k_b"].sum() or 0),
+        "dropped": tasks - per_task.height,
+    }
+    return per_task, counts
 
 
 def _compare_block(
-    a_df: pl.DataFrame, b_df: pl.DataFrame, n_flips: int, seed: int, margin: float | None = None
-) -> dict:
-    keys = [k for k in TASK_KEYS if k in a_df.columns]
-    per_task, unpaired = _per_task_differences(a_df, b_df, keys)
+    a_df: pl.DataFrame, b_df: pl.DataFrame, method: str, seed: int, n_boot: int | None,
+    margin: float | None = None,
+) -> dict:  # fmt: skip
+    per_task, counts = paired_tasks(a_df, b_df)
     n = per_task.height
     row: dict[str, Any] = {
         "n_tasks": n,
-        "n_dropped": pl.concat([a_df.select(keys), b_df.select(keys)]).unique().height - n,
-        "n_unpaired": unpaired,
+        "n_cells": int(per_task["n_cells"].sum() or 0),
+        "n_cells_a_only": counts["a_only"],
+        "n_cells_b_only": counts["b_only"],
+        "n_dropped": counts["dropped"],
+        "n_unpaired": counts["unpaired"],
         "n_unscored_a": int((~a_df["scored"]).sum()),  # no score: an infrastructure error or no reward
         "n_unscored_b": int((~b_df["scored"]).sum()),
         "p_exact": p_is_exact(n) if n else None,
+        "ci_method": METHODS[method],
     }
     if margin is not None:
         row |= {"margin": float(margin), "ni_upper": None, "noninferior": None}
     if n == 0:
         return (
             row
-            | {
-                k: None
-                for k in ("mean_a", "mean_b", "diff", "ci_low", "ci_high", "p_value", "sd_diff", "mde")
-            }
+            | dict.fromkeys(("mean_a", "mean_b", "diff", "ci_low", "ci_high", "p_value", "sd_diff", "mde"))
             | {"wins": 0, "ties": 0, "losses": 0}
         )
     d = per_task["d"].to_numpy()
-    # The same seed for every group and either order: B against A flips the same signs, so its interval is
-    # exactly this one negated.
-    lo, hi, p = sign_flip_interval(d, ALPHA, n_flips, seed)
+    # The same seed for every group and either order: B against A flips the same signs, so its p is this
+    # one and its interval this one negated.
+    p = sign_flip_p(per_task["d_test"].to_numpy(), N_FLIPS, seed)
+    lo, hi = paired_interval(
+        d, per_task["mean_a"].to_numpy(), per_task["mean_b"].to_numpy(), method, seed, n_boot
+    )
+    lo, hi = agree(lo, hi, p, float(d.mean()))
     sd = float(np.std(d, ddof=1)) if n > 1 else None
     tie = np.isclose(d, 0, atol=1e-9)
-    if margin is not None and n >= MIN_TASKS:
+    if margin is not None and hi is not None:
         # One-sided at 2.5%: the upper end of the two-sided 95% interval of A − B. B is no worse than A by
         # more than the margin when even that end is below it.
-        upper = hi
-        row |= {"ni_upper": upper, "noninferior": bool(upper < margin)}
+        row |= {"ni_upper": hi, "noninferior": bool(hi < margin)}
     return row | {
         "mean_a": float(per_task["mean_a"].mean()),
         "mean_b": float(per_task["mean_b"].mean()),
@@ -636,53 +448,89 @@ def _compare_block(
     }
 
 
-def compare(
-    df: pl.DataFrame,
-    a: str,
-    b: str,
-    by: str | None = "tier",
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-    margin: float | None = None,
-) -> pl.DataFrame:
-    """Paired comparison of `a` against `b` (models, or runs) by task: each side's scored episodes of a task
-    (env and task id: every repeat, skin and surface, unless `by` splits them) become that side's mean for
-    the task, and each task scored on both sides gives one difference d = A − B; `mean_a`, `mean_b` and
-    `diff` are task-weighted means, `sd_diff` the SD of d. `p_value` is the two-sided sign-flip permutation
-    test over the d (`sign_flip_p`: exact up to EXACT_FLIPS tasks, `p_exact` false beyond, where it is
-    approximate); the 95% CI is that test inverted (`sign_flip_interval`), so it excludes 0 exactly when
-    p < 0.05, null below MIN_TASKS tasks; `mde` is the smallest true difference that test would detect
-    with 80% power at α = 0.05 (`min_detectable`). Left out and counted: episodes without a score
-    (`n_unscored_*`), tasks scored on one side only (`n_dropped`) and those tasks' scored episodes
-    (`n_unpaired`). One row per value of `by` plus "all".
+def _configurations(df: pl.DataFrame) -> set[tuple[str | None, str | None]]:
+    cols = [k for k in ("env", "env_config") if k in df.columns]
+    return {tuple(r) for r in df.select(cols).unique().iter_rows()} if cols else set()
 
-    `margin`: non-inferiority of B against A. `ni_upper` is the one-sided 97.5% upper bound of A − B (the
-    upper end of the 95% interval) and `noninferior` says whether B is worse than A by less than `margin`
-    (ni_upper < margin); null below MIN_TASKS tasks. `n_boot` is no longer used (the interval is the test
-    inverted, with N_FLIPS sign assignments above EXACT_FLIPS tasks) and is kept for existing calls."""
-    df = eager(df, "compare")
-    if "reward" in df.columns:  # a reward that is not a number is no score
-        df = df.with_columns((pl.col("scored") & ~pl.col("reward").is_nan().fill_null(False)).alias("scored"))
-    da, db = _select(df, a), _select(df, b)
-    groups: list[tuple[str, pl.DataFrame, pl.DataFrame]] = []
-    if by:
-        values = [v for v in pl.concat([da[by], db[by]]).unique().to_list()]
+
+def _check_configurations(da: pl.DataFrame, db: pl.DataFrame, a: str, b: str) -> None:
+    """Two sides that ran one env in different configurations (OpenSpiel's catch and tic_tac_toe) share task
+    ids and nothing else: said in one line rather than a comparison of no tasks."""
+    ca, cb = _configurations(da), _configurations(db)
+    if not ca or not cb or ca & cb or not {e for e, *_ in ca} & {e for e, *_ in cb}:
+        return
+
+    def said(c: set) -> str:
+        return "; ".join(sorted(f"{e} [{cfg or 'no configuration recorded'}]" for e, *rest in c
+                                for cfg in [rest[0] if rest else None]))  # fmt: skip
+
+    raise ValueError(f"compare: {a!r} ran {said(ca)} and {b!r} ran {said(cb)}: different configurations of "
+                     "an env are different tasks, so there is nothing to pair")  # fmt: skip
+
+
+Groups = list[tuple[str | None, pl.DataFrame, pl.DataFrame]]
+
+
+def _groups(da: pl.DataFrame, db: pl.DataFrame, by: str | None) -> Groups:
+    """The rows of a comparison: one per value of `by` (tiers easy, medium, hard first), then "all"; only
+    "all" where `by` has fewer than two values (no tiers: the per-value row would repeat it)."""
+    groups: Groups = []
+    values = pl.concat([da[by], db[by]]).unique().to_list() if by else []
+    if len(values) > 1:
         rank = {t: i for i, t in enumerate(TIER_ORDER)}
         values.sort(key=lambda v: (v is None, rank.get(v, 50), str(v)))
         for v in values:
             f = pl.col(by).is_null() if v is None else pl.col(by) == v
             groups.append((None if v is None else str(v), da.filter(f), db.filter(f)))
     groups.append(("all", da, db))
-    rows = []
-    for g, xa, xb in groups:
-        rows.append(
-            {"a": a, "b": b, "by": by or "", "group": g} | _compare_block(xa, xb, N_FLIPS, seed, margin)
-        )
+    return groups
+
+
+def compare(
+    df: pl.DataFrame, a: str, b: str, by: str | None = "tier", method: str | None = None,
+    n_boot: int | None = None, seed: int = 0, margin: float | None = None,
+) -> pl.DataFrame:  # fmt: skip
+    """Paired comparison of `a` against `b` (models, or runs) by task, like with like (`paired_tasks`):
+    within each task (env, configuration, task id) the cells both sides scored (surface × mode × skin, each
+    the mean of its repeats), the task's difference d = A − B the mean over those cells; `mean_a`, `mean_b`
+    and `diff` are task-weighted means over the same cells, `sd_diff` the SD of d. Cells one side has and
+    the other lost are never mixed in: counted in `n_cells_a_only` / `n_cells_b_only`. `p_value` is the
+    two-sided sign-flip permutation test over the tasks' differences (`sign_flip_p`: exact up to
+    EXACT_FLIPS tasks, `p_exact` false beyond; where a cell's sides have unequal repeats, on the balanced
+    difference `d_test`); the 95% interval is `method`'s (PAIRED_METHODS, default the first; `ci_method`
+    names it), made to agree with p (`agree`: it excludes 0 exactly when p < 0.05), null below MIN_TASKS
+    tasks; `mde` is the smallest true difference that test would detect with 80% power at α = 0.05. One
+    row per value of `by` plus "all" (only "all" where `by` has one value or none). Sides that ran one env
+    in different configurations are refused (ValueError): their tasks share ids, not tasks.
+
+    `margin`: non-inferiority of B against A. `ni_upper` is the one-sided 97.5% upper bound of A − B (the
+    upper end of the 95% interval) and `noninferior` says whether B is worse than A by less than `margin`
+    (ni_upper < margin); null below MIN_TASKS tasks. `seed` starts every draw (random sign assignments
+    above EXACT_FLIPS tasks, the interval's); `n_boot` is the bootstrap's resamples (method "bootstrap")."""
+    df = eager(df, "compare")
+    method = check_method(method, PAIRED_METHODS, "compare")
+    if n_boot is not None and method != "bootstrap":
+        raise ValueError(f"compare: n_boot is the bootstrap's resamples; method {method!r} draws none "
+                         "(give method='bootstrap' with it)")  # fmt: skip
+    if "reward" in df.columns:  # a reward that is not a number is no score
+        df = df.with_columns((pl.col("scored") & ~pl.col("reward").is_nan().fill_null(False)).alias("scored"))
+    da, db = _select(df, a), _select(df, b)
+    _check_configurations(da, db, a, b)
+    missing = {"not_run_a": _not_run(da), "not_run_b": _not_run(db)}
+    for who, n in ((a, missing["not_run_a"]), (b, missing["not_run_b"])):
+        if n:
+            said = (f"compare: {who!r}: {n} planned episode(s) not run (its run is incomplete; rerun the "
+                    "same command to resume); the comparison covers the tasks both have")  # fmt: skip
+            warnings.warn(said, stacklevel=2)
+    rows = [
+        {"a": a, "b": b, "by": by or "", "group": g}
+        | _compare_block(xa, xb, method, seed, n_boot, margin)
+        | missing
+        for g, xa, xb in _groups(da, db, by)
+    ]
     cols = list(COMPARE_COLUMNS) + (["margin", "ni_upper", "noninferior"] if margin is not None else [])
-    schema = {c: (_S if c in ("a", "b", "by", "group") else _F) for c in cols}
-    for c in ("n_tasks", "n_dropped", "n_unpaired", "n_unscored_a", "n_unscored_b", "wins", "ties", "losses"):
-        schema[c] = _I
-    schema["p_exact"] = pl.Boolean
+    schema = {c: (_S if c in ("a", "b", "by", "group", "ci_method") else _F) for c in cols}
+    schema |= dict.fromkeys(_COUNTS, _I) | {"p_exact": pl.Boolean}
     if margin is not None:
         schema["noninferior"] = pl.Boolean
     return Comparison(pl.DataFrame(rows, schema=schema).select(cols))
@@ -702,52 +550,49 @@ def holm(p: list[float | None]) -> list[float | None]:
 
 
 class Comparison(pl.DataFrame):
-    """The frame `compare` returns, which a notebook shows as a sentence (the overall difference, its CI,
-    p, wins and losses) above the table per group. Anything done to it is a plain Polars frame again."""
+    """The frame `compare` returns, which a notebook shows as a sentence (the overall difference, its CI and
+    method, p, wins and losses, cells a side lost, a side's run left incomplete) above the table per group.
+    Anything done to it is a plain Polars frame again."""
 
     def _repr_html_(self, **kw: Any) -> str:
         if not set(COMPARE_COLUMNS) <= set(self.columns) or self.height == 0:
             return pl.DataFrame(self)._repr_html_(**kw)
-        from evalkit.analysis.tables import COMPARE_TABLE, ci_text, esc, mde_text, p_phrase, table_html
+        from evalkit.analysis.tables import COMPARE_TABLE, esc, headline_text, table_html
 
-        r = self.row(-1, named=True)
-        a, b, n = esc(r["a"]), esc(r["b"]), r["n_tasks"]
-        if not n:
-            line = f"<b>{a}</b> and <b>{b}</b> share no scored task."
-        else:
-            ci = ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
-            ci = f"95% CI {ci}" if r["ci_low"] is not None else f"no CI: {ci}"
-            p = esc(p_phrase(r["p_value"], r.get("p_exact")))
-            line = (f"<b>{a}</b> − <b>{b}</b> = <b>{r['diff']:+.3f}</b> task-weighted mean reward ({ci}, "
-                    f"{p}) over {n} paired task(s): A better on <b>{r['wins']}</b>,"
-                    f" B better on <b>{r['losses']}</b>, {r['ties']} tied; smallest detectable difference "
-                    f"{mde_text(r['mde'], n)}.")  # fmt: skip
-            if r["ci_low"] is None:
-                line = f"<b>No conclusion: only {n} task(s).</b> " + line
+        line = esc(headline_text(self.row(-1, named=True)))
         table = table_html(pl.DataFrame(self), COMPARE_TABLE)
         return f'<div style="font-size:14px;margin:4px 0">{line}</div>{table}'
 
 
+def _not_run(side: pl.DataFrame) -> int | None:
+    """Episodes the runs of `side` planned for its models and never ran (`loading.run_status`); None where
+    no run says what it planned (a foreign run, or sides the viewer relabelled), or where `side` holds no
+    episodes as `load_runs` gives them (a scanner's rates compared as `why` compares them)."""
+    if not {"run", "run_name", "scored", "error_class"} <= set(side.columns) or not side.height:
+        return None
+    from evalkit.records.loading import run_status
+
+    status = run_status(side).filter(pl.col("model").is_in(side["model"].unique().implode()))
+    if not status.height or status["planned"].null_count() == status.height:
+        return None
+    return int(status["not_run"].fill_null(0).sum())
+
+
 def compare_many(
-    df: pl.DataFrame,
-    ref: str,
-    by: str | None = None,
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-    margin: float | None = None,
-) -> pl.DataFrame:
+    df: pl.DataFrame, ref: str, by: str | None = None, method: str | None = None, n_boot: int | None = None,
+    seed: int = 0, margin: float | None = None,
+) -> pl.DataFrame:  # fmt: skip
     """`compare(df, m, ref)` for every other model m: one table of each model against the reference, with
     `p_holm`, the p-values Holm-adjusted over the models within each group: with ten equal models, a
     p_holm < 0.05 somewhere in the table happens at most 5% of the time (the raw p: about 20–40%)."""
     df = eager(df, "compare_many")
     _select(df, ref)
     others = [m for m in df["model"].unique(maintain_order=True).to_list() if m != ref]
+    kw = {"method": method, "n_boot": n_boot, "seed": seed, "margin": margin}
     if not others:
-        empty = compare(df, ref, ref, by=None, margin=margin)
+        empty = compare(df, ref, ref, by=None, **kw)
         return pl.DataFrame(schema=empty.schema | {"p_holm": _F})
-    out = pl.concat(
-        [compare(df, m, ref, by=by, n_boot=n_boot, seed=seed, margin=margin) for m in others], how="vertical"
-    ).with_row_index("_i")
+    out = pl.concat([compare(df, m, ref, by=by, **kw) for m in others], how="vertical").with_row_index("_i")
     adjusted = []
     for _, g in out.group_by("group", maintain_order=True):
         adjusted += list(zip(g["_i"].to_list(), holm(g["p_value"].to_list()), strict=True))

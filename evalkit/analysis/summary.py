@@ -12,13 +12,25 @@ from typing import Any
 import polars as pl
 
 from evalkit.analysis import harness
+from evalkit.analysis import noise as noise_
 from evalkit.analysis.noise import format_noise
+from evalkit.analysis.repeats import pass_k_table
 from evalkit.analysis.stats import MIN_TASKS, by_tier, summarise
-from evalkit.analysis.tables import ci_column, mde_text, p_column, reward_text, usd
+from evalkit.analysis.tables import (
+    ci_column,
+    incomplete_text,
+    lost_cells_text,
+    mde_text,
+    method_note,
+    p_column,
+    reward_text,
+    usd,
+)
+from evalkit.errors import TraceError
 from evalkit.records import grades as grades_
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.importers import GRADED_ELSEWHERE
-from evalkit.records.loading import load_runs
+from evalkit.records.loading import incomplete_lines, load_runs, run_status
 
 _S = pl.Utf8
 
@@ -101,12 +113,22 @@ _SUMMARY_COLS = [
 
 
 def _with_ci(df: pl.DataFrame) -> pl.DataFrame:
+    if "n_cells" in df.columns:
+        df = df.with_columns(pl.format("{}/{}", "n_cells_scored", "n_cells").alias("cells"))
     return df.with_columns(
         ci_column(df, "ci_low", "ci_high", "mean_reward").str.replace("–", "-").alias("ci"),
         ci_column(df, "ci_low_unscored_as_0", "ci_high_unscored_as_0", "mean_reward_unscored_as_0")
         .str.replace("–", "-")
         .alias("ci0"),
     )
+
+
+def _summary_cols(df: pl.DataFrame) -> list[tuple[str, str]]:
+    """The summary's columns, with the env's configuration beside the env where a run recorded one."""
+    if "env_config" in df.columns and df["env_config"].drop_nulls().len():
+        i = _SUMMARY_COLS.index(("env", "env"))
+        return [*_SUMMARY_COLS[: i + 1], ("env_config", "configuration"), *_SUMMARY_COLS[i + 1 :]]
+    return _SUMMARY_COLS
 
 
 _TIER_COLS = [
@@ -116,6 +138,7 @@ _TIER_COLS = [
     ("tier", "tier"),
     ("n", "n"),
     ("n_tasks", "tasks"),
+    ("cells", "cells scored"),
     ("unscored", "unscored"),
     ("mean_reward", "reward (scored)"),
     ("ci", "95% CI"),
@@ -128,8 +151,6 @@ _TIER_COLS = [
 def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1.0) -> str:
     """pass@k and pass^k per model (tier "all"), for k = 2 up to the most repeats a task has (at most 3
     values of k), when a run has repeats; "" otherwise."""
-    from evalkit.analysis.repeats import pass_k_table
-
     t = pass_k_table(df, threshold)
     if t.is_empty():
         return ""
@@ -141,7 +162,7 @@ def format_pass_k(df: pl.DataFrame, markdown: bool = False, threshold: float = 1
             ("n_tasks_short", "tasks < k repeats"), ("pass_at_k", "pass@k"), ("ci", "95% CI"),
             ("pass_hat_k", "pass^k"), ("ci2", "95% CI")]  # fmt: skip
     head = (f"pass@k (some of k attempts succeed) and pass^k (all k do), success = reward ≥ {threshold:g}, "
-            "unbiased estimators per task, task-weighted, 95% CI over tasks")  # fmt: skip
+            f"unbiased estimators per task, task-weighted, {method_note(t['ci_method'])}")  # fmt: skip
     return head + "\n" + _table(t, cols, markdown)
 
 
@@ -149,12 +170,16 @@ def format_summary(df: pl.DataFrame, tiers: bool = True, markdown: bool = False)
     """The summary tables of an episode frame as text (the CLI's `evalkit summarise`)."""
     if df.height == 0:
         return "no episodes"
-    parts = ["Per model × env × surface × mode", _table(summarise(df), _SUMMARY_COLS, markdown)]
+    status = run_status(df)
+    parts = [*incomplete_lines(status), *([""] if incomplete_lines(status) else [])]
+    parts += ["Per model × env × surface × mode", _table(summarise(df), _summary_cols(df), markdown)]
     if tiers:
+        t = by_tier(df)
         parts += [
             "",
-            f"Per tier (task-weighted means, 95% CI over tasks; none below {MIN_TASKS} tasks)",
-            _table(_with_ci(by_tier(df)), _TIER_COLS, markdown),
+            f"Per tier (task-weighted means, {method_note(t['ci_method'])}; none below {MIN_TASKS} tasks; "
+            "cells scored: a task's skins with a scored episode, of those recorded)",
+            _table(_with_ci(t), _TIER_COLS, markdown),
         ]
     passk = format_pass_k(df, markdown)
     if passk:
@@ -257,8 +282,10 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         ("b", "B"),
         ("group", by),
         ("n_tasks", "tasks"),
-        ("n_dropped", "dropped"),
-        ("n_unpaired", "unpaired"),
+        ("n_cells", "cells"),
+        ("n_cells_a_only", "cells A only"),
+        ("n_cells_b_only", "cells B only"),
+        ("n_dropped", "tasks dropped"),
         ("mean_a", "mean A"),
         ("mean_b", "mean B"),
         ("diff", "A − B"),
@@ -286,18 +313,23 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
         )
         cols += [("ni_upper", "A − B ≤ (97.5%)"), ("ni", f"B non-inferior (margin {result['margin'][0]:g})")]
     note = (
-        "Paired by task: each side's scored episodes of a task (all repeats, skins, surfaces) averaged "
-        "first, then A − B per task; means are task-weighted. p: sign-flip permutation test over the tasks' "
-        "differences (exact up to 16 tasks, ≈ from 20,000 random sign assignments above); 95% CI: that test "
-        f"inverted, so it excludes 0 exactly when p < 0.05 (none below {MIN_TASKS} tasks); MDE: the smallest "
-        "difference that test would detect with 80% power at α = 0.05; unscored episodes left out."
+        "Paired like with like: within each task (env, configuration, task id), the cells (surface × mode × "
+        "skin) both sides scored, each the mean of its repeats, then A − B per task over those cells; cells "
+        "one side lacks are left out and counted (cells A only, cells B only); means are task-weighted. p: "
+        "sign-flip permutation test over the tasks' differences (exact up to 16 tasks, ≈ from 20,000 random "
+        f"sign assignments above); {method_note(result['ci_method'])}, made to agree with the test: it "
+        f"excludes 0 exactly when p < 0.05 (none below {MIN_TASKS} tasks); MDE: the smallest difference that "
+        "test would detect with 80% power at α = 0.05; unscored episodes left out."
     )
+    last = result.row(-1, named=True)
+    a, b = last["a"], last["b"]
+    said = [t for t in (lost_cells_text(last, a, b), incomplete_text(last, a, b)) if t]
     if "p_holm" in result.columns:
         note += " p (Holm): p adjusted for the number of models compared with the same reference (Holm)."
     if "noninferior" in result.columns:
         note += (f" Non-inferior: the one-sided 97.5% upper bound of A − B is below the margin "
                  f"{result['margin'][0]:g}, so B is worse than A by less than it.")  # fmt: skip
-    return _table(r, cols, markdown) + "\n" + note
+    return "\n".join([*said, _table(r, cols, markdown), note])
 
 
 def _md_text(text: str) -> str:
@@ -308,17 +340,18 @@ def _md_text(text: str) -> str:
 def _budget_stop(run_dir: Path) -> dict | None:
     """run.json's `budget_stop` (`evalkit.run.budget`): why the last batch stopped at its `--max-cost`."""
     try:
-        stop = traces.read_run_json(run_dir).get("budget_stop") if traces.is_native(run_dir) else None
-    except traces.TraceError:
+        stop = rundir.read_run_json(run_dir).get("budget_stop") if rundir.is_native(run_dir) else None
+    except TraceError:
         return None
     return stop if isinstance(stop, dict) else None
 
 
 def _last_look(run_dir: Path) -> str:
     """The sequential comparison a run recorded (`--until-decided`), in a sentence; "" for none."""
+    # start-up: the sequential design loads scipy (400 modules), which importing this module need not
     from evalkit.analysis.sequential import WORDS, read_looks
 
-    looks = read_looks(run_dir) if traces.is_native(run_dir) else []
+    looks = read_looks(run_dir) if rundir.is_native(run_dir) else []
     if not looks:
         return ""
     x = looks[-1]
@@ -340,9 +373,9 @@ def budget_text(stop: dict) -> str:
 
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
-    which evalkit never writes into nor beside, `traces.derived_dir` (evalkit's per-user cache)."""
+    which evalkit never writes into nor beside, `rundir.derived_dir` (evalkit's per-user cache)."""
     run = Path(run_dir)
-    return run if run.is_dir() and traces.is_native(run) else traces.derived_dir(run)
+    return run if run.is_dir() and rundir.is_native(run) else rundir.derived_dir(run)
 
 
 def write_summary(
@@ -357,6 +390,9 @@ def write_summary(
     if grades is not None:
         df, merged = grades_.apply(df, grades)
     summ, tiers = summarise(df), by_tier(df)
+    status = run_status(df)
+    noisy = noise_.noise(df)  # a row per model × env × surface × mode; its counts 0 where no task repeats
+    repeated = bool(noisy.height) and bool((noisy["n_tasks"] > 0).any())
     data = {
         "run": str(run_dir),
         "n_episodes": df.height,
@@ -364,17 +400,22 @@ def write_summary(
         "n_unscored": int(df["error_class"].is_not_null().sum()),
         "n_no_reward": int((~df["scored"] & df["error_class"].is_null()).sum()),
         "grades": merged.line() if merged else None,
+        "status": status.to_dicts(),
+        "incomplete": incomplete_lines(status),
         "harness_differences": harness.differences(df),
         "notes": "mean_reward is over scored episodes, task-weighted (each task's episodes averaged first); "
         "mean_reward_unscored_as_0 counts unscored (infrastructure errors) as zero; episodes with no reward "
         "and no error are in neither mean (no_reward; nan_reward: a reward that was not a number). CIs: 95% "
-        "over tasks (Wilson's score interval over the effective number of episodes; docs/statistics.md).",
+        f"over tasks, {method_note(tiers['ci_method'])[len('95% CI: ') :]} (docs/statistics.md).",
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
+        "noise": noisy.to_dicts() if repeated else None,  # null: no task has two scored repeats
         "budget_stop": _budget_stop(run_dir),
     }
-    traces.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
-    md = f"# Summary of {_md_text(run_dir.name)}\n\n{df.height} episodes, {data['n_unscored']} unscored"
+    rundir.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
+    md = f"# Summary of {_md_text(run_dir.name)}\n\n"
+    md += "".join(f"**{_md_text(line)}**\n\n" for line in data["incomplete"])
+    md += f"{df.height} episodes, {data['n_unscored']} unscored"
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     if merged:
         md += _md_text(merged.line()) + ".\n\n"
@@ -384,12 +425,16 @@ def write_summary(
         md += _md_text(looked) + ".\n\n"
     if data["harness_differences"]:
         md += _md_text(data["harness_differences"]) + ".\n\n"
-    md += "## Per model × env × surface × mode\n\n" + _table(summ, _SUMMARY_COLS, True) + "\n\n"
+    md += "## Per model × env × surface × mode\n\n" + _table(summ, _summary_cols(df), True) + "\n\n"
     md += (
         "## Per tier (task-weighted, 95% CI over tasks)\n\n"
         + _table(_with_ci(tiers), _TIER_COLS, True)
         + "\n\n"
     )
+    if repeated:
+        md += "## How noisy is it (from repeats of each task)\n\n"
+        md += "".join(f"- {_md_text(line)}\n" for line in noise_.lines(noisy)) + "\n"
+        md += _md_text(noise_.HOW) + "\n\n"
     md += data["notes"] + "\n"
-    traces.atomic_write(where / "summary.md", md)
+    rundir.atomic_write(where / "summary.md", md)
     return data

@@ -10,6 +10,8 @@ MIN_TASKS), never an interval of zero width; a p-value is "< 0.001" only when it
 
 from __future__ import annotations
 
+import math
+from html import escape
 from typing import Any
 
 STYLE = (
@@ -25,23 +27,17 @@ STYLE = (
 
 
 def esc(v: Any) -> str:
-    from html import escape
-
     return escape("" if v is None else str(v))
 
 
 def usd(v: float) -> str:
     """Dollars: cents, or two significant digits below a cent (a small run's cost must not read as 0.00)."""
-    import math
-
     if v == 0 or abs(v) >= 0.01:
         return f"${v:,.2f}"
     return f"${v:.{1 - math.floor(math.log10(abs(v)))}f}"
 
 
 def _num(v: Any, spec: str = ".3f") -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if spec == "usd":
@@ -101,14 +97,43 @@ def table_html(df: Any, columns: list[tuple[str, str, str]]) -> str:
 
 COMPARE_TABLE = [
     ("a", "A", "text"), ("b", "B", "text"), ("group", "group", "text"), ("n_tasks", "tasks", "int"),
-    ("n_dropped", "dropped", "int"), ("n_unpaired", "unpaired", "int"), ("mean_a", "mean A", ".3f"),
+    ("n_cells", "cells", "int"), ("n_cells_a_only", "cells A only", "int"),
+    ("n_cells_b_only", "cells B only", "int"), ("n_dropped", "tasks dropped", "int"),
+    ("n_unpaired", "unpaired episodes", "int"), ("mean_a", "mean A", ".3f"),
     ("mean_b", "mean B", ".3f"), ("diff", "A − B", "signed"), ("ci", "95% CI", "ci"), ("p_value", "p", "p"),
     ("wins", "A better", "int"), ("ties", "ties", "int"), ("losses", "B better", "int"),
     ("mde", "MDE (80%)", "mde"),
 ]  # fmt: skip
-COMPARE_MANY_TABLE = [*COMPARE_TABLE[:11], ("p_holm", "p (Holm)", "p"), *COMPARE_TABLE[11:]]
+_P = next(i for i, c in enumerate(COMPARE_TABLE) if c[0] == "p_value") + 1
+COMPARE_MANY_TABLE = [*COMPARE_TABLE[:_P], ("p_holm", "p (Holm)", "p"), *COMPARE_TABLE[_P:]]
 """`compare_many`'s columns: beside p, the Holm-adjusted p over the models compared with the reference."""
 """The columns of a `compare` frame as a report shows them."""
+
+
+METHODS = {
+    "bayes": "Bayesian bootstrap over tasks",
+    "wilson": "Wilson score interval over tasks",
+    "bootstrap": "studentized bootstrap over tasks",
+    "t+mover": "paired t, widened to MOVER",
+    "t": "paired t over tasks",
+    "mover": "MOVER of the two sides' Bayesian bootstraps",
+    "sign-flip": "sign-flip test inverted",
+}
+"""Every interval method by its one name, the name each table, chart, report, the viewer and the docs
+show beside the interval it made (`ci_method` in the frames; `evalkit.analysis.intervals` says what each
+is). The defaults: "bayes" for a mean, "t+mover" for a paired difference."""
+METHOD_OF = {v: k for k, v in METHODS.items()}
+MEAN_METHODS = ("bayes", "wilson", "bootstrap")
+"""Methods of a mean's interval (`intervals.mean_interval`); the first is the default."""
+PAIRED_METHODS = ("t+mover", "t", "mover", "sign-flip", "bootstrap")
+"""Methods of a paired difference's interval (`intervals.paired_interval`); the first is the default."""
+
+
+def method_note(names: Any) -> str:
+    """The interval methods of a frame's `ci_method` values as one phrase: "95% CI: Bayesian bootstrap over
+    tasks" ("; "-joined where rows differ)."""
+    seen = [n for n in dict.fromkeys(names) if n]
+    return "95% CI: " + "; ".join(seen) if seen else ""
 
 
 MIN_TASKS = 6
@@ -164,6 +189,7 @@ def reward_text(mean: float | None, scored: int | None = None, no_reward: int | 
 
 def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any:
     """`ci_text` of every row of a Polars frame, as a string Series (for text tables)."""
+    # start-up: tables imports nothing heavy; Polars only for a frame's table
     import polars as pl
 
     rows = zip(df[lo].to_list(), df[hi].to_list(), df[mean].to_list(), strict=True)
@@ -172,7 +198,53 @@ def ci_column(df: Any, lo: str, hi: str, mean: str, signed: bool = False) -> Any
 
 def p_column(df: Any, col: str) -> Any:
     """`p_text` of every row of a Polars frame, as a string Series ("≈" where `p_exact` says so)."""
+    # start-up (as above)
     import polars as pl
 
     exact = df["p_exact"].to_list() if "p_exact" in df.columns else [True] * df.height
     return pl.Series([p_text(p, e) for p, e in zip(df[col].to_list(), exact, strict=True)], dtype=pl.String)
+
+
+def lost_cells_text(r: dict, a: str = "A", b: str = "B") -> str:
+    """What a paired comparison left out because a side has no score there (`compare`'s `n_cells_a_only`,
+    `n_cells_b_only`), in words; "" when both sides scored every cell either has."""
+    parts = []
+    if r.get("n_cells_a_only"):
+        parts.append(f"{b} has no score in {r['n_cells_a_only']} cell(s) {a} scored")
+    if r.get("n_cells_b_only"):
+        parts.append(f"{a} has no score in {r['n_cells_b_only']} cell(s) {b} scored")
+    if not parts:
+        return ""
+    return ("Left out: " + "; ".join(parts) + " (lost or never run); the difference compares only cells both "
+            "scored.")  # fmt: skip
+
+
+def incomplete_text(r: dict, a: str = "A", b: str = "B") -> str:
+    """A side whose run planned episodes it never ran (`compare`'s `not_run_a`, `not_run_b`), in words."""
+    parts = [f"{who}: {r[k]} planned episode(s) not run" for who, k in ((a, "not_run_a"), (b, "not_run_b"))
+             if r.get(k)]  # fmt: skip
+    if not parts:
+        return ""
+    return "Incomplete: " + "; ".join(parts) + " — rerun the same command to resume."
+
+
+def headline_text(r: dict) -> str:
+    """A `compare` row as the sentence a notebook, the report and the viewer lead with: the difference, its
+    interval and method, p, wins and losses, the smallest detectable difference, then what was left out."""
+    a, b, n = str(r["a"]), str(r["b"]), r.get("n_tasks") or 0
+    if not n:
+        line = f"{a} and {b} share no scored cell of a task."
+    else:
+        ci = ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
+        if r["ci_low"] is None:
+            ci = f"no CI: {ci}"
+        else:
+            ci = f"95% CI {ci}, {r.get('ci_method') or ''}".rstrip(", ")
+        line = (f"{a} − {b} = {r['diff']:+.3f} task-weighted mean reward ({ci}, "
+                f"{p_phrase(r['p_value'], r.get('p_exact'))}) over {n} paired task(s), like with like "
+                f"({r.get('n_cells') or n} cell(s) both scored): {a} better on {r['wins']}, {b} better on "
+                f"{r['losses']}, {r['ties']} tied; smallest detectable difference "
+                f"{mde_text(r['mde'], n)}.")  # fmt: skip
+        if r["ci_low"] is None:
+            line = f"No conclusion: only {n} task(s). " + line
+    return " ".join(t for t in (line, lost_cells_text(r, a, b), incomplete_text(r, a, b)) if t)

@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 
 from evalkit.analysis.stats import ALPHA, PAIR_KEYS, TASK_KEYS, Z_975, compare, holm, mean_interval
+from evalkit.analysis.summary import _table
 from evalkit.analysis.tables import p_text
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.calls import identity, shown
 from evalkit.records.columns import eager
 from evalkit.types import EpisodeRecord
@@ -330,14 +331,14 @@ def _records(df: pl.DataFrame) -> dict[tuple[str, str], EpisodeRecord]:
     out = {}
     for (run,), sub in df.group_by("run", maintain_order=True):
         keys = set(sub["key"].drop_nulls().to_list())
-        native = traces.is_native(run) if isinstance(run, str) else False
+        native = rundir.is_native(run) if isinstance(run, str) else False
         if native and sub["offset"].is_not_null().all():
             for key, off in sub.select("key", "offset").iter_rows():
-                out[(run, key)] = traces.read_at(run, off)
+                out[(run, key)] = rundir.read_at(run, off)
         else:
-            for d in traces.iter_dicts(run):
-                if traces.record_key(d) in keys:
-                    out[(run, traces.record_key(d))] = EpisodeRecord.from_dict(d)
+            for d in rundir.iter_dicts(run):
+                if rundir.record_key(d) in keys:
+                    out[(run, rundir.record_key(d))] = EpisodeRecord.from_dict(d)
     return out
 
 
@@ -394,8 +395,6 @@ def _rate_cell(r: dict) -> str:
 def format_rates(rates: pl.DataFrame) -> str:
     """`why`'s rates as the CLI prints them: a row per scanner, a column per model (rate, 95% CI, tasks where
     it fired of the tasks counted), the infrastructure's apart."""
-    from evalkit.analysis.summary import _table
-
     models = rates["model"].unique(maintain_order=True).to_list()
     parts = []
     for kind, title in (("model", "The model's failures"), ("infra", "Infrastructure (apart: unscored)")):
@@ -443,7 +442,6 @@ def format_differences(diffs: pl.DataFrame) -> str:
 
 def format_check(checked: pl.DataFrame) -> str:
     """`check`'s table as text: each scanner's precision and recall against the labels, with intervals."""
-    from evalkit.analysis.summary import _table
 
     def share(r: dict, k: str) -> str:
         if r[k] is None:

@@ -147,6 +147,7 @@ class Browser:
             if self._browser is not None and self._browser.is_connected():
                 return self._browser
             if self._playwright is None:
+                # start-up: Playwright loads with the first browser
                 from playwright.async_api import async_playwright
 
                 self._playwright = await async_playwright().start()
@@ -340,6 +341,7 @@ class BrowserSession:
     @_hop
     async def settle(self, timeout: float = 2.0) -> None:
         """Wait until a navigation the last input started has loaded and the page has painted."""
+        # start-up (as above)
         from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         for attempt in (1, 2):

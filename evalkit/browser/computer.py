@@ -165,7 +165,7 @@ def add_computer_tools(
     """Register screenshot / click / double_click / drag / type_text / press_key / scroll on FastMCP server
     `mcp`. `screen()` gives the calling session's Screen (raising `fail(...)` when there is none);
     `fail(message)` makes the tool error the model reads; `after()` (optional, may be async) runs after every
-    action, e.g. to count steps."""
+    action, e.g. to count steps. (Start-up: the MCP types below load only where tools are registered.)"""
     from fastmcp.utilities.types import Image as MCPImage
     from pydantic import Field
 

@@ -1,17 +1,20 @@
-"""Environments: the OpenEnv client session and the embedded OpenEnv servers.
+"""Environments, in two packages with a line between them: `client` (what evalkit knows of an env and the
+sessions an episode opens on it, on anyone's server) and `embedded` (evalkit's own envs and their serving).
+A client never imports a server: they share only what this module declares and the task-set files.
 
 `EMBEDDED` maps a name to the `module:function` that builds its FastAPI app; `evalkit serve NAME` and
-`evalkit.serve(NAME)` run it under uvicorn. Clients never import a server module except through this table.
-`evalsets` holds the frozen task sets the embedded envs' tasks are drawn from.
+`evalkit.serve(NAME)` run it under uvicorn; `SURFACES`, `MODES`, `SCREEN_SURFACES` and `SKINS` say what each
+offers, so a batch checks what it was asked before a server starts. `evalsets` is the frozen task-set file
+format: the embedded envs write theirs, a run reads and selects from one.
 
-May import: `browser` and the modules at evalkit's top. An environment never sees the model (`providers`)
-nor the loop that drives it (`run`).
+May import: `browser`, `values` and the modules at evalkit's top. An environment never sees the model
+(`providers`) nor the loop that drives it (`run`).
 """
 
 EMBEDDED = {
-    "canvas": "evalkit.envs.canvas:build_app",
-    "webapp": "evalkit.envs.webapp:build_app",
-    "berth": "evalkit.envs.berth:build_app",
+    "canvas": "evalkit.envs.embedded.canvas:build_app",
+    "webapp": "evalkit.envs.embedded.webapp:build_app",
+    "berth": "evalkit.envs.embedded.berth:build_app",
 }
 
 SURFACES = {"canvas": ("tools", "html", "gui"), "webapp": ("gui",), "berth": ("tools",)}

@@ -22,7 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .task import Settings, TaskRun
+from evalkit.records.rundir import FrameStore
+
+from .settings import Settings
+from .task import TaskRun
 
 # The element a solution step names: "css:<selector>", or the visible text of a link, button, label or
 # heading (the first in document order, clickable elements first).
@@ -87,8 +90,6 @@ def plan_task(task: dict, site: Any, width: int, height: int) -> list[dict]:
     """The generic actions the DOM solver takes on `task` in a `width` × `height` page on `site`, found by
     doing it there (its folder, screens and frames are thrown away): a plan for the fake endpoint, with no
     run before it. Raises SolverError when the task's solution does not fit its app."""
-    from evalkit.records.traces import FrameStore
-
     with tempfile.TemporaryDirectory(prefix="evalkit-plan-") as tmp:
         settings = Settings(agent="dom", width=width, height=height, settle_s=0.2)
         ctx = TaskRun(task, site, Path(tmp) / "task", settings, FrameStore(tmp))
@@ -123,6 +124,15 @@ class _Baseline:
         ctx.result["rounds"] = step
         ctx.step(step, raw=json.dumps(action), actions=[action], url=url, errors=[error])
 
+    def _last(self, ctx: TaskRun, session: Any, step: int, submit: bool) -> None:
+        """The end of a task: finished on the policy's behalf when it did not end it (and `submit`), then the
+        last screen."""
+        if not ctx.result["status"] and submit:
+            step += 1
+            self._act(ctx, session, step, {"type": "finish", "answer": None})
+            ctx.result["status"] = "finished"
+        ctx.screenshot(session, step + 1)
+
 
 class DomSolver(_Baseline):
     """Follows each task's reference solution through the live DOM (`evalkit ownloop dom`)."""
@@ -147,11 +157,7 @@ class DomSolver(_Baseline):
                         ctx.result["status"] = "finished"
                 if ctx.result["status"]:
                     break
-            if not ctx.result["status"] and step < s.max_steps:
-                step += 1
-                self._act(ctx, session, step, {"type": "finish", "answer": None})
-                ctx.result["status"] = "finished"
-            ctx.screenshot(session, step + 1)
+            self._last(ctx, session, step, submit=step < s.max_steps)
         finally:
             ctx.end(session)
 
@@ -212,10 +218,6 @@ class RandomClicks(_Baseline):
                 step += 1
                 x, y = round(rng.uniform(0, s.width - 1), 1), round(rng.uniform(0, s.height - 1), 1)
                 self._act(ctx, session, step, {"type": "click", "x": x, "y": y})
-            if not ctx.result["status"]:
-                step += 1
-                self._act(ctx, session, step, {"type": "finish", "answer": None})
-                ctx.result["status"] = "finished"
-            ctx.screenshot(session, step + 1)
+            self._last(ctx, session, step, submit=True)
         finally:
             ctx.end(session)

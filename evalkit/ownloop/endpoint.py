@@ -60,12 +60,14 @@ class Endpoint:
     def __init__(
         self, base_url: str, model: str, timeout: float = 300.0, retries: int = 3, wait: float = 5.0
     ):
+        # start-up: the OpenAI SDK only for a run that calls a model
         from openai import OpenAI
 
         self.base_url, self.model, self.retries, self.wait = base_url, model, max(1, retries), wait
         self.client = OpenAI(base_url=base_url, api_key=api_key(), timeout=timeout, max_retries=0)
 
     def chat(self, messages: list[dict], **kw) -> Reply:
+        # start-up (as above)
         import openai
 
         last: Exception | None = None

@@ -16,10 +16,12 @@ so the tests and benchmarks that use it can fail.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import io
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,15 +34,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from evalkit.errors import EvalkitError
 from evalkit.serving import ThreadedServer
 
 from .coords import smart_resize, to_smart
+from .runners import runner_for
 
 Policy = Callable[[dict], str]
 
 
 def images_of(request: dict) -> list[tuple[int, int]]:
     """(width, height) of every image in a chat request, in order."""
+    # start-up: Pillow only to draw the scripted screens
     from PIL import Image
 
     sizes = []
@@ -365,7 +370,8 @@ class TaskPolicy(PlanPolicy):
     there leaves the agent's own server as it was."""
 
     def __init__(self, style: str, width: int, height: int, tasks: str | Path | None = None):
-        from evalkit.envs.webapp.tasks import load_tasks
+        # start-up: the web app's tasks and server only for a scripted run
+        from evalkit.envs.embedded.webapp.tasks import load_tasks
 
         defined = load_tasks(tasks)
         super().__init__({t["prompt"]: None for t in defined}, style)
@@ -375,12 +381,14 @@ class TaskPolicy(PlanPolicy):
         self._lock = threading.Lock()
 
     def plan(self, key: str) -> list[dict]:
+        # start-up (as above)
         from .baselines import plan_task
 
         with self._lock:  # one solve per task, however many workers ask for it at once
             if self.plans[key] is None:
                 if self._site is None:
-                    from evalkit.envs.webapp.serve import SiteServer
+                    # start-up (as above)
+                    from evalkit.envs.embedded.webapp.serve import SiteServer
 
                     self._site = SiteServer()
                 self.plans[key] = plan_task(self.tasks[key], self._site, *self.size)
@@ -401,13 +409,6 @@ def smart_size(width: int, height: int) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a `TaskPolicy` for one agent until interrupted, for an own-loop run started elsewhere."""
-    import argparse
-    import sys
-
-    from evalkit.errors import EvalkitError
-
-    from .runners import runner_for
-
     p = argparse.ArgumentParser(
         prog="python -m evalkit.ownloop.fake",
         description="A scripted model that answers as an own-loop agent would and solves the web-app tasks "

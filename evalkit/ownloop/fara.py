@@ -29,7 +29,8 @@ from typing import Any
 from evalkit.errors import ConfigError, EndpointError
 from evalkit.types import Usage
 
-from .task import Settings, TaskRun, not_released, on_path
+from .settings import Settings
+from .task import Released, TaskRun
 
 VIEWPORT = (1440, 900)
 _lock = threading.Lock()
@@ -96,24 +97,20 @@ def parse(agent: Any, text: str) -> tuple[bool, dict | None]:
     return isinstance(action.get("arguments"), dict) and "action" in action["arguments"], action
 
 
-class Fara7B:
+class Fara7B(Released):
     """`evalkit ownloop fara7b`."""
 
-    viewport = VIEWPORT
-    needs_endpoint = True
-    coordinates = "fara-resized-pixels"
-    prompt_version = "fara-7b"
+    NAME, viewport, coordinates, prompt_version = "fara7b", VIEWPORT, "fara-resized-pixels", "fara-7b"
 
     def check(self, settings: Settings) -> None:
         if (settings.width, settings.height) != VIEWPORT:
             raise ConfigError(
                 "fara7b maps coordinates to its fixed 1440x900 viewport: leave --width/--height"
             )
-        on_path(settings.path)
-        try:
-            fara_modules()
-        except ImportError as e:
-            raise not_released("fara7b", e) from None
+        super().check(settings)
+
+    def load(self) -> None:
+        fara_modules()
 
     def run(self, ctx: TaskRun) -> None:
         """One task with webeval's error retries: an attempt that ended in an error or a parse error is moved
@@ -140,6 +137,7 @@ class Fara7B:
             ctx.result["action_errors"] += sum(f["action_errors"] for f in failed)
 
     async def _attempt(self, ctx: TaskRun) -> None:
+        # start-up: the SDK and the browser only for a run
         import openai
 
         from evalkit.browser import context_options, emulate_focus, launch_options, prepare_context

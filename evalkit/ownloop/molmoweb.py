@@ -21,13 +21,14 @@ from typing import Any
 from evalkit.errors import EndpointError
 
 from .endpoint import Endpoint
-from .task import Settings, TaskRun, not_released, on_path
+from .task import Released, TaskRun
 from .uitars import png_url
 
 VIEWPORT = (1280, 720)
 
 
 def _png(array: Any) -> bytes:
+    # start-up: numpy and Pillow only for a screen
     import numpy as np
     from PIL import Image
 
@@ -89,24 +90,19 @@ def answer_of(interactions: list[Any]) -> str | None:
     return last_answer if last_answer is not None else last_msg if last_msg is not None else last_thought
 
 
-class MolmoWeb:
+class MolmoWeb(Released):
     """`evalkit ownloop molmoweb`."""
 
-    viewport = VIEWPORT
-    needs_endpoint = True
-    coordinates = "percent"
-    prompt_version = "molmoweb:molmo_web_think"
+    NAME, viewport, coordinates, prompt_version = "molmoweb", VIEWPORT, "percent", "molmoweb:molmo_web_think"
 
-    def check(self, settings: Settings) -> None:
-        on_path(settings.path)
-        try:
-            from agent.multimodal_agent import MultimodalAgent  # noqa: F401
-            from utils.envs.browser_env import SimpleEnv  # noqa: F401
-            from utils.eval_utils.episode import Episode  # noqa: F401
-        except ImportError as e:
-            raise not_released("molmoweb", e) from None
+    def load(self) -> None:
+        # the released agent's code, on the path given at run time (evalkit[ownloop])
+        from agent.multimodal_agent import MultimodalAgent  # noqa: F401
+        from utils.envs.browser_env import SimpleEnv  # noqa: F401
+        from utils.eval_utils.episode import Episode  # noqa: F401
 
     def run(self, ctx: TaskRun) -> None:
+        # the released agent's code, on the path given at run time (evalkit[ownloop])
         from agent.actions import SendMsgToUser
         from agent.multimodal_agent import MultimodalAgent
         from utils.envs.browser_env import SimpleEnv, _start_playwright

@@ -23,7 +23,7 @@ from evalkit.types import Usage
 from .baselines import settle
 from .endpoint import Endpoint, RequestRejected
 from .pyautogui import PyAutoGUI, run_pyautogui
-from .task import Settings, TaskRun, not_released, on_path
+from .task import Released, TaskRun
 
 _lock = threading.Lock()
 _classes: dict[str, type] = {}
@@ -35,11 +35,13 @@ def agent_class() -> type:
         if "cls" in _classes:
             return _classes["cls"]
         try:
+            # the released agent's code, on the path given at run time (evalkit[ownloop])
             from loguru import logger
 
             logger.remove()  # their module logs every prompt and response through loguru
         except ImportError:
             pass
+        # the released agent's code (as above)
         from mm_agents.opencua.opencua_agent import OpenCUAAgent
 
         class EndpointOpenCUAAgent(OpenCUAAgent):
@@ -106,20 +108,13 @@ def _name(code: str) -> str:
     return m.group(1) if m else "code"
 
 
-class OpenCUA:
+class OpenCUA(Released):
     """`evalkit ownloop opencua`."""
 
-    viewport = (1920, 1080)
-    needs_endpoint = True
-    coordinates = "qwen25"
-    prompt_version = "osworld-opencua:v1-l2"
+    NAME, viewport, coordinates, prompt_version = "opencua", (1920, 1080), "qwen25", "osworld-opencua:v1-l2"
 
-    def check(self, settings: Settings) -> None:
-        on_path(settings.path)
-        try:
-            agent_class()
-        except ImportError as e:
-            raise not_released("opencua", e) from None
+    def load(self) -> None:
+        agent_class()
 
     def run(self, ctx: TaskRun) -> None:
         s, res = ctx.settings, ctx.result

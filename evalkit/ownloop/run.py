@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.webapp.grade import grade
-from evalkit.envs.webapp.tasks import load_tasks
+from evalkit import __version__
+from evalkit.envs.embedded.webapp.grade import grade
+from evalkit.envs.embedded.webapp.tasks import load_tasks
 from evalkit.errors import ConfigError, EndpointError, error_class_of
 from evalkit.notices import notice
 from evalkit.records.lock import RunLock
-from evalkit.records.traces import (
+from evalkit.records.rundir import (
     FrameStore,
     TraceWriter,
     atomic_write,
@@ -42,7 +43,8 @@ from evalkit.records.traces import (
 from evalkit.types import EpisodeRecord, episode_key
 
 from .runners import runner_for
-from .task import Settings, TaskRun, on_path
+from .settings import Settings
+from .task import TaskRun, on_path
 
 logger = logging.getLogger(__name__)
 ENV, SURFACE, MODE = "webapp", "gui", "ownloop"
@@ -59,21 +61,9 @@ END_REASONS = {
     "endpoint_error": "error",
     "crash": "error",
 }
-# Settings that change what an episode is: a resume with other values would mix incomparable records.
-_OUTCOME = (
-    "agent",
-    "model",
-    "max_steps",
-    "timeout",
-    "width",
-    "height",
-    "frequency_penalty",
-    "temperature",
-    "top_p",
-    "max_past_steps",
-    "opencua_max_tokens",
-    "fara_retries",
-)
+_SUBJECT = ("agent", "model")
+"""Who a run is of: a resume may not change it, as it may not change the settings that change what an
+episode is (`Settings.outcome`)."""
 
 
 def model_label(agent: str, model: str | None) -> str:
@@ -94,23 +84,20 @@ class OwnloopRun:
 
 
 def run_ownloop(
-    settings: Settings,
+    settings: Settings | None,
     out: str | Path,
     tasks: str | Path | None = None,
     *,
-    task_ids: list[str] | None = None,
-    limit: int | None = None,
-    workers: int = 2,
-    servers: int = 2,
-    ports: list[int] | None = None,
     log: Callable[[str], None] | None = None,
-    argv: list[str] | None = None,
+    **overrides: Any,
 ) -> OwnloopRun:
-    """Run `settings.agent` on the tasks of `tasks` (default: data/evalsets/webapp-v1.json) into `out`."""
+    """Run `settings.agent` on the tasks of `tasks` (default: data/evalsets/webapp-v1.json) into `out`.
+    `settings` (an `evalkit.ownloop.Settings`) and keyword overrides of it say the rest: which tasks
+    (`task_ids`, `limit`), how many at once (`workers`, on `servers` web-app servers or at `ports`), the
+    agent's model, endpoint and released knobs; `log` gets a line per finished task."""
+    settings = Settings.make(settings, **overrides)
     runner = runner_for(settings.agent)
-    if workers < 1 or servers < 1 or settings.max_steps < 1 or settings.timeout <= 0:
-        raise ConfigError("--workers, --servers, --max-steps and --timeout must be positive")
-    chosen = _chosen(load_tasks(tasks), task_ids, limit)
+    chosen = _chosen(load_tasks(tasks), settings.task_ids, settings.limit)
     settings.width = settings.width or runner.viewport[0]
     settings.height = settings.height or runner.viewport[1]
     runner.check(settings)
@@ -124,29 +111,31 @@ def run_ownloop(
         "model": label,
         "env": ENV,
         "tasks": str(tasks or "webapp-v1"),
-        **{k: getattr(settings, k) for k in _OUTCOME},
+        **{k: getattr(settings, k) for k in _SUBJECT},
+        **settings.outcome(),
+        "outcome": settings.outcome(),
         "endpoint": settings.endpoint,
         "n_tasks": len(chosen),
-        "workers": workers,
+        "workers": settings.workers,
     }
     _check_resume(out, meta)
-    from evalkit import __version__
-
     with RunLock(out):  # one writer per run directory, from before its run.json is written
         done = completed_keys(out)
         todo = [t for t in chosen if _key(label, t["task_id"]) not in done]
         old = read_run_json(out)
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         created = old.get("created", now)
+        argv = settings.argv
         write_run_json(out, {**old, **meta, "created": created, "evalkit_version": __version__, "argv": argv})
         run = OwnloopRun(out, skipped=len(chosen) - len(todo))
         if not todo:
             return run
         on_path(settings.path)
         say = log or (lambda line: notice(logger, line))
-        _play(runner, todo, run, settings, label, say, fake=fake, tasks=tasks, workers=workers,
-              servers=len(ports) if ports else min(servers, len(todo)), ports=ports)  # fmt: skip
-    from evalkit.analysis.summary import write_summary
+        ports = settings.ports
+        _play(runner, todo, run, settings, label, say, fake=fake, tasks=tasks, workers=settings.workers,
+              servers=len(ports) if ports else min(settings.servers, len(todo)), ports=ports)  # fmt: skip
+    from evalkit.analysis.summary import write_summary  # start-up: it loads Polars, for the run's end alone
 
     write_summary(out)
     return run
@@ -173,6 +162,7 @@ def _check_endpoint(runner: Any, settings: Settings) -> bool:
     elif runner.needs_endpoint:
         if not settings.endpoint or not settings.model:
             raise ConfigError(f"{settings.agent} needs --endpoint and --model (or --endpoint fake)")
+        # start-up: the SDK check, the web apps and the scripted model only when a run starts
         from .endpoint import check_endpoint
 
         check_endpoint(settings.endpoint, settings.model)
@@ -186,12 +176,14 @@ def _play(
 ) -> None:  # fmt: skip
     """Play `todo` on `workers` threads over `servers` web-app servers (and the fake endpoint), each
     episode appended to the run's trace as it ends."""
-    from evalkit.envs.webapp.serve import SiteServer
+    # start-up (as above)
+    from evalkit.envs.embedded.webapp.serve import SiteServer
 
     writer, frames = TraceWriter(run.path), FrameStore(run.path)
     lock, queue = threading.Lock(), list(todo)
     with ExitStack() as stack:
         if fake:
+            # start-up (as above)
             from .fake import FakeEndpoint, TaskPolicy
 
             policy = TaskPolicy(settings.agent, settings.width, settings.height, tasks)
@@ -242,7 +234,7 @@ def _check_resume(out: Path, meta: dict) -> None:
         return
     if old.get("kind") != "ownloop":
         raise ConfigError(f"{out} holds a run that is not an own-loop run; use a new --out")
-    changed = [k for k in _OUTCOME if k in old and old[k] != meta[k]]
+    changed = [k for k in (*_SUBJECT, *meta["outcome"]) if k in old and old[k] != meta[k]]
     if changed:
         was = ", ".join(f"{k}={old[k]}" for k in changed)
         raise ConfigError(f"{out} was run with {was}; resume it with the same settings or use a new --out")

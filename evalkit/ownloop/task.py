@@ -9,16 +9,18 @@ its screen stored once in the run's `frames/`.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.webapp.tasks import fill, instruction
+from evalkit.envs.embedded.webapp.tasks import fill, instruction
 from evalkit.errors import ConfigError
-from evalkit.records.traces import FrameStore
+from evalkit.records.rundir import FrameStore
 from evalkit.types import CallRecord, Image, TurnRecord, Usage
+
+from .settings import Settings
 
 CLIPBOARD = ("clipboard-read", "clipboard-write")
 SESSION_FIELDS = (
@@ -34,35 +36,6 @@ SESSION_FIELDS = (
     "parse_fails",
     "action_errors",
 )
-
-
-@dataclass
-class Settings:
-    """What an own-loop run was asked to do; the released defaults of each runner apply where 0 / None."""
-
-    agent: str
-    model: str | None = None
-    endpoint: str | None = None
-    max_steps: int = 40
-    timeout: float = 1800.0
-    """Wall-clock seconds per task."""
-    width: int = 0
-    height: int = 0
-    path: list[str] = field(default_factory=list)
-    """Directories put first on sys.path for released agent code (`--path`, default `$OWNLOOP_PATH`)."""
-    wait_s: float = 5.0
-    """UI-TARS's wait() and OpenCUA's pause after every action (their released 5 s)."""
-    settle_s: float = 1.0
-    """Pause after the start page loads and after each step, for the page to settle."""
-    retry_wait: float = 5.0
-    request_timeout: float = 300.0
-    frequency_penalty: float = 0.0
-    temperature: float | None = None
-    top_p: float | None = None
-    max_past_steps: int = 10
-    fara_retries: int = 5
-    opencua_max_tokens: int = 2048
-    seed: int = 0
 
 
 RELEASED = {
@@ -100,11 +73,29 @@ def not_released(agent: str, err: BaseException) -> ConfigError:
 
 def on_path(paths: list[str]) -> None:
     """Put released code's directories first on sys.path (`--path`), once each."""
-    import sys
-
     for p in reversed(paths):
         if p not in sys.path:
             sys.path.insert(0, p)
+
+
+class Released:
+    """An own-loop agent that runs its released code, found on `--path` (RELEASED), against a model
+    endpoint: `check` puts the path first and imports that code (`load`) before any task, or says in one
+    line what to fetch."""
+
+    NAME = ""
+    needs_endpoint = True
+
+    def load(self) -> None:
+        """Import the released code (ImportError when it is not there)."""
+        raise NotImplementedError
+
+    def check(self, settings: Settings) -> None:
+        on_path(settings.path)
+        try:
+            self.load()
+        except ImportError as e:
+            raise not_released(self.NAME, e) from None
 
 
 class TaskRun:
@@ -177,6 +168,7 @@ class TaskRun:
     # ------------------------------------------------------------------ browser
 
     def session_options(self, width: int, height: int) -> Any:
+        # start-up: the browser layer (Playwright) only for a task's session
         from evalkit.browser import SessionOptions
 
         return SessionOptions(
@@ -189,6 +181,7 @@ class TaskRun:
 
     def open_browser(self, width: int, height: int) -> Any:
         """A fresh context: the session-flags page (logged out for a login task), then the start page."""
+        # start-up (as above)
         from evalkit.browser import new_session
 
         session = new_session(self.session_options(width, height))

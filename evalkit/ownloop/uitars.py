@@ -16,12 +16,14 @@ import time
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.types import Usage
 
 from .baselines import settle
 from .coords import MAX_PIXELS, MIN_PIXELS, box_centre, fit_pixels
 from .endpoint import Endpoint, RequestRejected
 from .keys import pw_combo, pw_key
-from .task import Settings, TaskRun
+from .settings import Settings
+from .task import TaskRun
 
 SYSTEM = "You are a helpful assistant."
 SCROLL_NOTCH, SCROLL_NOTCHES = 100, 5
@@ -45,6 +47,7 @@ class UITarsAgent:
         frequency_penalty: float = 0.0,
         language: str = "English",
     ):
+        # the released agent's package (evalkit[ownloop]), imported where it is used
         from ui_tars.prompt import COMPUTER_USE_DOUBAO
 
         self.endpoint = endpoint
@@ -57,6 +60,7 @@ class UITarsAgent:
     @staticmethod
     def prepare(png: bytes) -> tuple[bytes, int, int]:
         """The agent's own resize into [MIN_PIXELS, MAX_PIXELS], as RGB PNG → (png, height, width)."""
+        # start-up: Pillow only for a screen
         from PIL import Image
 
         im = Image.open(io.BytesIO(png))
@@ -70,6 +74,7 @@ class UITarsAgent:
         return buf.getvalue(), im.height, im.width
 
     def messages(self, images: list[tuple[bytes, int, int]]) -> list[dict]:
+        # the released agent's package (as above)
         from ui_tars.action_parser import add_box_token
 
         msgs: list[dict] = [
@@ -95,9 +100,8 @@ class UITarsAgent:
     def predict(self, png: bytes) -> tuple[str | None, list[dict] | None, list[dict], Any]:
         """→ (reply, parsed actions, failed attempts, usage); reply and actions are None after three replies
         the parser rejected."""
+        # the released agent's package (as above)
         from ui_tars.action_parser import parse_action_to_structure_output
-
-        from evalkit.types import Usage
 
         # A screenshot is resized and re-encoded once, when it arrives, not at each later step it rides along.
         self.images = (self.images + [self.prepare(png)])[-self.history_n :]

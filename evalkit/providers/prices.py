@@ -109,6 +109,7 @@ def price_table() -> dict[str, dict[str, float]] | None:
 @lru_cache(maxsize=1)
 def _snapshot() -> Any:
     """genai-prices' bundled data, in a snapshot of evalkit's own (see the module's docstring)."""
+    # start-up: the price library and its data load with the first price asked
     from genai_prices import data, data_snapshot
 
     return data_snapshot.DataSnapshot(providers=data.providers, from_auto_update=False)
@@ -117,6 +118,7 @@ def _snapshot() -> Any:
 def price_source() -> dict:
     """What a run's costs were computed with, for run.json: genai-prices' version (its data is the
     package's), and the user's file with its digest and models (null models: unusable, every cost null)."""
+    # start-up: importlib.metadata costs ~30 modules, for run.json's line alone
     from importlib.metadata import version
 
     path = override_path()
@@ -186,6 +188,7 @@ def _user_cost(p: dict[str, float], usage: Usage) -> Decimal:
 def _library_usage(usage: Usage) -> Any:
     """evalkit's usage in genai-prices' terms: its `input_tokens` counts the cached and cache-written
     tokens too (evalkit's `input` does not), and its output, like evalkit's, includes reasoning."""
+    # start-up (as `_snapshot`)
     from genai_prices.types import Usage as LibraryUsage
 
     return LibraryUsage(
@@ -198,6 +201,7 @@ def _library_usage(usage: Usage) -> Any:
 
 def _flat(price: Any) -> Any:
     """The rates of a request below every long-context tier (`TieredPrices.base`)."""
+    # start-up (as `_snapshot`)
     from genai_prices.types import ModelPrice, TieredPrices
 
     rates = {k: v.base if isinstance(v, TieredPrices) else v for k, v in vars(price).items()}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError, TraceError
-from evalkit.records.traces import find_record, trace_signature
+from evalkit.records.rundir import find_record, trace_signature
 from evalkit.types import Call, EpisodeRecord, Image, ToolOutcome, Turn, Usage
 
 EXHAUSTED = "replay_exhausted"

@@ -1,6 +1,6 @@
 """The episode index of a native trace, read by msgspec instead of `json.loads` per line.
 
-`columns.episode_row` over `traces.iter_offsets` stays the reference: this module must give the same frame,
+`columns.episode_row` over `rundir.iter_offsets` stays the reference: this module must give the same frame,
 row for row, and hands every line it cannot vouch for to that reference. Each line is decoded by msgspec
 into an `_Episode`, a Struct derived from `wellformed.kinds` (`_struct`): every field a record declares, at
 every depth (the turns, their calls, the plans), is typed by the kind it must hold, a field of any kind (the
@@ -18,23 +18,10 @@ A line that names a harness's own reward or error (`info.harness_reward`, `info.
 an importer sets) goes the reference way too: evalkit's own records never hold them, so the fast path gives
 those two columns null.
 
-A cold load (a trace evalkit did not write, or whose kept index is gone: `kept` holds the index of a run
-evalkit writes) of 100,000 episodes (710 MB), profiled: the NDJSON reader of Polars this replaced and eight
-regexes over every line took ~45% of the time each; then msgspec's decode of every field at every depth
-(~1 s of CPU per 100,000: the syntax alone is ~0.5 s, the nested records' strings ~0.3 s) was ~60% of it,
-and it holds the GIL. So a trace of 32 MB or more, when this process may use two CPUs, is read in two
-(`_scan`): the trace is cut at a line start, a fork (`beside`) reads and decodes the later part while this
-process reads and decodes the first, each `_CHUNK` bytes at a time into one buffer (reading the whole trace
-into one new bytes object cost 0.45 s), and builds its part's frame and columns while the fork still runs;
-the fork sends its columns packed (`_Part.dump`: numbers as numpy bytes, texts joined), which this process
-reads back in ~0.06-0.09 s where a list per column cost ~0.2 s to decode and ~0.3 s to build. The nested
-fields are checked before the frame is returned, not later: whether a record is sound decides whether it
-is in the frame at all (`problem`), so a frame shown before that check could change after it. On the stop
-before: reading 0.45 s, its half of the decode 0.9 s, the reply 0.2 s, columns 0.55 s, the cache 0.15 s.
-Tried and left out: a second process started anew (its imports and the hand-over cost more than it saved),
-Polars' NDJSON reader with only the index's columns (1.1 s wall, 2.1 s of CPU: skipping the nested values
-costs it more than msgspec's whole decode), the same rows re-encoded by msgspec for Polars to read (no
-cheaper than taking them), `astuple` per record.
+A trace of 32 MB or more, when this process may use two CPUs, is read in two (`_scan`): a fork (`beside`)
+reads and decodes the later part while this process reads the first, each `_CHUNK` bytes at a time, and
+sends its columns packed (`_Part.dump`). Why so, what each step costs and what was tried and left out:
+docs/scale.md, "How the cold read got its shape".
 """
 
 from __future__ import annotations
@@ -498,7 +485,7 @@ def _fast_columns(df: pl.DataFrame) -> pl.DataFrame:
     out = df.select(
         pl.col("offset"),
         pl.when(importer != "").then(importer).otherwise(pl.lit("evalkit")).alias("source"),
-        pl.col("key").replace("", None),  # as traces.record_key: an empty key is no key
+        pl.col("key").replace("", None),  # as rundir.record_key: an empty key is no key
         *[pl.col(c) for c in _TEXT if c not in ("key", "error_class", "error")],
         *[pl.col(c) for c in _NUM],
         *[pl.col(c).fill_null(0) for c in _COUNT],

@@ -22,11 +22,12 @@ _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 EPISODE_COLUMNS: dict[str, Any] = {
     "run": _S,  # the run directory as given to load_runs
     "run_name": _S,  # its last path component, for labels
-    "offset": _I,  # byte offset of the record's line in trace.jsonl (native runs), for traces.read_at
+    "offset": _I,  # byte offset of the record's line in trace.jsonl (native runs), for rundir.read_at
     "source": _S,  # "evalkit" or the importer that read the run
     "key": _S,
     "model": _S,
     "env": _S,
+    "env_config": _S,  # the env's configuration as the run recorded it (`config_label`); null: none said
     "surface": _S,
     "mode": _S,
     "split": _S,
@@ -74,14 +75,10 @@ EPISODE_COLUMNS: dict[str, Any] = {
 }
 EPISODE_SCHEMA = pl.Schema(EPISODE_COLUMNS)
 
+EPISODE_OF: dict[str, Any] = dict.fromkeys(["run", "key", "model", "env", "surface", "mode", "task_id"], _S)
+"""Which run and episode a row of a per-episode table belongs to (turns, calls, scanners' findings)."""
 _PER_TURN: dict[str, Any] = {
-    "run": _S,
-    "key": _S,
-    "model": _S,
-    "env": _S,
-    "surface": _S,
-    "mode": _S,
-    "task_id": _S,
+    **EPISODE_OF,
     "tier": _S,
     "repeat": _I,
     "turn": _I,
@@ -117,14 +114,32 @@ CALL_COLUMNS: dict[str, Any] = {
 }
 
 
-CACHED = [c for c in EPISODE_COLUMNS if c not in ("run", "run_name")] + ["problem"]
-"""The columns of a cached index: all but the two that name the run as it was given, and `problem`: what
-is wrong with a malformed record (`evalkit.wellformed`), null for a sound one. The index keeps malformed
+PER_RUN = ("run", "run_name", "env_config")
+"""Columns `load_runs` fills in per run rather than per record: the run as it was given, and the env
+configuration its run.json recorded (one per run: a resume against another configuration is refused)."""
+CACHED = [c for c in EPISODE_COLUMNS if c not in PER_RUN] + ["problem"]
+"""The columns of a cached index: all but those filled in per run (`PER_RUN`), and `problem`: what is
+wrong with a malformed record (`evalkit.wellformed`), null for a sound one. The index keeps malformed
 records, so that the latest-record rule sees them; `load_runs` leaves them out."""
 INDEX_COLUMNS = {**{c: EPISODE_COLUMNS[c] for c in CACHED[:-1]}, "problem": _S}
 INDEX_VERSION = 5
 """The version of the rows `episode_row` makes: bump it when they, or the columns, change, so that every
 cached index (`index_cache`) and kept one (`kept`) is built anew."""
+
+
+def config_label(config: Any) -> str | None:
+    """A run's env configuration (run.json's `env_config`, a dict such as {"game_name": "catch"}) as one
+    short stable label, `game_name=catch` (keys sorted, values as compact JSON unless plain text): what
+    keys a task apart from the same task id of another configuration. None for no configuration said
+    (an empty dict, a foreign run)."""
+    if not isinstance(config, dict) or not config:
+        return None
+    parts = []
+    for k in sorted(config, key=str):
+        v = config[k]
+        shown = v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+        parts.append(f"{k}={shown}")
+    return wellformed.text(", ".join(parts))
 
 
 def text(v: Any) -> str | None:

@@ -1,13 +1,13 @@
 """The episode index of a run (one `columns.CACHED` row per episode that counts), cached as Parquet.
 
-A native run's index holds the byte offset of each record's line (for `traces.read_at`) and is built by
+A native run's index holds the byte offset of each record's line (for `rundir.read_at`) and is built by
 msgspec (`evalkit.records._index`); `build_reference`, one `json.loads` per line, is what it must equal. It is
 cached under `<run>/.evalkit/`, named by the trace's size and mtime: a changed trace gets a new index, a
 read-only run gets none. Traces are append-only, so a trace that grew since its cached index is indexed from
-where that index stopped (`_extend`), not anew. Both keep each key's latest record by `traces.survivors`.
+where that index stopped (`_extend`), not anew. Both keep each key's latest record by `rundir.survivors`.
 
 A run another harness wrote is read through `evalkit.records.importers` and its index cached in
-`traces.derived_dir` (the per-user cache: never inside the run nor beside it, which may be inside another
+`rundir.derived_dir` (the per-user cache: never inside the run nor beside it, which may be inside another
 harness's output root), named by the run's content signature and the importers' version.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import DiskFullError, TraceError
-from evalkit.records import _index, importers, kept, traces
+from evalkit.records import _index, importers, kept, rundir
 from evalkit.records.columns import CACHED, INDEX_COLUMNS, INDEX_VERSION, episode_row, frame
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see
 
 
 def _latest(df: pl.DataFrame) -> pl.DataFrame:
-    """The rows that count, by `traces.survivors`' rule (each key's last row, every row without a key) in
+    """The rows that count, by `rundir.survivors`' rule (each key's last row, every row without a key) in
     Polars: 4-7 ms on a 100k-row index where the keys as a list and a dict took 25 ms (the reference,
     `build_reference`, goes through `survivors` itself, and the index tests compare the two)."""
     return df.filter(pl.col("key").is_last_distinct() | pl.col("key").is_null())
@@ -44,28 +44,28 @@ def _latest(df: pl.DataFrame) -> pl.DataFrame:
 def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
     """The index of a run, read anew; `counts` gets the unreadable lines of a native trace (see
     `_index.records`)."""
-    if traces.is_native(run):
-        trace = traces.trace_file(run)
+    if rundir.is_native(run):
+        trace = rundir.trace_file(run)
         with open(trace, "rb") as f:
             return _latest(_index.records(f, episode_row, SCHEMA, trace, counts))
-    return frame([episode_row(d, None) for d in traces.iter_dicts(run)], dict(SCHEMA))
+    return frame([episode_row(d, None) for d in rundir.iter_dicts(run)], dict(SCHEMA))
 
 
 def build_reference(run: Path) -> pl.DataFrame:
     """`build` one `json.loads` at a time: the definition the fast reader is tested against."""
-    if traces.is_native(run):
-        pairs = traces.latest_records(traces.iter_offsets(run), key=lambda p: traces.record_key(p[1]))
+    if rundir.is_native(run):
+        pairs = rundir.latest_records(rundir.iter_offsets(run), key=lambda p: rundir.record_key(p[1]))
     else:
-        pairs = [(None, d) for d in traces.iter_dicts(run)]
+        pairs = [(None, d) for d in rundir.iter_dicts(run)]
     return frame([episode_row(d, off) for off, d in pairs], dict(SCHEMA))
 
 
 def index_path(run: str | Path) -> Path:
     """Where the cached index of `run` lives for the run as it is now."""
-    size, mtime = traces.trace_signature(run)
-    if traces.is_native(run):
+    size, mtime = rundir.trace_signature(run)
+    if rundir.is_native(run):
         return Path(run) / ".evalkit" / f"index-v{VERSION}-{size}-{mtime}.parquet"
-    return traces.derived_dir(run) / f"index-v{VERSION}-i{importers.cache_tag(run)}-{size}-{mtime}.parquet"
+    return rundir.derived_dir(run) / f"index-v{VERSION}-i{importers.cache_tag(run)}-{size}-{mtime}.parquet"
 
 
 def _covered(recs: pl.DataFrame, indexed: int) -> bool:
@@ -78,7 +78,7 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
     """The index of a native run, from what is known of its trace (the rows its writer kept beside it,
     `kept`, or a cached index it only appended to since: whichever covers more) and the rest read cold;
     and what it covers (None when a later one cannot extend it)."""
-    trace = traces.trace_file(run)
+    trace = rundir.trace_file(run)
     with open(trace, "rb") as f:
         base = _extendable(run, f)
         start = base[1]["indexed"] if base else 0
@@ -158,7 +158,7 @@ def _write(path: Path, df: pl.DataFrame, meta: dict | None = None) -> None:
         buf = io.BytesIO()
         extra = {_META: json.dumps(meta)} if meta else None
         df.write_parquet(buf, compression="lz4", statistics=False, metadata=extra)
-        traces.atomic_write(path, buf.getvalue(), sync=False)  # a cache: one cut short is read anew
+        rundir.atomic_write(path, buf.getvalue(), sync=False)  # a cache: one cut short is read anew
         for old in path.parent.glob("index-v*.parquet"):
             if old != path:
                 old.unlink(missing_ok=True)
@@ -212,7 +212,7 @@ def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
     if not run.exists():
         raise TraceError(f"{run}: no such run directory")
     if run.is_dir():
-        traces.trace_file(run)  # a trace that leads out of the run is refused, even with an index cached
+        rundir.trace_file(run)  # a trace that leads out of the run is refused, even with an index cached
     if not cache:
         counts: dict = {}
         df = build(run, counts)
@@ -227,7 +227,7 @@ def read(run: Path, cache: bool | str = True) -> tuple[pl.DataFrame, int]:
             return df, _unreadable(meta)
         except Exception as e:  # a damaged cache is rebuilt, never fatal
             log.debug("%s: unreadable index, rebuilding (%s)", path, e)
-    native = run.is_dir() and traces.is_native(run)
+    native = run.is_dir() and rundir.is_native(run)
     df, meta = _index_native(run) if native else (build(run), None)
     if cache != "read":
         _write_soon(path, df, meta)

@@ -1,6 +1,6 @@
 """JSON files as a reader of other people's runs meets them: a torn or corrupt line is skipped, never fatal.
 
-Shared by the native trace reader (`evalkit.records.traces`) and the importers (`evalkit.records.importers`),
+Shared by the native trace reader (`evalkit.records.rundir`) and the importers (`evalkit.records.importers`),
 which must not depend on each other's module for it.
 """
 

@@ -1,4 +1,4 @@
-"""The index of a trace evalkit writes, kept as it writes it: the writer (`traces.TraceWriter`) appends each
+"""The index of a trace evalkit writes, kept as it writes it: the writer (`rundir.TraceWriter`) appends each
 record's row beside the trace, so that a run evalkit wrote is never read cold (`index_cache` reads it).
 
 The journal is `<run>/.evalkit/kept-v<INDEX_VERSION>.csv`: a CSV (Polars reads it in one call, several

@@ -1,6 +1,6 @@
 """Which records of a trace count: each key once, as its latest record (`latest_records`, `survivors` for a
 column of keys), and every record without a key on its own. Every reader of runs (records, the analysis
-index, resume, the viewer's search) goes through this one rule; `traces` gives it under the same names."""
+index, resume, the viewer's search) goes through this one rule; `rundir` gives it under the same names."""
 
 from __future__ import annotations
 

@@ -123,7 +123,8 @@ def finish(run_dir: str | Path, key: str) -> None:
 
 
 def _write(path: Path, episodes: list[dict]) -> None:
-    from evalkit.records.traces import atomic_write
+    # start-up: the run-directory layer (~40 modules) only for a writer
+    from evalkit.records.rundir import atomic_write
 
     data = {"version": LIVE_VERSION, "pid": os.getpid(), "host": _HOST, "updated": round(time.time(), 3),
             "episodes": episodes}  # fmt: skip
@@ -281,7 +282,8 @@ def running(
     """The episodes of a run in progress (less the keys in `finished`, whose records the caller has read),
     oldest start first, at most MAX_SHOWN. A live file is read as data, never trusted: a field of the wrong
     type reads as missing, a torn or foreign file is skipped, a frame path outside the run is dropped."""
-    from evalkit.records.traces import safe_path
+    # start-up (as above)
+    from evalkit.records.rundir import safe_path
 
     now = time.time() if now is None else now
     out = []

@@ -1,5 +1,5 @@
 """What evalkit writes is whole or not there: a file is written beside its place and renamed over it
-(`traces.atomic_write`, or `writing` for a library that writes the file itself), a folder (a bundle, an ATIF
+(`rundir.atomic_write`, or `writing` for a library that writes the file itself), a folder (a bundle, an ATIF
 job) is built in a sibling and swapped in (`building`). A reader, or a process killed at any moment, finds
 the old output or the new one, never a mix.
 

@@ -2,7 +2,7 @@
 judge's answers (the cache that makes a rerun free) and a person's labels.
 
 All three live in `scan_dir(run)`: `<run>/.evalkit/scans/` for a run evalkit wrote; for a run another
-harness wrote, which is never written into nor beside, the per-user cache `traces.derived_dir` keeps for it.
+harness wrote, which is never written into nor beside, the per-user cache `rundir.derived_dir` keeps for it.
 
     scan.parquet    the rows `evalkit scan` (or `ek.scanners.save`) wrote: one per episode × scanner
     judged.jsonl    one line per answer a judge gave, appended and flushed as it arrives (a kill loses none)
@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError, no_space
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.jsonl import iter_lines
 
 SCAN_FILE = "scan.parquet"
@@ -42,7 +42,7 @@ _locks_guard = threading.Lock()
 
 def scan_dir(run: str | Path) -> Path:
     """Where a run's scan results, judged answers and labels live (see the module doc)."""
-    return traces.derived_dir(run) / "scans"
+    return rundir.derived_dir(run) / "scans"
 
 
 def _lock(path: Path) -> threading.Lock:
@@ -78,7 +78,7 @@ def append_line(path: Path, line: str, header: str | None = None) -> None:
             os.fsync(fd)
         except OSError as exc:
             if no_space(exc):
-                raise traces.disk_full(path, exc, f"{path} keeps every line before this one") from None
+                raise rundir.disk_full(path, exc, f"{path} keeps every line before this one") from None
             raise
         finally:
             os.close(fd)
@@ -98,7 +98,7 @@ def write_scan(run: str | Path, rows: pl.DataFrame) -> Path:
             rows = pl.concat([kept, rows], how="diagonal_relaxed")
     buf = io.BytesIO()
     rows.write_parquet(buf, compression="lz4")
-    traces.atomic_write(path, buf.getvalue())
+    rundir.atomic_write(path, buf.getvalue())
     return path
 
 

@@ -9,31 +9,30 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import TraceError
+from evalkit.records.rundir import read_run_json
 
 LEGACY_SETTINGS = ("max_turns", "max_steps", "episode_timeout", "coordinates")
-"""In a run.json written before it listed its `outcome` settings (which `evalkit.run.settings` declares):
-the top-level settings that change an episode."""
+"""In a run.json written before it listed its `outcome` settings (which the run's settings declare:
+`evalkit.run.settings`, `evalkit.ownloop.settings`): the top-level settings that change an episode."""
 LEGACY_OPTIONS = ("max_tokens", "keep_images", "image_window", "temperature", "seed")
 """The same among such a run.json's model `options`."""
 OWNLOOP_SETTINGS = ("max_steps", "timeout", "width", "height", "frequency_penalty", "temperature", "top_p",
                     "max_past_steps", "opencua_max_tokens", "fara_retries")  # fmt: skip
-"""The same for an own-loop run (`evalkit ownloop`)."""
+"""The same for an own-loop run (`evalkit ownloop`) written before then."""
 
 
 def outcome_settings(run: str | Path) -> dict[str, Any]:
     """The settings of `run` that change an episode, as its run.json has them ({} for a foreign run or an
     unreadable run.json). A resume compares these."""
-    from evalkit.records.traces import read_run_json
-
     path = Path(run)
     try:
         meta = read_run_json(path) if path.is_dir() else {}
     except TraceError:
         return {}
+    if isinstance(meta.get("outcome"), dict):  # what the run declared (`evalkit.values.knobs`)
+        return dict(meta["outcome"])
     if meta.get("kind") == "ownloop":
         return {k: meta[k] for k in OWNLOOP_SETTINGS if k in meta}
-    if isinstance(meta.get("outcome"), dict):  # what the batch declared (`evalkit.run.settings`)
-        return dict(meta["outcome"])
     out = {k: meta[k] for k in LEGACY_SETTINGS if k in meta}
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     return out | {k: options[k] for k in LEGACY_OPTIONS if k in options}

@@ -24,7 +24,7 @@ is kept here, as the loop handed it to the agent:
   budget took it out of the conversation: the request of turn n and every later one no longer carried it.
 
 Texts shorter than INLINE are kept in the record; longer ones go to the run's text store
-(`traces.TextStore`), content-addressed, so a system prompt a thousand episodes share is one file. A record
+(`rundir.TextStore`), content-addressed, so a system prompt a thousand episodes share is one file. A record
 written before transcripts existed (or by another harness) still reads: `messages()` rebuilds what it can
 from the turns, each message marked `note="reconstructed"`.
 """
@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.types import RESULT_CAP, SCRIPTED, EpisodeRecord, Image, ToolSpec
 
 VERSION = 1
@@ -87,8 +87,8 @@ class Recorder:
         self, run_dir: str | Path | None, frames: bool = True, key: str = "", save_raw: bool = False
     ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.texts = traces.TextStore(run_dir) if run_dir is not None else None
-        self.frames = traces.FrameStore(run_dir) if run_dir is not None else None
+        self.texts = rundir.TextStore(run_dir) if run_dir is not None else None
+        self.frames = rundir.FrameStore(run_dir) if run_dir is not None else None
         self.keep_images = frames or save_raw
         self.data: dict[str, Any] = {"version": VERSION}
         self.after: dict[str, list[dict]] = {}
@@ -178,7 +178,7 @@ class Recorder:
             return
         for part in ("request", "response"):
             body = json.dumps(exchange.get(part), ensure_ascii=False, indent=1, default=str)
-            traces.atomic_write(self.run_dir / self.raw_dir / f"{turn:03d}.{part}.json", body + "\n")
+            rundir.atomic_write(self.run_dir / self.raw_dir / f"{turn:03d}.{part}.json", body + "\n")
         self._raw_written = True
 
     def to_dict(self) -> dict:
@@ -203,7 +203,7 @@ def _tools_text(compact: str) -> str:
 
 @lru_cache(maxsize=512)
 def _stored(run: str, rel: str) -> str | None:
-    return traces.read_text(run, rel)
+    return rundir.read_text(run, rel)
 
 
 def _resolve(run: Path, entry: dict, fallback: str = "") -> str:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import EndpointError, KeyRejectedError
+from evalkit.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ EXIT_INTERRUPTED = 130
 
 def refused_key(model: str, exc: EndpointError) -> KeyRejectedError | None:
     """The configuration error a failed model call stands for when its endpoint refused the key."""
-    from evalkit.providers import AUTH_STATUSES, key_variables
+    from evalkit.providers import AUTH_STATUSES, key_variables  # start-up: the CLI's flags read this module
 
     if exc.status not in AUTH_STATUSES:
         return None
@@ -61,8 +63,6 @@ class BreakerSettings:
     @classmethod
     def parse(cls, text: str) -> BreakerSettings:
         """`--env-breaker FAILURES,SECONDS`; ValueError with the reason for anything else."""
-        import math
-
         parts = text.split(",")
         if len(parts) != 2:
             raise ValueError(f"--env-breaker wants FAILURES,SECONDS, got {text!r}")
@@ -146,8 +146,6 @@ class Guard:
 
     def _open(self, why: str) -> None:
         if self.down is None:
-            from evalkit.secrets import redact_url
-
             where = f" at {redact_url(self.url)}" if self.url else ""
             self.down = f"the environment{where} is down: {why}"
             self.say(f"{self.down}; no further episode is started (rerun the same command to resume)")
@@ -166,9 +164,9 @@ class Guard:
             self._thread.join(timeout=max(self.settings.every, 2.0) + 1)
 
     def _watch(self) -> None:
-        import httpx
+        import httpx  # start-up: the CLI's flags read this module, and only a batch's watch needs these
 
-        from evalkit.envs.openenv import http_url
+        from evalkit.envs.client.openenv import http_url
 
         health = f"{http_url(self.url)}/health"
         every, silence = self.settings.every, self.settings.silence

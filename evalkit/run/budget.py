@@ -36,6 +36,8 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.notices import notice
+from evalkit.providers.prices import OVERRIDE_VARIABLE, priced, turn_cost
+from evalkit.records.rundir import TRACE, read_records, read_run_json, write_run_json
 from evalkit.types import EpisodeRecord, TurnRecord
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,6 @@ class EpisodeMeter:
         what it did report: at least that was spent (`known` then says the sum is a lower bound)."""
         if self.limit is None or _free(self.model):
             return False
-        from evalkit.providers.prices import turn_cost
-
         for t in turns[self._priced :]:
             self.known = self.known and t.usage_known
             cost = turn_cost(self.model, dataclasses.replace(t, usage_known=True), self.started)
@@ -81,8 +81,6 @@ def check_priced(models: list[str], max_cost: float | None, episode_max_cost: fl
     """ConfigError before any work when a budget is asked of a model evalkit cannot price."""
     if max_cost is None and episode_max_cost is None:
         return
-    from evalkit.providers.prices import OVERRIDE_VARIABLE, priced
-
     unpriced = [m for m, ok in priced([m for m in models if not _free(m)]).items() if not ok]
     if unpriced:
         flag = "--max-cost" if max_cost is not None else "--episode-max-cost"
@@ -201,8 +199,6 @@ class BudgetGate:
             if self._said or self.budget.stopped is None:
                 return
             self._said = True
-        from evalkit.records.traces import read_run_json, write_run_json
-
         meta = read_run_json(self.out)
         write_run_json(self.out, {**meta, "budget_stop": self.budget.stopped})
         notice(log, stop_line(self.budget.stopped), logging.WARNING)
@@ -212,8 +208,6 @@ def gate(guard: Any, max_cost: float | None, episode_max_cost: float | None, out
     """`guard` with the run's budget over it (as it stands in `out`'s trace), or `guard` without one."""
     if max_cost is None:
         return guard
-    from evalkit.records.traces import TRACE, read_records
-
     records = list(read_records(out, latest=False)) if (out / TRACE).exists() else []
     return BudgetGate(guard, BatchBudget(max_cost, records, episode_max_cost), out)
 

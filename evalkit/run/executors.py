@@ -25,10 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.envs.target import Target, served_by
+from evalkit.envs.client.resolved import ResolvedEnv, served_by
 from evalkit.errors import ConfigError, KeyRejectedError
+from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
-from evalkit.records.traces import store_files
+from evalkit.records.rundir import store_files
 from evalkit.run.episode import Job, play
 from evalkit.run.settings import Settings
 from evalkit.types import EpisodeRecord
@@ -43,14 +44,14 @@ class Episodes:
     """What every episode of a batch shares: the env, the run directory, the settings. Plain data, so it
     travels to other processes."""
 
-    target: Target
+    env: ResolvedEnv
     out: Path
     settings: Settings
     environ: dict[str, str] = field(default_factory=dict)
     """Provider variables (keys, base URLs) a Ray node gets from the driver."""
 
     def play(self, job: Job, store_dir: Path, cancel: threading.Event | None, health: Any) -> EpisodeRecord:
-        return play(job.model, self.target, job, self.settings, store_dir, cancel, health)
+        return play(job.model, self.env, job, self.settings, store_dir, cancel, health)
 
 
 Arrive = Callable[[EpisodeRecord, bool], None]
@@ -134,8 +135,67 @@ def run_threads(
     pool.shutdown(wait=False, cancel_futures=True)
 
 
+def serve_embedded(name: str, concurrency: int | None = None) -> Any:
+    """Embedded env `name` served on loopback: the one door from the loop to evalkit's own env servers, which
+    a client never imports (`evalkit.envs.client.prepare` is handed this). For a batch of `concurrency`
+    episodes at once (`evalkit.envs.embedded.process.serve_embedded`: child processes past a few), else in
+    a thread of this process (a Ray node's runner)."""
+    # The door, on use: a batch against a URL never loads an env server.
+    from evalkit.envs.embedded import process, server
+
+    return process.serve_embedded(name, concurrency) if concurrency else server.serve(name)
+
+
 def provider_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+
+
+FILES_PER_EPISODE = 8
+"""Files (sockets) an episode holds open in the batch's process, with room: its WebSocket to the env, a kept
+connection for pictures on its thread and on a frame taker, its model's connection — and as many again for
+the env's ends when the env is served in this process. Measured: 4.8 per episode at 64 at once (the env in
+child processes, the tests' model server in this process), 8.8 at 6 (both in this process)."""
+MIB_PER_EPISODE = 4
+"""Memory an episode adds at the least (the canvas `tools` surface; a screen surface's browser page takes
+far more): 4.3 MiB measured between 8 and 64 episodes at once, the env's processes included."""
+
+
+def most_episodes() -> tuple[int, str]:
+    """How many episodes at once this machine can hold, and what bounds it: the files this process may
+    open (past them every new connection fails), or the memory available now."""
+    try:
+        import resource  # Unix's alone: elsewhere the bound is the memory's
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        limit = -1
+    bounds = []
+    if limit > 0:  # (RLIM_INFINITY is -1)
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            used = 64
+        bounds.append((max(1, (limit - used - 64) // FILES_PER_EPISODE),
+                       f"each keeps ~{FILES_PER_EPISODE} files open and this process may open {limit:,}: "
+                       "`ulimit -n` raises that"))  # fmt: skip
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable:")) // 1024
+        why = f"each needs {MIB_PER_EPISODE} MiB or more and {avail:,} MiB is available"
+        bounds.append((max(1, avail // MIB_PER_EPISODE), why))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return min(bounds) if bounds else (2**31, "")
+
+
+def check_concurrency(n: int, executor: str = "threads") -> None:
+    """Episodes run in this process's threads are bounded by what the machine holds (`most_episodes`); on
+    Ray, by the cluster."""
+    if executor == "threads":
+        most, why = most_episodes()
+        if n > most:
+            raise ConfigError(f"--concurrency {n:,} is more than this machine holds: at most "
+                              f"{most:,} episodes at once ({why})")  # fmt: skip
 
 
 # ---- Ray ---------------------------------------------------------------------------------------------------
@@ -143,7 +203,7 @@ def provider_environ() -> dict[str, str]:
 
 def ray_module() -> Any:
     try:
-        import ray
+        import ray  # an extra (evalkit[ray]): imported where a Ray batch needs it
     except ImportError:
         raise ConfigError("the Ray executor needs Ray: pip install 'evalkit[ray]'") from None
     return ray
@@ -166,17 +226,12 @@ class Runner:
     """A node's episodes, run by the actor's threads (made a Ray actor by `run_ray`)."""
 
     def __init__(self, episodes: Episodes, driver_node: str):
-        import ray
-
-        from evalkit.providers.health import ProviderHealth
-
+        ray = ray_module()
         os.environ.update(episodes.environ)
         self.server = None
-        if episodes.target.embedded and ray.get_runtime_context().get_node_id() != driver_node:
-            from evalkit.envs.server import serve
-
-            self.server = serve(episodes.target.name)
-            episodes = replace(episodes, target=served_by(episodes.target, self.server))
+        if episodes.env.embedded and ray.get_runtime_context().get_node_id() != driver_node:
+            self.server = serve_embedded(episodes.env.name)
+            episodes = replace(episodes, env=served_by(episodes.env, self.server))
         self.episodes = episodes
         self.health = ProviderHealth()
 
@@ -210,7 +265,7 @@ def run_ray(
     address: str | None = None,
 ) -> Iterator[EpisodeRecord | None]:
     ray = start_ray(address)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # (the extra, as above)
 
     driver = ray.get_runtime_context().get_node_id()
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [driver]

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from evalkit.envs import loopback
-from evalkit.records.traces import FrameStore
-from evalkit.types import EnvSession, Image
+from evalkit.envs.client import loopback
+from evalkit.records.rundir import FrameStore
+from evalkit.types import EnvSession, Image, ToolOutcome
 
 _pool: ThreadPoolExecutor | None = None
 _users = 0
@@ -76,6 +76,13 @@ class Camera:
         finally:
             self.clock(time.monotonic() - t)
 
+    def call(self, name: str, args: dict) -> ToolOutcome:
+        """A tool call on the session: the frame being taken is waited for first (nothing moves the env's
+        state under it), the call is env time, and the next render is asked for anew."""
+        self.settle()
+        self.calls_made += 1
+        return self.timed(self.session.call, name, args)
+
     def picture(self, what: str, timed: bool = True) -> Image | None:
         """The session's `render()` or `target()`, if it has one."""
         fn = getattr(self.session, what, None)
@@ -89,6 +96,11 @@ class Camera:
         if self._rendered is None or self._rendered[0] != self.calls_made:
             self._rendered = (self.calls_made, self.picture("render", timed))
         return self._rendered[1]
+
+    def frame(self, shot: Image | None, images: Sequence[Image] = (), timed: bool = True) -> Image | None:
+        """The picture of the env after a turn (the one rule for frames, the debugger's included): the loop's
+        screenshot of it, else the env's render, else the last image the env returned in it."""
+        return shot or self.render(timed) or (images[-1] if images else None)
 
     def later(self, take: Callable[[bool], None]) -> None:
         """Take a frame (`take(timed)`: a picture from the env, saved) in the background, while the model

@@ -3,7 +3,7 @@ runs the same preflight (the kind of env, its tools, how many sessions its serve
 
 One session is opened and reset on a task; while it is held, more sessions are opened (each asked only for
 its state) until the server refuses one or enough are open, so the count is what the server accepts now
-(`evalkit.envs.target.preflight`, which is all a batch asks).
+(`evalkit.envs.client.preflight`, which is what a batch runs too).
 With `step`, the probe also takes one step in its session — one the user gives, else one it can fill in
 (`example_step`) — and shows its result as a model would get it after its first turn: the opening message
 and that result are built as an episode builds them (`evalkit.run.wording`).
@@ -17,63 +17,40 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalkit.envs import actions, tasks
-from evalkit.envs.sessions import close_quietly
-from evalkit.envs.target import Target, preflight, resolve, with_records
+from evalkit.envs.client import actions, observation, tasks
+from evalkit.envs.client.preflight import KINDS, Preflight, preflight
+from evalkit.envs.client.resolved import ResolvedEnv, resolve, with_records
 from evalkit.errors import ConfigError, EnvError
-from evalkit.run import wording
+from evalkit.run import rules, wording
 from evalkit.types import ToolOutcome, ToolSpec
-
-KINDS = {
-    "mcp": "MCP env: its tools are listed and called over the session",
-    "typed": "typed-action env: driven through one tool, step, whose parameters are its action schema",
-    "session": "a Python EnvSession",
-}
 
 
 @dataclass
 class EnvReport:
-    """What one probe found."""
+    """What one probe found: its preflight (`found`), and what a model would be given and not given."""
 
-    name: str
-    url: str | None
-    kind: str
-    """`mcp`, `typed`, or `session` (an EnvSession given as a Python object)."""
-    tools: list[ToolSpec]
-    finish: str | None
-    meta: dict
-    """The reset observation's metadata."""
-    observation: dict
-    """The reset observation's own fields."""
+    found: Preflight
     system: str
     opening: wording.Opening
-    reset: dict
-    capacity: int | None = None
-    """Sessions the server accepted at once (counting the probe's own); None when not measured."""
-    tried: int = 0
-    """Sessions the probe tried at most: a capacity equal to it means "at least that many"."""
+    hidden: dict[str, str] = field(default_factory=dict)
+    """What the reset holds that the model is not shown, key → why (`hidden_from_model`)."""
     pictures: dict[str, bool] = field(default_factory=dict)
-    modes: tuple[str, ...] | None = None
-    seconds: float = 0.0
+    splits: list[dict] | None = None
+    """The env's own tasks by split (`{"name", "type", "num_tasks"}`), where it has a Task API."""
     step: tuple[str, dict] | None = None
     """The step the probe took: (tool, arguments); None when it took none."""
     result: ToolOutcome | None = None
     """That step's result as the model gets it (the turns-left note on it, a screenshot added)."""
     no_step: str = ""
     """Why the probe took no step, when it was asked to."""
-    splits: list[dict] | None = None
-    """The env's own tasks by split (`{"name", "type", "num_tasks"}`), where it has a Task API."""
-    hidden: dict[str, str] = field(default_factory=dict)
-    """What the reset holds that the model is not shown, key → why (`hidden_from_model`)."""
     step_error: str = ""
     """The probe's step broke the env (its session stopped answering): what was sent, and what broke."""
+    seconds: float = 0.0
 
-    def capacity_text(self) -> str:
-        if self.capacity is None:
-            return "not measured"
-        if self.capacity >= self.tried:
-            return f"at least {self.capacity} at once"
-        return f"{self.capacity} at a time"
+    @property
+    def finish(self) -> str | None:
+        finish = rules.finishing_tool(self.found.tools)
+        return finish.name if finish else None
 
     def splits_text(self) -> str:
         """The env's own tasks: `train 3, test 2 (evalkit run --split S --tasks N|all)`."""
@@ -85,38 +62,29 @@ class EnvReport:
 
     def summary(self) -> str:
         """One line: which kind of env this is and how it will be driven."""
-        where = f" at {self.url}" if self.url else ""
-        if self.kind == "typed":
-            params = (
-                ", ".join((self.tools[0].parameters.get("properties") or {}).keys()) if self.tools else ""
-            )
-            how = f"typed-action env, driven through one tool step({params})"
-        else:
-            how = f"{'MCP env' if self.kind == 'mcp' else 'env'}, {len(self.tools)} tool(s)"
-            how += f", finishing tool {self.finish}" if self.finish else ", no finishing tool"
-        sessions = f"; sessions: {self.capacity_text()}" if self.capacity is not None else ""
-        return f"{self.name}{where}: {how}{sessions}"
+        return summary(self.found)
 
     def to_dict(self) -> dict:
+        found = self.found
         return {
-            "name": self.name,
-            "url": self.url,
-            "kind": self.kind,
-            "tools": [asdict(t) for t in self.tools],
+            "name": found.env.name,
+            "url": found.env.url,
+            "kind": found.kind,
+            "tools": [asdict(t) for t in found.tools],
             "finishing_tool": self.finish,
-            "capacity": self.capacity,
-            "capacity_tried": self.tried,
+            "capacity": found.capacity,
+            "capacity_tried": found.tried,
             "pictures": self.pictures,
-            "modes": list(self.modes) if self.modes else None,
+            "modes": list(found.modes) if found.modes else None,
             "splits": self.splits,
-            "reset": self.reset,
-            "reset_metadata_keys": sorted(self.meta),
-            "observation_fields": sorted(self.observation),
+            "reset": found.reset,
+            "reset_metadata_keys": sorted(found.meta),
+            "observation_fields": sorted(found.observation),
             "system_prompt": self.system,
             "opening_message": self.opening.text,
             "opening_images": [repr(i) for i in self.opening.images],
             "hidden": self.hidden,
-            "finishing": wording.auto_submit_text(wording.finishing_tool(self.tools)),
+            "finishing": wording.auto_submit_text(rules.finishing_tool(found.tools)),
             "step": {"tool": self.step[0], "args": self.step[1]} if self.step else None,
             "step_error": self.step_error or None,
             "step_result": None if self.result is None else {
@@ -128,35 +96,36 @@ class EnvReport:
 
     def describe(self) -> str:
         """The full report, as `evalkit probe` prints it."""
-        finish = wording.finishing_tool(self.tools)
+        found = self.found
+        finish = rules.finishing_tool(found.tools)
         lines = [
-            f"name:       {self.name}" + (f"  ({self.url})" if self.url else ""),
-            f"kind:       {KINDS.get(self.kind, self.kind)}",
-            f"sessions:   {self.capacity_text()}",
-            f"modes:      {', '.join(self.modes) if self.modes else 'none declared'}",
+            f"name:       {found.env.name}" + (f"  ({found.env.url})" if found.env.url else ""),
+            f"kind:       {KINDS.get(found.kind, found.kind)}",
+            f"sessions:   {found.capacity_text()}",
+            f"modes:      {', '.join(found.modes) if found.modes else 'none declared'}",
             f"tasks:      {self.splits_text()}",
             "pictures:   "
             + (", ".join(f"{k} {'yes' if v else 'no'}" for k, v in self.pictures.items()) or "-"),
-            f"reset with: {json.dumps(self.reset, default=str)}",
-            f"metadata:   {', '.join(sorted(self.meta)) or '(none)'}",
-            f"observed:   {', '.join(sorted(self.observation)) or '(no fields)'}",
+            f"reset with: {json.dumps(found.reset, default=str)}",
+            f"metadata:   {', '.join(sorted(found.meta)) or '(none)'}",
+            f"observed:   {', '.join(sorted(found.observation)) or '(no fields)'}",
         ]
         lines += _hidden_lines(self.hidden)
-        lines.append(f"tools ({len(self.tools)}):")
-        for t in self.tools:
+        lines.append(f"tools ({len(found.tools)}):")
+        for t in found.tools:
             mark = "   [finishing tool]" if finish is not None and t.name == finish.name else ""
             lines.append(f"  {t.name}: {_first_line(t.description)}{mark}")
             lines.append(f"      {json.dumps(t.parameters, separators=(',', ':'), default=str)}")
         lines.append(f"finishing:  {wording.auto_submit_text(finish)}")
-        shot = self.meta.get("screenshot_tool")
-        if shot and any(t.name == shot for t in self.tools):
+        shot = found.meta.get("screenshot_tool")
+        if shot and any(t.name == shot for t in found.tools):
             lines.append(
                 f"screen:     {shot}: the loop adds a screenshot to the opening message (not shown "
                 "below) and after each turn without one"
             )
         lines.append(
             "system prompt"
-            + ("" if self.meta.get("instructions") else " (generic: the env gives none)")
+            + ("" if found.meta.get("instructions") else " (generic: the env gives none)")
             + ":"
         )
         lines += _quoted(self.system)
@@ -190,8 +159,6 @@ def hidden_from_model(session: Any, meta: dict, hide: tuple[str, ...] = ()) -> d
     """What the reset holds that the model is not shown, key → why: what is withheld from it (the
     evaluator's task spec, a Task API record, what `--hide-field` names: never sent, pictures included),
     what the env lists under `hidden_keys`, and evalkit's own bookkeeping (ids, the loop's settings)."""
-    from evalkit.envs import observation
-
     fields = dict(getattr(session, "observation", None) or {})
     withheld = getattr(session, "withheld", None)
     if not isinstance(withheld, dict):
@@ -228,8 +195,23 @@ def _quoted(text: str, limit: int = 60) -> list[str]:
     return out
 
 
+def summary(found: Preflight) -> str:
+    """One line: which kind of env this is and how it will be driven (a batch says it before its episodes)."""
+    env, tools = found.env, found.tools
+    where = f" at {env.url}" if env.url else ""
+    if found.kind == "typed":
+        params = ", ".join((tools[0].parameters.get("properties") or {}).keys()) if tools else ""
+        how = f"typed-action env, driven through one tool step({params})"
+    else:
+        finish = rules.finishing_tool(tools)
+        how = f"{'MCP env' if found.kind == 'mcp' else 'env'}, {len(tools)} tool(s)"
+        how += f", finishing tool {finish.name}" if finish else ", no finishing tool"
+    sessions = f"; sessions: {found.capacity_text()}" if found.capacity is not None else ""
+    return f"{env.name}{where}: {how}{sessions}"
+
+
 def probe(
-    env: Target | Any,
+    env: ResolvedEnv | Any,
     reset: dict | None = None,
     *,
     sessions: int = 8,
@@ -240,40 +222,25 @@ def probe(
     step: bool | dict = False,
     hide: tuple[str, ...] | list[str] = (),
 ) -> EnvReport:
-    """Open a session on `env` (a Target, or anything `evalkit.envs.target.resolve` takes), reset it with
-    `reset`, and report what a model would be given (`max_turns` None: the env's own budget, as an episode
-    has) and what it would not (`EnvReport.hidden`; `hide` names more, as `--hide-field` does). With
-    `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one step and
-    reports its result as the model gets it: True for one the probe fills in (`example_step`), or
+    """Open a session on `env` (a ResolvedEnv, or anything `evalkit.envs.client.resolved.resolve` takes),
+    reset it with `reset`, and report what a model would be given (`max_turns` None: the env's own budget,
+    as an episode has) and what it would not (`EnvReport.hidden`; `hide` names more, as `--hide-field`
+    does). With `sessions` > 1 the server's capacity is measured up to that many sessions. `step` takes one
+    step and reports its result as the model gets it: True for one the probe fills in (`example_step`), or
     `{"tool": name, "args": {...}}` (`tool` may be left out for an env with one tool); a step that breaks
     the env is reported (`EnvReport.step_error`), not raised."""
     t0 = time.monotonic()
     hide = tuple(hide)
     env = with_records(resolve(env), [reset or {}]).with_(hide=hide)
     found = preflight(env, reset or {}, sessions=sessions, wait=wait, cancel=cancel, hold=True)
-    session, meta, tools, fields = found.session, found.meta, found.tools, found.observation
+    session, meta, tools = found.session, found.meta, found.tools
     try:
-        finish = wording.finishing_tool(tools)
-        budget = wording.turn_budget(max_turns, meta)
-        named = meta.get("screenshot_tool")
-        shot = named if any(t.name == named for t in tools) else None
+        budget = rules.turn_budget(max_turns, meta)
+        shot = rules.screenshot_tool(meta, tools)
         shown, shown_fields = wording.seen(session, meta, hide)
-        report = EnvReport(
-            name=env.name,
-            url=env.url,
-            kind=found.kind,
-            tools=tools,
-            finish=finish.name if finish else None,
-            meta=meta,
-            observation=fields,
-            system=wording.system_prompt(shown, tools, shown_fields),
-            opening=_opening(session, meta, budget, pictures, shot, hide),
-            reset=found.reset,
-            capacity=found.capacity,
-            tried=found.tried,
-            modes=found.modes,
-            hidden=hidden_from_model(session, meta, hide),
-        )
+        system = wording.system_prompt(shown, tools, shown_fields)
+        opening = _opening(session, meta, budget, pictures, shot, hide)
+        report = EnvReport(found, system, opening, hidden_from_model(session, meta, hide))
         if pictures:
             report.pictures = _pictures(session, meta)
         if env.url and not env.embedded:
@@ -281,7 +248,7 @@ def probe(
         if step is not False:
             _take_step(report, session, step, shot, budget)
     finally:
-        close_quietly(session)
+        found.release()
     report.seconds = time.monotonic() - t0
     return report
 
@@ -307,13 +274,13 @@ def _read(session: Any, what: str) -> Any:
 def _take_step(report: EnvReport, session: Any, step: bool | dict, shot: str | None, budget: int) -> None:
     """One step in the probe's session, its result put as the loop sends it after the first turn."""
     if isinstance(step, dict):
-        tool = step.get("tool") or (report.tools[0].name if len(report.tools) == 1 else None)
-        if tool is None or not any(t.name == tool for t in report.tools):
-            names = ", ".join(t.name for t in report.tools)
-            raise ConfigError(f"--step-json names no tool of {report.name} (it has: {names})")
+        tool = step.get("tool") or (report.found.tools[0].name if len(report.found.tools) == 1 else None)
+        if tool is None or not any(t.name == tool for t in report.found.tools):
+            names = ", ".join(t.name for t in report.found.tools)
+            raise ConfigError(f"--step-json names no tool of {report.found.env.name} (it has: {names})")
         chosen: tuple[str, dict] | None = (tool, dict(step.get("args") or {}))
     else:
-        chosen = example_step(report.tools, report.meta, report.observation, shot)
+        chosen = example_step(report.found.tools, report.found.meta, report.found.observation, shot)
     if chosen is None:
         report.no_step = "no tool whose arguments it could fill in: give one with --step-json"
         return
@@ -334,12 +301,12 @@ def example_step(
     tools: list[ToolSpec], meta: dict, fields: dict, shot: str | None = None
 ) -> tuple[str, dict] | None:
     """A step the probe can take to show a result: the screenshot tool; else the first tool but the
-    finishing one whose arguments can be filled in, typed from its schema (`evalkit.envs.actions`): one of
-    the actions the env lists as legal where it fits, else a default, an enum's first, a minimum. None when
+    finishing one whose arguments can be filled in, typed from its schema (`evalkit.envs.client.actions`): one
+    of the actions the env lists as legal where it fits, else a default, an enum's first, a minimum. None when
     no tool can be."""
     if shot:
         return shot, {}
-    finish = wording.finishing_tool(tools)
+    finish = rules.finishing_tool(tools)
     legal = actions.legal_actions(meta, fields)
     return actions.sample_step(tools, legal, skip=finish.name if finish else None)
 

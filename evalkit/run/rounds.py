@@ -26,9 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evalkit.envs.client.resolved import embedded, served_by
+from evalkit.envs.client.selection import Draw, select_tasks
 from evalkit.errors import ConfigError
 from evalkit.notices import notice
-from evalkit.run import validate
+from evalkit.providers.health import ProviderHealth
+from evalkit.records.checks import run_out
+from evalkit.records.rundir import read_run_json
+from evalkit.run.executors import serve_embedded
 from evalkit.run.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,14 +54,15 @@ def until_decided(
     """Run `one_batch(models, env, settings, out, health)` round after round (see the module doc) and return
     the batch's `Run`, its counts summed over the rounds and `look` its last look (`empty(out, meta=,
     look=)`: the Run of a batch that had nothing to run)."""
+    # start-up: the sequential design loads scipy (400 modules), which a plain batch never needs
     from evalkit.analysis import sequential as seq
 
     a, b = s.compare_a, s.compare_b
     absent = [m for m in (a, b) if m not in models]
     if absent:
         raise ConfigError(f"--until-decided: {', '.join(absent)} is not among --models ({', '.join(models)})")
-    out = validate.run_out("--out", out)
-    order, narrow = task_order(s)
+    out = run_out("--out", out)
+    order, narrow = task_order(s, env)
     try:
         design = seq.Design(a, b, len(order), s.delta)
     except ValueError as e:
@@ -67,14 +73,10 @@ def until_decided(
                           f"now {_design_text(design)}): use a new --out")  # fmt: skip
     if looks and looks[-1].decision != "continue":
         notice(log, f"{out}: already decided at look {looks[-1].look}: {_verdict(looks[-1])}; nothing to run")
-        from evalkit.records.traces import read_run_json
-
         return empty(out, meta=read_run_json(out), look=looks[-1])
     done = looks[-1].extra.get("round_tasks", 0) if looks else 0
     rounds = [n for n in seq.planned_looks(len(order)) if n > done] or [len(order)]
     if health is None:  # one for every round: a provider found failing stays cooled down
-        from evalkit.providers.health import ProviderHealth
-
         health = ProviderHealth()
     with _served(env, s.concurrency) as where:
         return _rounds(models, where, s, out, health, one_batch, order, narrow, design, looks, rounds)
@@ -94,7 +96,7 @@ def _rounds(
     rounds: list[int],
 ) -> Any:
     """The rounds, each a batch over the first n tasks and a look after it, until one decides."""
-    from evalkit.analysis import sequential as seq
+    from evalkit.analysis import sequential as seq  # start-up (as in until_decided)
 
     total = None
     for n in rounds:
@@ -120,40 +122,33 @@ def _rounds(
     if total is not None and total.look is None and looks:
         total.look = looks[-1]  # (a resume that ran nothing new): the comparison as it stands
     if total is not None and total.ran:
-        from evalkit.analysis.summary import write_summary
+        from evalkit.analysis.summary import write_summary  # start-up: Polars, for the end alone
 
         write_summary(out)  # with the last look in it
     return total
 
 
-def task_order(s: Settings) -> tuple[list, Callable[[list], Settings]]:
-    """The planned tasks in the order the rounds take them, and how the settings of a round over the first
-    ones read. ConfigError where the number of tasks is not known before the batch."""
-    if s.reset is not None:
-        rows = [s.reset] if isinstance(s.reset, dict) else list(s.reset)
-        return rows, lambda first: dataclasses.replace(s, reset=first)
-    if s.evalset is not None:
-        from evalkit.envs.evalsets import load_evalset
-
-        chosen = load_evalset(s.evalset).select(subset=s.subset, tiers=s.tiers, task_ids=s.task_ids,
-                                                limit=s.limit)  # fmt: skip
-        if not chosen:
-            raise ConfigError("the task selection is empty")
-        ids = [t["task_id"] for t in chosen]
-        random.Random(ORDER_SEED).shuffle(ids)
-        return ids, lambda first: dataclasses.replace(s, task_ids=list(first), limit=None)
-    if s.task_ids:
-        ids = list(s.task_ids)
-        random.Random(ORDER_SEED).shuffle(ids)
-        return ids, lambda first: dataclasses.replace(s, task_ids=list(first))
-    if s.tasks == "all":
-        raise ConfigError("--until-decided plans its looks over a known number of tasks: give --tasks N, "
-                          "--task-ids or an --evalset, not --tasks all")  # fmt: skip
-    n = s.tasks if s.tasks is not None else (s.limit if s.limit is not None else 10)
-    return list(range(n)), lambda first: dataclasses.replace(s, tasks=len(first), limit=None)
+def task_order(s: Settings, env: Any) -> tuple[list, Callable[[list], Settings]]:
+    """The planned tasks (as the batch selects them: `selection.select_tasks`) in the order the rounds take
+    them, and how the settings of a round over the first ones read. ConfigError where the number of tasks
+    is not known before the batch."""
+    tasks, _ = select_tasks(getattr(env, "name", None) or str(env), s)
+    if isinstance(tasks, Draw):
+        if tasks.tasks in (None, "all"):
+            raise ConfigError("--until-decided plans its looks over a known number of tasks: give --tasks N, "
+                              "--task-ids or an --evalset, not --tasks all")  # fmt: skip
+        return list(range(int(tasks.tasks))), lambda first: dataclasses.replace(
+            s, tasks=len(first), limit=None
+        )
+    if s.reset is not None:  # in the order given
+        return [reset for reset, _ in tasks], lambda first: dataclasses.replace(s, reset=first)
+    ids = [ident for _, ident in tasks]
+    random.Random(ORDER_SEED).shuffle(ids)
+    return ids, lambda first: dataclasses.replace(s, task_ids=list(first), limit=None)
 
 
 def _differences(out: Path, a: str, b: str) -> list[float]:
+    # start-up: the sequential design (scipy) and Polars, as in until_decided
     from evalkit.analysis.sequential import paired_differences
     from evalkit.records.loading import load_runs
 
@@ -184,12 +179,10 @@ class _served:
 
     def __enter__(self) -> Any:
         if isinstance(self.env, str) and "://" not in self.env:
-            from evalkit.envs import process, target
-
-            declared = target.embedded(self.env)
-            self.server = process.serve_embedded(declared.name, self.concurrency)
+            declared = embedded(self.env)
+            self.server = serve_embedded(declared.name, self.concurrency)
             try:
-                return target.served_by(declared, self.server)
+                return served_by(declared, self.server)
             except BaseException:
                 self.server.stop()
                 raise
@@ -206,7 +199,7 @@ def _design_text(d: Any) -> str:
 
 
 def _verdict(look: Any) -> str:
-    from evalkit.analysis.sequential import WORDS
+    from evalkit.analysis.sequential import WORDS  # start-up (as in until_decided)
 
     return WORDS[look.decision].format(a=look.a, b=look.b, delta=look.delta or 0)
 

@@ -1,9 +1,10 @@
-"""One batch's settings, each knob declared once.
+"""A run's settings, each knob declared once (`evalkit.values.knobs`).
 
-A knob is a field of `Settings` with its default, its one-line docstring (the `--help` line), how a value
-is checked (from Python and from the command line alike) and whether it changes what an episode is — what a
-resume compares, and what summaries keep runs apart by. `run_batch` takes a Settings and keyword overrides;
-`evalkit run` builds its flags from the declarations (`add_flags`, `from_flags`); `run.json` is `to_json()`.
+A knob is a field of `Settings` with its default, its one-line help (the `--help` line), how a value is
+checked (from Python and from the command line alike: `evalkit.values.checks`) and whether it changes what
+an episode is — what a resume compares, and what summaries keep runs apart by. Every driver takes a
+Settings and keyword overrides of it (`run_batch`, `run_episode`, `EpisodeStepper`); `evalkit run` builds
+its flags from the declarations (`add_flags`, `from_flags`); `run.json` is `to_json()`.
 
     s = Settings(max_turns=12, repeats=3)
     run_batch(["baseline:tracer"], env, s, out="runs/x", concurrency=8)
@@ -12,155 +13,32 @@ resume compares, and what summaries keep runs apart by. `run_batch` takes a Sett
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.run import validate
+from evalkit.run.breaker import BreakerSettings
 from evalkit.types import AgentOptions
+from evalkit.values import knobs
+from evalkit.values.checks import (
+    COUNT,
+    POSITIVE,
+    REAL,
+    WHOLE,
+    CountOrAll,
+    image_window,
+    names,
+    one_of,
+    reset_rows,
+)
+from evalkit.values.knobs import knob
 
 _AGENT = AgentOptions()
 
 
-@dataclass(frozen=True)
-class Knob:
-    """How one setting is given and checked."""
-
-    help: str
-    check: Callable[[str, Any], Any]
-    """`check(flag, value)`: the value normalised (a comma list split, a number checked), or ConfigError."""
-    outcome: bool = False
-    """Changes what an episode is: a resume may not change it."""
-    flag: str | None = ""
-    """The command-line flag ("" for --the-name; None: none)."""
-    parse: Callable[[str], Any] | None = None
-    """What the command line's text becomes before `check` (default: the text)."""
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    short: str | None = None
-    """A one-letter alias of the flag."""
-    agent: bool = False
-    """A model setting: part of the agents' `AgentOptions` (run.json keeps them under `options`)."""
-    many: bool = False
-    """The flag may be given several times; its values are joined into one list."""
-
-
-def knob(default: Any, help: str, check: Callable[[str, Any], Any] | None = None, **kw: Any) -> Any:
-    return field(default=default, metadata={"knob": Knob(help, check or _any, **kw)})
-
-
-# ---- checks: each takes the flag's name and a value from Python or from argparse
-
-
-def _any(flag: str, v: Any) -> Any:
-    return v
-
-
-def whole(low: int = 1) -> Callable[[str, Any], Any]:
-    def check(flag: str, v: Any) -> int | None:
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ConfigError(f"{flag} must be a whole number ≥ {low}, got {v!r}")
-        return v
-
-    return check
-
-
-def positive(flag: str, v: Any) -> float | None:
-    """A finite number > 0: NaN would never equal itself and refuse every resume; infinity never fires."""
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"{flag} must be a finite number > 0, got {v!r}")
-    return v
-
-
-def count_or_all(flag: str, v: Any) -> int | str | None:
-    return v if v == "all" else whole()(flag, v)
-
-
-def _int_or_all(text: str) -> int | str:
-    return "all" if text == "all" else _int(text)
-
-
-def number(flag: str, v: Any) -> float | None:
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
-        raise ConfigError(f"{flag} must be a finite number, got {v!r}")
-    return v
-
-
-def names(flag: str, v: Any) -> list[str] | None:
-    """A list of names, or a comma-separated string of them."""
-    if v is None:
-        return None
-    items = v.split(",") if isinstance(v, str) else v
-    if not isinstance(items, list | tuple) or not all(isinstance(x, str) for x in items):
-        raise ConfigError(f"{flag} must be names (a list, or comma-separated), got {v!r}")
-    return [x.strip() for x in items if x.strip()] or None
-
-
-def one_of(*allowed: str | None) -> Callable[[str, Any], Any]:
-    def check(flag: str, v: Any) -> Any:
-        if v not in allowed:
-            what = flag.lstrip("-").replace("-", " ")
-            names = [a for a in allowed if a]
-            use = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
-            raise ConfigError(f"unknown {what} {v!r}: use {use}")
-        return v
-
-    return check
-
-
-def image_window(flag: str, v: Any) -> tuple[int, int] | None:
-    """(MAX, KEEP) with 0 ≤ KEEP < MAX: KEEP = MAX would drop an image, and rewrite the prompt prefix, every
-    turn."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        try:
-            v = tuple(int(x) for x in v.split(","))
-        except ValueError:
-            raise ConfigError(f"{flag} wants MAX,KEEP (two integers), got {v!r}") from None
-    if not (isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int) for x in v)):
-        raise ConfigError(f"{flag} wants MAX,KEEP (two integers), got {v!r}")
-    hi, keep = v
-    if not 0 <= keep < hi:
-        raise ConfigError(f"{flag} MAX,KEEP wants 0 ≤ KEEP < MAX, got {hi},{keep}")
-    return hi, keep
-
-
-def reset_rows(flag: str, v: Any) -> dict | list[dict] | None:
-    """A JSON object (one task's reset arguments) or a non-empty list of them; from the command line, the
-    JSON text or @FILE holding it."""
-    if isinstance(v, str):
-        source = v
-        if v.startswith("@"):
-            try:
-                source = Path(v[1:]).read_text()
-            except OSError as e:
-                raise ConfigError(f"cannot read {v[1:]}: {e.strerror}") from None
-        try:
-            v = json.loads(source)
-        except ValueError as e:
-            raise ConfigError(f"{flag} is not JSON ({e})") from None
-    if (
-        v is None
-        or isinstance(v, dict)
-        or (isinstance(v, list) and v and all(isinstance(r, dict) for r in v))
-    ):
-        return v
-    raise ConfigError(f"{flag} wants a JSON object or a non-empty list of objects")
-
-
 def breaker(flag: str, v: Any) -> Any:
-    from evalkit.run.breaker import BreakerSettings
-
+    """FAILURES,SECONDS (`--env-breaker`), or a BreakerSettings."""
     if isinstance(v, str):
         try:
             return BreakerSettings.parse(v)
@@ -169,13 +47,6 @@ def breaker(flag: str, v: Any) -> Any:
     if v is not None and not isinstance(v, BreakerSettings):
         raise ConfigError(f"{flag} wants FAILURES,SECONDS or a BreakerSettings, got {v!r}")
     return v
-
-
-_int = validate.argtype(int, low=0)
-"""Command-line text as a whole number > 0 (its error says so: "expected a whole number > 0, got 'x'")."""
-_count = validate.argtype(int, low=0, strict=False)
-_float = validate.argtype(float, low=0)
-_real = validate.argtype(float, low=None)
 
 
 # ---- the knobs
@@ -190,16 +61,15 @@ class Settings:
     subset: str | None = knob(None, "evalset subset, e.g. lite or core30")
     tiers: list[str] | None = knob(None, "only these tiers (easy,medium,hard)", names)
     task_ids: list[str] | None = knob(None, "only these task ids", names)
-    limit: int | None = knob(None, "at most N tasks, balanced across tiers", whole(), parse=_int)
+    limit: int | None = knob(None, "at most N tasks, balanced across tiers", WHOLE)
     split: str | None = knob(None, "without an evalset: the split to draw tasks from (default: test)")
     tasks: int | str | None = knob(
         None,
         "without an evalset: number of tasks, or all (the env's own list, where it has one)",
-        count_or_all,
-        parse=_int_or_all,
+        CountOrAll(),
     )
-    start: int = knob(0, "without an evalset: first task index", whole(0), parse=_count)
-    stride: int = knob(1, "without an evalset: index step", whole(), parse=_int)
+    start: int = knob(0, "without an evalset: first task index", COUNT)
+    stride: int = knob(1, "without an evalset: index step", WHOLE)
     reset: dict | list[dict] | None = knob(
         None,
         "the reset arguments of the tasks, for envs whose reset takes its own: a JSON object, a list of "
@@ -224,21 +94,18 @@ class Settings:
         outcome=True,
         choices=("auto", "pixels", "normalized"),
     )
-    repeats: int = knob(1, "episodes per task and model", whole(), parse=_int)
+    repeats: int = knob(1, "episodes per task and model", WHOLE)
     # The loop
     max_turns: int | None = knob(
-        None, "model turns per episode (default: the env's per surface)", whole(), outcome=True, parse=_int
+        None, "model turns per episode (default: the env's per surface)", WHOLE, outcome=True
     )
-    max_steps: int | None = knob(
-        None, "tool calls before the env ends the episode", whole(), outcome=True, parse=_int
-    )
+    max_steps: int | None = knob(None, "tool calls before the env ends the episode", WHOLE, outcome=True)
     episode_timeout: float | None = knob(
         None,
         "wall-clock seconds per episode, a model request in flight included (it is cut; the episode ends "
         "as deadline)",
-        positive,
+        POSITIVE,
         outcome=True,
-        parse=_float,
     )
     hide_fields: list[str] | None = knob(
         None,
@@ -261,17 +128,15 @@ class Settings:
         None,
         "USD for the run directory in all: no episode starts once what was spent plus what the episodes "
         "in flight are expected to cost would pass it (a resume may raise it)",
-        positive,
-        parse=_float,
+        POSITIVE,
         metavar="USD",
     )
     episode_max_cost: float | None = knob(
         None,
         "USD per episode: an episode whose cost passes it ends as cost_limit, scored as the env scores an "
         "unfinished one",
-        positive,
+        POSITIVE,
         outcome=True,
-        parse=_float,
         metavar="USD",
     )
     # Sequential (evalkit.run.rounds)
@@ -286,31 +151,24 @@ class Settings:
         None,
         "with --until-decided: the smallest difference in mean reward that matters (stop also on 'no "
         "difference of D or more')",
-        positive,
-        parse=_float,
+        POSITIVE,
         metavar="D",
     )
     # The model
-    max_tokens: int = knob(
-        _AGENT.max_tokens, "output tokens per model call", whole(), outcome=True, parse=_int, agent=True
-    )
+    max_tokens: int = knob(_AGENT.max_tokens, "output tokens per model call", WHOLE, outcome=True, agent=True)
     request_timeout: float | None = knob(
         _AGENT.request_timeout,
         "seconds one model request may take in all, however slowly its reply streams (default: 60 plus one "
         "per 20 output tokens allowed, 860 at --max-tokens 16000); --episode-timeout cuts a request sooner",
-        positive,
-        parse=_float,
+        POSITIVE,
         agent=True,
     )
-    max_retries: int = knob(
-        _AGENT.max_retries, "retries of a failed model request", whole(0), parse=_count, agent=True
-    )
+    max_retries: int = knob(_AGENT.max_retries, "retries of a failed model request", COUNT, agent=True)
     keep_images: int | None = knob(
         None,
         "keep the target and at least the newest N later images; older ones go 4 at a time",
-        whole(0),
+        COUNT,
         outcome=True,
-        parse=_count,
         agent=True,
     )
     image_window: tuple[int, int] | None = knob(
@@ -322,16 +180,16 @@ class Settings:
         metavar="MAX,KEEP",
     )
     temperature: float | None = knob(
-        None, "sampling temperature (default: the provider's)", number, outcome=True, parse=_real, agent=True
+        None, "sampling temperature (default: the provider's)", REAL, outcome=True, agent=True
     )
     seed: int | None = knob(
-        None, "sampling seed, for providers that take one", whole(0), outcome=True, parse=_count, agent=True
+        None, "sampling seed, for providers that take one", COUNT, outcome=True, agent=True
     )
     send_reasoning: bool | None = knob(
         None, "chat completions: send a tool-call turn's reasoning back (None: as the model's rule says)",
         flag=None, agent=True)  # fmt: skip
     # How the batch runs
-    concurrency: int = knob(4, "episodes at once (in all, on Ray)", whole(), parse=_int)
+    concurrency: int = knob(4, "episodes at once (in all, on Ray)", WHOLE)
     executor: str = knob(
         "threads",
         "threads of this process, or tasks on a Ray cluster (pip install evalkit[ray])",
@@ -352,8 +210,7 @@ class Settings:
     argv: list[str] | None = knob(None, "the command line that made the run", flag=None)
 
     def __post_init__(self) -> None:
-        for f, k in _knobs():
-            setattr(self, f.name, k.check(_flag(f, k), getattr(self, f.name)))
+        knobs.check_all(self)
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
         if self.max_cost is not None and self.executor == "ray":
@@ -366,23 +223,15 @@ class Settings:
             raise ConfigError("--until-decided: --a and --b name the same model")
 
     @classmethod
-    def make(cls, settings: Settings | None = None, **kw: Any) -> Settings:
+    def make(cls, settings: Settings | None = None, who: str = "run_batch()", **kw: Any) -> Settings:
         """`settings` with keyword overrides; `options=AgentOptions(...)` sets the model knobs it holds.
-        An unknown keyword is a ConfigError naming the ones there are."""
+        An unknown keyword is a ConfigError naming the ones there are (and `who` was given it)."""
         options = kw.pop("options", None)
         if options is not None:
             if not isinstance(options, AgentOptions):
                 raise ConfigError(f"options must be an AgentOptions, got {type(options).__name__}")
             kw = {**{k: getattr(options, k) for k in _agent_names()}, **kw}
-        known = {f.name for f, _ in _knobs()}
-        unknown = sorted(set(kw) - known)
-        if unknown:
-            raise ConfigError(
-                f"run_batch() got unknown setting(s) {', '.join(unknown)} "
-                f"(settings: {', '.join(sorted(known))})"
-            )
-        base = settings if settings is not None else cls()
-        return dataclasses.replace(base, **kw) if kw else base
+        return knobs.replace(settings if settings is not None else cls(), who, **kw)
 
     @property
     def options(self) -> AgentOptions:
@@ -391,86 +240,29 @@ class Settings:
 
     def outcome(self) -> dict[str, Any]:
         """The knobs that change what an episode is, by name: what a resume may not change."""
-        return {f.name: _plain(getattr(self, f.name)) for f, k in _knobs() if k.outcome}
+        return knobs.outcome(self)
 
     def to_json(self) -> dict[str, Any]:
         """run.json's settings: each knob by name (the model knobs under `options` too, where earlier runs
         kept them), and `outcome`, the knobs a resume compares."""
-        out = {f.name: _plain(getattr(self, f.name)) for f, _ in _knobs()}
+        out = knobs.to_json(self)
         out["options"] = {k: out[k] for k in _agent_names()}
-        out["outcome"] = self.outcome()
         return out
 
-    # ---- the command line
-
-    @staticmethod
-    def add_flags(parser: argparse.ArgumentParser) -> None:
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser) -> None:
         """One flag per knob, from its declaration."""
-        for f, k in _knobs():
-            if k.flag is None:
-                continue
-            flag = _flag(f, k)
-            flags = [flag, k.short] if k.short else [flag]
-            if isinstance(f.default, bool):
-                parser.add_argument(*flags, action="store_true", help=k.help)
-                continue
-            parser.add_argument(
-                *flags,
-                type=argtype(flag, k),
-                default=f.default,
-                help=k.help,
-                metavar=k.metavar,
-                choices=k.choices,
-                dest=f.name,
-                action="append" if k.many else "store",
-            )
+        knobs.add_flags(cls, parser)
 
     @classmethod
     def from_flags(cls, a: argparse.Namespace, **kw: Any) -> Settings:
-        values = {}
-        for f, k in _knobs():
-            if k.flag is None:
-                continue
-            v = getattr(a, f.name if not isinstance(f.default, bool) else _dest(_flag(f, k)))
-            if k.many and isinstance(v, list):  # one list per use of the flag
-                v = [x for part in v for x in (part if isinstance(part, list) else [part])] or None
-            values[f.name] = (not v if f.default else v) if isinstance(f.default, bool) else v
-        return cls(**values, **kw)
-
-
-def _knobs() -> list[tuple[dataclasses.Field, Knob]]:
-    return [(f, f.metadata["knob"]) for f in dataclasses.fields(Settings)]
+        return knobs.from_flags(cls, a, **kw)
 
 
 def _agent_names() -> list[str]:
-    return [f.name for f, k in _knobs() if k.agent]
+    return [f.name for f, k in knobs.knobs(Settings) if k.agent]
 
 
-def _flag(f: dataclasses.Field, k: Knob) -> str:
-    return k.flag or "--" + f.name.replace("_", "-")
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
-
-
-def argtype(flag: str, k: Knob | str) -> Callable[[str], Any]:
-    """The argparse `type=` of a knob (`k` its declaration, or its name): the text parsed, then checked as a
-    value from Python is."""
-    if isinstance(k, str):
-        k = dict((f.name, kn) for f, kn in _knobs())[k]
-
-    def parse(text: str) -> Any:
-        try:
-            return k.check(flag, k.parse(text) if k.parse else text)
-        except ConfigError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    return parse
-
-
-def _plain(v: Any) -> Any:
-    """A knob's value as JSON has it (a tuple as a list, a BreakerSettings as its fields)."""
-    if dataclasses.is_dataclass(v):
-        return dataclasses.asdict(v)
-    return json.loads(json.dumps(v, default=str))
+def argtype(flag: str, name: str) -> Callable[[str], Any]:
+    """The argparse `type=` of knob `name` (for a flag of another command that takes its values)."""
+    return knobs.argtype(flag, dict((f.name, k) for f, k in knobs.knobs(Settings))[name])

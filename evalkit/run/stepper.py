@@ -12,11 +12,12 @@
     st.record                  # the EpisodeRecord the batch would have written (edits marked in `info`)
     st.save("runs/debug")      # ... appended to a run: load_runs, the viewer and the report show it
 
-It drives the batch's own `evalkit.run.episode.Episode` a turn at a time: the env's turn budget, nudges,
-auto-submit and scoring are the loop's, not a copy of them. What the operator changes (an edited call, an
-injected one, a discarded turn, a submit) is marked in the record's `info["operator"]`. `sent` keeps every
-message handed to the agent in evalkit's own terms, for agents (such as the offline baselines) that keep no
-wire-format history.
+It drives the batch's own `evalkit.run.episode.Episode` a turn at a time, through the operator's door
+(`evalkit.run.operator`) and never its state: the env's turn budget, nudges, auto-submit and scoring are the
+loop's, not a copy of them, and a step's frame follows the record's rule. What the operator changes (an
+edited call, an injected one, a discarded turn, a submit) is marked in the record's `info["operator"]`.
+`sent` keeps every message handed to the agent in evalkit's own terms, for agents (such as the offline
+baselines) that keep no wire-format history.
 """
 
 from __future__ import annotations
@@ -27,12 +28,23 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import __version__
+from evalkit.envs.client.resolved import resolve, with_records
 from evalkit.errors import EpisodeOver
-from evalkit.types import AgentOptions, Call, EpisodeRecord, Image, ToolOutcome, ToolSpec, Turn
+from evalkit.providers import make_agent
+from evalkit.providers.health import ProviderHealth
+from evalkit.records.checks import run_out
+from evalkit.records.rundir import TraceWriter, read_run_json, store_files, write_run_json
+from evalkit.run.episode import Opened
+from evalkit.run.jobs import Job, agent_label, check_agent
+from evalkit.run.operator import OperatedEpisode
+from evalkit.run.settings import Settings
+from evalkit.types import Call, EpisodeRecord, Image, ToolOutcome, ToolSpec, Turn
 
 
 @dataclass
@@ -126,41 +138,51 @@ class _Watched:
             setattr(self._agent, name, value)
 
 
+def _shortened(o: Any, max_chars: int) -> Any:
+    """`o` with its strings over `max_chars` (base64 images) cut short."""
+    if isinstance(o, dict):
+        return {k: _shortened(v, max_chars) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_shortened(v, max_chars) for v in o]
+    if isinstance(o, str) and len(o) > max_chars:
+        return o[:80] + f"… [{len(o)} chars]"
+    return o
+
+
 class EpisodeStepper:
     """One episode of `agent` (a model spec or an agent factory) on `env`, advanced a turn at a time.
-    `max_turns` None gives the env's own budget, as the batch does; `reset_kw` are more reset arguments
-    (a skin, coordinates)."""
+    `surface`, `mode`, `skin` and `coordinates` say which episode of `task` it is; `settings` (an
+    `evalkit.run.settings.Settings`) and keyword overrides of it say the rest, as for `run_episode`
+    (`max_turns` None gives the env's own budget, as the batch does)."""
 
     def __init__(
         self,
         agent: Any,
         env: Any,
         task: str | dict | None = None,
+        settings: Settings | None = None,
         *,
         surface: str | None = None,
         mode: str | None = None,
-        max_turns: int | None = None,
-        options: AgentOptions | None = None,
-        **reset_kw: Any,
+        skin: str | None = None,
+        coordinates: str | None = None,
+        **overrides: Any,
     ):
-        from evalkit.envs.target import resolve, with_records
-        from evalkit.providers.health import ProviderHealth
-        from evalkit.run.episode import check_agent
-        from evalkit.run.settings import Settings
-
-        self.settings = Settings.make(options=options or AgentOptions(), max_turns=max_turns)
+        self.settings = Settings.make(settings, who="EpisodeStepper()", **overrides)
         check_agent(agent, self.settings.options, endpoint=False)  # a missing key is said at once
         self.agent_spec, self.task, self.surface, self.mode = agent, task, surface, mode
+        self.skin, self.coordinates = skin, coordinates
         self.env = with_records(resolve(env, strict=False), [task])
-        self.reset_kw = reset_kw
         self.health = ProviderHealth()
         """Providers that failed, remembered across resets as a batch remembers them across episodes."""
-        self.episode: Any = None
-        """The `evalkit.run.episode.Episode` being stepped (after `reset`)."""
+        self.episode: OperatedEpisode | None = None
+        """The episode being stepped (after `reset`): the batch's own, with the operator's hand."""
         self.steps: list[Step] = []
         self.sent: list[dict] = []
         """Everything handed to the agent: {"kind": "user" | "results" | "notes", ...} in evalkit's terms."""
         self.pending: Turn | None = None
+        self._opened: Opened | None = None
+        self._agent: Any = None
         self._store: str | None = None
 
     # ------------------------------------------------------------ set-up
@@ -168,39 +190,31 @@ class EpisodeStepper:
     def reset(self) -> dict:
         """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
         nothing answers at is a ConfigError naming its URL, before the env is touched."""
-        from evalkit.run.episode import Episode, Job, agent_label, check_agent
-
         check_agent(self.agent_spec, self.settings.options)
         self.close()
         self.steps, self.sent, self.pending = [], [], None
         self._store = tempfile.mkdtemp(prefix="evalkit-stepper-")
+        label = agent_label(self.agent_spec)
         job = Job.of(
-            agent_label(self.agent_spec),
-            self.env,
-            self.task,
-            self.surface,
-            self.mode,
-            skin=self.reset_kw.get("skin"),
-            coordinates=self.reset_kw.get("coordinates"),
+            label, self.env, self.task, self.surface, self.mode, skin=self.skin, coordinates=self.coordinates
         )
-        ep = Episode(self._factory, self.env, job, self.settings, self._store, health=self.health)
-        ep.reset_kw.update(self.reset_kw)
-        self.episode = ep
+        self.episode = OperatedEpisode(
+            self._factory, self.env, job, self.settings, self._store, health=self.health
+        )
         try:
-            return ep.open()
+            self._opened = self.episode.open()
         except BaseException:
             self.close()
             raise
+        return self._opened.meta
 
     def _factory(self, **kw: Any) -> Any:
-        from evalkit.providers import make_agent
-
         spec = self.agent_spec
-        agent = make_agent(spec, health=self.health, **kw) if isinstance(spec, str) else spec(**kw)
-        return _Watched(agent, self.sent)
+        self._agent = make_agent(spec, health=self.health, **kw) if isinstance(spec, str) else spec(**kw)
+        return _Watched(self._agent, self.sent)
 
-    def _need(self) -> Any:
-        if self.episode is None or self.episode.agent is None:
+    def _need(self) -> OperatedEpisode:
+        if self.episode is None or self._opened is None:
             raise RuntimeError("call reset() first")
         return self.episode
 
@@ -208,46 +222,44 @@ class EpisodeStepper:
 
     @property
     def agent(self) -> Any:
-        ep = self.episode
-        return ep.agent._agent if ep is not None and ep.agent is not None else None
+        return self._agent if self._opened is not None else None
 
     @property
     def session(self) -> Any:
-        return self.episode.session if self.episode is not None else None
+        return self._opened.session if self._opened is not None else None
 
     @property
     def meta(self) -> dict:
-        return self.episode.meta if self.episode is not None else {}
+        return self._opened.meta if self._opened is not None else {}
 
     @property
     def tools(self) -> list[ToolSpec]:
-        return self.episode.tools if self.episode is not None else []
+        return self._opened.tools if self._opened is not None else []
 
     @property
     def system(self) -> str:
         """The system prompt the model was given: the env's instructions, else the generic one."""
-        return self.episode.system if self.episode is not None else ""
+        return self._opened.system if self._opened is not None else ""
 
     @property
     def finish(self) -> str | None:
         """The env's finishing tool, if it has one."""
-        return self.episode.finish if self.episode is not None else None
+        return self._opened.rules.finish if self._opened is not None else None
 
     @property
     def shot_tool(self) -> str | None:
         """The env's screenshot tool, when it shows the model a screen."""
-        return self.episode.shot_tool if self.episode is not None else None
+        return self._opened.rules.shot_tool if self._opened is not None else None
 
     @property
     def max_turns(self) -> int | None:
         """The turn budget: the env's own unless one was asked for."""
-        ep = self.episode
-        return ep.max_turns if ep is not None and ep.agent is not None else self.settings.max_turns
+        return self._opened.rules.max_turns if self._opened is not None else self.settings.max_turns
 
     @property
     def target(self) -> Image | None:
         """What the task asks for, as the env shows it (the canvas' target), if it has a picture of it."""
-        return self.episode.target_image if self.episode is not None else None
+        return self._opened.target if self._opened is not None else None
 
     @property
     def messages(self) -> list | None:
@@ -265,18 +277,8 @@ class EpisodeStepper:
 
     def show_messages(self, max_chars: int = 2000) -> str:
         """The history as indented JSON with base64 images shortened, for reading."""
-
-        def short(o: Any) -> Any:
-            if isinstance(o, dict):
-                return {k: short(v) for k, v in o.items()}
-            if isinstance(o, list):
-                return [short(v) for v in o]
-            if isinstance(o, str) and len(o) > max_chars:
-                return o[:80] + f"… [{len(o)} chars]"
-            return o
-
         history = self.messages if self.messages is not None else self.sent
-        return json.dumps(short(history), indent=1, default=str)
+        return json.dumps(_shortened(history, max_chars), indent=1, default=str)
 
     # ------------------------------------------------------------ the episode's state
 
@@ -284,8 +286,7 @@ class EpisodeStepper:
     def ended(self) -> bool:
         """Whether the episode is over: the env ended it, the model answered in text, it stopped calling
         tools, or its turns ran out (then it was submitted on the model's behalf, as the batch does)."""
-        ep = self.episode
-        return ep is not None and ep.agent is not None and ep.over
+        return self._opened is not None and self.episode.over
 
     @property
     def answered(self) -> bool:
@@ -294,16 +295,16 @@ class EpisodeStepper:
 
     @property
     def reward(self) -> float | None:
-        return self.episode.rec.reward if self.episode is not None else None
+        return self.episode.record.reward if self.episode is not None else None
 
     @property
     def grade(self) -> dict | None:
-        return self.episode.rec.grade if self.episode is not None else None
+        return self.episode.record.grade if self.episode is not None else None
 
     @property
     def turns_left(self) -> int:
         ep = self._need()
-        return max(0, ep.max_turns - len(ep.rec.turns))
+        return max(0, self._opened.rules.max_turns - ep.turns)
 
     # ------------------------------------------------------------ stepping
 
@@ -316,21 +317,19 @@ class EpisodeStepper:
         self._not_over(ep)
         t = time.monotonic()
         turn = ep.think()
-        if turn is None:  # the deadline passed: the episode ended without a model call
-            self._end(ep)
+        if turn is None:  # the episode ended without a model call (the deadline had passed)
             self._not_over(ep)
         self.pending = turn
         step = Step(len(self.steps) + 1, turn, model_s=time.monotonic() - t)
         self.steps.append(step)
         return self.execute() if execute else step
 
-    def _not_over(self, ep: Any) -> None:
+    def _not_over(self, ep: OperatedEpisode) -> None:
         if ep.over:
-            self._end(ep)
-            rec = ep.rec
+            rec = ep.finish()
             reward = "unscored" if rec.reward is None else f"reward {rec.reward:.3f}"
             raise EpisodeOver(
-                f"the episode is over ({rec.end_reason} after {len(rec.turns)} turn(s), "
+                f"the episode is over ({rec.end_reason} after {rec.n_turns} turn(s), "
                 f"{reward}): st.record has it, st.save(OUT) keeps it"
             )
 
@@ -338,50 +337,32 @@ class EpisodeStepper:
         """Change pending call `i` before it runs (the result goes back to the model under the same id)."""
         if self.pending is None:
             raise RuntimeError("no pending turn: step(execute=False) first")
-        c = self.pending.calls[i]
-        new = dataclasses.replace(
-            c, name=name or c.name, args=dict(args) if args is not None else c.args, error=None
-        )
-        self.pending.calls[i] = new
-        self._need().mark(
-            "edit", call=c.id, was={"name": c.name, "args": c.args}, now={"name": new.name, "args": new.args}
-        )
-        return new
+        return self._need().edit(self.pending, i, name, args)
 
     def discard(self) -> None:
         """Drop the pending turn's calls unexecuted: the turn counts, and the model is told they were not
         run."""
-        if self.pending is None:
-            return
-        ep = self._need()
-        ep.mark("discard", calls=[c.id for c in self.pending.calls])
-        ep.skipped.update(c.id for c in self.pending.calls)
-        self.execute()
+        if self.pending is not None:
+            self._carry_out(self._need().discard)
 
     def execute(self) -> Step:
         """Run the pending calls on the env, hand the results to the model, take a frame — the loop's own
         turn. Calls after the one that ended the episode are not run: the model is told. When the episode is
-        over (the env ended it, or the turns ran out), it is concluded as the batch concludes it."""
-        ep = self._need()
+        over (the env ended it, or the turns ran out), it is finished as the batch finishes it."""
         if self.pending is None:
             raise RuntimeError("no pending turn")
+        return self._carry_out(self._need().act)
+
+    def _carry_out(self, how: Callable[[Turn], Any]) -> Step:
+        ep = self._need()
         step, turn, self.pending = self.steps[-1], self.pending, None
         t = time.monotonic()
-        ep.act(turn)
-        step.pairs = ep.last_pairs
+        step.pairs = how(turn)
         if ep.over:
-            self._end(ep)
-        step.frame = self._frame(ep, step)
+            ep.finish()
+        step.frame = ep.frame_now()
         step.env_s = time.monotonic() - t
         return step
-
-    def _frame(self, ep: Any, step: Step) -> Image | None:
-        ep.camera.settle()
-        return ep.shot or ep.camera.render() or None
-
-    def _end(self, ep: Any) -> None:
-        if not ep.concluded:
-            ep.conclude()
 
     def call(self, name: str, args: dict | None = None, tell_model: bool = True) -> Step:
         """An operator's tool call: run it on the env; with `tell_model`, the model gets the result (and its
@@ -391,33 +372,32 @@ class EpisodeStepper:
         c = Call(id=f"operator_{len(self.steps) + 1}", name=name, args=dict(args or {}))
         out = ep.inject(name, c.args, tell_model)
         step = Step(len(self.steps) + 1, None, [(c, out)], operator=True)
-        step.frame = ep.camera.render()
+        step.frame = ep.frame_now()
         step.env_s = time.monotonic() - t
         self.steps.append(step)
         return step
 
     def run(self, n: int | None = None) -> list[Step]:
-        """Step until the episode is over (then concluded as the batch concludes it), or `n` steps have been
+        """Step until the episode is over (then finished as the batch finishes it), or `n` steps have been
         taken."""
         ep = self._need()
         done: list[Step] = []
         while not ep.over and (n is None or len(done) < n):
             done.append(self.step())
         if ep.over:
-            self._end(ep)
+            ep.finish()
         return done
 
     def submit(self, **args: Any) -> ToolOutcome:
         """Call the env's finishing tool on the model's behalf (as the loop does when an episode ends
         without it); `args` for a finishing tool that needs some."""
         ep = self._need()
-        if ep.finish is None:
+        if self.finish is None:
             raise RuntimeError("this environment has no finishing tool")
         self._not_over(ep)
-        out = ep.inject(ep.finish, dict(args), tell_model=False)
-        ep.rec.info["operator"][-1]["kind"] = "submit"
+        out = ep.submit(dict(args))
         if ep.over:
-            self._end(ep)
+            ep.finish()
         return out
 
     # ------------------------------------------------------------ the record
@@ -425,23 +405,16 @@ class EpisodeStepper:
     @property
     def record(self) -> EpisodeRecord:
         """The EpisodeRecord the batch would have written for this episode (so far, if it is not over)."""
-        ep = self._need()
-        return ep.seal()
+        return self._need().record
 
     def save(self, out: str | Path) -> EpisodeRecord:
         """Append the episode's record, its frames and its transcript's texts to the run directory `out`
         (made if new): `evalkit.load_runs`, `evalkit view` and the report then show the debugged episode."""
-        from evalkit import __version__
-        from evalkit.records.traces import TraceWriter, read_run_json, store_files, write_run_json
-        from evalkit.run import validate
-
         ep = self._need()
         if not ep.over:
             raise RuntimeError("the episode is not over yet: step on (st.run()), or st.submit()")
-        self._end(ep)
-        out = validate.run_out("out", out)
-        ep.camera.settle()
-        rec = dataclasses.replace(ep.seal(), run_dir=str(out))
+        out = run_out("out", out)
+        rec = dataclasses.replace(ep.finish(), run_dir=str(out))
         store_files(out, Path(self._store))
         if not read_run_json(out):
             write_run_json(out, {"kind": "episode", "env": self.env.name, "evalkit_version": __version__})
@@ -454,12 +427,11 @@ class EpisodeStepper:
         for s in reversed(self.steps):
             if s.frame is not None:
                 return s.frame.to_pil()
-        ep = self.episode
-        img = ep.camera.render() if ep is not None and ep.camera is not None and ep.session else None
+        img = self.episode.frame_now() if self.episode is not None else None
         return img.to_pil() if img is not None else None
 
     def close(self) -> None:
-        ep, self.episode = self.episode, None
+        ep, self.episode, self._opened = self.episode, None, None
         if ep is not None:
             ep.close()
         if self._store is not None:

@@ -1,4 +1,5 @@
-"""What the loop says to the model, in the environment's own language.
+"""What the loop says to the model, in the environment's own language (the rules it speaks of are in
+`rules`).
 
 The system prompt is the env's `instructions` (else a short generic one naming its tools); the opening
 message is the env's task text, what its reset observation shows and the pictures of both; nudges and the
@@ -11,64 +12,12 @@ the metadata's and before the observation's, and the opening says which picture 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evalkit.envs import observation
+from evalkit.envs.client import observation
+from evalkit.run.rules import answer_ends, can_auto_submit, finishing_tool
 from evalkit.types import Image, ToolOutcome, ToolSpec
-
-DEFAULT_MAX_TURNS = 30
-FINISH_WORDS = ("submit", "finish", "answer", "done")
-"""A tool whose name starts or ends with one of these words is taken for the env's finishing tool."""
-
-
-def _words(name: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-    return [w for w in re.split(r"[^a-z0-9]+", spaced) if w]
-
-
-def finishing_tool(tools: Sequence[ToolSpec]) -> ToolSpec | None:
-    """The tool that ends the episode: one the env marks as finishing, else the best name match
-    (`submit` before `finish_task` before `final_answer`), else None."""
-    marked = [t for t in tools if t.finishes]
-    if marked:
-        return marked[0]
-    best: tuple[tuple[int, int, int], ToolSpec] | None = None
-    for i, tool in enumerate(tools):
-        words = _words(tool.name)
-        if not words:
-            continue
-        if len(words) == 1 and words[0] in FINISH_WORDS:
-            rank = (0, FINISH_WORDS.index(words[0]), i)
-        elif words[0] in FINISH_WORDS:
-            rank = (1, FINISH_WORDS.index(words[0]), i)
-        elif words[-1] in FINISH_WORDS:
-            rank = (2, FINISH_WORDS.index(words[-1]), i)
-        else:
-            continue
-        if best is None or rank < best[0]:
-            best = (rank, tool)
-    return best[1] if best else None
-
-
-def turn_budget(asked: int | None, meta: dict) -> int:
-    """The turns an episode has: those asked for, else the env's own budget (reset metadata `max_turns`, e.g.
-    per canvas surface), else DEFAULT_MAX_TURNS."""
-    own = meta.get("max_turns")
-    if isinstance(own, bool) or not isinstance(own, int) or own < 1:
-        own = None
-    return asked or own or DEFAULT_MAX_TURNS
-
-
-def can_auto_submit(tool: ToolSpec | None) -> bool:
-    """The loop may call the finishing tool on the model's behalf (with no arguments) only when that call
-    means something: the tool takes no arguments at all, or the env marks it as one to call with none
-    (`ToolSpec.auto_submit`) and it requires none. A tool whose arguments are all optional — `openenv
-    import`'s Verifiers `submit(completion, messages)` — would be scored on an empty answer."""
-    if tool is None or (tool.parameters or {}).get("required"):
-        return False
-    return not (tool.parameters or {}).get("properties") or tool.auto_submit
 
 
 def auto_submit_text(tool: ToolSpec | None) -> str:
@@ -82,12 +31,6 @@ def auto_submit_text(tool: ToolSpec | None) -> str:
         f"{tool.name}; it takes arguments ({props}), so it is never called for the model: an episode "
         "that ends without it is scored as the env scores one never submitted"
     )
-
-
-def answer_ends(finish: ToolSpec | str | None, meta: dict) -> bool:
-    """Whether a reply in text, with no tool call, is the model's answer and ends the episode: in an env
-    with no finishing tool, unless its reset metadata says `answer_ends_episode: false`."""
-    return finish is None and meta.get("answer_ends_episode") is not False
 
 
 def seen(session: object, meta: dict, hide: Sequence[str] = ()) -> tuple[dict, dict | None]:

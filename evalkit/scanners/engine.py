@@ -26,9 +26,9 @@ import msgspec
 import polars as pl
 
 from evalkit.errors import NOT_JSON, TraceError
+from evalkit.records import rundir
 from evalkit.records import scans as store
-from evalkit.records import traces
-from evalkit.records.columns import eager
+from evalkit.records.columns import EPISODE_OF, eager
 from evalkit.records.loading import load_runs
 from evalkit.scanners.base import Context, Finding, Scanner, as_scanner
 from evalkit.scanners.rules import BUILTIN
@@ -38,13 +38,7 @@ log = logging.getLogger(__name__)
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
 SCAN_COLUMNS: dict[str, Any] = {
-    "run": _S,  # the run as given to load_runs
-    "key": _S,
-    "model": _S,
-    "env": _S,
-    "surface": _S,
-    "mode": _S,
-    "task_id": _S,
+    **EPISODE_OF,  # the run as given to load_runs, the episode's key, model, env, surface, mode and task
     "repeat": _I,
     "scanner": _S,
     "kind": _S,  # "model" or "infra"
@@ -161,8 +155,8 @@ def _episodes(run: str, sub: pl.DataFrame) -> list[_Episode | None]:
     """The episodes of `sub` (rows of one run), in its order; None for one no longer in the run."""
     path = Path(run)
     offsets = "offset" in sub.columns and sub["offset"].is_not_null().all()
-    if offsets and path.is_dir() and traces.is_native(path):
-        data = memoryview(traces.trace_file(path).read_bytes())
+    if offsets and path.is_dir() and rundir.is_native(path):
+        data = memoryview(rundir.trace_file(path).read_bytes())
         raw = data.obj
         out: list[_Episode | None] = []
         for off in sub["offset"].to_list():
@@ -171,8 +165,8 @@ def _episodes(run: str, sub: pl.DataFrame) -> list[_Episode | None]:
         return out
     wanted = {k: i for i, k in enumerate(sub["key"].to_list())}
     found: list[_Episode | None] = [None] * sub.height
-    for d in traces.iter_dicts(path):
-        i = wanted.get(traces.record_key(d))
+    for d in rundir.iter_dicts(path):
+        i = wanted.get(rundir.record_key(d))
         if i is not None:
             found[i] = _Episode(d, run)
     return found
@@ -189,7 +183,7 @@ def _declared(run: str, ref: Any, cache: dict) -> frozenset[str] | None:
     if not isinstance(ref, str):
         return None
     if ref not in cache:
-        text = traces.read_text(run, ref)
+        text = rundir.read_text(run, ref)
         try:
             tools = json.loads(text) if text else None
         except ValueError:
@@ -334,6 +328,7 @@ def _lists(name: str, values: list) -> pl.Series:
     """A column of integer lists, built through Arrow from offsets: Polars' own constructor walked 100,000
     mostly empty lists in ~1 s, this in ~0.02 s. From buffers, not `pa.array`, which imports pandas (seconds
     of a scan's start)."""
+    # start-up: numpy and pyarrow only to write the scan's rows
     import numpy as np
     import pyarrow as pa
 

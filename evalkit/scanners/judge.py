@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 from evalkit.errors import ConfigError, EndpointError, KeyRejectedError
 from evalkit.providers import AUTH_STATUSES, check_keys, key_variables, make_agent
 from evalkit.providers.prices import cost_usd
+from evalkit.records import rundir, transcripts
 from evalkit.records import scans as store
-from evalkit.records import traces, transcripts
 from evalkit.scanners.base import Context, Finding, Scanner
 from evalkit.types import SCRIPTED, AgentOptions, EpisodeRecord, Image, ToolOutcome, ToolSpec, Usage
 
@@ -384,7 +384,7 @@ def _images(msgs: list[transcripts.Message], run: str) -> list[Image]:
     chosen = opening + later[max(0, len(later) - (MAX_IMAGES - len(opening))) :]
     out = []
     for _, rel, mime in chosen:
-        path = traces.safe_path(run, rel)
+        path = rundir.safe_path(run, rel)
         if path is not None:
             try:
                 out.append(Image(path.read_bytes(), mime))

@@ -7,7 +7,7 @@ turns (msgspec reads each as raw JSON), a light pass reads those three things of
 becomes a `LazyTurn` that decodes itself, as `TurnRecord.from_dict` reads it, on first use of any other field.
 
 Only records the analysis index read as sound are read so (a table row's offset): a line that does not split
-so, or a turn whose light fields are not of their kind, is read the ordinary way (`traces.read_at`), which
+so, or a turn whose light fields are not of their kind, is read the ordinary way (`rundir.read_at`), which
 names what is wrong with it.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
-from evalkit.records import traces
-from evalkit.records.marks import has_marks
+from evalkit.records import rundir
+from evalkit.records.viewer_marks import has_marks
 from evalkit.types import EpisodeRecord, TurnRecord
 
 
@@ -75,8 +75,8 @@ class LazyTurn:
 
 def read_at(run: str | Path, offset: int) -> EpisodeRecord:
     """The record on the line at byte `offset` of the run's trace, its turns `LazyTurn`s (the ordinary
-    reading, `traces.read_at`, when the line does not split so)."""
-    with open(traces.trace_file(run), "rb") as f:
+    reading, `rundir.read_at`, when the line does not split so)."""
+    with open(rundir.trace_file(run), "rb") as f:
         f.seek(int(offset))
         line = f.readline()
     try:
@@ -86,8 +86,8 @@ def read_at(run: str | Path, offset: int) -> EpisodeRecord:
         lights = msgspec.json.decode(turns, type=list[_Light])
         rest = {k: msgspec.json.decode(v) for k, v in top.items()}
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError):
-        return traces.read_at(run, offset)
+        return rundir.read_at(run, offset)
     rec = EpisodeRecord.from_dict(rest)
     rec.turns = [LazyTurn(r, x) for r, x in zip(raws, lights, strict=True)]
-    rec.run_dir = str(run)  # where its pictures' paths lead, as traces.read_at says
+    rec.run_dir = str(run)  # where its pictures' paths lead, as rundir.read_at says
     return rec

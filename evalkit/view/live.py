@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from evalkit.records import traces
+from evalkit.records import rundir
 from evalkit.records.live import LIVE_DIR, MAX_SHOWN, STALE_S, files, running
 from evalkit.records.live import LiveEpisode as Running
 
@@ -30,6 +30,6 @@ def active(run: str | Path, now: float | None = None) -> bool:
     if files(run):
         return True
     try:
-        return now - (Path(run) / traces.TRACE).stat().st_mtime < ACTIVE_S
+        return now - (Path(run) / rundir.TRACE).stat().st_mtime < ACTIVE_S
     except OSError:
         return False

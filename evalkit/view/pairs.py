@@ -1,5 +1,6 @@
-"""A vs B: sides (a model in a run), the pairs of episodes they share (same env, surface, mode, task, skin),
-and the paired comparison of two sides (`evalkit.analysis.compare`) as the viewer and the bundle show it."""
+"""A vs B: sides (a model in a run), the pairs of episodes they share (same env and configuration, surface,
+mode, task, skin), and the paired comparison of two sides (`evalkit.analysis.compare`) as the viewer and the
+bundle show it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import polars as pl
 
 from evalkit import analysis
 from evalkit.analysis.stats import PAIR_KEYS
-from evalkit.analysis.tables import ci_column, ci_text, mde_text, p_column, p_phrase
+from evalkit.analysis.tables import ci_column, ci_text, lost_cells_text, mde_text, p_column, p_phrase
 from evalkit.view.text import CELL_LIMIT, NONE_LABEL, clip, clip_columns
 
 
@@ -38,7 +39,7 @@ PAIR_SEP = "\x1f"
 
 def pair_columns(df: pl.DataFrame) -> list[str]:
     """The columns of `evalkit.analysis.PAIR_KEYS` that `df` has: an A episode is compared with a B episode
-    only when all of them agree (same env, surface, mode, task and skin)."""
+    only when all of them agree (same env and configuration, surface, mode, task and skin)."""
     return [k for k in PAIR_KEYS if k in df.columns]
 
 
@@ -173,8 +174,9 @@ def ab_difference(df: pl.DataFrame, a: str, b: str, tier: str | None = None) -> 
 
 
 def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
-    """A paired comparison row (`analysis.compare`) as one line: difference, CI, p, the smallest detectable
-    difference, wins / ties / losses; "no conclusion" first when there are too few tasks for a CI."""
+    """A paired comparison row (`analysis.compare`) as one line: difference, CI and its method, p, the
+    smallest detectable difference, wins / ties / losses, then the cells a side lost (left out); "no
+    conclusion" first when there are too few tasks for a CI."""
     where = "all tiers" if tier is None else f"tier {clip(tier, 60)}"
     n = r.get("n_tasks") or 0
     if not n:
@@ -182,12 +184,16 @@ def difference_line(r: Mapping[str, Any], tier: str | None = None) -> str:
     tasks = f"{n} task{'s' if n != 1 else ''}"
     few = r.get("ci_low") is None
     ci = "no CI" if few else "95% CI " + ci_text(r["ci_low"], r["ci_high"], r["diff"], signed=True)
+    if not few and r.get("ci_method"):
+        ci += f" ({r['ci_method']})"
     line = (
         f"A − B = {r['diff']:+.3f} ({where}) · {ci} · "
         f"{p_phrase(r.get('p_value'), r.get('p_exact'))} · smallest detectable "
         f"{mde_text(r.get('mde'), n)} · wins / ties / losses {r['wins']} / {r['ties']} / {r['losses']} "
         f"over {tasks}"
     )
+    lost = lost_cells_text(r)
+    line = f"{line} · {lost}" if lost else line
     return f"No conclusion: only {tasks}. {line}" if few else line
 
 
@@ -195,7 +201,9 @@ def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
     """A paired comparison row of A against B as the row of B against A (the same tasks, sign assignments
     and p)."""
     out = dict(r)
-    for x, y in (("a", "b"), ("mean_a", "mean_b"), ("wins", "losses"), ("n_unscored_a", "n_unscored_b")):
+    pairs = (("a", "b"), ("mean_a", "mean_b"), ("wins", "losses"), ("n_unscored_a", "n_unscored_b"),
+             ("n_cells_a_only", "n_cells_b_only"), ("not_run_a", "not_run_b"))  # fmt: skip
+    for x, y in pairs:
         if x in r or y in r:
             out[x], out[y] = r.get(y), r.get(x)
     neg = {k: None if r.get(k) is None else -r[k] for k in ("diff", "ci_low", "ci_high")}
@@ -205,7 +213,7 @@ def flipped(r: Mapping[str, Any]) -> dict[str, Any]:
 COMPARE_NAMES = {
     "a": "A", "b": "B", "group": "tier", "n_tasks": "tasks", "mean_a": "mean A", "mean_b": "mean B",
     "diff": "A − B", "ci": "95% CI", "p": "p", "p_holm": "p (Holm)", "mde": "smallest detectable",
-    "wtl": "wins / ties / losses", "n_dropped": "tasks left out",
+    "wtl": "wins / ties / losses", "left": "left out",
 }  # fmt: skip
 """The paired table's columns as the Summary names them; "p (Holm)" only when more than one side is compared
 with the reference."""
@@ -227,9 +235,23 @@ def paired_table(df: pl.DataFrame, ref: str, by: str = "tier") -> pl.DataFrame:
         p_column(rows, "p_value").alias("p"),
         p_column(rows, "p_holm").alias("p_holm"),
         pl.Series([mde_text(m, n) for m, n in zip(rows["mde"], rows["n_tasks"], strict=True)]).alias("mde"),
+        pl.Series([_left_out(r) for r in rows.iter_rows(named=True)], dtype=pl.String).alias("left"),
     )
     names = {c: n for c, n in COMPARE_NAMES.items() if c != "p_holm" or len(others) > 1}
     return shown.select(list(names)).rename(names)
+
+
+def _left_out(r: Mapping[str, Any]) -> str:
+    """What a paired row left out, in one short cell: tasks with no cell in common ("2 tasks"), cells one side
+    lacks ("B −2": B has no score in two cells A scored); "–" when nothing. One narrow column rather than
+    three keeps the Summary's table within 1280 px."""
+    parts = []
+    if r.get("n_dropped"):
+        parts.append(f"{r['n_dropped']} task{'s' if r['n_dropped'] != 1 else ''}")
+    for side, k in (("A", r.get("n_cells_b_only")), ("B", r.get("n_cells_a_only"))):
+        if k:
+            parts.append(f"{side} −{k}")
+    return ", ".join(parts) or "–"
 
 
 def matching_episode(a_row: Mapping[str, Any] | None, b_rows: pl.DataFrame) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import NOT_JSON
-from evalkit.records import traces
+from evalkit.records import rundir
 
 INDEX_SCHEMA = {"run": pl.String, "key": pl.String, "step": pl.Int32, "text": pl.String}
 FIELD_CAP = 20_000
@@ -113,12 +113,12 @@ def step_index(run: str | Path, imported: Any) -> pl.DataFrame:
     run = Path(run)
     name = str(run)
     prev = _INDEXES.get(name)
-    if not traces.is_native(run):
-        sig = traces.trace_signature(run)
+    if not rundir.is_native(run):
+        sig = rundir.trace_signature(run)
         if prev is None or prev[0] != sig:
             prev = _INDEXES[name] = (sig, _rows(name, imported(run).items()))
         return prev[1]
-    path = traces.trace_file(run)  # one that leads out of the run is refused, as by every reader
+    path = rundir.trace_file(run)  # one that leads out of the run is refused, as by every reader
     start, base = 0, None
     size = path.stat().st_size
     if prev is not None and isinstance(prev[0], tuple) and len(prev[0]) == 3 and prev[0][0] == "native":
@@ -128,8 +128,8 @@ def step_index(run: str | Path, imported: Any) -> pl.DataFrame:
                 return prev[1]
             start, base = end, prev[1]
     lines, end = _complete_lines(path, start)
-    latest = traces.latest_records(lines, key=lambda p: traces.record_key(p[1]))
-    new = _rows(name, ((traces.record_key(d) or f"#{o}", d) for o, d in latest))
+    latest = rundir.latest_records(lines, key=lambda p: rundir.record_key(p[1]))
+    new = _rows(name, ((rundir.record_key(d) or f"#{o}", d) for o, d in latest))
     if base is not None:
         again = new.get_column("key").unique()
         new = pl.concat([base.filter(~pl.col("key").is_in(again.implode())), new])

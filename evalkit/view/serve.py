@@ -123,14 +123,19 @@ def absolute(runs: Sequence[str | Path]) -> list[str]:
     return [str(Path(r).expanduser().absolute()) for r in runs]
 
 
+BEFORE_TRACE = ("run.json", ".live", ".evalkit", "frames", "renders", "texts")
+"""What a batch writes in its run directory before its first episode's record: the run.json, the progress
+and lock files, and the pictures and texts of the episodes under way (`evalkit.records.rundir`)."""
+
+
 def _ready(path: Path) -> bool:
-    """Whether `path` holds a run to show: a trace, or any other file than the run.json a batch writes
-    before its first episode ends (a foreign run's own layout)."""
+    """Whether `path` holds a run to show: a trace, or any other file than those a batch writes before its
+    first episode ends (BEFORE_TRACE; anything else is a foreign run's own layout)."""
     if not path.exists():
         return False
     if not path.is_dir() or (path / "trace.jsonl").exists():
         return True
-    return any(p.name not in ("run.json", ".live", ".evalkit") for p in path.iterdir())
+    return any(p.name not in BEFORE_TRACE for p in path.iterdir())
 
 
 WAIT_S = 600.0
@@ -171,6 +176,7 @@ def wait_for_runs(
 def being_created(path: Path) -> bool:
     """Whether a batch is creating the run at `path` now: its writer's lock held by a live process
     (`evalkit.records.lock`), or a live marker (`evalkit.records.live`) of a process that is still there."""
+    # start-up: the run-directory layer only for a live run's page
     from evalkit.records import live, lock
 
     if not path.is_dir():
@@ -212,6 +218,7 @@ def serve(runs: Sequence[str | Path], port: int | None = None, app: Path = APP_P
 @contextlib.contextmanager
 def running_app(runs: Sequence[str | Path], timeout: float = 60.0, log: Path | None = None) -> Iterator[str]:
     """The viewer served in a subprocess; yields its URL once `/_stcore/health` answers, stops it after."""
+    # start-up (as above)
     from evalkit.serving import free_port
 
     port = free_port()

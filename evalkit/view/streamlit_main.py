@@ -34,6 +34,7 @@ def _warm(root: str) -> None:
 
 
 def main() -> None:
+    # start-up: Streamlit loads in the child it starts, not in evalkit view's parent
     from evalkit.view.serve import APP_PATH
 
     app = next((Path(a) for a in sys.argv[1:] if a.endswith(".py")), None)

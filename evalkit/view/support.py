@@ -22,9 +22,9 @@ import polars as pl
 
 from evalkit import analysis
 from evalkit.analysis.stats import MIN_TASKS, PAIR_KEYS
-from evalkit.analysis.tables import ci_column, reward_text
+from evalkit.analysis.tables import MEAN_METHODS, METHODS, PAIRED_METHODS, ci_column, reward_text
 from evalkit.errors import TraceError
-from evalkit.records import marks, settings, traces
+from evalkit.records import rundir, settings, viewer_marks
 from evalkit.types import EpisodeRecord, TurnRecord
 from evalkit.view import lazy
 from evalkit.view import search as text_search
@@ -118,7 +118,7 @@ IMAGE_LIMIT = 40 * 1024 * 1024
 
 
 def has_trace(path: Path) -> bool:
-    return (path / traces.TRACE).is_file()
+    return (path / rundir.TRACE).is_file()
 
 
 def discover_runs(
@@ -133,7 +133,7 @@ def discover_runs(
         named = [p for p in environ["EVALKIT_RUNS"].split(os.pathsep) if p.strip()]
     if named:
         out = [Path(cwd, p).resolve() for p in named]
-        found = traces.expand_runs([p for p in out if p.exists()])[0]  # a folder of runs: each run in it
+        found = rundir.expand_runs([p for p in out if p.exists()])[0]  # a folder of runs: each run in it
         return list(dict.fromkeys(Path(p) for p in found))
     root = Path(cwd, "runs")
     if not root.is_dir():
@@ -165,7 +165,7 @@ def run_labels(runs: Sequence[str | Path]) -> dict[str, str]:
 
 def _conform(df: pl.DataFrame, run: str) -> pl.DataFrame:
     """Add any missing viewer column as nulls and cast the ones present, so runs of any origin concatenate.
-    A record without a key (`traces.record_key`) is named by its offset, as `text_index` names it."""
+    A record without a key (`rundir.record_key`) is named by its offset, as `text_index` names it."""
     exprs = []
     for name, dtype in TABLE_COLUMNS.items():
         if name == "run":
@@ -185,6 +185,23 @@ def episode_table(run: str | Path) -> pl.DataFrame:
     """One row per episode of one run: the analysis frame (cached Parquet index) with the viewer's columns
     guaranteed."""
     return _conform(analysis.load_runs([str(run)]), str(run))
+
+
+def incomplete_lines(df: pl.DataFrame) -> list[str]:
+    """What the viewer and the bundle say above a run's numbers when it lacks planned or scored episodes
+    ("incomplete: 17 of 20 episodes not run — rerun the same command to resume"): `loading.run_status` of
+    the runs' whole tables (never of a filtered view, which would read as missing episodes)."""
+    from evalkit.records.loading import incomplete_lines as said
+    from evalkit.records.loading import run_status
+
+    if df.is_empty() or not {"run", "model", "error_class"} <= set(df.columns):
+        return []
+    if "run_name" not in df.columns:
+        df = df.with_columns(pl.col("run").str.split("/").list.last().alias("run_name"))
+    if "scored" not in df.columns:
+        scored = pl.col("error_class").is_null() & pl.col("reward").is_not_null()
+        df = df.with_columns(scored.alias("scored"))
+    return said(run_status(df))
 
 
 def concat_tables(tables: Iterable[pl.DataFrame]) -> pl.DataFrame:
@@ -310,14 +327,14 @@ search = text_search.search
 
 @functools.lru_cache(maxsize=8)
 def _imported(run: str, signature: tuple[int, int]) -> dict[str, dict]:
-    return {traces.record_key(d) or f"#{i}": d for i, d in enumerate(traces.iter_dicts(run))}
+    return {rundir.record_key(d) or f"#{i}": d for i, d in enumerate(rundir.iter_dicts(run))}
 
 
 def imported_records(run: str | Path, signature: tuple[int, int] | None = None) -> dict[str, dict]:
     """Episode dicts of a run written by another harness, by key. Imported runs have no byte offsets, and
     importing can mean reading every episode folder, so this happens once per run and signature
-    (`traces.trace_signature`, computed here unless given): opening another episode then reads nothing."""
-    return _imported(str(run), tuple(signature or traces.trace_signature(run)))
+    (`rundir.trace_signature`, computed here unless given): opening another episode then reads nothing."""
+    return _imported(str(run), tuple(signature or rundir.trace_signature(run)))
 
 
 def open_record(
@@ -330,8 +347,8 @@ def open_record(
         rec = lazy.read_at(run, int(offset))
         if not key or rec.key == key or key.startswith("#"):
             return rec
-    if traces.is_native(run):
-        return traces.find_record(run, key)
+    if rundir.is_native(run):
+        return rundir.find_record(run, key)
     d = imported_records(run, signature).get(key)
     if d is None:
         raise TraceError(f"{run}: no episode with key {key!r}")
@@ -343,9 +360,9 @@ class Step:
     """One position of the step slider: 0 is the start (the first frame, no model output), n is turn n, and
     an episode that acts on screens ends with one more position, the screen its last action left.
 
-    `frame` is the picture shown at the step: for an agent that acts on screenshots (`marks.acts_on_screens`)
-    the screen the turn's actions were taken on, with them drawn (`marked`); otherwise the frame after the
-    turn, what its calls made."""
+    `frame` is the picture shown at the step: for an agent that acts on screenshots
+    (`viewer_marks.acts_on_screens`) the screen the turn's actions were taken on, with them drawn (`marked`);
+    otherwise the frame after the turn, what its calls made."""
 
     index: int
     frame: str | None
@@ -364,9 +381,9 @@ class Step:
 
 def steps_of(rec: EpisodeRecord) -> list[Step]:
     steps = [Step(0, rec.frame0)]
-    if not marks.acts_on_screens(rec):
+    if not viewer_marks.acts_on_screens(rec):
         return steps + [Step(i, t.frame, t) for i, t in enumerate(rec.turns, 1)]
-    steps += [Step(i, marks.acted_on(rec, i), t, marked=True) for i, t in enumerate(rec.turns, 1)]
+    steps += [Step(i, viewer_marks.acted_on(rec, i), t, marked=True) for i, t in enumerate(rec.turns, 1)]
     last = (rec.turns[-1].frame if rec.turns else None) or rec.render
     if rec.turns and last:
         steps.append(Step(len(rec.turns) + 1, last, end=True))
@@ -408,6 +425,7 @@ def filmstrip(n_steps: int, current: int, size: int = 12) -> range:
 
 def thumbnail(path: Path, width: int = 160) -> bytes | None:
     """A small JPEG of the image at `path` (for filmstrips), or None when it cannot be read."""
+    # start-up: Pillow only for a picture's size
     from PIL import Image as PILImage
 
     try:
@@ -448,7 +466,7 @@ def safe_image(run: str | Path, rel: Any) -> Path | None:
 
 
 def _check_image(run: str, rel: str) -> Path | None:
-    path = traces.safe_path(run, rel)
+    path = rundir.safe_path(run, rel)
     if path is None:
         return None
     try:
@@ -461,11 +479,13 @@ def _check_image(run: str, rel: str) -> Path | None:
 
 __all__ = [
     "APP_PATH", "CELL_LIMIT", "COMPARE_NAMES", "DISPLAY_COLUMNS", "DeepLink", "FILTER_COLUMNS", "Filters",
-    "LABEL_COLUMNS", "MIN_TASKS", "NONE_LABEL", "PAIR_KEYS", "PAIR_SEP", "Step", "TABLE_COLUMNS",
+    "LABEL_COLUMNS", "MEAN_METHODS", "METHODS", "MIN_TASKS", "NONE_LABEL",
+    "PAIRED_METHODS", "PAIR_KEYS", "PAIR_SEP", "Step", "TABLE_COLUMNS",
     "TEXT_LIMIT", "TraceError", "VIEWS", "VIEW_SLUGS", "ab_difference", "ab_table", "ab_tasks",
     "align_steps", "analysis", "app_command", "apply_filters", "as_json", "best_opponent", "call_line",
     "ci_column", "clip", "clip_columns", "concat_tables", "difference_line", "discover_runs",
-    "episode_table", "field_rows", "filmstrip", "fingerprint", "first_step", "flipped", "has_pictures",
+    "incomplete_lines", "episode_table", "field_rows", "filmstrip", "fingerprint", "first_step", "flipped",
+    "has_pictures",
     "imported_records", "is_ownloop", "make_link", "matching_episode", "md_escape", "open_record", "options",
     "page_of", "pair_columns", "pair_id", "pair_label", "pair_rows", "paired_table", "parse_link",
     "pruned_note", "ranked_sides", "resolve_run", "reward_text", "run_labels", "running_app", "safe_image",

@@ -14,8 +14,8 @@ from fixtures.synth import make_run
 from scipy.special import stdtrit
 
 from evalkit import analysis as A
-from evalkit.records import traces
-from evalkit.records.traces import TraceWriter
+from evalkit.records import rundir
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 
@@ -63,7 +63,7 @@ def test_columns_are_declared_and_typed(run):
 def test_offsets_open_the_same_episode(run):
     df = A.load_runs(run)
     for row in df.sample(5, seed=1).iter_rows(named=True):
-        r = traces.read_at(row["run"], row["offset"])
+        r = rundir.read_at(row["run"], row["offset"])
         assert r.key == row["key"] and r.reward == row["reward"]
 
 
@@ -101,7 +101,7 @@ def test_read_only_run_loads_without_cache(tmp_path, monkeypatch):
     def refuse(*a, **k):
         raise PermissionError("read-only")
 
-    monkeypatch.setattr(traces, "atomic_write", refuse)
+    monkeypatch.setattr(rundir, "atomic_write", refuse)
     assert A.load_runs(run).height == 1
     assert not list((run / ".evalkit").glob("index-*"))  # (the writer keeps its own index there)
 
@@ -146,7 +146,7 @@ def test_by_tier_ci_is_seeded_and_brackets_the_mean(run):
 def test_cluster_bootstrap_matches_the_normal_approximation():
     rng = np.random.default_rng(3)
     x = rng.normal(0.5, 0.2, 400)
-    boot = A.cluster_bootstrap(x, np.ones_like(x), n_boot=4000, seed=1)
+    boot = A.cluster_bootstrap(x, np.ones_like(x), seed=1)
     assert boot.std() == pytest.approx(x.std(ddof=1) / math.sqrt(len(x)), rel=0.1)
     assert boot.mean() == pytest.approx(x.mean(), abs=0.005)
 
@@ -226,7 +226,7 @@ def test_compare_bootstrap_se_is_that_of_the_per_task_differences():
     a, b = noisy_pair(np.random.default_rng(5))
     d = (a - b).mean(1)
     se = d.std(ddof=1) / math.sqrt(len(d))
-    row = A.compare(frame(a, b), "A", "B", by=None, n_boot=4000).row(0, named=True)
+    row = A.compare(frame(a, b), "A", "B", by=None).row(0, named=True)
     assert row["n_tasks"] == 100 and row["n_unpaired"] == 0
     assert row["diff"] == pytest.approx(d.mean()) and row["sd_diff"] == pytest.approx(d.std(ddof=1))
     assert (row["ci_high"] - row["ci_low"]) / (2 * A.Z_975) == pytest.approx(se, rel=0.1)
@@ -242,7 +242,7 @@ def test_compare_ci_covers_the_true_difference_95_percent_of_the_time():
     hits = 0
     for i in range(200):
         a, b = noisy_pair(rng)
-        row = A.compare(frame(a, b), "A", "B", by=None, n_boot=500, seed=i).row(0, named=True)
+        row = A.compare(frame(a, b), "A", "B", by=None, seed=i).row(0, named=True)
         hits += row["ci_low"] <= 0.05 <= row["ci_high"]
     assert 0.90 <= hits / 200 <= 0.99  # the nested bootstrap covered 99.5% of these
 
@@ -266,7 +266,7 @@ def test_by_tier_ci_is_task_clustered():
     # by_tier resamples tasks with their repeats (one stage): its SE is that of the task means.
     a, _ = noisy_pair(np.random.default_rng(11), n=150)
     df = frame(a, a).filter(pl.col("model") == "A")
-    t = A.by_tier(df, n_boot=4000).filter(pl.col("tier") == "all").row(0, named=True)
+    t = A.by_tier(df).filter(pl.col("tier") == "all").row(0, named=True)
     means = a.mean(1)
     assert t["mean_reward"] == pytest.approx(means.mean())
     se = means.std(ddof=1) / math.sqrt(len(means))
@@ -305,7 +305,7 @@ def test_grade_components(run):
 
 
 def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.types import EpisodeRecord
 
     w = TraceWriter(tmp_path)
@@ -331,7 +331,7 @@ def test_cost_is_unknown_unless_every_episode_has_a_price(tmp_path):
 
 
 def test_summary_markdown_cannot_inject_html_or_links(tmp_path):
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.types import EpisodeRecord
 
     hostile = "m<img src=https://evil.example/x.png>[click](https://evil.example)"
@@ -374,6 +374,6 @@ def test_unscored_as_zero_counts_failures_not_missing_rewards(tmp_path):
     s = A.summarise(df).row(0, named=True)
     assert (s["scored"], s["unscored"], s["no_reward"]) == (6, 1, 1)
     assert s["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 7)
-    t = A.by_tier(df, n_boot=200).filter(pl.col("tier") == "all").row(0, named=True)
+    t = A.by_tier(df).filter(pl.col("tier") == "all").row(0, named=True)
     assert t["mean_reward_unscored_as_0"] == pytest.approx(rewards.sum() / 7)
     assert t["ci_low_unscored_as_0"] <= t["mean_reward_unscored_as_0"] <= t["ci_high_unscored_as_0"]

@@ -6,8 +6,8 @@ import pytest
 from fixtures.synth import make_run
 
 from evalkit import analysis as A
-from evalkit.analysis import display
-from evalkit.records import traces
+from evalkit.analysis import display, kernel
+from evalkit.records import rundir
 from evalkit.types import EpisodeRecord
 
 
@@ -20,16 +20,14 @@ def notebook_html(obj) -> str:
     """What a notebook shows for `obj`: IPython's own HTML formatter, as a kernel runs it."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import evalkit
-
     shell = InteractiveShell.instance()
-    evalkit._notebook_display()  # what `import evalkit` does inside a kernel
+    kernel.install()  # what `import evalkit` does inside a kernel
     data, _ = shell.display_formatter.format(obj)
     return data.get("text/html", "")
 
 
 def test_record_html_with_and_without_run(run):
-    rec = traces.read_at(run, 0)
+    rec = rundir.read_at(run, 0)
     assert rec.run_dir == str(run) and "run_dir" not in rec.to_dict()  # known to the reader, never written
     bare = notebook_html(EpisodeRecord.from_dict(rec.to_dict()))
     assert "data:image" not in bare and "(no run dir)" in bare and "reward" in bare
@@ -44,7 +42,7 @@ def test_a_record_is_displayed_without_its_type_importing_the_display():
     import subprocess
     import sys
 
-    code = "import sys, evalkit.types, evalkit.records.traces\n"
+    code = "import sys, evalkit.types, evalkit.records.rundir\n"
     code += "print('evalkit.analysis.display' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -56,7 +54,7 @@ def test_unscored_and_hostile_paths(run, tmp_path):
     outside = tmp_path / "outside.png"  # a real image, just not inside the run
     PILImage.new("RGB", (4, 4), "red").save(outside)
     (run / "frames" / "link.png").symlink_to(outside)
-    rec = next(r for r in traces.read_records(run) if r.error_class)
+    rec = next(r for r in rundir.read_records(run) if r.error_class)
     rec.turns[0].frame = "frames/link.png"
     rec.target = str(outside)
     rec.render = "../outside.png"
@@ -98,7 +96,7 @@ def test_a_conversation_shows_as_one_in_a_notebook():
     msgs = ek.transcripts.messages(rec, run)
     assert isinstance(msgs, list) and msgs[0].role == "system"  # still the list it was
     shell = InteractiveShell.instance()
-    ek._notebook_display()
+    kernel.install()
     data, _ = shell.display_formatter.format(msgs)
     page = data["text/html"]
     for role in ("system", "user", "assistant", "tool"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction as Fr
 
@@ -134,6 +135,24 @@ def test_the_report_says_how_noisy_a_run_with_repeats_is(tmp_path):
     from tests.fixtures.synth import make_run
 
     run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=8, repeats=2, frames=False)
-    html = report.build_report([str(run)], tmp_path / "r.html", n_boot=200).read_text()
+    html = report.build_report([str(run)], tmp_path / "r.html").read_text()
     assert "How noisy is it" in html and "before they differ at α = 0.05" in html
     assert "Traceback" not in html
+
+
+def test_a_runs_summary_files_say_how_noisy_it_is_only_with_repeats(tmp_path):
+    from evalkit.analysis.summary import write_summary
+    from tests.fixtures.synth import make_run
+
+    twice = make_run(
+        tmp_path / "twice", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=8, repeats=2, frames=False
+    )
+    data = write_summary(twice)
+    on_disk = json.loads((twice / "summary.json").read_text())
+    assert on_disk["noise"] == data["noise"] and {r["model"] for r in data["noise"]} == {"m-good", "m-bad"}
+    assert all(r["n_tasks"] >= 7 and r["repeats"] == 2 for r in data["noise"])  # m-bad lost one episode
+    md = (twice / "summary.md").read_text()
+    assert "## How noisy is it" in md and md.count("before they differ at α = 0.05") == 2
+    once = make_run(tmp_path / "once", models={"m-good": 0.7}, n_tasks=8, frames=False)
+    assert write_summary(once)["noise"] is None
+    assert "How noisy" not in (once / "summary.md").read_text()

@@ -18,7 +18,7 @@ def test_report_is_standalone_html(tmp_path):
     run = make_run(
         tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3, "m-mid": 0.5}, n_tasks=9, frames=False
     )
-    out = report.build_report([str(run)], tmp_path / "report.html", a="m-good", b="m-bad", n_boot=500)
+    out = report.build_report([str(run)], tmp_path / "report.html", a="m-good", b="m-bad")
     html = out.read_text()
     assert re.search(r"<script[^>]*src=[\"']?(https?:)?//", html) is None
     assert re.search(r"<link[^>]*href=[\"']?(https?:)?//", html) is None
@@ -32,9 +32,10 @@ def test_report_is_standalone_html(tmp_path):
     assert "<b>m-good</b> scores higher than <b>m-bad</b>" in html[head : head + 2000]
     assert "<th>reward (unscored = 0)</th>" in html and "<th>95% CI</th>" in html
     assert "shape: (" not in html and "&quot;m-good&quot;" not in html  # no Polars text tables, no quotes
-    # two best and two worst tasks for A: each target shown; these synthetic episodes have no final render
-    assert "The best and worst paired tasks" in html and html.count("data:image/jpeg;base64,") == 4
-    assert html.count("(no picture)") == 8
+    # the two tasks where A did best, by the headline's unit: each target shown (these synthetic episodes
+    # have no final render); m-good is better on every task, so no "worst" at +0.000 is listed
+    assert "The tasks behind the headline" in html and html.count("data:image/jpeg;base64,") == 2
+    assert html.count("(no picture)") == 4 and "No task where m-good did worse than m-bad" in html
 
 
 def test_parameters_are_injected_after_the_tagged_cell():
@@ -65,7 +66,7 @@ EXTERNAL = re.compile(r"<[a-z][^>]*\b(?:src|href|srcset|action|data)\s*=\s*[\"']
 
 def test_only_a_is_compared_with_the_most_frequent_other_model(tmp_path):
     run = make_run(tmp_path / "run", models={"m-good": 0.7, "m-bad": 0.3}, n_tasks=6, frames=False)
-    html = report.build_report([str(run)], tmp_path / "r.html", a="m-bad", n_boot=200).read_text()
+    html = report.build_report([str(run)], tmp_path / "r.html", a="m-bad").read_text()
     assert "nothing to compare" not in html
     assert (
         "A − B" in html and '<td class="t">m-bad</td><td class="t">m-good</td><td class="t">easy</td>' in html
@@ -75,7 +76,7 @@ def test_only_a_is_compared_with_the_most_frequent_other_model(tmp_path):
 def test_hostile_model_and_run_names_stay_text(tmp_path):
     evil = 'x` <img src="https://evil.example/p.png"> [l](https://evil.example/) <a href=//evil.example>a</a>'
     run = make_run(tmp_path / "run` <b>x", models={evil: 0.7, "m-bad": 0.3}, n_tasks=6, frames=False)
-    html = report.build_report([str(run)], tmp_path / "r.html", a=evil, b="m-bad", n_boot=200).read_text()
+    html = report.build_report([str(run)], tmp_path / "r.html", a=evil, b="m-bad").read_text()
     assert "evil.example" in html  # the name is shown...
     assert EXTERNAL.search(html) is None, EXTERNAL.search(html)  # ...never as a tag that fetches or links
     assert "run` <b>x" not in html and "run` &lt;b&gt;x" in html
@@ -86,7 +87,7 @@ def test_a_report_on_foreign_runs_writes_nothing_into_them(seed_runs, tmp_path):
 
     runs = [seed_runs[k] for k in ("canvas", "uitars", "planning_jsonl")]
     before = [snapshot(r) for r in runs]
-    out = report.build_report([str(r) for r in runs], tmp_path / "report.html", n_boot=200)
+    out = report.build_report([str(r) for r in runs], tmp_path / "report.html")
     html = out.read_text()
     assert "Traceback" not in html and "CellExecutionError" not in html and "uitars:uitars15-7b" in html
     df = A.load_runs(runs)
@@ -108,7 +109,7 @@ def test_the_default_pair_is_the_best_model_against_the_runner_up(tmp_path):
     assert report.pick_pair(df) == ("m-good", "m-mid")
     assert report.pick_pair(df, b="m-good") == ("m-mid", "m-good")
     assert report.pick_pair(df.filter(pl.col("model") == "m-bad")) == ("m-bad", None)
-    line = report.headline_html(df, "m-good", "m-mid", n_boot=300)
+    line = report.headline_html(df, "m-good", "m-mid")
     assert "<b>m-good</b> scores higher than <b>m-mid</b>" in line and "paired on 9 task(s)" in line
     assert "m-good better on <b>9</b>" in line
     assert "nothing to compare" in report.headline_html(df, "m-bad", None)
@@ -116,18 +117,18 @@ def test_the_default_pair_is_the_best_model_against_the_runner_up(tmp_path):
 
 def test_compare_shows_itself_in_a_notebook(tmp_path):
     run = make_run(tmp_path / "run", models={"m-good": 0.8, "<i>m-bad</i>": 0.2}, n_tasks=9, frames=False)
-    cmp = A.compare(A.load_runs([run]), "m-good", "<i>m-bad</i>", n_boot=200)
+    cmp = A.compare(A.load_runs([run]), "m-good", "<i>m-bad</i>")
     page = cmp._repr_html_()
-    assert page.startswith("<div") and "<b>m-good</b> − <b>&lt;i&gt;m-bad&lt;/i&gt;</b> = <b>+0." in page
-    assert "95% CI [+0." in page and "A better on <b>8</b>" in page and "<th>A − B</th>" in page
+    assert page.startswith("<div") and "m-good − &lt;i&gt;m-bad&lt;/i&gt; = +0." in page
+    assert "95% CI [+0." in page and "m-good better on 8" in page and "<th>A − B</th>" in page
     assert "p = 0.008" in page and "smallest detectable difference 0." in page  # exact: 2/2^8
     line, table = page.split("<table")
     assert "No conclusion" not in line and "too few tasks" in table  # 3 tasks a tier; 8 in all
     # One episode unscored leaves 5 paired tasks: the exact p can be no lower than 2/2^5, and no CI is shown.
     few = make_run(tmp_path / "few", n_tasks=6, frames=False)
-    few = A.compare(A.load_runs([few]), "baseline:tracer", "baseline:random", n_boot=200)
+    few = A.compare(A.load_runs([few]), "baseline:tracer", "baseline:random")
     page = few._repr_html_()
-    assert "<b>No conclusion: only 5 task(s).</b>" in page and "p = 0.062" in page
+    assert "No conclusion: only 5 task(s)." in page and "p = 0.062" in page
     assert "95% CI" not in page.split("<table")[0] and page.count("too few tasks") >= 2  # CI and MDE cells
-    assert A.format_compare(cmp).startswith("A ")  # still a frame for everything else
+    assert "\nA " in A.format_compare(cmp)  # still a frame for everything else
     assert "shape:" in cmp.select("a", "diff")._repr_html_() or "<table" in cmp.select("a")._repr_html_()

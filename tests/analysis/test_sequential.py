@@ -198,7 +198,7 @@ def test_compare_reports_the_sequential_result_on_a_run_that_recorded_looks(tmp_
 def test_compare_from_the_command_line_says_the_sequential_result(tmp_path, capsys):
     """`evalkit compare` on a run directory with looks.jsonl: the sequential line under the table."""
     from evalkit import cli
-    from evalkit.records.traces import write_run_json
+    from evalkit.records.rundir import write_run_json
     from evalkit.types import EpisodeRecord
 
     run = tmp_path / "run"

@@ -70,7 +70,7 @@ def test_screenshots_are_the_viewport_in_png_and_jpeg(session):
 
 
 def test_offline_pages_reach_nothing(session, tmp_path):
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     secret = tmp_path / "secret.txt"
     secret.write_text("s3cret")
@@ -92,7 +92,7 @@ def test_offline_pages_reach_nothing(session, tmp_path):
 
 
 def test_allowed_origin_only_and_sessions_share_no_storage():
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     opts = SessionOptions(width=400, height=300, allow_origins=None)
     with serve("canvas") as env, serve("canvas") as other:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.envs.berth.model import Berth, Berthed, Breakdown, Closure, Instance, Vessel
+from evalkit.envs.embedded.berth.model import Berth, Berthed, Breakdown, Closure, Instance, Vessel
 
 B = (
     Berth("B1", 250, 12.0, ("container", "general")),

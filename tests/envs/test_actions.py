@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.envs.actions import fits, legal_actions, sample_action, sample_step
+from evalkit.envs.client.actions import fits, legal_actions, sample_action, sample_step
 
 
 def test_a_legal_action_goes_only_to_a_field_it_fits():

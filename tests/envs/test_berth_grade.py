@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.envs.berth.grade import KINDS, BestKnown, PlanFormatError, check, grade, parse_plan, reward
-from evalkit.envs.berth.model import end_hour
+from evalkit.envs.embedded.berth.grade import (
+    KINDS,
+    BestKnown,
+    PlanFormatError,
+    check,
+    grade,
+    parse_plan,
+    reward,
+)
+from evalkit.envs.embedded.berth.model import end_hour
 from tests.envs.berth_ports import as_plan, tiny
 
 # V09 is alongside B2 with 3 h of work at half speed (breakdown 0–6): it leaves at hour 6, so B2 is free

@@ -8,11 +8,11 @@ from functools import cache
 
 import pytest
 
-from evalkit.envs.berth import exact
-from evalkit.envs.berth.grade import check
-from evalkit.envs.berth.model import Instance, end_hour
-from evalkit.envs.berth.search import Tables, heuristic
-from evalkit.envs.berth.tasks import generate_task
+from evalkit.envs.embedded.berth import exact
+from evalkit.envs.embedded.berth.grade import check
+from evalkit.envs.embedded.berth.model import Instance, end_hour
+from evalkit.envs.embedded.berth.search import Tables, heuristic
+from evalkit.envs.embedded.berth.tasks import generate_task
 from tests.envs.berth_ports import as_plan, tiny
 
 

@@ -10,9 +10,9 @@ import pytest
 from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.mcp_client import MCPToolClient
 
-from evalkit.envs.berth.grade import check
-from evalkit.envs.berth.reference import frozen_row
-from evalkit.envs.berth.tasks import task_from_id
+from evalkit.envs.embedded.berth.grade import check
+from evalkit.envs.embedded.berth.reference import frozen_row
+from evalkit.envs.embedded.berth.tasks import task_from_id
 
 TASK = "berth-test-0002"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.envs.berth import reference
-from evalkit.envs.berth.__main__ import main
-from evalkit.envs.berth.grade import check
-from evalkit.envs.berth.prompts import situation
-from evalkit.envs.berth.tasks import TIERS, generate_task, parse_task_id, task_from_id
+from evalkit.envs.embedded.berth import reference
+from evalkit.envs.embedded.berth.__main__ import main
+from evalkit.envs.embedded.berth.grade import check
+from evalkit.envs.embedded.berth.prompts import situation
+from evalkit.envs.embedded.berth.tasks import TIERS, generate_task, parse_task_id, task_from_id
 from evalkit.envs.evalsets import load_evalset
 
 EVALSET = "data/evalsets/berth-test-150.json"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.browser import Browser, chromium_executable
-from evalkit.envs.canvas.dom import to_doc
-from evalkit.envs.canvas.html_surface import HtmlPage, page_html
+from evalkit.envs.embedded.canvas.dom import to_doc
+from evalkit.envs.embedded.canvas.html_surface import HtmlPage, page_html
 
 pytestmark = pytest.mark.browser
 if chromium_executable() is None:

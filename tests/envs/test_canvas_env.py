@@ -3,11 +3,11 @@
 import asyncio
 import types
 
-from evalkit.envs.server import import_openenv_server
+from evalkit.envs.embedded.server import import_openenv_server
 
 import_openenv_server()
 
-from evalkit.envs.canvas.env import COMPUTER, TOOLS, CanvasEnv, add_surface_tools  # noqa: E402
+from evalkit.envs.embedded.canvas.env import COMPUTER, TOOLS, CanvasEnv, add_surface_tools  # noqa: E402
 
 
 def listed(env: CanvasEnv, surface: str) -> list[str]:
@@ -64,7 +64,7 @@ def test_served_sessions_never_open_an_mcp_client_session(canvas_server, monkeyp
     handshake) is ever opened."""
     from fastmcp.client.transports import memory
 
-    from evalkit.envs.openenv import OpenEnvSession
+    from evalkit.envs.client.openenv import OpenEnvSession
 
     connects = []
     connect = memory.FastMCPTransport.connect_session
@@ -86,8 +86,8 @@ def test_served_sessions_never_open_an_mcp_client_session(canvas_server, monkeyp
 
 
 def test_an_env_that_is_not_kept_is_torn_down():
-    from evalkit.envs.episodic import DirectClient
-    from evalkit.envs.recycle import recycling
+    from evalkit.envs.embedded.episodic import DirectClient
+    from evalkit.envs.embedded.recycle import recycling
 
     kept = recycling(CanvasEnv)()
     assert isinstance(kept.mcp_client, DirectClient)
@@ -105,8 +105,8 @@ def test_editing_tools_run_on_the_event_loop():
 
     from openenv.core.env_server.mcp_types import CallToolAction
 
-    from evalkit.envs.canvas import tools_surface
-    from evalkit.envs.canvas.env import shared_tools
+    from evalkit.envs.embedded.canvas import tools_surface
+    from evalkit.envs.embedded.canvas.env import shared_tools
 
     assert all(t.run_in_thread is False for t in shared_tools())
     ran_in = []
@@ -133,8 +133,8 @@ def test_the_target_is_prepared_for_the_grade_while_the_model_thinks(monkeypatch
     grade is the one worked out from scratch, and a submit that comes sooner grades all the same."""
     from openenv.core.env_server.mcp_types import CallToolAction
 
-    from evalkit.envs.canvas import env as canvas_env
-    from evalkit.envs.canvas import grade
+    from evalkit.envs.embedded.canvas import env as canvas_env
+    from evalkit.envs.embedded.canvas import grade
 
     rect = {"kind": "rect", "x": 30, "y": 40, "width": 200, "height": 100, "fill": "#336699"}
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from evalkit.envs.canvas.grade import grade_doc
-from evalkit.envs.canvas.model import Doc
-from evalkit.envs.canvas.tasks import generate_task
+from evalkit.envs.embedded.canvas.grade import grade_doc
+from evalkit.envs.embedded.canvas.model import Doc
+from evalkit.envs.embedded.canvas.tasks import generate_task
 
 INDICES = [1, 2, 4, 5, 8, 11, 13, 21]
 COMPONENTS = ("structure", "visual", "coverage", "order", "background", "total")
@@ -83,7 +83,7 @@ def test_wrong_colours_and_background_cost():
 def test_cached_blank_canvas_grades_as_a_fresh_one():
     """The blank canvas a grade compares against is cached by size and background: a second task of the same
     size reuses it, an empty submission is one, and every grade equals the one worked out from scratch."""
-    from evalkit.envs.canvas import grade
+    from evalkit.envs.embedded.canvas import grade
 
     tasks = [generate_task("test", i) for i in range(10)]
     pairs = [(t, Doc(t.doc.width, t.doc.height, t.doc.background, t.doc.elements[:1])) for t in tasks]
@@ -111,7 +111,7 @@ def test_cached_blank_canvas_grades_as_a_fresh_one():
 
 def _interleaved_lab(rgb: np.ndarray) -> np.ndarray:
     """CIELAB as the grader first worked it out, pixels × (L, a, b): the reference its planar form keeps."""
-    from evalkit.envs.canvas.grade import _LINEAR
+    from evalkit.envs.embedded.canvas.grade import _LINEAR
 
     c = _LINEAR[np.asarray(rgb, dtype=np.intp)]
     m = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
@@ -127,8 +127,8 @@ def test_planar_colours_and_distances_are_the_interleaved_ones_to_the_bit():
     one the interleaved form gives, to the last bit, or a rerun's grades would drift from the first run's."""
     from PIL import ImageFilter
 
-    from evalkit.envs.canvas import grade
-    from evalkit.envs.canvas.render import render_doc
+    from evalkit.envs.embedded.canvas import grade
+    from evalkit.envs.embedded.canvas.render import render_doc
 
     def planar_as_interleaved(lab: np.ndarray, shape: tuple) -> np.ndarray:
         return np.ascontiguousarray(np.moveaxis(lab.reshape(3, *shape[:2]), 0, -1))
@@ -157,7 +157,7 @@ def test_planar_colours_and_distances_are_the_interleaved_ones_to_the_bit():
 MATCHER = """
 import sys
 import numpy as np
-from evalkit.envs.canvas.grade import matcher
+from evalkit.envs.embedded.canvas.grade import matcher
 match = matcher()
 print("scipy.optimize" in sys.modules)
 rng = np.random.default_rng(7)
@@ -182,7 +182,7 @@ def test_order_counts_only_elements_that_overlap():
     """Stacking shows only where two elements overlap: two apart, drawn in the other order, look the same
     and keep order 1.0; two overlapping, drawn in the other order, score 0. (All pairs counted, the tracer
     working from the picture lost order for stackings nobody could see.)"""
-    from evalkit.envs.canvas.model import build_element
+    from evalkit.envs.embedded.canvas.model import build_element
 
     a = build_element("a", "rect", x=10, y=10, width=50, height=50, fill="#ff0000")
     b = build_element("b", "rect", x=200, y=10, width=50, height=50, fill="#0000ff")

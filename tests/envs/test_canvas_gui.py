@@ -16,9 +16,9 @@ from openenv.core.mcp_client import MCPToolClient
 from PIL import Image
 
 from evalkit.browser import Browser, chromium_executable
-from evalkit.envs.canvas.episode import registry
-from evalkit.envs.canvas.gui_surface import SKINS
-from evalkit.envs.openenv import connect
+from evalkit.envs.client.openenv import connect
+from evalkit.envs.embedded.canvas.episode import registry
+from evalkit.envs.embedded.canvas.gui_surface import SKINS
 from evalkit.errors import EnvError
 from evalkit.providers.baseline.gui_policy import find_canvas
 

@@ -14,8 +14,8 @@ from openenv.core.mcp_client import MCPToolClient
 from PIL import Image
 
 from evalkit.browser import chromium_executable
-from evalkit.envs.canvas import grade_doc, task_from_id
-from evalkit.envs.canvas.model import Doc
+from evalkit.envs.embedded.canvas import grade_doc, task_from_id
+from evalkit.envs.embedded.canvas.model import Doc
 
 pytestmark = pytest.mark.browser
 if chromium_executable() is None:
@@ -27,7 +27,7 @@ TASK = "canvas-test-0007"  # 800 x 600
 @pytest.fixture
 def quick(monkeypatch):
     """Shorter limits for the agent's page (the server runs in this process), so stuck pages fail fast."""
-    from evalkit.envs.canvas import html_surface
+    from evalkit.envs.embedded.canvas import html_surface
 
     monkeypatch.setattr(html_surface, "LOAD_S", 1.5)
     monkeypatch.setattr(html_surface, "READ_S", 1.0)

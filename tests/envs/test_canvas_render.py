@@ -10,9 +10,9 @@ import zlib
 import pytest
 from PIL import Image
 
-from evalkit.envs.canvas.model import Doc, build_element
-from evalkit.envs.canvas.render import encode, jpeg_b64_of, png_of, render_doc
-from evalkit.envs.canvas.tasks import generate_task
+from evalkit.envs.embedded.canvas.model import Doc, build_element
+from evalkit.envs.embedded.canvas.render import encode, jpeg_b64_of, png_of, render_doc
+from evalkit.envs.embedded.canvas.tasks import generate_task
 
 
 def pixels(data: bytes) -> bytes:
@@ -39,8 +39,8 @@ def test_jpeg_of_a_target_matches_its_render():
 def test_every_evalset_task_renders_at_every_size():
     """Tasks of the frozen evalset whose small outlined rounded boxes Pillow refuses to draw (0171 at 160 px,
     0177 at 256, 0269 at 512 and 256) could never be graded; each size the grader and surfaces use draws."""
-    from evalkit.envs.canvas.render import render_doc
-    from evalkit.envs.canvas.tasks import EVALSET_SIZE, generate_task
+    from evalkit.envs.embedded.canvas.render import render_doc
+    from evalkit.envs.embedded.canvas.tasks import EVALSET_SIZE, generate_task
 
     for i in range(EVALSET_SIZE):
         doc = generate_task("test", i).doc
@@ -104,7 +104,7 @@ def test_pngs_hold_the_render_pixel_for_pixel_with_either_deflate(monkeypatch):
     """Every render goes out as a PNG of its own writing (up-filtered rows, deflated with ISA-L when it is
     installed, else with the standard library): a valid file whose pixels are the render's, read back both by
     Pillow and by hand from the specification; another mode is Pillow's own PNG."""
-    from evalkit.envs.canvas import render
+    from evalkit.envs.embedded.canvas import render
 
     docs = [generate_task("test", i).doc for i in (0, 7, 171)]
     docs[0].elements.append(
@@ -152,7 +152,7 @@ def test_chromium_shows_a_png_as_rendered():
 
 def test_measured_text_boxes_follow_the_text_and_its_size():
     """Text boxes are cached by font size and text: each is FreeType's own measure of exactly that text."""
-    from evalkit.envs.canvas.render import font, glyph_box, text_box
+    from evalkit.envs.embedded.canvas.render import font, glyph_box, text_box
 
     for size in (9, 16, 33):
         for text in ("Sale", "Sale!", "Q3 review", "two\nlines", " "):
@@ -170,7 +170,7 @@ def test_cached_text_masks_draw_what_pillow_draws():
     any fractional position, must be the pixels Pillow's own font draws there."""
     from PIL import ImageDraw, ImageFont
 
-    from evalkit.envs.canvas.render import font
+    from evalkit.envs.embedded.canvas.render import font
 
     cases = [
         (text, size, xy, fill)
@@ -190,7 +190,7 @@ def test_cached_text_masks_draw_what_pillow_draws():
 
 
 def test_caches_keep_the_most_recent_within_their_bounds():
-    from evalkit.envs.canvas.render import Cache
+    from evalkit.envs.embedded.canvas.render import Cache
 
     made = []
 
@@ -214,7 +214,7 @@ def test_renders_from_many_threads_are_the_serial_ones():
     caches (encoded pictures, text masks, text boxes) give each thread what a render alone gives."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from evalkit.envs.canvas import render
+    from evalkit.envs.embedded.canvas import render
 
     docs = [generate_task("train", i).doc for i in range(24)]
     menu = build_element("t", "text", x=3.3, y=4.6, width=0, height=0, text="Menu", font_size=18)

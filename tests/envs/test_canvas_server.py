@@ -12,8 +12,8 @@ from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.mcp_client import MCPToolClient
 from PIL import Image
 
-from evalkit.envs.canvas import task_from_id
-from evalkit.envs.server import serve
+from evalkit.envs.embedded.canvas import task_from_id
+from evalkit.envs.embedded.server import serve
 
 TOOLS = {
     "get_document",
@@ -68,7 +68,7 @@ def test_reset_metadata_in_reference_mode(client):
 
 
 def test_the_opening_text_is_the_envs_own_per_surface_and_mode(client):
-    from evalkit.envs.canvas.prompts import opening
+    from evalkit.envs.embedded.canvas.prompts import opening
 
     meta = client.reset(task_id="canvas-test-0007").observation.metadata
     assert meta["prompt"] == "The target is attached. Recreate it with your tools, then call submit."

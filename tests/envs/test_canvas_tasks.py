@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.envs.canvas.model import Doc, DocError, build_element, normalize_color, update_element
-from evalkit.envs.canvas.render import render_doc
-from evalkit.envs.canvas.tasks import (
+from evalkit.envs.embedded.canvas.model import Doc, DocError, build_element, normalize_color, update_element
+from evalkit.envs.embedded.canvas.render import render_doc
+from evalkit.envs.embedded.canvas.tasks import (
     SIZES,
     TIERS,
     evalset,

@@ -10,15 +10,15 @@ import json
 import fastmcp
 import pytest
 
-from evalkit.envs.server import import_openenv_server
+from evalkit.envs.embedded.server import import_openenv_server
 
 import_openenv_server()
 
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction  # noqa: E402
 
-from evalkit.envs import episodic  # noqa: E402
-from evalkit.envs.berth.env import BerthEnv  # noqa: E402
-from evalkit.envs.canvas.env import CanvasEnv  # noqa: E402
+from evalkit.envs.embedded import episodic  # noqa: E402
+from evalkit.envs.embedded.berth.env import BerthEnv  # noqa: E402
+from evalkit.envs.embedded.canvas.env import CanvasEnv  # noqa: E402
 
 RECT = {"kind": "rect", "x": 10, "y": 5, "width": 200, "height": 120, "fill": "#112233"}
 CANVAS = [
@@ -84,7 +84,7 @@ def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
 
     from mcp.types import ListToolsRequest
 
-    from evalkit.envs.canvas.env import add_surface_tools
+    from evalkit.envs.embedded.canvas.env import add_surface_tools
 
     env = CanvasEnv()
     handlers = env.mcp_server._mcp_server.request_handlers

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.envs import identity, observation, openenv
-from evalkit.envs.openenv import TypedSession, connect
-from evalkit.envs.tasks import TaskApi, TaskRef, summary, task_api
+from evalkit.envs.client import identity, observation, openenv
+from evalkit.envs.client.openenv import TypedSession, connect
+from evalkit.envs.client.tasks import TaskApi, TaskRef, summary, task_api
 from evalkit.errors import (
     ConfigError,
     EnvDeadError,
@@ -255,14 +255,14 @@ def test_a_slow_reset_is_said_apart_from_an_unreachable_server(nowhere):
     assert (got.value.what, got.value.seconds) == ("reset", 0.4) and not isinstance(
         got.value, EnvUnreachableError
     )
-    from evalkit.envs.openenv import OpenEnvSession
+    from evalkit.envs.client.openenv import OpenEnvSession
 
     with pytest.raises(EnvUnreachableError, match="cannot connect to the environment"):
         OpenEnvSession(nowhere)
 
 
 def test_a_server_slow_to_build_its_env_is_not_called_unreachable(monkeypatch, nowhere):
-    from evalkit.envs import openenv
+    from evalkit.envs.client import openenv
 
     monkeypatch.setattr(openenv, "METADATA_TIMEOUT", 0.4)
     with Served(kinds.slow_app(delay=1.5, setup=True)) as served:
@@ -283,7 +283,7 @@ def test_two_configurations_of_one_server_are_told_apart(report):
     seen = {}
     for game in ("catch", "tic_tac_toe"):
         with Served(kinds.games_app(game, report)) as served:
-            from evalkit.envs.openenv import env_identity
+            from evalkit.envs.client.openenv import env_identity
 
             assert env_identity(served.base_url) == "GameEnvironment"  # one name for both
             with connect(served.base_url) as s:
@@ -341,7 +341,7 @@ def test_a_sessions_configuration_is_empty_where_it_has_none():
 
 
 def test_an_episode_sends_plain_field_pictures_as_images_and_stores_them_as_frames(pixels, tmp_path):
-    from evalkit.records.traces import safe_path
+    from evalkit.records.rundir import safe_path
     from evalkit.run.episode import run_episode
     from evalkit.types import Turn
     from tests.support.scripted import call, factory

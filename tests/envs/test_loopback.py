@@ -1,5 +1,5 @@
-"""Reads from a server on this machine on a kept connection per thread (`evalkit.envs.loopback`): the same
-pictures and document as httpx reads, a connection the server closed while idle opened again, a dead
+"""Reads from a server on this machine on a kept connection per thread (`evalkit.envs.client.loopback`): the
+same pictures and document as httpx reads, a connection the server closed while idle opened again, a dead
 thread's connection closed, nonsense from the server an absent picture rather than an error, and every way
 an HTTP/1.1 body may end (a length, chunks, the server closing) read whole."""
 
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from evalkit.envs import loopback
-from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.wire import LocalSocket
+from evalkit.envs.client import loopback
+from evalkit.envs.client.openenv import OpenEnvSession
+from evalkit.envs.client.wire import LocalSocket
 from evalkit.serving import ThreadedServer
 
 
@@ -38,7 +38,7 @@ def test_only_plain_http_on_this_machine_is_read_here(url, local):
     ("ws://envs.example:8000/ws?next=ws://127.0.0.1", False),
 ])  # fmt: skip
 def test_a_websocket_on_this_machine_is_told_by_its_host(url, local):
-    """Where a WebSocket goes without a proxy, compression or pings (`evalkit.envs.wire`)."""
+    """Where a WebSocket goes without a proxy, compression or pings (`evalkit.envs.client.wire`)."""
     assert loopback.on_this_machine(url) is local
 
 

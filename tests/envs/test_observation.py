@@ -8,7 +8,7 @@ import json
 
 from PIL import Image as PILImage
 
-from evalkit.envs import observation
+from evalkit.envs.client import observation
 
 
 def _png(w: int = 4, h: int = 3, colour=(200, 10, 10)) -> bytes:
@@ -171,7 +171,7 @@ def test_what_is_withheld_and_why():
 
 
 def test_every_result_shape_a_wrapper_sends_reaches_the_model():
-    from evalkit.envs.openenv import tool_outcome
+    from evalkit.envs.client.openenv import tool_outcome
 
     png = base64.b64encode(_png()).decode()
     blocks = {"blocks": [{"type": "text", "text": "Three notches.", "detail": None},
@@ -194,7 +194,7 @@ def test_every_result_shape_a_wrapper_sends_reaches_the_model():
 
 
 def test_a_state_that_gives_the_actions_shape_shapes_the_schema():
-    from evalkit.envs.actions import sample_action, shaped
+    from evalkit.envs.client.actions import sample_action, shaped
 
     schema = {"properties": {"values": {"type": "array", "items": {"type": "number"}}}}
     spec = {"action_spec": {"shape": [2], "minimum": [-1.0, -0.5], "maximum": [1.0, 2.0]}}

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from evalkit.envs.openenv import TypedSession, connect
-from evalkit.envs.wire import Connection
+from evalkit.envs.client.openenv import TypedSession, connect
+from evalkit.envs.client.wire import Connection
 from evalkit.errors import EnvError
-from evalkit.records.traces import safe_path
+from evalkit.records.rundir import safe_path
 from evalkit.run.episode import run_episode
 from tests.providers.fakes import Reply
 from tests.support.foreign_envs import GOAL, QUESTION, QUIZ_INSTRUCTIONS
@@ -64,7 +64,7 @@ def test_reset_gets_only_what_the_env_has(sketch_server):
     s = connect(sketch_server.base_url)
     try:
         assert s.kind == "mcp"
-        from evalkit.envs.sessions import reset_kwargs
+        from evalkit.envs.client.sessions import reset_kwargs
 
         meta = s.reset(**reset_kwargs({"seed": 3}, "SketchEnv", "tools", ""))
         assert meta["got"] == []  # seed is OpenEnv's own; no surface, no mode
@@ -299,12 +299,12 @@ def test_a_finishing_tool_the_env_marks_for_it_is_called_empty_and_the_record_sa
 
 
 def test_an_endpoint_resolved_once_opens_sessions_of_its_kind(guess_server, canvas_server):
-    from evalkit.envs.openenv import Endpoint, OpenEnvSession, resolve
+    from evalkit.envs.client.openenv import Endpoint, OpenEnvSession
 
-    typed = resolve(guess_server)
+    typed = Endpoint.of(guess_server)
     assert typed.name == "guess" and typed.schema and "guess" in typed.schema["properties"]
-    assert resolve(typed) is typed
-    mcp = resolve(canvas_server, "canvas")
+    assert Endpoint.of(typed) is typed
+    mcp = Endpoint.of(canvas_server, "canvas")
     assert mcp == Endpoint(canvas_server.base_url, "canvas", None)
     with connect(typed) as s:
         assert isinstance(s, TypedSession) and s.schema == typed.schema

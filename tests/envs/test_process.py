@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.envs import process
-from evalkit.envs.process import GRACE_S, ProcessServer, ProcessServers
+from evalkit.envs.embedded import process
+from evalkit.envs.embedded.process import GRACE_S, ProcessServer, ProcessServers
 from evalkit.run import batch
 from tests.run.test_executors import MODELS, outcome, pictures
 
@@ -51,7 +51,7 @@ def test_a_batch_served_by_a_process_records_what_a_thread_served_one_does(
 def test_many_episodes_at_once_are_spread_over_several_env_processes(canvas_server, tmp_path, monkeypatch):
     """Past EPISODES_PER_PROCESS episodes at once (and with a core for each), the env is served by several
     processes; sessions take them in turn, each keeping to its own; the records are a thread's; all go."""
-    from evalkit.envs import openenv
+    from evalkit.envs.client import openenv
 
     monkeypatch.setattr(process.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(process, "EPISODES_PER_PROCESS", 4)
@@ -100,7 +100,7 @@ def minor_faults(pid: int) -> int:
 def test_an_env_process_draws_new_frames_in_memory_it_already_has():
     """Each new frame's buffers come from what earlier ones freed, not from pages the kernel maps afresh
     (~1000 faults a frame, half of its CPU, when malloc handed them back)."""
-    from evalkit.envs.openenv import OpenEnvSession
+    from evalkit.envs.client.openenv import OpenEnvSession
 
     rect = {"kind": "rect", "x": 40, "y": 30, "width": 200, "height": 120}
     with ProcessServer("canvas") as server:
@@ -164,7 +164,9 @@ def test_the_env_process_goes_with_its_batch(sig, tmp_path):
     while not (trace.exists() and trace.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:
         time.sleep(0.02)
     kids = [
-        k for k in _children(proc.pid) if "evalkit.envs.process" in Path(f"/proc/{k}/cmdline").read_text()
+        k
+        for k in _children(proc.pid)
+        if "evalkit.envs.embedded.process" in Path(f"/proc/{k}/cmdline").read_text()
     ]
     assert len(kids) == 1, "the batch serves its env in one child process"
     proc.send_signal(sig)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.recycle import recycling
+from evalkit.envs.client.openenv import OpenEnvSession
+from evalkit.envs.embedded.recycle import recycling
 
 
 class Built:
@@ -43,8 +43,8 @@ def test_instances_stocked_ahead_go_to_the_first_sessions():
 
 
 def test_a_warmed_canvas_app_has_its_first_sessions_envs_made_beforehand(monkeypatch):
-    from evalkit.envs.canvas.app import STOCK, build_app, warm
-    from evalkit.envs.canvas.env import CanvasEnv
+    from evalkit.envs.embedded.canvas.app import STOCK, build_app, warm
+    from evalkit.envs.embedded.canvas.env import CanvasEnv
 
     made, real = [], CanvasEnv.__init__
 
@@ -71,7 +71,7 @@ def test_the_factory_is_a_class_for_one_executor_thread():
 
 
 def test_a_served_canvas_makes_and_closes_its_envs_on_one_thread(canvas_server, monkeypatch):
-    from evalkit.envs.canvas.env import CanvasEnv
+    from evalkit.envs.embedded.canvas.env import CanvasEnv
 
     threads, real = [], CanvasEnv.close
 

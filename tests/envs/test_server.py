@@ -9,7 +9,7 @@ import pytest
 
 SCRIPT = """
 import sys
-from evalkit.envs.server import build_app
+from evalkit.envs.embedded.server import build_app
 build_app("canvas")
 print("gradio" in sys.modules, "openenv.core.env_server" in sys.modules)
 print("jsonschema" in sys.modules, "rfc3987_syntax" in sys.modules)
@@ -47,7 +47,7 @@ def test_the_cli_starts_without_openenv():
 FRAMES = """
 import resource, sys
 import numpy as np
-from evalkit.envs.server import hold_freed_memory
+from evalkit.envs.embedded.server import hold_freed_memory
 held = hold_freed_memory() if sys.argv[1] == "held" else None
 def frame():  # a new frame's three buffers (the picture, its rows, its filtered lines), freed together
     parts = [np.ones(1_500_000, np.uint8) for _ in range(3)]

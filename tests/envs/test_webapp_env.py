@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from evalkit.browser import chromium_executable
-from evalkit.envs.openenv import OpenEnvSession
-from evalkit.envs.webapp.tasks import task_by_id
+from evalkit.envs.client.openenv import OpenEnvSession
+from evalkit.envs.embedded.webapp.tasks import task_by_id
 from evalkit.errors import EnvError
 
 pytestmark = pytest.mark.browser
@@ -20,7 +20,7 @@ TOOLS = {"screenshot", "click", "double_click", "drag", "type_text", "press_key"
 
 @pytest.fixture(scope="module")
 def webapp():
-    from evalkit.envs.server import serve
+    from evalkit.envs.embedded.server import serve
 
     with serve("webapp") as env:
         yield env

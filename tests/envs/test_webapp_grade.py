@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.envs.embedded.webapp.grade import check_answer, check_predicate, grade, matches
+from evalkit.envs.embedded.webapp.tasks import fill, instruction, load_tasks
 from evalkit.envs.evalsets import load_evalset
-from evalkit.envs.webapp.grade import check_answer, check_predicate, grade, matches
-from evalkit.envs.webapp.tasks import fill, instruction, load_tasks
 from evalkit.errors import ConfigError
 
 ORDER = {"type": "order_placed", "items": {"P20": 2}, "shipping": "standard", "name": "Alex Morgan",

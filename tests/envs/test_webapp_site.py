@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from evalkit.envs.webapp.serve import SiteServer
+from evalkit.envs.embedded.webapp.serve import SiteServer
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""A WebSocket to a server on this machine, spoken in the calling thread (`evalkit.envs.wire.LocalSocket`),
-against websockets' own server in a thread: messages of any size and in fragments, the server's pings
-answered, its close, a silent server, a refused handshake and the headers sent, each as `Connection`
-reports it."""
+"""A WebSocket to a server on this machine, spoken in the calling thread
+(`evalkit.envs.client.wire.LocalSocket`), against websockets' own server in a thread: messages of any size and
+in fragments, the server's pings answered, its close, a silent server, a refused handshake and the headers
+sent, each as `Connection` reports it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from websockets.http11 import Response
 from websockets.sync.client import ClientConnection
 from websockets.sync.server import ServerConnection, serve
 
-from evalkit.envs import wire
-from evalkit.envs.wire import Connection, LocalSocket, ServerError
+from evalkit.envs.client import wire
+from evalkit.envs.client.wire import Connection, LocalSocket, ServerError
 from evalkit.errors import EnvError
 from evalkit.serving import free_port
 

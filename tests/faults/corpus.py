@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PIL import Image as PILImage
 
-from evalkit.records.traces import FrameStore, write_run_json
+from evalkit.records.rundir import FrameStore, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord, episode_key
 
 SECRET = "sentinel-outside-the-run-3141592653"
@@ -123,11 +123,14 @@ def hostile_run(root: Path) -> dict:
     ]
     body = b"\n".join(raw[:3] + [b"", b"   "] + raw[3:] + unreadable[:-1]) + b"\n" + unreadable[-1]
     (run / "trace.jsonl").write_bytes(body)
-    n_malformed = len(malformed) + 4  # NaN, -Infinity, 1e999, 10^400 (the \u0074urns line is malformed too)
+    # 1e999 seconds and the \u0074urns line are malformed; NaN, -Infinity and 10^400 rewards are the one
+    # problem of their records, which analysis counts as episodes whose reward is not a number
+    n_malformed = len(malformed) + 1
     return {
         "run": run,
         "secret": root / "secret.txt",
         "sound": len(sound) + len(injected) + len(huge) + len(paths) + 2,  # + the lone surrogates
+        "reward_only": 3,
         "malformed": n_malformed + 1,
         "unreadable": len(unreadable) + 1,  # + the line nested too deep for json.loads
     }

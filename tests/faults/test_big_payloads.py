@@ -123,7 +123,7 @@ def test_the_output_limit_on_a_1_mb_argument_is_the_turns_stop(model, big_env, t
 def test_a_message_past_the_frame_limit_is_one_line(big_env, monkeypatch):
     """Past the largest WebSocket frame evalkit takes (512 MiB; here lowered to 8), the env's answer is
     refused in one line naming both sizes: an env error, as the env's connection is lost with it."""
-    from evalkit.envs import wire
+    from evalkit.envs.client import wire
     from evalkit.run.episode import run_episode
 
     monkeypatch.setattr(wire, "MAX_MESSAGE", 8 << 20)

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evalkit.envs.server import serve
+from evalkit.envs.embedded.server import serve
 from tests.faults.drivers import EnvProcess, StandIn, check_once, records, run_argv, wait_for_records
 
 TASKS = 12
@@ -91,9 +91,9 @@ def test_what_the_breaker_says_ran_is_what_the_trace_holds(canvas_server, tmp_pa
     fsynced: milliseconds, here stretched to 1.2 s, past the batch's one-second look at the breaker): they
     are counted as ran if and only if they are in the trace, and nothing is written after the batch
     returns."""
-    from evalkit.envs import sessions
+    from evalkit.envs.client import sessions
     from evalkit.errors import EnvError
-    from evalkit.records.traces import TraceWriter
+    from evalkit.records.rundir import TraceWriter
     from evalkit.run.batch import run_batch
     from evalkit.run.breaker import BreakerSettings
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 from streamlit.testing.v1 import AppTest
@@ -15,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from evalkit import analysis
 from evalkit.analysis import display
 from evalkit.cli import main
-from evalkit.records import index_cache, jsonl, traces
+from evalkit.records import index_cache, jsonl, rundir
 from tests.faults.corpus import INJECTIONS, SCRIPT, SECRET, hostile_run
 from tests.support.snapshot import snapshot
 from tests.viewer.viewer_runs import APP
@@ -40,8 +41,12 @@ def test_load_runs_reads_the_sound_and_names_the_malformed(hostile, caplog, fres
     with caplog.at_level(logging.WARNING, logger="evalkit"):
         df = analysis.load_runs(run)
         again = analysis.load_runs([run, run])  # read again, from the cached index: nothing said twice
-    assert df.height == hostile["sound"] and again.height == 2 * hostile["sound"]
-    assert df["scored"].all()  # a string or NaN reward never reaches a mean
+    # A record whose one problem is its reward (NaN, −Infinity, an integer no float holds) is an episode with
+    # no score, counted as "reward not a number" (docs/statistics.md); it never reaches a mean.
+    kept = hostile["sound"] + hostile["reward_only"]
+    assert df.height == kept and again.height == 2 * kept
+    unscored = df.filter(~pl.col("scored"))
+    assert unscored.height == hostile["reward_only"] and unscored["reward"].is_nan().all()
     said = warnings_of(caplog)
     assert len(said) == 2, said
     assert said[0].endswith(f"trace.jsonl: skipped {hostile['unreadable']} unreadable line(s)")
@@ -59,10 +64,10 @@ def test_load_runs_reads_the_sound_and_names_the_malformed(hostile, caplog, fres
 
 
 def test_records_never_raise_and_carry_their_problems(hostile):
-    recs = list(traces.read_records(hostile["run"]))
-    assert len(recs) == hostile["sound"] + hostile["malformed"]
+    recs = list(rundir.read_records(hostile["run"]))
+    assert len(recs) == hostile["sound"] + hostile["malformed"] + hostile["reward_only"]
     broken = [r for r in recs if r.problems]
-    assert len(broken) == hostile["malformed"]
+    assert len(broken) == hostile["malformed"] + hostile["reward_only"]  # a bad reward is a problem too
     oops = next(r for r in broken if r.problems == ["turns is a string"])
     assert oops.turns == [] and oops.reward == 0.25 and "problems" not in oops.to_dict()
     page = display.run_html(hostile["run"], max_episodes=100)
@@ -168,7 +173,7 @@ def test_viewer_on_the_hostile_run(hostile, monkeypatch):
     assert not at.exception, at.exception
     notes = [str(w.value).replace("\\", "") for w in at.sidebar.warning]  # shown as escaped Markdown
     assert any(f"{hostile['malformed']} malformed record(s) left out" in n for n in notes), notes
-    assert rows(at).shape[0] == hostile["sound"]
+    assert rows(at).shape[0] == hostile["sound"] + hostile["reward_only"]
     df = analysis.load_runs(run)
     for key in df["key"].to_list()[6:]:  # the injected, huge and path-trick records
         at.query_params.update({"view": "episode", "run": str(run), "episode": key})

@@ -16,7 +16,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.errors import DiskFullError, TraceError
-from evalkit.records import jsonl, traces
+from evalkit.records import jsonl, rundir
 from evalkit.records.lock import RunLock, RunLockedError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def lines(path: Path) -> list[dict]:
 
 def test_a_full_disk_keeps_whole_trace_records_and_room_lets_the_next_one_in(small_fs):
     run = small_fs / "run"
-    writer = traces.TraceWriter(run)
+    writer = rundir.TraceWriter(run)
     ballast = fill(small_fs, leave=30_000)
     written = 0
     with pytest.raises(DiskFullError) as caught:
@@ -81,24 +81,24 @@ def test_a_full_disk_keeps_whole_trace_records_and_room_lets_the_next_one_in(sma
     assert [d["key"] for d in lines(run / "trace.jsonl")] == [f"k{i:03d}" for i in range(written)]
 
     ballast.unlink()  # room again: the record that failed goes in whole, on its own line
-    traces.TraceWriter(run).append(record(written))
+    rundir.TraceWriter(run).append(record(written))
     assert [d["key"] for d in lines(run / "trace.jsonl")] == [f"k{i:03d}" for i in range(written + 1)]
-    assert traces.completed_keys(run) == {f"k{i:03d}" for i in range(written + 1)}
+    assert rundir.completed_keys(run) == {f"k{i:03d}" for i in range(written + 1)}
 
 
 def test_atomic_write_on_a_full_disk_says_so_and_keeps_the_old_file(small_fs):
     path = small_fs / "run" / "summary.json"
-    traces.atomic_write(path, '{"old": true}\n')
+    rundir.atomic_write(path, '{"old": true}\n')
     ballast = fill(small_fs)
     with pytest.raises(DiskFullError) as caught:
-        traces.atomic_write(path, "y" * 200_000)
+        rundir.atomic_write(path, "y" * 200_000)
     assert "summary.json is as it was" in str(caught.value) and str(small_fs) in str(caught.value)
     assert path.read_text() == '{"old": true}\n'
     assert sorted(p.name for p in path.parent.iterdir()) == ["summary.json"], "a temporary file was left"
     with pytest.raises(DiskFullError, match="report.html was not written"):
-        traces.atomic_write(small_fs / "report.html", "z" * 200_000)
+        rundir.atomic_write(small_fs / "report.html", "z" * 200_000)
     ballast.unlink()
-    traces.atomic_write(path, "y" * 50_000)
+    rundir.atomic_write(path, "y" * 50_000)
     assert path.stat().st_size == 50_000
 
 
@@ -136,10 +136,10 @@ def test_a_trace_symlinked_out_of_its_run_is_refused_by_every_reader(symlinked, 
     run, outside = symlinked
     for read in (
         lambda: evalkit.load_runs(run),
-        lambda: list(traces.read_records(run)),
-        lambda: traces.completed_keys(run),
-        lambda: list(traces.iter_offsets(run)),
-        lambda: traces.TraceWriter(run),
+        lambda: list(rundir.read_records(run)),
+        lambda: rundir.completed_keys(run),
+        lambda: list(rundir.iter_offsets(run)),
+        lambda: rundir.TraceWriter(run),
     ):
         with pytest.raises(TraceError, match="outside the run"):
             read()
@@ -153,7 +153,7 @@ def test_a_trace_symlinked_out_of_its_run_is_refused_by_every_reader(symlinked, 
     (run / "data").mkdir()
     (run / "data" / "trace.jsonl").write_bytes((SAMPLE / "trace.jsonl").read_bytes())
     (run / "trace.jsonl").symlink_to(run / "data" / "trace.jsonl")
-    assert len(list(traces.read_records(run))) > 0
+    assert len(list(rundir.read_records(run))) > 0
 
 
 def test_a_run_json_symlinked_out_of_its_run_is_refused(symlinked):
@@ -161,7 +161,7 @@ def test_a_run_json_symlinked_out_of_its_run_is_refused(symlinked):
     (run / "run.json").unlink()
     (run / "run.json").symlink_to(outside / "run.json")
     with pytest.raises(TraceError, match="outside the run"):
-        traces.read_run_json(run)
+        rundir.read_run_json(run)
 
 
 def test_a_trace_of_only_unreadable_lines_is_one_line(tmp_path, capsys, monkeypatch):
@@ -216,7 +216,7 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken
     child.send_signal(signal.SIGTERM)
     child.wait(10)
     with RunLock(out) as lock:
-        assert list(traces.iter_dicts(SAMPLE))  # a reader beside a writer
+        assert list(rundir.iter_dicts(SAMPLE))  # a reader beside a writer
     with RunLock(out) as lock:
         assert lock.took_over is None
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from evalkit.ownloop import Settings, run_ownloop
-from evalkit.records.traces import read_records, safe_path
+from evalkit.records.rundir import read_records, safe_path
 from tests.ownloop.conftest import TASKS
 
 pytestmark = pytest.mark.browser

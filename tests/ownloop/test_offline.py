@@ -15,7 +15,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.ownloop import Settings, run_ownloop
 from evalkit.ownloop.fake import FakeEndpoint, TaskPolicy, uitars_reply
-from evalkit.records.traces import read_records, read_run_json
+from evalkit.records.rundir import read_records, read_run_json
 from tests.ownloop.conftest import FAST, TASKS
 
 pytestmark = pytest.mark.browser
@@ -52,7 +52,7 @@ def test_uitars_runs_offline_from_the_command_line(tmp_path, capsys):
 
 def test_the_fake_solves_a_task_from_its_definition_on_first_sight():
     """No plans given: the first request of a task has the DOM solver do it on the policy's own server."""
-    from evalkit.envs.webapp.tasks import instruction, task_by_id
+    from evalkit.envs.embedded.webapp.tasks import instruction, task_by_id
 
     task = task_by_id("webapp-shop-skillet-price")
     policy = TaskPolicy("uitars", 1280, 800)

@@ -12,7 +12,7 @@ import pytest
 
 from evalkit.ownloop import Settings, run_ownloop
 from evalkit.ownloop.fake import FakeEndpoint, PlanPolicy
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from tests.ownloop.conftest import FAST, TASKS
 
 pytestmark = pytest.mark.browser

@@ -368,8 +368,8 @@ def test_tracer_beats_random_through_html_and_the_editor(surface_scores, surface
 
 
 def test_gui_controls_are_read_from_the_instructions():
-    from evalkit.envs.canvas.prompts import instructions
-    from evalkit.envs.canvas.tasks import generate_task
+    from evalkit.envs.embedded.canvas.prompts import instructions
+    from evalkit.envs.embedded.canvas.tasks import generate_task
     from evalkit.providers.baseline.gui_policy import FIELDS, read_controls
 
     system = instructions(generate_task("test", 3).doc, "gui", "reference", "pixels", 100)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply

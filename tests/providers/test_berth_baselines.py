@@ -7,14 +7,14 @@ import statistics
 
 import pytest
 
-from evalkit.envs.berth.grade import check
-from evalkit.envs.berth.model import berthed_end
-from evalkit.envs.berth.prompts import opening
-from evalkit.envs.berth.tasks import generate_task, task_from_id
+from evalkit.envs.embedded.berth.grade import check
+from evalkit.envs.embedded.berth.model import berthed_end
+from evalkit.envs.embedded.berth.prompts import opening
+from evalkit.envs.embedded.berth.tasks import generate_task, task_from_id
 from evalkit.envs.evalsets import load_evalset
 from evalkit.providers.baseline import create
 from evalkit.providers.baseline.greedy import greedy_plan, parse_port
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 
 EVALSET = "data/evalsets/berth-test-150.json"

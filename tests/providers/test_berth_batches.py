@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evalkit.envs.berth.reference import frozen_row
-from evalkit.records.traces import read_records
+from evalkit.envs.embedded.berth.reference import frozen_row
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions
 from tests.providers.fakes import Reply

@@ -10,7 +10,7 @@ import pytest
 from evalkit.errors import EndpointError
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth, provider_failure
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 from evalkit.types import AgentOptions, Attempt, ToolSpec
 from tests.providers.fakes import Reply

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from evalkit.records.traces import safe_path
+from evalkit.records.rundir import safe_path
 from evalkit.records.transcripts import messages
 from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions
@@ -89,7 +89,7 @@ def test_without_save_raw_there_is_no_raw(fake, canvas_server, tmp_path):
 
 def test_the_cli_saves_raw_bodies(fake, canvas_server, tmp_path):
     from evalkit.cli import main
-    from evalkit.records.traces import read_records
+    from evalkit.records.rundir import read_records
 
     fake.reset(default=looker)
     out = tmp_path / "run"

@@ -18,7 +18,7 @@ from polars.testing import assert_frame_equal
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import convert
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-run"
@@ -129,9 +129,9 @@ def _seen(run: Path, rec) -> list:
 
 def test_atif_keeps_what_the_model_saw(sample, atif_job):
     """System prompt, opening message with the target, each result as sent (notes and screenshots)."""
-    original = {r.key: r for r in traces.read_records(sample)}
+    original = {r.key: r for r in rundir.read_records(sample)}
     images = 0
-    for rec in traces.read_records(atif_job):
+    for rec in rundir.read_records(atif_job):
         seen = _seen(atif_job, rec)
         assert seen == _seen(sample, original[rec.key])
         images += sum(len(x[-1]) for x in seen)
@@ -178,7 +178,7 @@ def test_atif_is_valid_for_harbor(atif_job, harbor):
 
 
 def test_atif_trials_carry_the_outcome_where_harbor_keeps_it(sample, atif_job):
-    recs = {r.key: r for r in traces.read_records(sample)}
+    recs = {r.key: r for r in rundir.read_records(sample)}
     job = json.loads((atif_job / "config.json").read_text())  # how Harbor's viewer tells a job folder
     assert job["job_name"] == atif_job.name and len(job["agents"]) == 3
     for trial in sorted(p for p in atif_job.iterdir() if p.is_dir()):
@@ -228,13 +228,13 @@ def test_inspect_round_trip_keeps_keys_rewards_turns_and_calls(sample, inspect_l
 
 def test_inspect_keeps_what_the_model_saw_but_its_image_files(sample, inspect_logs):
     """Texts as sent, in order; images travel inside the log, so read back they are images not stored."""
-    original = {r.key: r for r in traces.read_records(sample)}
+    original = {r.key: r for r in rundir.read_records(sample)}
 
     def seen(run: Path, rec) -> list:
         return [(m.role, m.turn, m.text, m.call_id, len(m.images)) for m in transcripts.messages(rec, run)]
 
     for log in inspect_logs:
-        for rec in traces.read_records(log):
+        for rec in rundir.read_records(log):
             assert seen(log, rec) == seen(sample, original[rec.key])
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import convert
 from tests.records.importers import seed_sessions, seed_tau2
 from tests.records.test_convert import SAMPLE, _round_trip, _seen
@@ -90,9 +90,9 @@ def test_sessions_are_sts_as_the_hub_documents_it(dataset):
 
 def test_load_runs_reads_the_dataset_back(sample, dataset):
     _round_trip(sample, dataset)
-    original = {r.key: r for r in traces.read_records(sample)}
+    original = {r.key: r for r in rundir.read_records(sample)}
     images = 0
-    for rec in traces.read_records(dataset):
+    for rec in rundir.read_records(dataset):
         seen = _seen(dataset, rec)
         assert seen == _seen(sample, original[rec.key])  # texts, notes and images (by their bytes) as sent
         images += sum(len(x[-1]) for x in seen)
@@ -107,7 +107,7 @@ def test_a_tau2_run_goes_out_and_back_with_its_rewards(tmp_path):
     assert got["reward"].to_list() == [1.0, 1.0, 0.0, 1.0, 0.0, None]
     back = ek.load_runs(out).sort("task_id", "repeat")
     assert back["reward"].to_list() == got["reward"].to_list() and back["error_class"][-1] == "endpoint_error"
-    rec = next(r for r in traces.read_records(out) if r.task_id == "0")
+    rec = next(r for r in rundir.read_records(out) if r.task_id == "0")
     msgs = transcripts.messages(rec, out)
     assert msgs[1].note == transcripts.SCRIPTED and msgs[1].role == "assistant" and rec.n_turns == 4
 
@@ -130,7 +130,7 @@ def test_sessions_other_harnesses_wrote(tmp_path):
     assert pi["input_tokens"] == 200 and pi["cache_read"] == 100 and pi["cost_usd"] == pytest.approx(0.006)
     cx = df.row(1, named=True)
     assert cx["input_tokens"] == 200 and cx["cache_read"] == 1000 and cx["reasoning_tokens"] == 12
-    recs = {r.env: r for r in traces.read_records(root)}
+    recs = {r.env: r for r in rundir.read_records(root)}
     said = [(m.role, m.text) for m in transcripts.messages(recs["codex"], root)]
     assert said == [("system", "You are Codex."), ("user", "Count lines."), ("assistant", ""),
                     ("tool", "42 file.txt"), ("assistant", "42 lines.")]  # fmt: skip
@@ -194,5 +194,5 @@ def test_odd_session_lines_are_read_as_nothing_never_a_crash(tmp_path):
     lines[3]["parentId"] = {"not": "an id"}  # the model change's parent: the branch walk stops there
     lines[5]["message"]["content"] = 7
     f.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{torn\n")
-    (rec,) = traces.read_records(f)
+    (rec,) = rundir.read_records(f)
     assert rec.n_turns == 2 and transcripts.messages(rec, tmp_path)

@@ -14,8 +14,7 @@ import pytest
 from evalkit import analysis as A
 from evalkit.cli import main
 from evalkit.errors import ConfigError
-from evalkit.records import index_cache, traces
-from evalkit.run import validate
+from evalkit.records import checks, index_cache, rundir
 from evalkit.view import support as vs
 from tests.support.snapshot import snapshot
 
@@ -33,7 +32,7 @@ def s001(seed_runs, tmp_path):
 
 def test_the_session_cache_is_not_the_users():
     home = Path(os.environ["XDG_CACHE_HOME"])
-    assert traces.cache_home() == home / "evalkit" and home != Path.home() / ".cache"
+    assert rundir.cache_home() == home / "evalkit" and home != Path.home() / ".cache"
 
 
 def test_load_runs_on_a_folder_of_runs_reads_each_and_says_which(s001, caplog):
@@ -49,7 +48,7 @@ def test_load_runs_on_a_folder_of_runs_reads_each_and_says_which(s001, caplog):
 
 def test_every_command_resolves_a_folder_of_runs(s001, capsys):
     for command in ("summarise", "compare", "report", "view", "bundle"):
-        assert validate.runs([str(s001)], command) == [os.path.join(s001, r) for r in AGENT_RUNS]
+        assert checks.runs([str(s001)], command) == [os.path.join(s001, r) for r in AGENT_RUNS]
         assert capsys.readouterr().err.strip() == (
             f"evalkit: {s001}: a folder of 4 run(s), read as each of them: {', '.join(AGENT_RUNS)}"
         )
@@ -64,7 +63,7 @@ def test_every_command_resolves_a_folder_of_runs(s001, capsys):
 def test_a_folder_of_nothing_is_still_refused_with_a_hint(tmp_path):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     with pytest.raises(ConfigError, match="nor a folder of such runs"):
-        validate.runs([str(tmp_path / "empty")], "summarise")
+        checks.runs([str(tmp_path / "empty")], "summarise")
 
 
 def test_nothing_is_written_under_a_foreign_root(s001, tmp_path, capsys):
@@ -77,8 +76,8 @@ def test_nothing_is_written_under_a_foreign_root(s001, tmp_path, capsys):
     assert main(["report", str(run), "-o", str(tmp_path / "report.html")]) == 0, capsys.readouterr().err
     assert snapshot(s001) == before
     cached = index_cache.index_path(run)
-    assert cached.is_file() and traces.cache_home() in cached.parents
-    assert (traces.derived_dir(run) / "summary.json").is_file()
+    assert cached.is_file() and rundir.cache_home() in cached.parents
+    assert (rundir.derived_dir(run) / "summary.json").is_file()
 
     def rebuilt(*_a, **_k):
         raise AssertionError("the cached index should have been read")

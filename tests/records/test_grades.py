@@ -11,7 +11,7 @@ import pytest
 from evalkit import analysis as A
 from evalkit.errors import ConfigError
 from evalkit.records import grades
-from evalkit.records.traces import TraceWriter
+from evalkit.records.rundir import TraceWriter
 from evalkit.types import EpisodeRecord, episode_key
 
 

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_series_equal
 
-from evalkit.records import _index, beside, traces
-from evalkit.records.traces import TraceWriter
+from evalkit.records import _index, beside, rundir
+from evalkit.records.rundir import TraceWriter
 from tests.records.test_index import make, rec, same_as_reference
 from tests.records.test_index_incremental import append, check, line
 
@@ -43,7 +43,7 @@ def here(monkeypatch) -> list[int]:
 
 
 def n_lines(run: Path) -> int:
-    data = (run / traces.TRACE).read_bytes()
+    data = (run / rundir.TRACE).read_bytes()
     return data.count(b"\n") + (not data.endswith(b"\n"))
 
 
@@ -68,7 +68,7 @@ def test_any_chunk_size_gives_the_reference_frame(tmp_path, monkeypatch, chunk):
     the whole trace: one process or two."""
     monkeypatch.setattr(_index, "_CHUNK", chunk)
     run = make(tmp_path / "r", 30, 2, 3)
-    with open(run / traces.TRACE, "ab") as f:
+    with open(run / rundir.TRACE, "ab") as f:
         f.write(b'\n{"format_version": 1, "key": "latin", "model": "caf\xe9"}\n{"key": "na\xc3\xafve"}\n')
         f.write(rec(99, 0.7).to_json().encode())  # whole, but its newline not yet written
     same_as_reference(run)
@@ -80,7 +80,7 @@ def test_any_chunk_size_gives_the_reference_frame(tmp_path, monkeypatch, chunk):
 def test_non_utf8_and_a_last_line_without_newline_beside(tmp_path, here, monkeypatch):
     monkeypatch.setattr(_index, "_BESIDE_SHARE", 0.6)
     run = make(tmp_path / "r", 30, 1, 2, seed_lines=False)
-    with open(run / traces.TRACE, "ab") as f:
+    with open(run / rundir.TRACE, "ab") as f:
         f.write(b'{"format_version": 1, "key": "latin", "model": "caf\xe9", "reward": 0.5}\n')
         f.write(rec(99, 0.7).to_json().encode())  # whole, but its newline not yet written
     same_as_reference(run)

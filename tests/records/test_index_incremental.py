@@ -11,9 +11,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from evalkit import analysis as A
-from evalkit.records import _index, index_cache, traces
-from evalkit.records.columns import CACHED
-from evalkit.records.traces import TraceWriter
+from evalkit.records import _index, index_cache, rundir
+from evalkit.records.columns import CACHED, PER_RUN
+from evalkit.records.rundir import TraceWriter
 from tests.records.test_index import make, rec
 
 
@@ -32,20 +32,26 @@ def extended(monkeypatch) -> list[int]:
 
 
 def sound_reference(run: Path) -> pl.DataFrame:
-    """The reference index as load_runs gives it: without the malformed records and their column."""
-    return index_cache.build_reference(run).filter(pl.col("problem").is_null()).drop("problem")
+    """The reference index as load_runs gives it: without the malformed records and their column (a record
+    whose one problem is its reward kept, its reward NaN and not scored)."""
+    only_reward = pl.col("problem").str.starts_with("reward is ") & ~pl.col("problem").str.contains("; ")
+    ref = index_cache.build_reference(run).with_columns(
+        pl.when(only_reward).then(float("nan")).otherwise(pl.col("reward")).alias("reward"),
+        pl.when(only_reward).then(False).otherwise(pl.col("scored")).alias("scored"),
+    )
+    return ref.filter(pl.col("problem").is_null() | only_reward).drop("problem")
 
 
 def check(run: Path) -> pl.DataFrame:
     df = A.load_runs(run)
-    assert_frame_equal(df.drop("run", "run_name"), sound_reference(run), check_exact=True)
+    assert_frame_equal(df.drop(*PER_RUN), sound_reference(run), check_exact=True)
     assert list((run / ".evalkit").glob("index-v*.parquet")) == [A.index_path(run)]  # old ones cleaned up
     assert_frame_equal(A.load_runs(run), df, check_exact=True)  # and read back as written
     return df
 
 
 def append(run: Path, text: str) -> None:
-    with open(run / traces.TRACE, "a", encoding="utf-8") as f:
+    with open(run / rundir.TRACE, "a", encoding="utf-8") as f:
         f.write(text)
 
 
@@ -112,14 +118,14 @@ def test_any_cut_of_an_appended_trace(tmp_path, extended, seed, monkeypatch):
     for i in range(15):
         append(src, line(rng.choice([None, "", f"k{i % 4}", 1, "1", True, "naïve 🙂"]), reward=i / 10))
         TraceWriter(src).append(rec(rng.randrange(30), rng.random()))
-    data = (src / traces.TRACE).read_bytes()
+    data = (src / rundir.TRACE).read_bytes()
     run = tmp_path / "r"
     run.mkdir()
     (run / "run.json").write_text("{}")
     cuts = sorted(rng.sample(range(1, len(data)), 12)) + [len(data)]
     prev = 0
     for cut in cuts:
-        with open(run / traces.TRACE, "ab") as f:
+        with open(run / rundir.TRACE, "ab") as f:
             f.write(data[prev:cut])
         prev = cut
         check(run)
@@ -129,7 +135,7 @@ def test_any_cut_of_an_appended_trace(tmp_path, extended, seed, monkeypatch):
 def test_a_rewritten_trace_is_indexed_anew(tmp_path, extended):
     run = make(tmp_path / "r", 20, 1, 2, seed_lines=False)
     check(run)
-    path = run / traces.TRACE
+    path = run / rundir.TRACE
     data = path.read_bytes()
     # same length, one record changed in the middle, then a record appended: not an append
     before = A.load_runs(run)["reward"].eq(0.7).sum()
@@ -152,7 +158,7 @@ def test_a_foreign_or_damaged_cache_is_not_extended(tmp_path, extended):
     check(run)
     idx = A.index_path(run)
     meta = json.loads(pl.read_parquet_metadata(idx)[index_cache._META])
-    assert meta["indexed"] == (run / traces.TRACE).stat().st_size and meta["rows"] == 12
+    assert meta["indexed"] == (run / rundir.TRACE).stat().st_size and meta["rows"] == 12
     meta["version"] = index_cache.VERSION + 1
     index_cache._write(idx, index_cache.load(run).select(CACHED), meta)
     TraceWriter(run).append(rec(11, 0.5))

@@ -14,8 +14,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from evalkit import analysis as A
-from evalkit.records import _index, index_cache, kept, traces
-from evalkit.records.traces import TraceWriter
+from evalkit.records import _index, index_cache, kept, rundir
+from evalkit.records.columns import PER_RUN
+from evalkit.records.rundir import TraceWriter
 from tests.records.test_index import make, odd_lines, rec
 from tests.records.test_index_incremental import append, line, sound_reference
 
@@ -45,7 +46,7 @@ def loads(run: Path, cold: list[int]) -> int:
     read = sum(cold)
     assert_frame_equal(df, index_cache.build_reference(run), check_exact=True)
     assert unreadable == index_cache.read(run, cache=False)[1]
-    assert_frame_equal(A.load_runs(run).drop("run", "run_name"), sound_reference(run), check_exact=True)
+    assert_frame_equal(A.load_runs(run).drop(*PER_RUN), sound_reference(run), check_exact=True)
     return read
 
 
@@ -125,7 +126,7 @@ def test_a_kill_between_the_trace_and_the_journal(tmp_path, cold, when):
 
 def test_a_trace_that_no_longer_matches_its_journal_is_read_cold(tmp_path, cold):
     run = make(tmp_path / "r", 20, 1, 2, seed_lines=False)
-    path = run / traces.TRACE
+    path = run / rundir.TRACE
     data = path.read_bytes()
     i = data.index(b'"reward":0.1', len(data) // 3)
     path.write_bytes(data[:i] + b'"reward":0.7' + data[i + 12 :])  # same length, rewritten in the middle
@@ -156,7 +157,7 @@ def _lines(j: bytes) -> list[bytes]:
 def test_a_damaged_journal_is_ignored(tmp_path, cold, damage):
     run = make(tmp_path / "r", 20, 1, 2, seed_lines=False)
     journal(run).write_bytes(damage(journal(run).read_bytes()))
-    assert loads(run, cold) == (run / traces.TRACE).read_bytes().count(b"\n")
+    assert loads(run, cold) == (run / rundir.TRACE).read_bytes().count(b"\n")
 
 
 def test_a_stretch_read_from_the_trace_is_checked_too(tmp_path, cold):
@@ -170,11 +171,11 @@ def test_a_stretch_read_from_the_trace_is_checked_too(tmp_path, cold):
     journal(run).write_bytes(b"".join(rows[:-1]))  # cut before the stretch's end
     assert loads(run, cold) == len(odd_lines()) + 2
     journal(run).write_bytes(b"".join(rows[:-3] + rows[-3:-2] + rows[-3:]))  # a row twice
-    assert loads(run, cold) == (run / traces.TRACE).read_bytes().count(b"\n")
+    assert loads(run, cold) == (run / rundir.TRACE).read_bytes().count(b"\n")
     at, rest = rows[-2].split(b",", 1)
-    past = str((run / traces.TRACE).stat().st_size + 5).encode()
+    past = str((run / rundir.TRACE).stat().st_size + 5).encode()
     journal(run).write_bytes(b"".join([*rows[:-2], past + b"," + rest, rows[-1]]))  # a row past its end
-    assert loads(run, cold) == (run / traces.TRACE).read_bytes().count(b"\n")
+    assert loads(run, cold) == (run / rundir.TRACE).read_bytes().count(b"\n")
 
 
 def test_two_writers_interleaved_break_the_chain_safely(tmp_path, cold):
@@ -187,7 +188,7 @@ def test_two_writers_interleaved_break_the_chain_safely(tmp_path, cold):
     fd = os.open(journal(run), os.O_WRONLY | os.O_APPEND)
     os.write(fd, entries.splitlines(keepends=True)[-1])  # the same record kept twice: out of order
     os.close(fd)
-    assert loads(run, cold) == (run / traces.TRACE).read_bytes().count(b"\n")
+    assert loads(run, cold) == (run / rundir.TRACE).read_bytes().count(b"\n")
 
 
 def test_an_old_run_is_caught_up_whole_once(tmp_path, cold):
@@ -195,8 +196,8 @@ def test_an_old_run_is_caught_up_whole_once(tmp_path, cold):
     run.mkdir()
     (run / "run.json").write_text("{}")
     lines = [rec(i, i / 40).to_json() for i in range(40)] + odd_lines()
-    (run / traces.TRACE).write_bytes(("\n".join(lines) + "\n").encode() + b'{"key": "caf\xe9"}\n\n  \n')
-    assert loads(run, cold) == (run / traces.TRACE).read_bytes().count(b"\n")  # no journal: cold
+    (run / rundir.TRACE).write_bytes(("\n".join(lines) + "\n").encode() + b'{"key": "caf\xe9"}\n\n  \n')
+    assert loads(run, cold) == (run / rundir.TRACE).read_bytes().count(b"\n")  # no journal: cold
     w = TraceWriter(run)
     assert w.keeping()
     w.append(rec(41, 0.5))

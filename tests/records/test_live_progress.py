@@ -10,7 +10,7 @@ import threading
 import time
 
 from evalkit.records import live
-from evalkit.records.traces import read_records, safe_path
+from evalkit.records.rundir import read_records, safe_path
 from evalkit.run.batch import run_batch
 from evalkit.run.episode import run_episode
 from evalkit.types import EpisodeRecord, Turn, TurnRecord

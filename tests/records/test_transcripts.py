@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from evalkit.records.traces import TRACE, read_records, safe_path
+from evalkit.records.rundir import TRACE, read_records, safe_path
 from evalkit.records.transcripts import INLINE, messages, tools
 from evalkit.run import wording
 from evalkit.run.batch import run_batch

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.providers import prices
+from evalkit.providers.standin import StandIn
+
 
 @pytest.fixture
 def priced_standin(monkeypatch):
     """The stand-in model (`evalkit.providers.standin`: the Anthropic wire served on loopback) with its price
     file as the user's (`EVALKIT_PRICES`), so that its episodes have a cost."""
-    from evalkit.providers import prices
-    from evalkit.providers.standin import StandIn
-
     with StandIn() as s:
         for k, v in s.environ().items():
             monkeypatch.setenv(k, v)

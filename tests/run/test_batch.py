@@ -13,10 +13,11 @@ from collections import Counter
 
 import pytest
 
-from evalkit.envs.target import Target, embedded
+from evalkit.envs.client.resolved import ResolvedEnv, embedded
 from evalkit.errors import ConfigError, MissingKeyError
-from evalkit.records.traces import TraceWriter, iter_lines, read_records
-from evalkit.run.batch import plan_jobs, run_batch
+from evalkit.records.rundir import TraceWriter, iter_lines, read_records
+from evalkit.run.batch import run_batch
+from evalkit.run.jobs import plan_jobs
 from evalkit.types import AgentOptions, EpisodeRecord
 
 EVALSET = "data/evalsets/canvas-test-300.json"
@@ -191,7 +192,7 @@ def test_skins_multiply_screen_surfaces_and_coordinates_follow_the_model():
     fixed = plan_jobs([hf], canvas, task, ["tools", "gui"], ["reference"], 1, coordinates="pixels")
     assert {j.coordinates for j in fixed} == {"pixels"}
     # an env evalkit does not know: skins apply to every surface, auto coordinates are left to it
-    theirs = Target("http://127.0.0.1:1", "openenv", None)
+    theirs = ResolvedEnv("http://127.0.0.1:1", "openenv", None)
     foreign = plan_jobs([hf], theirs, task, ["a", "b"], ["m"], 1, skins=["s", "t"])
     assert len(foreign) == 4 and {j.coordinates for j in foreign} == {None}
 

@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.errors import ConfigError
-from evalkit.records.traces import read_records, read_run_json
+from evalkit.records.rundir import read_records, read_run_json
 from evalkit.run.batch import run_batch
 from tests.support import kinds
 from tests.support.foreign_envs import Served

@@ -9,12 +9,16 @@ import json
 
 import pytest
 
+from evalkit.analysis import report
 from evalkit.cli import main
 from evalkit.errors import ConfigError
 from evalkit.providers import prices
 from evalkit.providers.standin import SPEC
-from evalkit.records.traces import read_records
+from evalkit.records.loading import load_runs
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
+from evalkit.run.settings import Settings
+from tests.providers.fakes import Reply
 
 EVALSET = "data/evalsets/canvas-test-300.json"
 ASK = dict(evalset=EVALSET, modes=["description"], max_turns=6, max_retries=1, progress=False)
@@ -39,9 +43,6 @@ def test_a_batch_stops_within_one_episode_of_its_budget_and_a_resume_raises_it(
     assert meta["max_cost"] == budget and meta["budget_stop"]["spent"] <= sum(costs)
     assert "stopped at its budget" in (out / "summary.md").read_text()
     assert json.loads((out / "summary.json").read_text())["budget_stop"]["max_cost"] == budget
-    from evalkit.analysis import report
-    from evalkit.records.loading import load_runs
-
     shown = report.settings_html([str(out)], load_runs([out]))
     assert "budget (--max-cost)" in shown and "stopped at its budget" in shown
 
@@ -95,8 +96,6 @@ def test_offline_agents_cost_nothing_and_a_budget_never_stops_them(canvas_server
 
 
 def test_a_ray_batch_refuses_a_budget():
-    from evalkit.run.settings import Settings
-
     with pytest.raises(ConfigError, match="--max-cost needs --executor threads"):
         Settings(max_cost=1.0, executor="ray")
 
@@ -106,8 +105,6 @@ def test_a_budget_over_a_run_holding_episodes_of_unknown_cost_is_refused(
 ):
     """What a run directory spent counts against its budget: episodes whose cost is unknown (a model without
     a price, here the vllm stand-in) make it uncountable, which is said before any work, not read as 0."""
-    from tests.providers.fakes import Reply
-
     standin.play(lambda body: Reply(calls=[("submit", {})]))
     out = tmp_path / "run"
     run_batch(["vllm:standin"], canvas_server, **ASK, limit=2, out=out)

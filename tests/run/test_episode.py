@@ -7,9 +7,9 @@ import json
 import pytest
 from PIL import Image
 
-from evalkit.envs.server import serve
+from evalkit.envs.embedded.server import serve
 from evalkit.errors import ConfigError, EndpointError, MissingKeyError
-from evalkit.records.traces import read_records, safe_path
+from evalkit.records.rundir import read_records, safe_path
 from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions, Call, Turn, Usage
 from tests.support.echo_env import EchoServer
@@ -178,8 +178,9 @@ def test_cancel_stops_before_the_next_turn(canvas_server):
         cancel.set()
         return Turn(calls=[call("get_document")])
 
-    from evalkit.envs.target import resolve
-    from evalkit.run.episode import Job, play
+    from evalkit.envs.client.resolved import resolve
+    from evalkit.run.episode import play
+    from evalkit.run.jobs import Job
     from evalkit.run.settings import Settings
 
     env = resolve(canvas_server)  # the batch's own entry: a batch's episodes are cancelled when it stops
@@ -291,9 +292,10 @@ def test_canvas_keeps_its_own_words_and_the_loop_has_none(canvas_server):
 
 def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     from evalkit.analysis import load_runs
-    from evalkit.envs.target import draw_tasks, embedded
-    from evalkit.run.batch import plan_jobs, select_tasks
-    from evalkit.run.episode import task_identity
+    from evalkit.envs.client.resolved import embedded
+    from evalkit.envs.client.selection import drawn, select_tasks, task_identity
+    from evalkit.run.jobs import plan_jobs
+    from evalkit.run.settings import Settings
 
     recs = [
         run_episode(
@@ -307,8 +309,8 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
     assert [r.task_id for r in recs] == ["canvas-test-0003", "canvas-test-0004"]
     assert recs[0].key != recs[1].key and load_runs([tmp_path]).height == 2
     # the key a batch gives the same task, so a batch resumes what run_episode ran
-    draw, _ = select_tasks("canvas", split="test", tasks=2, start=3)
-    tasks = draw_tasks(embedded("canvas"), draw)
+    draw, _ = select_tasks("canvas", Settings(split="test", tasks=2, start=3))
+    tasks, _ = drawn(embedded("canvas"), draw)
     jobs = plan_jobs(["scripted"], embedded("canvas"), tasks, ["tools"], ["reference"], 1)
     assert [j.key for j in jobs] == [r.key for r in recs]
     assert task_identity({"seed": 2, "level": "b"}, "x") == '{"level":"b","seed":2}'
@@ -321,8 +323,8 @@ def test_dict_tasks_have_distinct_stable_identities(canvas_server, tmp_path):
 
 
 def test_the_final_render_is_the_last_frame_unless_a_tool_ran_since(canvas_server, tmp_path):
-    from evalkit.envs.openenv import OpenEnvSession
-    from evalkit.envs.target import resolve
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.client.resolved import resolve
 
     class Counting(OpenEnvSession):
         renders = 0
@@ -356,8 +358,8 @@ def test_frames_are_taken_beside_the_model_only_from_sessions_that_allow_it(
     the episode's thread. The record is the same either way."""
     import threading
 
-    from evalkit.envs.openenv import OpenEnvSession
-    from evalkit.envs.target import resolve
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.client.resolved import resolve
 
     threads: set[str] = set()
 

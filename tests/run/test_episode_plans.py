@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from evalkit.envs.berth.reference import frozen_row
+from evalkit.envs.embedded.berth.reference import frozen_row
 from evalkit.records.plans import plan_rows, plan_summary, violation_rows
 from evalkit.run.episode import run_episode
 from evalkit.types import RESULT_CAP, Turn

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from evalkit.cli import main
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from tests.providers.fakes import Reply
 from tests.support import games, kinds
 from tests.support.foreign_envs import Served

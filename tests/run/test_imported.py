@@ -13,7 +13,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.records import transcripts
-from evalkit.records.traces import read_records, read_run_json
+from evalkit.records.rundir import read_records, read_run_json
 from tests.providers.fakes import Reply
 from tests.support import imported
 from tests.support.foreign_envs import Served
@@ -164,7 +164,6 @@ def test_the_hidden_reasons_and_a_record_in_the_probe(capsys):
     assert "What is 4 + 5?" not in shown[shown.index("opening message") :]
 
 
-@pytest.mark.xfail(strict=False, reason="needs #51's env_config keying")
 def test_runs_of_two_configurations_are_never_paired(tmp_path, capsys):
     from tests.support import kinds
 

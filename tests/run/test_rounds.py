@@ -16,7 +16,7 @@ from evalkit.cli import main
 from evalkit.errors import ConfigError
 from evalkit.providers.standin import SPEC
 from evalkit.records.loading import load_runs
-from evalkit.records.traces import read_records
+from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
 from tests.providers.fakes import Reply
 

@@ -160,7 +160,7 @@ def test_the_stepper_plays_the_batchs_episode(canvas_server, tmp_path, agent, bu
     import polars as pl
 
     from evalkit.errors import EpisodeOver
-    from evalkit.records import traces, transcripts
+    from evalkit.records import rundir, transcripts
     from evalkit.records.loading import load_runs
     from evalkit.run.episode import run_episode
 
@@ -183,7 +183,7 @@ def test_the_stepper_plays_the_batchs_episode(canvas_server, tmp_path, agent, bu
         st.step()
     saved = st.save(tmp_path / "debugged")
     st.close()
-    (back,) = traces.read_records(tmp_path / "debugged")
+    (back,) = rundir.read_records(tmp_path / "debugged")
     assert back.key == rec.key and back.reward == saved.reward == rec.reward
     assert back.render and (tmp_path / "debugged" / back.render).is_file()
     assert all((tmp_path / "debugged" / t.frame).is_file() for t in back.turns if t.frame)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.run import wording
+from evalkit.run import rules, wording
 from evalkit.types import Image, ToolSpec
 
 PNG = Image(b"\x89PNG\r\n\x1a\nfake", "image/png")
@@ -37,31 +37,31 @@ def tools(*names: str) -> list[ToolSpec]:
     ],
 )
 def test_finishing_tool_by_name(names, finish):
-    found = wording.finishing_tool(tools(*names))
+    found = rules.finishing_tool(tools(*names))
     assert (found.name if found else None) == finish
 
 
 def test_a_tool_the_env_marks_wins_over_names():
     marked = ToolSpec("grade_me", finishes=True)
-    assert wording.finishing_tool([ToolSpec("submit"), marked]) is marked
+    assert rules.finishing_tool([ToolSpec("submit"), marked]) is marked
 
 
 def test_auto_submit_only_when_a_call_without_arguments_means_something():
-    assert wording.can_auto_submit(ToolSpec("submit"))
-    assert not wording.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT))
-    assert not wording.can_auto_submit(None)
+    assert rules.can_auto_submit(ToolSpec("submit"))
+    assert not rules.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT))
+    assert not rules.can_auto_submit(None)
     # `openenv import`'s Verifiers submit: every argument optional, {} would score an empty completion
     optional = {
         "type": "object",
         "properties": {"completion": {"type": "string"}, "messages": {"type": "array"}},
     }
-    assert not wording.can_auto_submit(ToolSpec("submit", parameters=optional))
+    assert not rules.can_auto_submit(ToolSpec("submit", parameters=optional))
     said = wording.auto_submit_text(ToolSpec("submit", parameters=optional))
     assert "takes arguments (completion, messages), so it is never called for the model" in said
     # an env that says an empty call means something (the webapp's answer is optional, its grade is what
     # was done) gets it; a required argument never does
-    assert wording.can_auto_submit(ToolSpec("submit", parameters=optional, auto_submit=True))
-    assert not wording.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT, auto_submit=True))
+    assert rules.can_auto_submit(ToolSpec("submit", parameters=optional, auto_submit=True))
+    assert not rules.can_auto_submit(ToolSpec("answer", parameters=NEEDS_TEXT, auto_submit=True))
     assert (
         wording.auto_submit_text(ToolSpec("submit"))
         == "submit; called for the model as submit({}) if it never does"
@@ -101,9 +101,9 @@ def test_system_prompt_is_the_envs_instructions_else_names_the_tools():
 
 
 def test_a_text_answer_ends_only_where_no_finishing_tool_is_and_the_env_allows_it():
-    assert wording.answer_ends(None, {}) and wording.answer_ends(None, {"answer_ends_episode": True})
-    assert not wording.answer_ends(None, {"answer_ends_episode": False})
-    assert not wording.answer_ends(ToolSpec("submit"), {}) and not wording.answer_ends("submit", {})
+    assert rules.answer_ends(None, {}) and rules.answer_ends(None, {"answer_ends_episode": True})
+    assert not rules.answer_ends(None, {"answer_ends_episode": False})
+    assert not rules.answer_ends(ToolSpec("submit"), {}) and not rules.answer_ends("submit", {})
 
 
 def test_nudges_and_turn_notes_name_the_finishing_tool_or_ask_for_text():

@@ -30,7 +30,7 @@ def test_the_sample_run_prints_rates_with_intervals_and_keeps_its_rows(sample, c
     for model in ("baseline:tracer", "baseline:random", "anthropic:evalkit-standin@low"):
         assert model in out.out
     infra = next(line for line in out.out.splitlines() if line.startswith("infra_error"))
-    assert "17% [4.1%, 48%] 2/6" in infra  # the stand-in's two episodes its endpoint broke, of six tasks
+    assert "17% [4.2%, 47%] 2/6" in infra  # the stand-in's two episodes its endpoint broke, of six tasks
     assert "Wilson's score interval" in out.out
     rows = store.read_scan(sample)
     assert rows is not None and rows.height == 36 * 10 and "rows written to" in out.err
@@ -92,7 +92,7 @@ def test_a_built_in_question_asked_through_the_judge(sample, judge_server, capsy
     out = capsys.readouterr()
     assert len(judge_server.requests) == 36 and "Did the agent misread" in json_text(judge_server)
     row = next(line for line in out.out.splitlines() if line.startswith("misread_task"))
-    assert row.count("0% [0%,") == 3  # three models, no task misread
+    assert row.count("0% [0.0%, 33%] 0/6") == 3  # three models, no task misread
     assert "the judge cost $0.0" in out.err
     assert main(args) == 0 and len(judge_server.requests) == 36  # the second time from the cache
     assert "the judge cost $0.0000" in capsys.readouterr().err

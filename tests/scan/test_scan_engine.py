@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 import evalkit as ek
+from evalkit.records import rundir
 from evalkit.records import scans as store
-from evalkit.records import traces
 from evalkit.scanners.base import Scanner
 from evalkit.scanners.engine import SCAN_COLUMNS
 from evalkit.scanners.rules import BUILTIN
@@ -23,7 +23,8 @@ from tests.support import planted
 def test_every_builtin_fires_where_it_was_planted_at_the_planted_turn(planted_run):
     run, truth = planted_run
     rows = ek.scan(run)
-    assert rows.columns == list(SCAN_COLUMNS)
+    at = list(SCAN_COLUMNS).index("env") + 1  # the episodes' env configuration follows their env
+    assert rows.columns == [*list(SCAN_COLUMNS)[:at], "env_config", *list(SCAN_COLUMNS)[at:]]
     assert rows.height == len(truth) * len(BUILTIN)
     wrong = []
     for key, name, fired, steps, evidence in rows.select(
@@ -75,10 +76,10 @@ def test_each_key_counts_once_and_bad_lines_are_skipped(planted_run, tmp_path):
     run, truth = planted_run
     copy = tmp_path / "run"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns(".evalkit"))
-    lines = (copy / traces.TRACE).read_text().splitlines()
+    lines = (copy / rundir.TRACE).read_text().splitlines()
     loop = next(json.loads(x) for x in lines if json.loads(x)["model"] == "planted:loop")
     again = {**loop, "turns": loop["turns"][:1] + loop["turns"][-1:], "n_turns": 2}  # a resume's rerun
-    with open(copy / traces.TRACE, "a") as f:
+    with open(copy / rundir.TRACE, "a") as f:
         f.write("not json\n" + json.dumps(again) + '\n{"format_version": 1, "key": "torn", "tur')
     rows = ek.scan(copy, ["repeated_call"])
     assert rows.height == len(truth)

@@ -13,8 +13,8 @@ import pytest
 
 import evalkit as ek
 from evalkit.cli import main
+from evalkit.records import rundir
 from evalkit.records import scans as store
-from evalkit.records import traces
 from evalkit.scanners.rules import BUILTIN
 from tests.records.importers import seed_sessions, seed_tau2
 
@@ -43,7 +43,7 @@ def test_the_planted_run_written_by_another_harness_scans_the_same(planted_run, 
     assert set(foreign["evidence"].drop_nulls()) == set(native["evidence"].drop_nulls())
     assert {p: _snapshot(p) for p in written} == before  # never written into
     kept = store.scan_dir(written[0])
-    assert kept.is_relative_to(traces.cache_home()) and (kept / store.SCAN_FILE).is_file()
+    assert kept.is_relative_to(rundir.cache_home()) and (kept / store.SCAN_FILE).is_file()
 
 
 def _foreign_runs(seed_runs, tmp_path) -> dict[str, Path]:
@@ -56,7 +56,7 @@ def _foreign_runs(seed_runs, tmp_path) -> dict[str, Path]:
 
 def test_every_format_scans_with_the_infrastructures_failures_apart(seed_runs, tmp_path):
     for name, run in _foreign_runs(seed_runs, tmp_path).items():
-        paths = traces.expand_runs([run])[0]
+        paths = rundir.expand_runs([run])[0]
         before = _snapshot(run)
         df = ek.load_runs(paths)
         rows = ek.scan(df)

@@ -16,7 +16,7 @@ from evalkit.analysis import why as W
 from evalkit.analysis.stats import by_tier, compare, holm, mean_interval
 from evalkit.errors import ConfigError
 from evalkit.records import scans as store
-from evalkit.records.traces import TraceWriter, write_run_json
+from evalkit.records.rundir import TraceWriter, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, TurnRecord
 
 

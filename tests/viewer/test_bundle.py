@@ -99,7 +99,7 @@ def test_every_episode_with_its_details_and_pictures(bundled, synth_run):
 
 
 def test_reset_arguments_who_answered_and_the_cost_as_the_viewer_says_them(tmp_path):
-    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.records.rundir import TraceWriter, write_run_json
     from evalkit.types import EpisodeRecord, TurnRecord, episode_key
 
     run = tmp_path / "walks"

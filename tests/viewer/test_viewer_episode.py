@@ -103,7 +103,7 @@ def test_call_line():
 
 
 def test_the_reset_arguments_and_who_answered_each_turn_are_shown(monkeypatch, tmp_path):
-    from evalkit.records.traces import TraceWriter, write_run_json
+    from evalkit.records.rundir import TraceWriter, write_run_json
     from evalkit.types import EpisodeRecord, TurnRecord
 
     run = tmp_path / "walks"
@@ -144,8 +144,11 @@ def test_a_vs_b_paired_difference_per_tier(monkeypatch, synth_run):
     # Tracer − random per task: 0.81, 0.36, 0.58; canvas-test-0004 is unscored for the tracer: left out.
     # Three tasks all on one side: the exact sign-flip p is 2/2^3, and no interval is shown.
     assert line.startswith("**No conclusion: only 3 tasks. A − B = +0.583 (all tiers) · no CI · p = 0.250 · ")
-    assert (
-        line.endswith("wins / ties / losses 3 / 0 / 0 over 3 tasks**") and "detectable too few tasks" in line
+    assert "wins / ties / losses 3 / 0 / 0 over 3 tasks · " in line and "detectable too few tasks" in line
+    # and the tracer's unscored cell, which the random model scored, is said to be left out
+    assert line.endswith(
+        "Left out: A has no score in 1 cell(s) B scored (lost or never run); the difference "
+        "compares only cells both scored.**"
     )
     assert any(c.value.startswith("Fewer than 6 tasks") for c in at.caption)
     r = vs.ab_difference(vs.with_labels(vs.episode_table(synth_run), {str(synth_run): "synth"}),

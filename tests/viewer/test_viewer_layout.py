@@ -16,7 +16,7 @@ import time
 import pytest
 from PIL import Image
 
-from evalkit.records.marks import COLOUR
+from evalkit.records.viewer_marks import COLOUR
 from evalkit.view import support as vs
 from tests.viewer.viewer_runs import (
     BLUE,

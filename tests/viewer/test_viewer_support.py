@@ -178,12 +178,12 @@ def test_a_record_opened_at_its_offset_decodes_a_turn_when_asked(tmp_path):
     the ordinary way, its problems named."""
     import json
 
-    from evalkit.records import traces
+    from evalkit.records import rundir
     from tests.viewer.viewer_runs import write_long_run
 
     run = write_long_run(tmp_path / "long", 60)
     row = vs.episode_table(run).row(0, named=True)
-    lazy, whole = vs.open_record(run, row["key"], row["offset"]), traces.read_at(run, row["offset"])
+    lazy, whole = vs.open_record(run, row["key"], row["offset"]), rundir.read_at(run, row["offset"])
     steps, want = vs.steps_of(lazy), vs.steps_of(whole)
     assert [(s.index, s.frame, s.marked, s.end) for s in steps] == [
         (s.index, s.frame, s.marked, s.end) for s in want

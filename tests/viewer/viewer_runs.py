@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PIL import Image as PILImage
 
-from evalkit.records.traces import FrameStore, TraceWriter, write_run_json
+from evalkit.records.rundir import FrameStore, TraceWriter, write_run_json
 from evalkit.types import CallRecord, EpisodeRecord, Image, TurnRecord, episode_key
 
 REPO = Path(__file__).resolve().parents[2]

@@ -119,6 +119,7 @@ POLICIES = ("tracer", "random", "greedy")
 
 def _policies() -> dict[str, type[ScriptedAgent]]:
     # Imported when an agent is made, never by `validate` (see there).
+    # start-up: an agent's module loads when that agent is made
     from .greedy import GreedyAgent
     from .random_policy import RandomAgent
     from .tracer import TracerAgent

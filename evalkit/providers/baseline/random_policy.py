@@ -2,7 +2,7 @@
 there is one (`submit`, or a `submit_…` tool such as berth's `submit_plan`).
 
 Works for any environment by drawing arguments that fit each tool's JSON schema (its enums, bounds,
-patterns and item counts: `evalkit.jsonvalues`), a required field taking one of the actions the env lists
+patterns and item counts: `evalkit.values.fitting`), a required field taking one of the actions the env lists
 as legal where the model is shown such a list (OpenSpiel's `legal_actions`); when the canvas tools are
 present it mostly adds random shapes inside the canvas, and a tool that takes a berth plan gets a random
 plan of the right shape (every vessel of the situation, each at a random berth and start hour). Its score
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 
-from evalkit import jsonvalues
+from evalkit.values import fitting
 
 from . import CanvasInfo, Plan, ScriptedAgent, canvas_info, seed_for
 from .greedy import Port, parse_port
@@ -53,7 +53,7 @@ def _nudged(schema: dict, rng: random.Random, name: str, ids: list[str] | None, 
         lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
         value = rng.uniform(lo, max(lo, _default_high(lname, canvas, lo)))
         return int(round(value)) if kind == "integer" else round(value, 1)
-    return jsonvalues.NONE
+    return fitting.NONE
 
 
 def random_value(
@@ -64,23 +64,23 @@ def random_value(
     canvas: CanvasInfo | None = None,
     root: dict | None = None,
 ):
-    """A random value valid for `schema` (`evalkit.jsonvalues`: its enum, bounds, pattern, item counts),
+    """A random value valid for `schema` (`evalkit.values.fitting`: its enum, bounds, pattern, item counts),
     nudged by the argument's name (colours, ids, coordinates) where the schema leaves room; None when no
     value fits."""
     root = root if root is not None else schema
-    schema = jsonvalues.deref(schema or {}, root)
+    schema = fitting.deref(schema or {}, root)
     for key in ("anyOf", "oneOf"):  # one alternative (not a bare null), so that its name can nudge it
         options = [o for o in schema.get(key) or [] if isinstance(o, dict) and o.get("type") != "null"]
         if options:
             rest = {k: v for k, v in schema.items() if k != key}
             return random_value({**rest, **rng.choice(options)}, rng, name, ids, canvas, root)
     nudged = _nudged(schema, rng, name, ids, canvas)
-    if nudged is not jsonvalues.NONE and jsonvalues.fits(nudged, schema, root):
+    if nudged is not fitting.NONE and fitting.fits(nudged, schema, root):
         return nudged
     if schema.get("type") == "object" and schema.get("properties"):
         return random_args(schema, rng, ids, canvas, root)
-    value = jsonvalues.draw(schema, rng, root)
-    return None if value is jsonvalues.NONE else value
+    value = fitting.draw(schema, rng, root)
+    return None if value is fitting.NONE else value
 
 
 def _default_high(lname: str, canvas: CanvasInfo | None, lo: float) -> float:
@@ -111,13 +111,13 @@ def random_args(
     root = root if root is not None else schema
     props = (schema or {}).get("properties", {}) or {}
     required = [r for r in (schema or {}).get("required", []) or [] if r in props]
-    pick = rng.choice(legal) if legal else jsonvalues.NONE
+    pick = rng.choice(legal) if legal else fitting.NONE
     out = {}
     for name, sub in props.items():
         if name == "metadata" and name not in required:
             continue
-        if name in required and pick is not jsonvalues.NONE and jsonvalues.fits(pick, sub, root):
-            out[name], pick = pick, jsonvalues.NONE
+        if name in required and pick is not fitting.NONE and fitting.fits(pick, sub, root):
+            out[name], pick = pick, fitting.NONE
             continue
         if name in required or rng.random() < 0.5:
             value = random_value(sub, rng, name, ids, canvas, root)
@@ -181,7 +181,7 @@ class RandomAgent(ScriptedAgent):
         weights = [CANVAS_WEIGHTS.get(n, 0.5) if is_canvas else 1.0 for n in choices]
         ids: list[str] = []
         # The actions the env lists as legal now (OpenSpiel's `legal_actions`), as the model reads them.
-        self.legal = jsonvalues.legal_in_text(self.messages[0] if self.messages else "")
+        self.legal = fitting.legal_in_text(self.messages[0] if self.messages else "")
         n_turns = rng.randint(2, 8)
         for turn in range(n_turns):
             calls = []
@@ -200,7 +200,7 @@ class RandomAgent(ScriptedAgent):
                 found = _id_in(outcome.text)
                 if found and not outcome.is_error:
                     ids.append(found)
-                listed = jsonvalues.legal_actions(outcome.metadata) or jsonvalues.legal_in_text(outcome.text)
+                listed = fitting.legal_actions(outcome.metadata) or fitting.legal_in_text(outcome.text)
                 if listed and not outcome.is_error:
                     self.legal = listed
         if finish is not None:

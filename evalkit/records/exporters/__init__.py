@@ -96,6 +96,7 @@ def convert(run: str | Path, to: str, out: str | Path, summary: str | None = Non
     if dst == src or src in dst.parents:  # a run is only read: nothing is written into it
         raise ConfigError(f"convert: {out} is inside the run {run}; write the conversion elsewhere")
     if to == "atif":
+        # start-up: a format's exporter loads when that format is written
         from evalkit.records.exporters import atif
         from evalkit.records.outputs import building
 
@@ -105,10 +106,12 @@ def convert(run: str | Path, to: str, out: str | Path, summary: str | None = Non
         done.paths = [Path(out)]
         return done
     if to == "inspect":
+        # start-up (as above)
         from evalkit.records.exporters import inspect_log
 
         return inspect_log.write(Path(run), Path(out))
     if to == "hf":
+        # start-up (as above)
         from evalkit.records.exporters import hf
 
         return hf.write(Path(run), Path(out), summary)

@@ -32,7 +32,7 @@ import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
 from evalkit.types import SCRIPTED, EpisodeRecord
 
@@ -69,7 +69,7 @@ class Images:
         """The path, relative to agent/, of the copy of the run's image `rel`; None when it is not there."""
         if rel in self._done:
             return self._done[rel]
-        src = traces.safe_path(self.run, rel) if self.run.is_dir() else None
+        src = rundir.safe_path(self.run, rel) if self.run.is_dir() else None
         out = None
         if src is not None and src.suffix.lstrip(".").lower() in _MEDIA:
             digest = src.stem if re.fullmatch(r"[0-9a-f]{64}", src.stem) else _sha(src)
@@ -322,27 +322,27 @@ def write(run: Path, out: Path, home: Path | None = None) -> Converted:
     done = Converted(paths=[out])
     out.mkdir(parents=True, exist_ok=True)
     models: dict[str, None] = {}
-    for n, rec in enumerate(traces.read_records(run)):
+    for n, rec in enumerate(rundir.read_records(run)):
         models[rec.model] = None
         name = trial_name(rec, n)
         trial = out / name
         traj, images = trajectory(rec, run, trial / "agent")
         # Not fsynced: a conversion interrupted is simply run again, and a thousand fsyncs cost seconds. Not
         # indented: that is json's pure-Python encoder, several times slower on a long trajectory.
-        traces.atomic_write(
+        rundir.atomic_write(
             trial / "agent" / "trajectory.json", json.dumps(traj, ensure_ascii=False), sync=False
         )
         result = trial_result(rec, name, home / name)
-        traces.atomic_write(
+        rundir.atomic_write(
             trial / "result.json", json.dumps(result, indent=2, ensure_ascii=False, default=str), sync=False
         )
-        traces.atomic_write(trial / "config.json", json.dumps(result["config"], indent=2), sync=False)
+        rundir.atomic_write(trial / "config.json", json.dumps(result["config"], indent=2), sync=False)
         if rec.reward is not None:
-            traces.atomic_write(trial / "verifier" / "reward.txt", f"{rec.reward}\n", sync=False)
+            rundir.atomic_write(trial / "verifier" / "reward.txt", f"{rec.reward}\n", sync=False)
         done.episodes += 1
         done.images += images
     # A job's config.json is how Harbor's viewer tells a folder of jobs from one of tasks.
     job = {"schema_version": 1, "job_name": home.name,
            "agents": [{"name": AGENT, "model_name": m or None} for m in models]}  # fmt: skip
-    traces.atomic_write(out / "config.json", json.dumps(job, indent=2), sync=False)
+    rundir.atomic_write(out / "config.json", json.dumps(job, indent=2), sync=False)
     return done

@@ -34,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
 from evalkit.records.exporters.atif import Images, trial_name
 from evalkit.types import EpisodeRecord
@@ -119,6 +119,7 @@ def session(rec: EpisodeRecord, run: Path, store: Images) -> list[dict]:
 
 
 def _table(run: Path, names: dict[str, str]) -> pl.DataFrame:
+    # start-up: Polars only for the dataset's files
     from evalkit.records.loading import load_runs
 
     df = load_runs(run, cache="read")
@@ -136,6 +137,7 @@ def _size(n: int) -> str:
 def card(df: pl.DataFrame, name: str, summary: str | None) -> str:
     """The dataset card: YAML front matter through huggingface_hub's DatasetCardData (configs that point
     `load_dataset` at the episodes table and the sessions, the models, envs and counts), then a page."""
+    # start-up: huggingface_hub (evalkit[hf]) only for a card or an upload
     from huggingface_hub import DatasetCard, DatasetCardData
 
     models = sorted(df["model"].drop_nulls().unique().to_list())
@@ -190,14 +192,14 @@ def write(run: Path, out: Path, summary: str | None = None) -> Converted:
     store = Images(run, where)
     names: dict[str, str] = {}
     used: Counter = Counter()
-    for n, rec in enumerate(traces.read_records(run)):
+    for n, rec in enumerate(rundir.read_records(run)):
         name = trial_name(rec, n)
         used[name] += 1
         if used[name] > 1:
             name = f"{name}-{used[name]}"
         lines = session(rec, run, store)
         text = "\n".join(json.dumps(x, ensure_ascii=False, default=str) for x in lines) + "\n"
-        traces.atomic_write(where / f"{name}.jsonl", text, sync=False)
+        rundir.atomic_write(where / f"{name}.jsonl", text, sync=False)
         if rec.key:
             names[rec.key] = f"{SESSIONS}/{name}.jsonl"
         done.episodes += 1
@@ -205,7 +207,7 @@ def write(run: Path, out: Path, summary: str | None = None) -> Converted:
     df = _table(run, names)
     (out / EPISODES).parent.mkdir(parents=True, exist_ok=True)
     df.write_parquet(out / EPISODES)
-    traces.atomic_write(out / "README.md", str(card(df, run.name or str(run), summary)), sync=False)
+    rundir.atomic_write(out / "README.md", str(card(df, run.name or str(run), summary)), sync=False)
     return done
 
 
@@ -215,6 +217,7 @@ def token() -> str | None:
         if os.environ.get(var):
             return os.environ[var]
     try:
+        # start-up (as above)
         from huggingface_hub import get_token
     except ImportError:
         return None
@@ -225,6 +228,7 @@ def push(folder: Path, repo: str) -> str:
     """Upload the dataset folder to the Hub as the dataset repo `repo` (created if it does not exist, private
     unless it exists already): huggingface_hub's `upload_folder`. The URL of the commit."""
     try:
+        # start-up (as above)
         from huggingface_hub import create_repo, upload_folder
     except ImportError:
         raise ConfigError("--push needs huggingface_hub: pip install 'evalkit[hf]'") from None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.records.exporters import MARK, Converted, outcome, version
 from evalkit.records.outputs import writing
 from evalkit.types import SCRIPTED, EpisodeRecord
@@ -40,6 +40,7 @@ _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".web
 
 def _inspect() -> Any:
     try:
+        # start-up: inspect_ai is large; it loads when a log is written
         import inspect_ai.log as log
         import inspect_ai.model as model
         import inspect_ai.scorer as scorer
@@ -76,7 +77,7 @@ class _Builder:
         """A ContentImage of the run's image `rel` (a data URI), or a text part when the run lacks it."""
         M = self.model
         if rel not in self._uris:
-            path = traces.safe_path(self.run, rel) if self.run.is_dir() else None
+            path = rundir.safe_path(self.run, rel) if self.run.is_dir() else None
             mime = _MIME.get(path.suffix.lower()) if path is not None else None
             self._uris[rel] = (
                 f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}" if mime else None
@@ -124,6 +125,7 @@ class _Builder:
         """The episode's messages as Inspect's, and a model event per turn and a tool event per call, timed
         from `start` by the turns' model and env seconds."""
         M, T = self.model, self.tool
+        # start-up (as above)
         from inspect_ai.event import ModelEvent, ToolEvent
 
         tools = self.tools(rec)
@@ -308,7 +310,7 @@ def paths_for(out: Path, groups: list[tuple]) -> dict[tuple, Path]:
 
 def write(run: Path, out: Path) -> Converted:
     by: dict[tuple, list[EpisodeRecord]] = defaultdict(list)
-    for rec in traces.read_records(run):
+    for rec in rundir.read_records(run):
         by[group_of(rec)].append(rec)
     b = _Builder(run)
     done = Converted()

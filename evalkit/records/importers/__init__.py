@@ -19,7 +19,7 @@ yields one dict per record in the shape of `EpisodeRecord.to_dict()`, image fiel
   leaderboard submission folder (`submission.json`, `trajectories/`): a simulation per episode.
 
 Shared rules. Every record gets a key built from the job as its harness tells jobs apart, so keys never
-collide and a record a resume appended later has the key of the one it replaces: `evalkit.records.traces`
+collide and a record a resume appended later has the key of the one it replaces: `evalkit.records.rundir`
 keeps the latest record per key, as the harnesses' own summaries do. An episode the infrastructure broke is
 unscored (reward null, `error_class` set) even where the harness scored it; a finished episode the files hold
 no reward for is "no reward" (reward null, no `error_class`), never 0. Every record keeps the harness's own

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,30 @@ def count(v: Any) -> int:
     """A count as an integer; anything else (text, NaN, infinity) is 0."""
     ok = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
     return int(v) if ok and not isinstance(v, bool) else 0
+
+
+def repeat_of(ek: dict, repeats: Counter, model: str, task: str) -> int:
+    """An episode's repeat: the one evalkit's own fields kept (`ek`), else the next of (model, task) in the
+    order the run is read (`repeats` counts them)."""
+    if isinstance(ek.get("repeat"), int):
+        return ek["repeat"]
+    repeats[(model, task)] += 1
+    return repeats[(model, task)] - 1
+
+
+def whole_cost(costs: list[float | None]) -> float | None:
+    """A foreign episode's cost: the sum of its parts' costs when each says it (a part is no whole), else
+    None (an unknown cost is null, never the part that is known)."""
+    return sum(c for c in costs if c is not None) if costs and None not in costs else None
+
+
+def summed_usage(turns: list[dict]) -> dict:
+    """The turns' token counts, summed key by key."""
+    out: dict = {}
+    for t in turns:
+        for k, v in (t.get("usage") or {}).items():
+            out[k] = out.get(k, 0) + count(v)
+    return out
 
 
 def skeleton(

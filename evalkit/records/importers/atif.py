@@ -59,16 +59,19 @@ from evalkit.records.importers._common import (
     declared_tools,
     harness,
     number,
+    repeat_of,
     result,
     skeleton,
+    summed_usage,
     unscored,
+    whole_cost,
 )
 from evalkit.records.jsonl import load_json
 from evalkit.types import SCRIPTED
 
 NAME = "atif"
 MARK = (
-    "evalkit"  # evalkit.records.exporters.MARK: importers may not import the exporters (they import traces)
+    "evalkit"  # evalkit.records.exporters.MARK: importers may not import the exporters (they import rundir)
 )
 TRAJECTORY = Path("agent") / "trajectory.json"
 _KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",
@@ -356,11 +359,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
         str(ek.get("mode") or ""),
     )
     skin = ek.get("skin") if isinstance(ek.get("skin"), str) else None
-    if isinstance(ek.get("repeat"), int):
-        repeat = ek["repeat"]
-    else:
-        repeat = repeats[(model, task)]
-        repeats[(model, task)] += 1
+    repeat = repeat_of(ek, repeats, model, task)
     rec = skeleton(model, env, surface, mode, task, skin, repeat, (task, skin))
     if ek.get("key") and isinstance(ek["key"], str):
         rec["key"] = ek["key"]
@@ -372,7 +371,7 @@ def episode(root: Path, name: str, traj: dict | None, res: dict | None, repeats:
     final = traj.get("final_metrics") if isinstance(traj.get("final_metrics"), dict) else {}
     reward = _reward(res) if res else number(ek.get("reward"))
     exc = res.get("exception_info") if isinstance(res.get("exception_info"), dict) else None
-    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else _sum_usage(turns)
+    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else summed_usage(turns)
     rec.update(
         {k: ek[k] for k in _KEPT if k in ek},
         reward=reward,
@@ -450,15 +449,7 @@ def _cost(final: dict, steps: list) -> float | None:
         for s in steps
         if isinstance(s, dict) and s.get("source") == "agent" and s.get("llm_call_count") != 0
     ]
-    return sum(c for c in costs if c is not None) if costs and None not in costs else None
-
-
-def _sum_usage(turns: list[dict]) -> dict:
-    out: dict = {}
-    for t in turns:
-        for k, v in (t.get("usage") or {}).items():
-            out[k] = out.get(k, 0) + count(v)
-    return out
+    return whole_cost(costs)
 
 
 def read(path: Path) -> Iterator[dict]:

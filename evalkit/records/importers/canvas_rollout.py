@@ -4,7 +4,7 @@ The seed appends one record per job to `trace.jsonl`: the record its `run_episod
 raised, a short failure record. Its resume reruns every job whose record has an `error` and appends the new
 record; its summary keeps the last record of each resume key `(model, surface, mode, evalset_task or index,
 skin_forced)`. The importer gives every record the evalkit key of that resume key, so the one "latest record
-per key" rule of `evalkit.records.traces` keeps exactly what the seed's summary keeps.
+per key" rule of `evalkit.records.rundir` keeps exactly what the seed's summary keeps.
 
 Field by field (seed → EpisodeRecord):
 

@@ -127,6 +127,7 @@ def to_float(value: Any) -> float | None:
 
 def _inspect() -> Any:
     try:
+        # start-up: inspect_ai is large; it loads when a log is read
         from inspect_ai import log
     except ImportError:
         raise ConfigError("reading an Inspect log needs inspect-ai: pip install 'evalkit[inspect]'") from None

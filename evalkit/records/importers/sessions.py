@@ -47,8 +47,11 @@ from evalkit.records.importers._common import (
     harness,
     items,
     parse_args,
+    repeat_of,
     result,
     skeleton,
+    summed_usage,
+    whole_cost,
 )
 from evalkit.records.jsonl import iter_lines
 from evalkit.types import SCRIPTED
@@ -480,16 +483,12 @@ def episode(root: Path, f: Path, repeats: Counter) -> dict:
     task = str(ek.get("task_id") or sid)
     surface, mode = str(ek.get("surface") or ""), str(ek.get("mode") or "")
     skin = ek.get("skin") if isinstance(ek.get("skin"), str) else None
-    if isinstance(ek.get("repeat"), int):
-        repeat = ek["repeat"]
-    else:
-        repeat = repeats[(model, task)]
-        repeats[(model, task)] += 1
+    repeat = repeat_of(ek, repeats, model, task)
     rec = skeleton(model, str(ek.get("env") or env), surface, mode, task, skin, repeat, (task, skin))
     if isinstance(ek.get("key"), str) and ek["key"]:
         rec["key"] = ek["key"]
     calls = [c for t in turns for c in t["calls"]]
-    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else _sum(turns)
+    usage = ek.get("usage") if isinstance(ek.get("usage"), dict) else summed_usage(turns)
     started = next((d.get("timestamp") for d in lines if isinstance(d.get("timestamp"), str)), None)
     rec.update(
         {k: ek[k] for k in _KEPT if k in ek},
@@ -498,7 +497,8 @@ def episode(root: Path, f: Path, repeats: Counter) -> dict:
         end_reason=str(ek.get("end_reason") or "done"),
         error_class=ek.get("error_class") if isinstance(ek.get("error_class"), str) else None,
         error=ek.get("error") if isinstance(ek.get("error"), str) else None,
-        usage=usage, cost_usd=finite(ek.get("cost_usd")) if ek else _cost(build.costs), n_turns=len(turns),
+        usage=usage, cost_usd=finite(ek.get("cost_usd")) if ek else whole_cost(build.costs),
+        n_turns=len(turns),
         tool_calls=sum(not c["parse_error"] for c in calls),
         tool_errors=sum(not c["ok"] and not c["parse_error"] for c in calls),
         parse_errors=sum(c["parse_error"] for c in calls),
@@ -515,19 +515,6 @@ def episode(root: Path, f: Path, repeats: Counter) -> dict:
     if not ek:
         harness(rec, None, None)
     return rec
-
-
-def _cost(costs: list[float | None]) -> float | None:
-    """A foreign session's cost: the sum of its messages' costs when each says it (a part is no whole)."""
-    return sum(c for c in costs if c is not None) if costs and None not in costs else None
-
-
-def _sum(turns: list[dict]) -> dict:
-    out: dict = {}
-    for t in turns:
-        for k, v in (t.get("usage") or {}).items():
-            out[k] = out.get(k, 0) + count(v)
-    return out
 
 
 def read(path: Path) -> Iterator[dict]:

@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import ConfigError
-from evalkit.records import outputs
+from evalkit.records import outputs, rundir
 from evalkit.view import support as vs
 from evalkit.view.bundle.episodes import Images, detail
 
@@ -104,11 +104,9 @@ def _table(runs: list[str]) -> pl.DataFrame:
 
 def _records(run: str, rows: pl.DataFrame) -> dict[str, dict]:
     """The record dicts of `run` the table lists, by key, read in one pass."""
-    from evalkit.records import traces
-
-    if traces.is_native(run):
+    if rundir.is_native(run):
         wanted = dict(zip(rows["offset"].to_list(), rows["key"].to_list(), strict=True))
-        return {wanted[o]: d for o, d in traces.iter_offsets(run) if o in wanted}
+        return {wanted[o]: d for o, d in rundir.iter_offsets(run) if o in wanted}
     return vs.imported_records(run)
 
 
@@ -133,7 +131,7 @@ def _pairs(df: pl.DataFrame) -> list[dict]:
 
 
 ROW = ["run_label", "key", "model", "env", "surface", "mode", "task_id", "skin", "tier", "repeat", "reward",
-       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds"]  # fmt: skip
+       "end_reason", "error_class", "n_turns", "tool_calls", "cost_usd", "seconds", "env_config"]  # fmt: skip
 """The columns of the bundle's episode table; `key` (with the run's label) is what a report's links name."""
 
 
@@ -213,6 +211,7 @@ def _write(runs: list[str], df: pl.DataFrame, out: Path) -> Built:
         "runs": [vs.run_labels(runs)[r] for r in runs],
         "pairs": _pairs(df),
         "pair_keys": vs.pair_columns(df),
+        "incomplete": vs.incomplete_lines(df),
         "built": time.strftime("%Y-%m-%d %H:%M", time.gmtime()) + " UTC",
     }
     (out / "data" / "index.js").write_bytes(_script("index", index))

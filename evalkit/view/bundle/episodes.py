@@ -11,7 +11,7 @@ from typing import Any
 
 from evalkit.analysis.tables import usd
 from evalkit.records import plans, transcripts
-from evalkit.records.marks import image_size, overlay, space_of
+from evalkit.records.viewer_marks import image_size, overlay, space_of
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
 

@@ -12,7 +12,7 @@ import pytest
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import traces, transcripts
+from evalkit.records import rundir, transcripts
 from evalkit.types import SCRIPTED
 
 
@@ -78,7 +78,7 @@ def test_a_harbor_job_reads_its_reward_from_the_result_file_and_is_never_written
         1,
     ]  # a result's is_error, as other writers say it
     assert ek.summarise(df)["no_reward"].to_list() == [1]
-    (rec,) = [r for r in traces.read_records(job) if r.reward == 1.0]
+    (rec,) = [r for r in rundir.read_records(job) if r.reward == 1.0]
     call = rec.turns[0].calls[0]
     assert (call.name, call.args, call.result) == ("bash", {"cmd": "pytest"}, "1 failed")
     assert rec.turns[0].usage == {"input": 20, "output": 30, "cache_read": 100, "cache_write": 0}
@@ -133,7 +133,7 @@ def test_an_exception_leaves_the_reward_as_harbor_classifies_it(tmp_path):
     _trial(job, "ratelimit", 0.0, "ApiRateLimitError", False)
     _trial(job, "sandbox", None, "SandboxBuildFailedError", False)
     _trial(job, "unsaid", 1.0, "SomethingElse", None)
-    got = {r.task_id: r for r in traces.read_records(job)}
+    got = {r.task_id: r for r in rundir.read_records(job)}
     assert (got["timeout"].reward, got["timeout"].end_reason, got["timeout"].error_class) == (
         0.5,
         "deadline",
@@ -188,7 +188,7 @@ def test_atif_v1_8_as_harbor_defines_it(tmp_path, harbor):
     harbor.Trajectory.model_validate(traj)  # the shape Harbor's newest models accept
     f = tmp_path / "voice.json"
     f.write_text(json.dumps(traj))
-    (rec,) = traces.read_records(f)
+    (rec,) = rundir.read_records(f)
     # The greeting is no turn; the dispatch is one (its call was made), without an inference behind it.
     assert rec.n_turns == 3 and [t.stop for t in rec.turns] == ["", "dispatch", ""]
     assert rec.tool_calls == 2 and rec.cost_usd == pytest.approx(0.02)  # the steps' costs, no total given
@@ -199,4 +199,4 @@ def test_atif_v1_8_as_harbor_defines_it(tmp_path, harbor):
     no_total = tmp_path / "partial.json"
     partial = _v18(steps_cost=False)
     no_total.write_text(json.dumps(partial))
-    assert next(traces.read_records(no_total)).cost_usd is None  # unknown, never 0
+    assert next(rundir.read_records(no_total)).cost_usd is None  # unknown, never 0

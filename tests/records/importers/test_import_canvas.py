@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 
 from evalkit import analysis as A
-from evalkit.records import importers, traces
+from evalkit.records import importers, rundir
 from evalkit.types import EpisodeRecord
 from tests.records.importers import seed_canvas as S
 
 
 def records(run: Path) -> list[EpisodeRecord]:
-    return list(traces.read_records(run))
+    return list(rundir.read_records(run))
 
 
 def seed_groups(run: Path) -> dict[tuple, dict]:
@@ -31,7 +31,7 @@ def seed_groups(run: Path) -> dict[tuple, dict]:
 def test_the_issue_example_counts_three_episodes_not_four(seed_runs):
     run = seed_runs["canvas_issue"]
     assert importers.detect(run) == "design-canvas"
-    assert len(list(traces.read_records(run, latest=False))) == 4  # the failed job and its rerun
+    assert len(list(rundir.read_records(run, latest=False))) == 4  # the failed job and its rerun
     s = A.summarise(A.load_runs(run)).row(0, named=True)
     seed = seed_groups(run)[(S.A, "tools", "reference")]
     assert (seed["n"], seed["mean_reward"], seed["failed"]) == (3, 0.5667, 0)
@@ -145,7 +145,7 @@ def test_fields_follow_the_writer(seed_runs):
     assert [t.frame for t in rec.turns] == [f"frames/{stem}/001.png", f"frames/{stem}/002.png", None]
     assert rec.render == f"renders/{stem}.png" and rec.target == "renders/crello-test-0000__target.jpg"
     for rel in (rec.frame0, rec.render, rec.target, *[t.frame for t in rec.turns if t.frame]):
-        assert traces.safe_path(run, rel) is not None, rel
+        assert rundir.safe_path(run, rel) is not None, rel
     assert rec.turns[-1].calls[0].name == "submit" and rec.turns[0].model_s == 1.25
     assert rec.model_seconds == pytest.approx(3.75) and rec.env_seconds == pytest.approx(1.0)
     assert set(rec.grade) == set(S.GRADE_KEYS) and rec.final_doc["elements"][0]["id"] == "e1"
@@ -157,7 +157,7 @@ def test_fields_follow_the_writer(seed_runs):
     shot = gui.turns[0].calls[0]
     assert shot.name == "screenshot" and shot.images == [f"frames/{gstem}/t000c0i0.png"]
     assert gui.turns[0].frame == f"frames/{gstem}/001.png"
-    assert all(traces.safe_path(run, p) for t in gui.turns for c in t.calls for p in c.images)
+    assert all(rundir.safe_path(run, p) for t in gui.turns for c in t.calls for p in c.images)
 
     bad = jobs[(S.B, "tools", "crello-test-0003", "slides")]
     first = bad.turns[0].calls[0]
@@ -168,7 +168,7 @@ def test_fields_follow_the_writer(seed_runs):
 
 def test_a_failed_job_at_index_zero_is_replaced_by_its_rerun(seed_runs):
     run = seed_runs["canvas_indexed"]
-    history = list(traces.read_records(run, latest=False))
+    history = list(rundir.read_records(run, latest=False))
     assert [r.task_id for r in history] == ["index:0", "canvas-test-0007", "canvas-test-0000"]
     assert history[0].key == history[2].key and history[0].key != history[1].key
     df = A.load_runs(run)

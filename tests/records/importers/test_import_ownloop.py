@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from evalkit import analysis as A
-from evalkit.records import importers, traces
+from evalkit.records import importers, rundir
 from evalkit.types import EpisodeRecord
 from tests.records.importers import seed_ownloop as S
 
@@ -48,7 +48,7 @@ EXPECTED = {  # task → (end_reason, error_class)
 
 
 def recs(run: Path) -> dict[str, EpisodeRecord]:
-    return {r.task_id: r for r in traces.read_records(run)}
+    return {r.task_id: r for r in rundir.read_records(run)}
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -137,7 +137,7 @@ def test_each_runner_names_its_actions(seed_runs):
 
 def test_fara_error_attempts_are_earlier_records_of_the_task(seed_runs):
     run = seed_runs["fara7b"]
-    history = [r for r in traces.read_records(run, latest=False) if r.task_id == "f-retry"]
+    history = [r for r in rundir.read_records(run, latest=False) if r.task_id == "f-retry"]
     assert [r.info["status"] for r in history] == ["error", "parse_error", "terminate"]
     assert len({r.key for r in history}) == 1
     final = recs(run)["f-retry"]
@@ -157,7 +157,7 @@ def test_a_failed_session_is_replaced_by_its_rerun(seed_runs):
     assert (run / "u-endpoint" / "session_failed.json").is_file() and (
         run / "u-endpoint" / "session.json"
     ).is_file()
-    old, new = [r for r in traces.read_records(run, latest=False) if r.task_id == "u-endpoint"]
+    old, new = [r for r in rundir.read_records(run, latest=False) if r.task_id == "u-endpoint"]
     assert (old.error_class, old.turns, old.frame0) == (
         "endpoint_error",
         [],
@@ -176,5 +176,5 @@ def test_a_session_without_a_recognisable_runner_still_reads(tmp_path):
     run = tmp_path / "mystery"
     (run / "t1").mkdir(parents=True)
     (run / "t1" / "session.json").write_text(json.dumps({"task_id": "t1", "status": "finished", "rounds": 0}))
-    (r,) = traces.read_records(run)
+    (r,) = rundir.read_records(run)
     assert (r.model, r.end_reason, r.reward, r.turns) == ("ownloop:mystery", "submitted", None, [])

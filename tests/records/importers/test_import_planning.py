@@ -10,7 +10,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from evalkit import analysis as A
-from evalkit.records import importers, traces
+from evalkit.records import importers, rundir
 from tests.records.importers import seed_planning as S
 
 
@@ -20,7 +20,7 @@ def test_every_end_reason_maps_as_documented(seed_runs, src):
     assert importers.detect(path) == "tool-planning"
     got = [
         (r.model, r.task_id, r.repeat, r.end_reason, r.error_class, r.reward)
-        for r in traces.read_records(path)
+        for r in rundir.read_records(path)
     ]
     assert got == [
         (S.A, "berth-000", 0, "submitted", None, 0.9),
@@ -41,7 +41,7 @@ def test_the_seed_mean_is_evalkits_mean_with_unscored_as_zero(seed_runs):
     is the unit: model A's two episodes of berth-000 are one task, not two)."""
     path = seed_runs["planning_jsonl"]
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    recs = list(traces.read_records(path))
+    recs = list(rundir.read_records(path))
     df = A.load_runs(path)
     for row in A.summarise(df).iter_rows(named=True):
         mine = [d for d in lines if d["model"] == row["model"]]
@@ -53,7 +53,7 @@ def test_the_seed_mean_is_evalkits_mean_with_unscored_as_zero(seed_runs):
                 by_task.setdefault(r.task_id, []).append(d["reward"])
         per_task = statistics.mean(statistics.mean(v) for v in by_task.values())
         assert row["mean_reward_unscored_as_0"] == pytest.approx(per_task)
-    err = next(r for r in traces.read_records(path) if r.error_class == "endpoint_error")
+    err = next(r for r in rundir.read_records(path) if r.error_class == "endpoint_error")
     assert err.info["harness_reward"] == 0.0 and "scores it as it stands" in err.info["unscored_because"]
     assert err.info["harness_error"] == err.error
     assert err.error == "APIStatusError: Error code: 502 - bad gateway" and len(err.provider_switches) == 1
@@ -61,7 +61,7 @@ def test_the_seed_mean_is_evalkits_mean_with_unscored_as_zero(seed_runs):
 
 def test_fields_follow_the_writer(seed_runs):
     path = seed_runs["planning_jsonl"]
-    recs = list(traces.read_records(path))
+    recs = list(rundir.read_records(path))
     first = recs[0]
     assert [t.turn for t in first.turns] == [1, 2] and [t.text for t in first.turns] == [
         "Checking.",

@@ -11,7 +11,7 @@ import pytest
 
 import evalkit as ek
 from evalkit.cli import main
-from evalkit.records import importers, traces, transcripts
+from evalkit.records import importers, rundir, transcripts
 from tests.records.importers import seed_tau2
 
 
@@ -45,13 +45,13 @@ def test_a_results_file_loads_rewards_trials_costs_and_ends_and_is_never_written
     s = ek.summarise(df).row(0, named=True)
     # Task-weighted: task 0 = 1, task 1 = 0.5, task 2 = 0 (its unscored trial apart).
     assert s["mean_reward"] == pytest.approx(0.5) and s["unscored"] == 1
-    rec = next(r for r in traces.read_records(results) if r.task_id == "0")
+    rec = next(r for r in rundir.read_records(results) if r.task_id == "0")
     assert rec.info["user_cost"] == 0.004 and rec.info["user_llm"] == seed_tau2.USER_LLM
     assert rec.info["reward_info"]["reward_basis"] == ["DB", "COMMUNICATE"]
 
 
 def test_the_transcript_is_the_conversation_with_tool_calls_and_results(results):
-    recs = {(r.task_id, r.repeat): r for r in traces.read_records(results)}
+    recs = {(r.task_id, r.repeat): r for r in rundir.read_records(results)}
     msgs = transcripts.messages(recs[("0", 1)], results)
     roles = [(m.role, m.turn) for m in msgs]
     assert roles[:4] == [("system", 0), ("assistant", 0), ("user", 0), ("assistant", 1)]
@@ -75,7 +75,7 @@ def test_the_transcript_is_the_conversation_with_tool_calls_and_results(results)
 
 def test_the_user_simulators_own_tools_are_shown_as_not_sent_to_the_agent(tmp_path):
     path = seed_tau2.write_results(tmp_path / "telecom.json", sims=seed_tau2.telecom_sims())
-    (rec,) = traces.read_records(path)
+    (rec,) = rundir.read_records(path)
     msgs = transcripts.messages(rec, path)
     said = [(m.role, m.turn, m.text, m.note) for m in msgs if m.role != "system"]
     assert said[:4] == [
@@ -163,9 +163,9 @@ def test_a_tau2_run_through_atif_and_inspect_keeps_its_conversation(results, tmp
         logs = convert(run, "inspect", tmp_path / f"{run.stem}.eval").paths
         for f in job.glob("*/agent/trajectory.json"):
             harbor.Trajectory.model_validate(json.loads(f.read_text()))
-        original = {r.key: r for r in traces.read_records(run)}
+        original = {r.key: r for r in rundir.read_records(run)}
         for back in (job, *logs):
-            for rec in traces.read_records(back):
+            for rec in rundir.read_records(back):
                 want = original[rec.key]
                 assert (rec.n_turns, rec.reward, rec.tool_calls) == (
                     want.n_turns,

@@ -34,6 +34,11 @@ const EK = (() => {
       });
       document.getElementById("built").textContent =
         state.rows.length.toLocaleString() + " episodes · " + data.runs.join(", ") + " · built " + data.built;
+      // A run that lacks planned or scored episodes says so above everything its numbers are in.
+      const said = data.incomplete || [];
+      const box = document.getElementById("incomplete");
+      box.replaceChildren(...said.map((line) => el("div", {}, line)));
+      box.hidden = said.length === 0;
       route();
     }).catch(fail);
   }
