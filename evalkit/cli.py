@@ -6,12 +6,13 @@ and makes no run directory; values are checked where they enter (`evalkit.values
 `evalkit.records.checks`).
 
 Exit status of `evalkit run` (`evalkit.run.breaker`): 0 every episode was scored or ended by the model; 2 a
-configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others
-ran); 3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env
-stopped answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM,
-129 by SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is
-whole; rerun once there is room). `evalkit probe` exits 3 when the step it took broke the env (its whole
-report first, then that step in one line). A traceback (status 1) is a bug.
+configuration mistake, or a model whose endpoint refused its key (its episodes were stopped, the others ran);
+3 some episodes ended unscored by infrastructure errors (rerun the command to retry them); 4 the env stopped
+answering and the batch stopped (rerun to resume); 130 interrupted (Ctrl-C), 143 stopped by SIGTERM, 129 by
+SIGHUP (each stops as Ctrl-C does; rerun to resume); 5 the disk is full (every record written is whole; rerun
+once there is room). A batch that stopped at its `--max-cost`, or an `--until-decided` batch that stopped once
+decided, did what was asked: 0 (unless one of the above). `evalkit probe` exits 3 when the step it took broke
+the env (its whole report first, then that step in one line). A traceback (status 1) is a bug.
 """
 
 from __future__ import annotations
@@ -386,16 +387,25 @@ def cmd_run(a: argparse.Namespace) -> int:
         f"{run.errors} unscored by infrastructure errors"
     )
     print(f"summary: {Path(run.path) / 'summary.md'}  (or: evalkit summarise {run.path})")
+    if run.look is not None:
+        from evalkit.run.rounds import result_line
+
+        print(result_line(run.look))
     return _run_status(run)
 
 
 def _run_status(run: Any) -> int:
     """One line on what is left for a resume, and the exit status (see the module doc)."""
+    from evalkit.run.budget import stop_line as budget_line
+
     left = []
     if run.errors:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(run.unscored.items()))
         left.append(f"{run.errors} episode(s) ended unscored by infrastructure errors ({kinds})")
-    if run.not_run or run.abandoned:
+    budget = getattr(run, "budget_stop", None) if not (run.stopped or run.refused) else None
+    if budget:  # the user's own limit: not a failure, and the same command would start nothing
+        print(f"{run.path}: {run.not_run} episode(s) not started: {budget_line(budget)}")
+    elif run.not_run or run.abandoned:
         why = "the environment went down" if run.stopped else "their model's key was refused"
         left.append(f"{run.not_run + run.abandoned} episode(s) were not run because {why}")
     if left:

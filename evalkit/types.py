@@ -24,18 +24,18 @@ FORMAT_VERSION = 1
 
 END_REASONS = (
     "submitted", "done", "answered", "auto_submitted", "turn_limit", "no_tool_call", "deadline", "refused",
-    "context_overflow", "malformed_call", "error",
+    "context_overflow", "malformed_call", "cost_limit", "error",
 )  # fmt: skip
-"""`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env
-ended it on another action (a typed env's step, a game won or lost); `answered`: in an env with no
-finishing tool, the model replied in text without a tool call, and that reply is its answer;
-`auto_submitted`: the env ended it on its own budget; `turn_limit` / `no_tool_call` / `deadline`: the loop
-ended it (then submitting on the model's behalf through a finishing tool that needs no arguments, when the
-env has one); `refused`: the model declined to go on (`Turn.refused`), and the loop ended the episode as
-data; `context_overflow`: the model's conversation grew past its context window (the API refused the prompt
-as too long), and `malformed_call`: it wrote MAX_NUDGES tool calls in a row that the server refused to pass
-on — both the model's outcome, scored as the env scores an unfinished episode; `error`: the infrastructure
-broke it."""
+"""`submitted`: the model called the env's finishing tool and the env ended the episode; `done`: the env ended
+it on another action (a typed env's step, a game won or lost); `answered`: in an env with no finishing tool,
+the model replied in text without a tool call, and that reply is its answer; `auto_submitted`: the env ended
+it on its own budget; `turn_limit` / `no_tool_call` / `deadline` / `cost_limit` (its cost passed
+`--episode-max-cost`): the loop ended it (then submitting on the model's behalf through a finishing tool that
+needs no arguments, when the env has one); `refused`: the model declined to go on (`Turn.refused`), and the
+loop ended the episode as data; `context_overflow`: the model's conversation grew past its context window (the
+API refused the prompt as too long), and `malformed_call`: it wrote MAX_NUDGES tool calls in a row that the
+server refused to pass on — both the model's outcome, scored as the env scores an unfinished episode; `error`:
+the infrastructure broke it."""
 
 
 @dataclass(frozen=True)

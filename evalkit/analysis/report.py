@@ -16,6 +16,7 @@ from evalkit.analysis import export, stats
 from evalkit.analysis.display import thumbnail
 from evalkit.analysis.export import execute_notebook, inject_parameters, strip_network
 from evalkit.analysis.repeats import pass_k_table
+from evalkit.analysis.summary import budget_text
 from evalkit.analysis.tables import (
     COMPARE_MANY_TABLE,
     COMPARE_TABLE,
@@ -116,6 +117,12 @@ def headline_html(df: Any, a: str | None, b: str | None, method: str | None = No
     if a is None or b is None:
         said = f"Only one model in these runs: <b>{esc(a or b)}</b>; nothing to compare."
         return f'{STYLE}<div class="ekr"><div class="head">{said}</div></div>'
+    # start-up: the sequential design loads scipy (400 modules), which importing this module need not
+    from evalkit.analysis import sequential
+
+    look = sequential.recorded(df, a, b)
+    if look is not None:
+        return _sequential_headline(look)
     row = stats.compare(df, a, b, by=None, method=method).row(-1, named=True)
     n = row["n_tasks"]
     if not n:
@@ -155,6 +162,37 @@ def headline_html(df: Any, a: str | None, b: str | None, method: str | None = No
         f'<div class="muted">{means}. CI: {esc(row["ci_method"])}, made to agree with the test (it '
         f"excludes 0 exactly when p &lt; 0.05); {how_p}; smallest detectable difference: the sign-flip "
         f"test's, at 80% power and α = 0.05.</div></div>"
+    )
+
+
+def _sequential_headline(look: Any) -> str:
+    """The headline of a run that stopped by a sequential design (`--until-decided`): its last look's
+    decision, difference, repeated interval and p — never a fixed-sample test of the tasks it chose."""
+    from evalkit.analysis.sequential import WORDS  # start-up (as in headline_html)
+
+    a, b = esc(look.a), esc(look.b)
+    if look.decision in ("a", "b"):
+        better, worse = (a, b) if look.decision == "a" else (b, a)
+        what = f"<b>{better}</b> scores higher than <b>{worse}</b>"
+    elif look.decision == "no_difference":
+        what = f"No difference of {look.delta:g} or more between <b>{a}</b> and <b>{b}</b>"
+    else:
+        words = WORDS[look.decision].format(a=look.a, b=look.b, delta=0)
+        what = f"Not decided between <b>{a}</b> and <b>{b}</b>: {esc(words)}"
+    p = "" if look.p is None else f", repeated p = {look.p:.3g}"
+    stopped = "decided" if look.decision in ("a", "b", "no_difference") else "stopped"
+    design = f"O'Brien–Fleming-type alpha spending over {look.max_tasks} planned tasks, α = {look.alpha:g}"
+    if look.delta is not None:
+        design += f", smallest difference that matters {look.delta:g}"
+    return (
+        f'{STYLE}<div class="ekr"><div class="head">{what}: mean reward {a} − {b} = <b>{look.diff:+.3f}</b> '
+        f"(repeated 95% CI {ci_text(look.ci_low, look.ci_high, look.diff, signed=True)}{p}), {stopped} at "
+        f"look {look.look} with {look.n_tasks} of {look.max_tasks} planned tasks paired."
+        '<div class="muted">A sequential comparison (--until-decided): the batch ran its tasks in rounds '
+        f"and looked between them ({design}). The repeated interval covers the true difference at every look "
+        "at once with 95% probability, so this verdict keeps its 5% error rate however early the run "
+        "stopped; a fixed-sample p of the tasks the stopping rule chose would not (docs/statistics.md, "
+        '"Sequential comparisons").</div></div></div>'
     )
 
 
@@ -242,6 +280,7 @@ def settings_html(runs: list[str], df: Any) -> str:
             ("episodes", sub.height),
             ("dates", f"{min(started)[:16]} – {max(started)[:16]} UTC" if started else "–"),
             ("evalkit", meta.get("evalkit_version") or "–"),
+            *_limits(meta),
         ])  # fmt: skip
     body = "".join(
         "<table>"
@@ -250,6 +289,23 @@ def settings_html(runs: list[str], df: Any) -> str:
         for r in rows
     )
     return f'{STYLE}<div class="ekr">{body}</div>'
+
+
+def _limits(meta: dict) -> list[tuple[str, str]]:
+    """The cost limits and the sequential design a run was asked for (`--max-cost`, `--episode-max-cost`,
+    `--until-decided`), as rows of its settings; none for a run without them."""
+    rows = []
+    if meta.get("max_cost") is not None:
+        stop = meta.get("budget_stop")
+        said = budget_text(stop) if isinstance(stop, dict) else "not reached"
+        rows.append(("budget (--max-cost)", f"${meta['max_cost']:g}: {said}"))
+    if meta.get("episode_max_cost") is not None:
+        rows.append(("cost limit per episode", f"${meta['episode_max_cost']:g} (an episode past it ends as "
+                                               "cost_limit)"))  # fmt: skip
+    if meta.get("until_decided"):
+        delta = f", delta {meta['delta']:g}" if meta.get("delta") is not None else ""
+        rows.append(("until decided", f"{meta.get('compare_a')} vs {meta.get('compare_b')}{delta}"))
+    return rows
 
 
 def episode_link(bundle: str | None, run: Any, key: Any, run_b: Any = None, key_b: Any = None) -> str | None:

@@ -26,6 +26,7 @@ from evalkit.analysis.tables import (
     reward_text,
     usd,
 )
+from evalkit.errors import TraceError
 from evalkit.records import grades as grades_
 from evalkit.records import rundir
 from evalkit.records.importers import GRADED_ELSEWHERE
@@ -336,6 +337,40 @@ def _md_text(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_[]()<>!|~&" else c for c in text)
 
 
+def _budget_stop(run_dir: Path) -> dict | None:
+    """run.json's `budget_stop` (`evalkit.run.budget`): why the last batch stopped at its `--max-cost`."""
+    try:
+        stop = rundir.read_run_json(run_dir).get("budget_stop") if rundir.is_native(run_dir) else None
+    except TraceError:
+        return None
+    return stop if isinstance(stop, dict) else None
+
+
+def _last_look(run_dir: Path) -> str:
+    """The sequential comparison a run recorded (`--until-decided`), in a sentence; "" for none."""
+    # start-up: the sequential design loads scipy (400 modules), which importing this module need not
+    from evalkit.analysis.sequential import WORDS, read_looks
+
+    looks = read_looks(run_dir) if rundir.is_native(run_dir) else []
+    if not looks:
+        return ""
+    x = looks[-1]
+    verdict = WORDS[x.decision].format(a=x.a, b=x.b, delta=x.delta or 0)
+    return (f"Sequential comparison (--until-decided): {verdict} after {x.look} look(s), {x.n_tasks} of "
+            f"{x.max_tasks} planned tasks paired; {x.a} − {x.b} = {x.diff:+.3f}, repeated 95% CI "
+            f"[{x.ci_low:+.3f}, {x.ci_high:+.3f}] (evalkit compare reports it)")  # fmt: skip
+
+
+def budget_text(stop: dict) -> str:
+    """The budget stop in a sentence, for summaries and reports."""
+    try:
+        return (f"The batch stopped at its budget: ${float(stop['max_cost']):g} (--max-cost), "
+                f"${float(stop['spent']):.4f} spent when the next episode would have passed it; the episodes "
+                "in flight then were finished; a resume with a higher --max-cost runs the rest")  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return "The batch stopped at its budget (--max-cost)"
+
+
 def summary_dir(run_dir: str | Path) -> Path:
     """Where a run's summary.json and summary.md go: into an evalkit run; for a run another harness wrote,
     which evalkit never writes into nor beside, `rundir.derived_dir` (evalkit's per-user cache)."""
@@ -375,6 +410,7 @@ def write_summary(
         "summary": summ.to_dicts(),
         "by_tier": tiers.to_dicts(),
         "noise": noisy.to_dicts() if repeated else None,  # null: no task has two scored repeats
+        "budget_stop": _budget_stop(run_dir),
     }
     rundir.atomic_write(where / "summary.json", json.dumps(data, indent=2, default=str) + "\n")
     md = f"# Summary of {_md_text(run_dir.name)}\n\n"
@@ -383,6 +419,10 @@ def write_summary(
     md += f", {data['n_no_reward']} without a reward.\n\n" if data["n_no_reward"] else ".\n\n"
     if merged:
         md += _md_text(merged.line()) + ".\n\n"
+    if data["budget_stop"]:
+        md += _md_text(budget_text(data["budget_stop"])) + ".\n\n"
+    if looked := _last_look(run_dir):
+        md += _md_text(looked) + ".\n\n"
     if data["harness_differences"]:
         md += _md_text(data["harness_differences"]) + ".\n\n"
     md += "## Per model × env × surface × mode\n\n" + _table(summ, _summary_cols(df), True) + "\n\n"

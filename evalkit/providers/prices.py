@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.providers.common import user_file
-from evalkit.types import EpisodeRecord, Usage
+from evalkit.types import EpisodeRecord, TurnRecord, Usage
 
 OVERRIDE_VARIABLE = "EVALKIT_PRICES"
 LIBRARY = "genai-prices"
@@ -267,25 +267,42 @@ def _requests(rec: EpisodeRecord) -> list[tuple[str | None, Usage]]:
     (at the provider of their route), the request that answered (its usage less theirs), a failed last
     turn's requests; a router's thinking-off probe is a sum over its routes (None: the spec's providers)."""
     spec_provider = rec.model.partition(":")[0]
-
-    def who(route: str) -> str | None:
-        return route.rpartition(":")[2] if spec_provider == "hf" and ":" in route else None
-
-    out: list[tuple[str | None, Usage]] = []
-    for t in rec.turns:
-        failed = [(who(a.get("route") or ""), Usage.from_dict(a.get("usage"))) for a in t.failed_attempts]
-        spent = sum((u for _, u in failed), Usage())
-        pairs = zip(astuple(Usage.from_dict(t.usage)), astuple(spent), strict=True)
-        out += [
-            *failed,
-            (t.provider if spec_provider == "hf" else None, Usage(*(max(0, x - y) for x, y in pairs))),
-        ]
+    out = [r for t in rec.turns for r in _turn_requests(spec_provider, t)]
     last = (rec.info or {}).get("failed_turn") or {}
     for a in last.get("failed_attempts") or []:
-        out.append((who(a.get("route") or ""), Usage.from_dict(a.get("usage"))))
+        out.append((_who(spec_provider, a.get("route") or ""), Usage.from_dict(a.get("usage"))))
     if (rec.info or {}).get("probe_usage"):
         out.append((None, Usage.from_dict(rec.info["probe_usage"])))
     return out
+
+
+def _who(spec_provider: str, route: str) -> str | None:
+    return route.rpartition(":")[2] if spec_provider == "hf" and ":" in route else None
+
+
+def _turn_requests(spec_provider: str, t: TurnRecord) -> list[tuple[str | None, Usage]]:
+    """(who answered, usage) of one turn's requests: its failed ones, then the one that answered (the
+    turn's usage less theirs)."""
+    failed = [(_who(spec_provider, a.get("route") or ""), Usage.from_dict(a.get("usage")))
+              for a in t.failed_attempts]  # fmt: skip
+    spent = sum((u for _, u in failed), Usage())
+    pairs = zip(astuple(Usage.from_dict(t.usage)), astuple(spent), strict=True)
+    answered = t.provider if spec_provider == "hf" else None
+    return [*failed, (answered, Usage(*(max(0, x - y) for x, y in pairs)))]
+
+
+def turn_cost(model_label: str, turn: TurnRecord, started: str | None = None) -> float | None:
+    """What one recorded turn's requests cost, each at its provider and tier (as `episode_cost` prices
+    them; `started` the episode's start), or None when one has no price or the turn's usage is unknown: an
+    episode's cost so far, turn by turn, for its cost limit."""
+    if not turn.usage_known:
+        return None
+    spec_provider, when = model_label.partition(":")[0], _started(started)
+    costs = [_cost(model_label, u, who, when, tiers=True)
+             for who, u in _turn_requests(spec_provider, turn) if u != Usage()]  # fmt: skip
+    if any(c is None for c in costs):
+        return None
+    return _usd(sum(costs, Decimal(0)))
 
 
 def episode_cost(rec: EpisodeRecord) -> float | None:
@@ -300,6 +317,8 @@ def episode_cost(rec: EpisodeRecord) -> float | None:
         return cost_usd(rec.model, recorded)
     when = _started(rec.started)
     costs = [_cost(rec.model, u, who, when, tiers=True) for who, u in requests if u != Usage()]
+    if not costs:  # no tokens at all: free where the model has a price, unknown where it has none
+        costs = [_cost(rec.model, Usage(), None, when, tiers=False)]
     if any(c is None for c in costs):
         return None
     return _usd(sum(costs, Decimal(0)))

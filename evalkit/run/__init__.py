@@ -13,8 +13,10 @@
   flags, `run.json` and resume's comparison come from it; every driver takes it with keyword overrides;
 - `batch` — `run_batch`: models × surfaces × modes × tasks × repeats, resume, concurrency, on the env
   made ready at its door (`evalkit.envs.client.prepare`); `executors` runs its episodes on threads or Ray,
-  `breaker` stops what can no longer succeed (a refused key, a dead env), `validate` checks what enters;
-  `probe` shows what evalkit sees of an env before any episode.
+  `breaker` stops what can no longer succeed (a refused key, a dead env), `budget` what would cost more
+  than asked (`--max-cost`; an episode's `--episode-max-cost`, which `recording` meters), `rounds` runs a
+  batch in rounds until its paired comparison is decided (`--until-decided`); `probe` shows what evalkit
+  sees of an env before any episode.
 
 May import: `envs`, `providers`, `records`, `browser`, the modules at evalkit's top, and `analysis` for the
 summary files a batch writes when it ends. Nothing imports `run` but `cli` and evalkit's face

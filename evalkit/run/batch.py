@@ -46,7 +46,7 @@ from evalkit.records.rundir import (
     write_run_json,
 )
 from evalkit.records.settings import outcome_settings
-from evalkit.run import breaker, probe
+from evalkit.run import breaker, budget, probe, rounds
 from evalkit.run.executors import Episodes, check_concurrency, execute, ray_module, serve_embedded
 from evalkit.run.jobs import Job, check_agent, plan_jobs
 from evalkit.run.pictures import frame_takers
@@ -75,6 +75,10 @@ class Run:
     """Why the env circuit breaker stopped the batch (`evalkit.run.breaker`), if it did."""
     refused: dict[str, str] = field(default_factory=dict)
     """Models whose endpoint refused the key, with the line that said so."""
+    budget_stop: dict | None = None
+    """Why `--max-cost` stopped the batch (run.json's `budget_stop`, `evalkit.run.budget`), if it did."""
+    look: Any = None
+    """With `--until-decided`: the last look taken (`evalkit.analysis.sequential.Look`), if any."""
 
     @property
     def exit_status(self) -> int:
@@ -124,10 +128,13 @@ def run_batch(
     `surfaces`, `modes`, `skins`, `coordinates`, `repeats`; the loop's `max_turns` (None: each surface's
     own), `max_steps`, `episode_timeout`, `frames`, `save_raw`; the model's `options` (an AgentOptions) or
     its knobs one by one; `concurrency`, `executor` (`threads`, or `ray` on the cluster at `ray_address`),
-    `env_breaker`, `progress`, `verbose`. Every configuration mistake — unknown provider, missing key or
-    endpoint URL, an endpoint nothing answers at, conflicting image budgets, bad evalset, empty selection,
-    an env with no tools, a task, surface or skin the env refuses — raises ConfigError before the run
-    directory exists.
+    `env_breaker`, `progress`, `verbose`; what it may cost, `max_cost` (the run directory's, in USD) and
+    `episode_max_cost` (`evalkit.run.budget`); `until_decided` with `compare_a`, `compare_b` and `delta`:
+    the tasks run in rounds until the paired comparison is decided (`evalkit.run.rounds`). Every
+    configuration mistake — unknown provider, missing key or endpoint URL, an endpoint nothing answers at,
+    conflicting image budgets, bad evalset, empty selection, an env with no tools, a task, surface or skin
+    the env refuses, a budget for a model evalkit cannot price — raises ConfigError before the run directory
+    exists.
 
     The episodes share one `ProviderHealth` (a fresh one unless given): a provider behind a router spec
     that fails is passed over by the following episodes for a cool-down. A model whose endpoint refuses its
@@ -135,6 +142,13 @@ def run_batch(
     (`evalkit.run.breaker`); `Run.exit_status` says what happened."""
     s = Settings.make(settings, **kw)
     models = _as_list(models)
+    if s.until_decided:  # rounds of this batch, each a batch of its own
+        return rounds.until_decided(models, env, s, out, health, _batch, Run)
+    return _batch(models, env, s, out, health)
+
+
+def _batch(models: list[str], env: Any, s: Settings, out: str | Path, health: ProviderHealth | None) -> Run:
+    """One batch: the whole of a plain one, or one round of `--until-decided`'s (see `run_batch`)."""
     _check(models, s)
     out = run_out("--out", out)
     try:
@@ -149,10 +163,13 @@ def run_batch(
             guard = breaker.Guard(ready.env.url, s.env_breaker, _error, models)
             health = health if health is not None else ProviderHealth()
             with RunLock(out):  # one writer per run directory
+                gate = budget.gate(guard, s.max_cost, s.episode_max_cost, out)  # what the trace spent
                 run, todo, writer = _begin(out, meta, jobs, said)
-                return _execute(
-                    run, todo, writer, Episodes(ready.env, out, s), ready.concurrency, health, guard
+                run = _execute(
+                    run, todo, writer, Episodes(ready.env, out, s), ready.concurrency, health, gate
                 )
+                run.budget_stop = budget.stopped(gate)
+                return run
     finally:
         # What the batch's threads kept open (they are gone): connections to its env server and its models.
         loopback.release()
@@ -167,6 +184,7 @@ def _check(models: list[str], s: Settings) -> None:
     for m in models:
         check_agent(m, s.options, endpoint=False)
     check_endpoints(models)
+    budget.check_priced(models, s.max_cost, s.episode_max_cost)
     if s.executor == "ray":
         ray_module()  # not installed: say so before any work
 
@@ -196,6 +214,7 @@ def _meta(models: list[str], ready: Prepared, s: Settings, n_jobs: int) -> dict:
         "sent_as": sent_as(models, s.options),
         "evalkit_version": __version__,
         "prices": price_source(),
+        "budget_stop": None,  # (set by `evalkit.run.budget` if this invocation stops at --max-cost)
     }
 
 
@@ -253,9 +272,10 @@ def _begin(out: Path, meta: dict, jobs: list[Job], said: list[str]) -> tuple[Run
 
 
 def _execute(run: Run, todo: list[Job], writer: TraceWriter, episodes: Episodes, concurrency: int,
-             health: ProviderHealth, guard: breaker.Guard) -> Run:  # fmt: skip
-    """The jobs left to run, `concurrency` at once, each record written as it arrives; then the run's summary
-    files. (Rounds of jobs, with a check between them, would go around `execute`.)"""
+             health: ProviderHealth, guard: breaker.Guard | budget.BudgetGate) -> Run:  # fmt: skip
+    """The jobs left to run, `concurrency` at once, each record written as it arrives (`guard`: the env
+    breaker, with the budget over it when there is one); then the run's summary files. (`--until-decided`'s
+    rounds go around `_batch`: `evalkit.run.rounds`.)"""
     s = episodes.settings
     arrivals, rewards = _Arrivals(run, writer), defaultdict(list)
     bar = _bar(len(todo), run.path.name, s.progress and bool(todo))

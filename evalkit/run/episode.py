@@ -14,10 +14,11 @@ discard, inject, submit, the frame now) and its read-only views — never its st
 
 The rules: the turn budget is the env's own (reset metadata `max_turns`) unless one is asked for; the episode
 ends when the env says done, at the budget, after MAX_NUDGES turns in a row without a tool call, at the
-deadline, when the model refuses (`refused`: its refusal is not sent back to it), or — in an env with no
-finishing tool — when the model replies in text, which is its answer (`answered`, unless the reset metadata
-says `answer_ends_episode: false`). An env that shows a screen (`screenshot_tool`) gets a screenshot in the
-opening and after every turn in which the model took none.
+deadline, when its cost passes `--episode-max-cost` (`cost_limit`, `evalkit.run.budget`), when the model
+refuses (`refused`: its refusal is not sent back to it), or — in an env with no finishing tool — when the
+model replies in text, which is its answer (`answered`, unless the reset metadata says `answer_ends_episode:
+false`). An env that shows a screen (`screenshot_tool`) gets a screenshot in the opening and after every turn
+in which the model took none.
 Mistakes the model makes are data in the turn; an infrastructure failure ends the episode unscored (`reward`
 None, `error_class` set) so that resume runs it again.
 """
@@ -91,10 +92,11 @@ def run_episode(
     (`tools`, and no mode, for envs that declare none); `skin`, `coordinates` and `repeat` say which episode
     of the task this is. `settings` (an `evalkit.run.settings.Settings`) and keyword overrides of it say the
     rest, as for a batch: `max_turns` (None: the env's own budget for the surface), `max_steps`,
-    `episode_timeout`, `frames`, `save_raw` (each call's request and response bodies under `<out>/raw/`),
-    `hide_fields` (reset-metadata keys and observation fields the model is never sent, beside the
-    evaluator's, which never are), the model's `options` (an AgentOptions) or its knobs one by one. The
-    record keeps what the model was sent (`evalkit.records.transcripts`).
+    `episode_timeout`, `episode_max_cost` (USD: past it the episode ends as `cost_limit`), `frames`,
+    `save_raw` (each call's request and response bodies under `<out>/raw/`), `hide_fields` (reset-metadata
+    keys and observation fields the model is never sent, beside the evaluator's, which never are), the
+    model's `options` (an AgentOptions) or its knobs one by one. The record keeps what the model was sent
+    (`evalkit.records.transcripts`).
 
     Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
     at, or an image budget that cannot be honoured raises ConfigError."""
@@ -284,10 +286,11 @@ class Episode:
         return reply.turn
 
     def _past_limit(self) -> str | None:
-        """A limit the episode reached before its next model call, as the end it brings (the deadline)."""
+        """The end a limit reached before the next model call brings: the deadline, or the cost past
+        `--episode-max-cost` (the turn that passed it has run: it ends within one turn's cost of it)."""
         if self._deadline is not None and time.monotonic() > self._deadline:
             return "deadline"
-        return None
+        return "cost_limit" if self._recording.past_cost(self._settings.episode_max_cost) else None
 
     def act(self, turn: Turn) -> Pairs:
         """Carry out `turn` (the model's, perhaps edited): its calls run on the env and their results go back

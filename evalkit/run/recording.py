@@ -3,8 +3,10 @@
 `Recording` keeps the `EpisodeRecord` of one episode and everything that goes into it besides the loop's
 rules: its identity and reset, the turn records and their calls, the plans kept whole, the frames (taken by
 `pictures.Camera` while the model thinks and saved to the run's frame store), what the model was sent (the
-transcript), the usage and what it cost, the live progress a viewer watches, and the totals it is sealed
-with. The episode (`episode.Episode`) says what happened; this module says how the record keeps it.
+transcript), the usage and what it cost (each request at its provider and tier: `prices.episode_cost`; so
+far, against `--episode-max-cost`: `budget.EpisodeMeter`), the live progress a viewer watches, and the
+totals it is sealed with. The episode (`episode.Episode`) says what happened; this module says how the
+record keeps it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from evalkit.providers.attempts import log_usage
 from evalkit.records import live, transcripts
 from evalkit.records.rundir import FrameStore
 from evalkit.run import wording
+from evalkit.run.budget import EpisodeMeter
 from evalkit.run.jobs import Job
 from evalkit.run.pictures import Camera
 from evalkit.types import (
@@ -63,6 +66,7 @@ class Recording:
         """`usage_known` False once some request may have been billed without reporting its usage."""
         self._dropped = 0
         self._env_before = 0.0
+        self._meter: EpisodeMeter | None = None
         self.t0 = time.monotonic()
 
     @classmethod
@@ -210,6 +214,18 @@ class Recording:
         if save_raw:
             self.tx.raw(n, getattr(agent, "last_raw", None))
 
+    def past_cost(self, limit: float | None) -> bool:
+        """Whether the turns so far cost more than `limit` (USD; None: no limit), each request priced as the
+        sealed record's are; once they do, `info["cost_limit"]` says what was spent of it."""
+        if limit is None:
+            return False
+        if self._meter is None:
+            self._meter = EpisodeMeter(self.rec.model, limit, self.rec.started)
+        if not self._meter.passed(self.rec.turns):
+            return False
+        self.rec.info["cost_limit"] = self._meter.said()
+        return True
+
     def failed_requests(self, n: int, attempts: list) -> None:
         """The requests of a call that brought no turn: their usage counts, the record keeps them."""
         usage, known = log_usage(attempts)
@@ -310,7 +326,7 @@ class Recording:
             rec.transcript = self.tx.to_dict()
         # Usage a provider never reported (a stream cut by the harness cap or the network, a request that
         # died with the harness) makes the cost unknown, not smaller.
-        rec.cost_usd = _cost(rec.model, total) if self.usage_known else None
+        rec.cost_usd = _cost(rec) if self.usage_known else None
         return rec
 
 
@@ -345,9 +361,10 @@ def _answer(text: str) -> Any:
         return text
 
 
-def _cost(model: str, usage: Usage) -> float | None:
+def _cost(rec: EpisodeRecord) -> float | None:
+    """Each request priced at its provider and long-context tier (`prices.episode_cost`)."""
     try:
-        return prices.cost_usd(model, usage)
+        return prices.episode_cost(rec)
     except Exception as e:  # a missing or broken price table costs the number, never the episode
-        log.warning("no cost for %s: %s", model, e)
+        log.warning("no cost for %s: %s", rec.model, e)
         return None

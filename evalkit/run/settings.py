@@ -124,6 +124,37 @@ class Settings:
         False,
         "keep each model call's request and response bodies under OUT/raw/ (images as frame references)",
     )
+    # What it may cost (evalkit.run.budget)
+    max_cost: float | None = knob(
+        None,
+        "USD for the run directory in all: no episode starts once what was spent plus what the episodes "
+        "in flight are expected to cost would pass it (a resume may raise it)",
+        POSITIVE,
+        metavar="USD",
+    )
+    episode_max_cost: float | None = knob(
+        None,
+        "USD per episode: an episode whose cost passes it ends as cost_limit, scored as the env scores an "
+        "unfinished one",
+        POSITIVE,
+        outcome=True,
+        metavar="USD",
+    )
+    # Sequential (evalkit.run.rounds)
+    until_decided: bool = knob(
+        False,
+        "run the tasks in rounds and stop once the paired comparison of --a and --b is decided "
+        "(docs/statistics.md#sequential-comparisons)",
+    )
+    compare_a: str | None = knob(None, "with --until-decided: model A", flag="--a", metavar="A")
+    compare_b: str | None = knob(None, "with --until-decided: model B", flag="--b", metavar="B")
+    delta: float | None = knob(
+        None,
+        "with --until-decided: the smallest difference in mean reward that matters (stop also on 'no "
+        "difference of D or more')",
+        POSITIVE,
+        metavar="D",
+    )
     # The model
     max_tokens: int = knob(_AGENT.max_tokens, "output tokens per model call", WHOLE, outcome=True, agent=True)
     request_timeout: float | None = knob(
@@ -197,6 +228,14 @@ class Settings:
         knobs.check_all(self)
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
+        if self.max_cost is not None and self.executor == "ray":
+            raise ConfigError("--max-cost needs --executor threads (a Ray batch cannot hold a budget yet)")
+        if not self.until_decided and (self.compare_a or self.compare_b or self.delta is not None):
+            raise ConfigError("--a, --b and --delta go with --until-decided")
+        if self.until_decided and not (self.compare_a and self.compare_b):
+            raise ConfigError("--until-decided needs --a A and --b B, the two models to compare")
+        if self.until_decided and self.compare_a == self.compare_b:
+            raise ConfigError("--until-decided: --a and --b name the same model")
 
     @classmethod
     def make(cls, settings: Settings | None = None, who: str = "run_batch()", **kw: Any) -> Settings:

@@ -50,6 +50,18 @@ CASES: list[tuple[str, list[str], str]] = [
     ("breaker-one-number", [*R, *OUT, "--env-breaker", "3"], "FAILURES,SECONDS"),
     ("breaker-negative", [*R, *OUT, "--env-breaker=-1,5"], "FAILURES ≥ 0"),
     ("breaker-nan", [*R, *OUT, "--env-breaker", "3,nan"], "finite SECONDS"),
+    ("zero-max-cost", [*R, *OUT, "--max-cost", "0"], "--max-cost"),
+    ("nan-episode-max-cost", [*R, *OUT, "--episode-max-cost", "nan"], "--episode-max-cost"),
+    ("max-cost-on-ray", [*R, *OUT, "--max-cost", "1", "--executor", "ray"], "--max-cost needs --executor"),
+    # ---- run: --until-decided
+    ("until-decided-without-a-b", [*R, *OUT, "--until-decided"], "--until-decided needs --a A and --b B"),
+    ("a-b-without-until-decided", [*R, *OUT, *AB], "--a, --b and --delta go with --until-decided"),
+    ("until-decided-a-not-run", [*R, *OUT, "--until-decided", *AB], "m-a, m-b is not among --models"),
+    ("until-decided-a-is-b", [*R, *OUT, "--until-decided", "--a", "m", "--b", "m"], "name the same model"),
+    ("until-decided-zero-delta", [*R, *OUT, "--until-decided", *AB, "--delta", "0"], "--delta"),
+    ("until-decided-all-tasks", [*R[:-1], "baseline:random,baseline:tracer", *OUT, "--tasks", "all",
+                                 "--until-decided", "--a", "baseline:random", "--b", "baseline:tracer"],
+     "known number of tasks"),
     # ---- run: paths
     ("out-under-proc", [*R, "--out", "/proc/evalkit-run"], "--out /proc/evalkit-run cannot be written"),
     ("out-under-a-file", [*R, "--out", "file.txt/run"], "file.txt is not a directory"),

@@ -195,7 +195,7 @@ def test_a_broken_price_table_costs_the_number_not_the_episode(canvas_server, mo
     def broken(*a):
         raise FileNotFoundError("prices.json")
 
-    monkeypatch.setattr(prices, "cost_usd", broken)
+    monkeypatch.setattr(prices, "episode_cost", broken)
     rec = run_episode(factory([Turn(calls=[call("submit")])]), canvas_server, "canvas-test-0012")
     assert rec.error_class is None and rec.reward is not None and rec.cost_usd is None
 
@@ -400,3 +400,20 @@ def test_a_refusal_ends_the_episode_as_data_and_is_not_sent_back(canvas_server):
 
     said = transcripts.messages(rec, ".")
     assert not any(m.role == "user" and m.turn == 2 for m in said)  # nothing answered the refusal
+
+
+def test_an_episode_is_priced_request_by_request_at_its_tier(canvas_server, monkeypatch):
+    """gpt-6-sol's long-context rate applies to its 300K-token request alone: the episode's cost is its
+    requests' (`prices.episode_cost`), more than its summed usage priced below the tier."""
+    import evalkit.providers.prices as prices
+
+    monkeypatch.delenv(prices.OVERRIDE_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent")
+    prices.price_table.cache_clear()
+    big, small = Usage(input=300_000, output=10), Usage(input=1_000, output=10)
+    make = factory([Turn(calls=[call("view_canvas")], usage=big), Turn(calls=[call("submit")], usage=small)])
+    make.model = spec = "openai:gpt-6-sol"
+    rec = run_episode(make, canvas_server, "canvas-test-0012")
+    prices.price_table.cache_clear()
+    each = prices.request_cost(spec, big) + prices.request_cost(spec, small)
+    assert rec.cost_usd == pytest.approx(each) and rec.cost_usd > prices.cost_usd(spec, big + small) * 1.5
