@@ -217,3 +217,19 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def priced_standin(monkeypatch):
+    """The stand-in model (`evalkit.providers.standin`: the Anthropic wire served on loopback) with its price
+    file as the user's (`EVALKIT_PRICES`), so that its episodes have a cost."""
+    # Imported here: evalkit is not imported before `pytest_configure` has set its per-user cache.
+    from evalkit.providers import prices
+    from evalkit.providers.standin import StandIn
+
+    with StandIn() as s:
+        for k, v in s.environ().items():
+            monkeypatch.setenv(k, v)
+        prices.price_table.cache_clear()
+        yield s
+    prices.price_table.cache_clear()

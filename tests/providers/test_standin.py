@@ -3,26 +3,13 @@ its scripted mistakes (a tool error, a parse error, an endpoint that stays down)
 
 from __future__ import annotations
 
-import pytest
-
-from evalkit.providers import prices
-from evalkit.providers.standin import SPEC, StandIn
+from evalkit.providers.standin import SPEC
 from evalkit.records.transcripts import messages
 from evalkit.run.episode import run_episode
 from evalkit.types import AgentOptions
 
 
-@pytest.fixture
-def standin(monkeypatch):
-    with StandIn() as s:
-        for k, v in s.environ().items():
-            monkeypatch.setenv(k, v)
-        prices.price_table.cache_clear()
-        yield s
-    prices.price_table.cache_clear()
-
-
-def test_the_stand_in_plays_and_errs_like_a_model(standin, canvas_server, tmp_path):
+def test_the_stand_in_plays_and_errs_like_a_model(priced_standin, canvas_server, tmp_path):
     opts = AgentOptions(max_retries=1)
     recs = [run_episode(SPEC, canvas_server, t, mode="description", out=tmp_path, max_turns=6, options=opts)
             for t in ("canvas-test-0001", "canvas-test-0002", "canvas-test-0005")]  # fmt: skip
