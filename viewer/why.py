@@ -118,11 +118,7 @@ def _differences(df: pl.DataFrame, rows: pl.DataFrame, models: list[str], finger
     for s in diffs.filter(pl.col("separates")).get_column("sentence").to_list():
         st.markdown(f"- {vs.md_escape(s, 400)}")
     st.dataframe(vw.differences_table(diffs), hide_index=True, key="why_diffs")
-    st.caption(
-        "Paired by task: the sign-flip permutation test over the tasks' differences in the share of "
-        "episodes where the scanner fired; its 95% CI is that test inverted; p (Holm) adjusted across the "
-        "scanners; separates: p (Holm) < 0.05."
-    )
+    st.caption(f"{w.PAIRED}; p (Holm) adjusted across the scanners; separates: p (Holm) < 0.05.")
 
 
 def _fired(df: pl.DataFrame, rows: pl.DataFrame, lab: pl.DataFrame | None) -> None:

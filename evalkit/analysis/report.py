@@ -424,9 +424,8 @@ def why_html(df: Any, scans: Any, a: str | None = None, b: str | None = None) ->
         out
         + table_html(shown, [(c, c, "text") for c in shown.columns])
         + (
-            "<p class='muted'>Paired by task, A − B in percentage points, the largest first: the sign-flip "
-            "permutation test over the tasks' differences in the share of episodes where the scanner "
-            "fired; its 95% CI is that test inverted; p (Holm) adjusted across the scanners.</p>"
+            f"<p class='muted'>A − B in percentage points, the largest first. {esc(w.PAIRED)}; p (Holm) "
+            "adjusted across the scanners.</p>"
         )
     )
 

@@ -6,7 +6,7 @@ two models on one task, the first step where their trajectories part.
 The task is the unit, as everywhere (docs/statistics.md): a model's counted episodes of one task (env, its
 configuration where the frame has one, and task id) become one value, the share of them where the scanner
 fired; a rate is the mean of those values over the tasks, and its interval `stats.mean_interval` over them
-(Wilson's score interval over the effective number of episodes, pass/fail: a scanner fires or not).
+(the tier table's: `tables.METHODS`'s default, a Bayesian bootstrap over the tasks).
 Counted: an episode the scanner answered for (a judge that gave no answer leaves it out, never "no"), and
 for a scanner of the model's failures, one the infrastructure did not end (an `infra` scanner fired, or
 `error_class` where no such scanner ran): unscored episodes are apart, here too.
@@ -25,15 +25,17 @@ import polars as pl
 
 from evalkit.analysis.stats import ALPHA, PAIR_KEYS, TASK_KEYS, Z_975, compare, holm, mean_interval
 from evalkit.analysis.summary import _table
-from evalkit.analysis.tables import p_text
+from evalkit.analysis.tables import MEAN_METHODS, METHODS, PAIRED_METHODS, p_text
 from evalkit.records import rundir
 from evalkit.records.calls import identity, shown
 from evalkit.records.columns import eager
 from evalkit.types import EpisodeRecord
 
 _S, _I, _F, _B = pl.Utf8, pl.Int64, pl.Float64, pl.Boolean
-METHOD = (
-    "95% CI over tasks: Wilson's score interval over the effective number of episodes (as the tier table)"
+METHOD = f"95% CI: {METHODS[MEAN_METHODS[0]]} (as the tier table)"
+PAIRED = (
+    "Paired by task: the sign-flip test over the tasks' differences in the share of episodes where the "
+    f"scanner fired; 95% CI: {METHODS[PAIRED_METHODS[0]]} (as compare)"
 )
 
 
@@ -109,10 +111,9 @@ def why(
     (`left_out`: infrastructure-ended or unanswered). Model scanners first, the infrastructure's last.
 
     With `a` and `b` (models, or runs): per scanner the paired difference A − B of the two rates over the
-    tasks both sides have (`ek.compare`'s test: a sign-flip permutation test, its interval that test
-    inverted), `p_holm` adjusted across the scanners, sorted by the size of the difference, each with a
-    `sentence` ("A repeats the same call in 31% of tasks, B in 8% (+23 points, …)"); `separates` where
-    p_holm < 0.05.
+    tasks both sides have (`ek.compare`'s test and interval, `PAIRED`), `p_holm` adjusted across the
+    scanners, sorted by the size of the difference, each with a `sentence` ("A repeats the same call in 31%
+    of tasks, B in 8% (+23 points, …)"); `separates` where p_holm < 0.05.
 
     With `labels` (`ek.scanners.read_labels`): each scanner's precision and recall against them, and its
     rate corrected for its measured error (Rogan–Gladen), the interval widened by it (`corrected`)."""
@@ -218,8 +219,8 @@ CHECK_COLUMNS = ("scanner", "labelled", "tp", "fp", "fn", "tn", "precision", "pr
 
 
 def _share(hits: int, n: int) -> tuple[float | None, float | None, float | None]:
-    """A share of labelled episodes with its interval (Wilson's, as `mean_interval` gives it for one
-    pass/fail value per unit; none below its minimum count)."""
+    """A share of labelled episodes with its interval (`mean_interval`'s default over the labelled
+    episodes, each one unit; none below its minimum count)."""
     if not n:
         return None, None, None
     y = np.array([1.0] * hits + [0.0] * (n - hits))
@@ -230,7 +231,7 @@ def _share(hits: int, n: int) -> tuple[float | None, float | None, float | None]
 def check(scans: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     """Each scanner against a person's labels (yes: the failure is there): counts of true and false
     positives and negatives, precision (of the episodes it fired on, the share the person said yes to) and
-    recall (of those the person said yes to, the share it fired on), each with a 95% interval (Wilson's, over
+    recall (of those the person said yes to, the share it fired on), each with a 95% interval (`_share`: over
     the labelled episodes; none below 6), and specificity. Label a random sample of episodes, not only the
     ones a scanner fired on, or recall and specificity say nothing."""
     got = _labelled(scans, labels)
@@ -480,10 +481,7 @@ def format_differences(diffs: pl.DataFrame) -> str:
     if rest.height:
         lines.append("Not clear (the difference may be chance):")
         lines += [f"  - {s}" for s in rest["sentence"]]
-    lines.append(
-        "Paired by task: sign-flip permutation test over the tasks' differences in the share of episodes "
-        "where the scanner fired; its 95% CI is that test inverted; Holm across scanners."
-    )
+    lines.append(f"{PAIRED}; Holm across scanners.")
     return "\n".join(lines)
 
 
@@ -508,6 +506,6 @@ def format_check(checked: pl.DataFrame) -> str:
             ("p", "precision (95% CI)"), ("r", "recall (95% CI)")]  # fmt: skip
     return _table(rows, cols) + (
         "\nPrecision: of the labelled episodes a scanner fired on, the share the person said yes to; recall: "
-        "of those the person said yes to, the share it fired on. Wilson's interval over the labelled "
-        "episodes (none below 6)."
+        "of those the person said yes to, the share it fired on. 95% CI: "
+        f"{METHODS[MEAN_METHODS[0]]}, over the labelled episodes (none below 6)."
     )

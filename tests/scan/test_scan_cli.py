@@ -31,7 +31,7 @@ def test_the_sample_run_prints_rates_with_intervals_and_keeps_its_rows(sample, c
         assert model in out.out
     infra = next(line for line in out.out.splitlines() if line.startswith("infra_error"))
     assert "17% [4.2%, 47%] 2/6" in infra  # the stand-in's two episodes its endpoint broke, of six tasks
-    assert "Wilson's score interval" in out.out
+    assert "95% CI: Bayesian bootstrap over tasks" in out.out
     rows = store.read_scan(sample)
     assert rows is not None and rows.height == 36 * 10 and "rows written to" in out.err
 

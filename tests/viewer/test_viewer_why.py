@@ -50,7 +50,7 @@ def test_the_why_view_lists_rates_with_intervals_and_what_separates_two_models(a
     assert infra[STANDIN] == "17% [4.2%, 47%] 2/6"
     assert (round(r["rate"], 3), round(r["ci_low"], 3), round(r["ci_high"], 3)) == (0.167, 0.042, 0.469)
     assert rates.set_index("scanner").loc["early_finish"][RANDOM].startswith("8.3% [")
-    assert "Wilson's score interval" in page(at)
+    assert "Bayesian bootstrap over tasks" in page(at)
     # Two models: the paired differences, largest first, Holm-adjusted
     diffs = frame(at, "A − B (points)")
     sizes = [abs(float(x)) for x in diffs["A − B (points)"]]

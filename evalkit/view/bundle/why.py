@@ -51,7 +51,8 @@ def why_section(df: pl.DataFrame, found: dict[tuple[str, str], tuple[int, list]]
         return None
     if not scans.height:
         return None
-    out: dict[str, Any] = {"rates": _table(vw.rates_table(w.why(df, scans))), "method": w.METHOD}
+    rates = _table(vw.rates_table(w.why(df, scans)))
+    out: dict[str, Any] = {"rates": rates, "method": w.METHOD, "paired": w.PAIRED}
     models = df.get_column("model").drop_nulls().unique().sort().to_list()
     pairs = []
     if 2 <= len(models) <= MAX_MODELS:

@@ -1,5 +1,5 @@
 // A vs B: two sides (a model in a run) on the same task, surface and mode. On top the paired difference
-// (computed when the bundle was built: task-weighted, sign-flip p and its inverted CI, wins / ties / losses) for the tier
+// (computed when the bundle was built: task-weighted, as compare: its p, its CI, wins / ties / losses) for the tier
 // chosen; then the tasks both ran (a click picks one); then both episodes under one step control, the
 // target once, and what each side did at that step beside each other.
 "use strict";

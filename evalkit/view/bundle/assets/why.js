@@ -36,7 +36,7 @@
         ? el("ul", { id: "why-separates" }, p.separates.map((s) => el("li", {}, s)))
         : el("p", { id: "why-separates" }, "No scanner separates " + p.a + " from " + p.b + " (no Holm p < 0.05)."));
       parts.push(table(p.table, "why-diffs"), el("p", { class: "muted" }, "A = " + p.a + ", B = " + p.b +
-        ". Paired by task: the sign-flip permutation test, its 95% CI that test inverted; p (Holm) across the scanners."));
+        ". " + why.paired + "; p (Holm) across the scanners."));
     }
     const ranked = why.scanners.slice().sort((x, y) => y.episodes.length - x.episodes.length);
     if (!w.scanner || !why.scanners.some((s) => s.name === w.scanner)) w.scanner = ranked[0].name;
