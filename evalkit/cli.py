@@ -127,7 +127,18 @@ def _probe_parser(sub: Any) -> None:
 
 
 def _reading_parsers(sub: Any) -> None:
-    """The commands that read runs: summarise, compare, plan, report, export, view, bundle, convert."""
+    """The commands that read runs: summarise, compare, plan, noise, scan, report, export, view, bundle,
+    convert (in the order `evalkit --help` lists them)."""
+    numbers = _number_parsers(sub)
+    sc = _scan_parser(sub)
+    shares = _sharing_parsers(sub)
+    _convert_parser(sub)
+    for reads in (*numbers, sc, *shares):
+        _scorer_option(reads)
+
+
+def _number_parsers(sub: Any) -> list[argparse.ArgumentParser]:
+    """summarise, compare, plan and noise; the ones that take --scorer are returned."""
     s = sub.add_parser("summarise", aliases=["summarize"], help="print (and write) the summary of runs")
     s.add_argument("runs", nargs="+")
     s.add_argument("--grades", help="JSON or CSV of task_id → reward, merged into episodes without a reward")
@@ -172,9 +183,11 @@ def _reading_parsers(sub: Any) -> None:
         "--threshold", type=float,
         help="a reward at or above this is a success, for the flip rate (default: 1 where rewards are 0/1)",
     )  # fmt: skip
+    return [s, c, nz]
 
-    sc = _scan_parser(sub)
 
+def _sharing_parsers(sub: Any) -> list[argparse.ArgumentParser]:
+    """report, export, view and bundle; the ones that take --scorer are returned."""
     rp = sub.add_parser("report", help="execute the report notebook and write standalone HTML")
     rp.add_argument("runs", nargs="+")
     rp.add_argument("-o", "--output", default="report.html")
@@ -205,10 +218,7 @@ def _reading_parsers(sub: Any) -> None:
     bu = sub.add_parser("bundle", help="write runs as a static site (no server, no CDN) to share")
     bu.add_argument("runs", nargs="+")
     bu.add_argument("-o", "--output", required=True, help="a new or empty directory (or a bundle to replace)")
-
-    _convert_parser(sub)
-    for reads in (s, c, nz, sc, rp, v, bu):
-        _scorer_option(reads)
+    return [rp, v, bu]
 
 
 def _scan_parser(sub: Any) -> argparse.ArgumentParser:

@@ -210,6 +210,13 @@ def add_computer_tools(
         s = screen()
         return await act(s.drag(x1, y1, x2, y2))
 
+    _keyboard_and_wheel_tools(mcp, screen, act, Coord)
+
+
+def _keyboard_and_wheel_tools(mcp: Any, screen: Callable[[], Screen], act: Callable, Coord: Any) -> None:
+    """type_text / press_key / scroll, registered after the pointer's tools (the order tools/list gives)."""
+    from pydantic import Field
+
     @mcp.tool
     async def type_text(text: Annotated[str, Field(description="The text to type.")]) -> str:
         """Type text at the keyboard focus, as if on a keyboard."""

@@ -232,43 +232,13 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
             before.append({"role": "user", "text": _content(m.content, att)[0], "note": note})
         elif m.role == "assistant":
             n = len(turns) + 1
-            text, reasoning, _ = _content(m.content, att)
             extra = ek_turns[n - 1] if len(ek_turns) >= n and isinstance(ek_turns[n - 1], dict) else {}
-            raw = extra.get("raw_args") if isinstance(extra.get("raw_args"), dict) else {}
-            calls = []
-            for i, c in enumerate(m.tool_calls or []):
-                bad = c.parse_error is not None
-                args = raw.get(c.id, c.arguments if isinstance(c.arguments, dict) else {})
-                call = {"id": str(c.id or f"call_{n}_{i}"), "name": str(c.function or ""), "args": args,
-                        "ok": not bad,
-                        "result": "", "images": [], "parse_error": bad}  # fmt: skip
-                by_id[call["id"]] = call
-                calls.append(call)
-            ev = model_events[n - 1] if len(model_events) >= n else None
-            out = ev.output if ev is not None else None
-            usage = _usage(out.usage) if out is not None else {}
-            turns.append({
-                "turn": extra["turn"] if isinstance(extra.get("turn"), int) else n,
-                "text": text, "reasoning": reasoning,
-                "stop": str(extra.get("stop") or (out.stop_reason if out is not None else "")),
-                "usage": extra.get("usage") if isinstance(extra.get("usage"), dict) else usage,
-                "model_s": float(extra.get("model_s") or (ev.working_time if ev is not None else 0) or 0),
-                "env_s": float(extra.get("env_s") or 0), "frame": None, "calls": calls,
-            })  # fmt: skip
+            turns.append(_turn(m, n, att, extra, model_events[n - 1] if len(model_events) >= n else None))
+            by_id.update((call["id"], call) for call in turns[-1]["calls"])
         elif m.role == "tool":
             call = by_id.get(str(m.tool_call_id))
             if call is not None:
-                got = returned.get(call["id"])
-                call["result"] = result(
-                    _attached(got, att) if isinstance(got, str) else _content(m.content, att)[0]
-                )
-                call["ok"] = call["ok"] and m.error is None
-                text, _, images = _content(m.content, att)
-                ids = [c["id"] for c in turns[-1]["calls"]]
-                if call["id"] in ids:
-                    after.setdefault(str(turns[-1]["turn"]), []).append(
-                        {"call": ids.index(call["id"]), "text": text, "images": _unstored(images)}
-                    )
+                _tool_message(m, call, returned.get(call["id"]), att, turns[-1], after)
         elif m.role in ("system", "user") and not turns:
             text, _, images = _content(m.content, att)
             told.append(text)
@@ -290,6 +260,43 @@ def _turns(sample: Any, ek_turns: list) -> tuple[list[dict], list[str], dict]:
     if tools:
         transcript["tools"] = tools
     return turns, told, transcript
+
+
+def _turn(m: Any, n: int, att: dict, extra: dict, ev: Any) -> dict:
+    """Turn n from its assistant message, with what evalkit wrote of it (`extra`, when evalkit wrote the
+    log) and its model event `ev` (None when the log has fewer)."""
+    text, reasoning, _ = _content(m.content, att)
+    raw = extra.get("raw_args") if isinstance(extra.get("raw_args"), dict) else {}
+    calls = []
+    for i, c in enumerate(m.tool_calls or []):
+        bad = c.parse_error is not None
+        args = raw.get(c.id, c.arguments if isinstance(c.arguments, dict) else {})
+        calls.append({"id": str(c.id or f"call_{n}_{i}"), "name": str(c.function or ""), "args": args,
+                      "ok": not bad,
+                      "result": "", "images": [], "parse_error": bad})  # fmt: skip
+    out = ev.output if ev is not None else None
+    usage = _usage(out.usage) if out is not None else {}
+    return {
+        "turn": extra["turn"] if isinstance(extra.get("turn"), int) else n,
+        "text": text, "reasoning": reasoning,
+        "stop": str(extra.get("stop") or (out.stop_reason if out is not None else "")),
+        "usage": extra.get("usage") if isinstance(extra.get("usage"), dict) else usage,
+        "model_s": float(extra.get("model_s") or (ev.working_time if ev is not None else 0) or 0),
+        "env_s": float(extra.get("env_s") or 0), "frame": None, "calls": calls,
+    }  # fmt: skip
+
+
+def _tool_message(m: Any, call: dict, got: Any, att: dict, last: dict, after: dict[str, list]) -> None:
+    """A tool message into its call (`got`: what the ToolEvent says the tool returned) and, when the call is
+    the last turn's, into what the model was sent after that turn."""
+    call["result"] = result(_attached(got, att) if isinstance(got, str) else _content(m.content, att)[0])
+    call["ok"] = call["ok"] and m.error is None
+    text, _, images = _content(m.content, att)
+    ids = [c["id"] for c in last["calls"]]
+    if call["id"] in ids:
+        after.setdefault(str(last["turn"]), []).append(
+            {"call": ids.index(call["id"]), "text": text, "images": _unstored(images)}
+        )
 
 
 def _unstored(n: int) -> list[dict]:
