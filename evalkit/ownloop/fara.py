@@ -13,6 +13,7 @@ answer is theirs: the terminate step's thoughts. Only the agent modules are impo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.machinery
 import importlib.util
 import json
@@ -23,6 +24,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,106 @@ def parse(agent: Any, text: str) -> tuple[bool, dict | None]:
     return isinstance(action.get("arguments"), dict) and "action" in action["arguments"], action
 
 
+@contextlib.contextmanager
+def _their_logs(ctx: TaskRun, fdir: Path) -> Iterator[logging.Logger]:
+    """A logger of this attempt's own for their agent, to web_surfer.log, and this thread's prints to
+    stdout.log, as webeval keeps them; both closed when the attempt ends."""
+    log = logging.getLogger(f"evalkit.ownloop.fara7b.{ctx.raw_task['task_id']}.{id(ctx)}")
+    log.setLevel(logging.DEBUG)  # webeval's level: their thoughts, actions and observations are DEBUG
+    log.propagate = False
+    handler = logging.FileHandler(fdir / "web_surfer.log")
+    log.addHandler(handler)
+    out = _thread_stdout()
+    out.local.f = open(fdir / "stdout.log", "w")
+    try:
+        yield log
+    finally:
+        out.local.f.close()
+        out.local.f = None
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _browser_manager(ctx: TaskRun, m: dict, fdir: Path, log: logging.Logger) -> Any:
+    """Their BrowserBB as fara-cli configures it, launching our Chromium and context (the session flags
+    first), its screenshots timed."""
+    # start-up: the browser only for a run
+    from evalkit.browser import context_options, emulate_focus, launch_options, prepare_context
+
+    s = ctx.settings
+    opts = ctx.session_options(s.width, s.height)
+
+    class BrowserManager(m["BrowserBB"]):
+        async def _init_regular_browser(self, channel: str = "chromium") -> None:
+            self.browser = await self._playwright.chromium.launch(**launch_options())
+            self._context = await self.browser.new_context(**context_options(opts))
+            await prepare_context(self._context, opts)
+            self._context.on("page", lambda page: asyncio.ensure_future(emulate_focus(self._context, page)))
+            # The session flags go first, with this context's cookies, before their start page loads.
+            r = await self._context.request.get(ctx.flags_url, headers=ctx.site.admin_headers)
+            if r.status != 200:
+                raise RuntimeError(f"{ctx.flags_url} answered {r.status}")
+            self._page = await self._context.new_page()
+
+    bm = BrowserManager(
+        viewport_height=s.height,
+        viewport_width=s.width,
+        headless=True,
+        page_script_path=None,
+        browser_channel="chromium",
+        browser_data_dir=None,
+        downloads_folder=str(fdir),
+        to_resize_viewport=True,
+        single_tab_mode=True,
+        animate_actions=False,
+        use_browser_base=False,
+        logger=log,
+    )
+    shoot = bm._playwright_controller.get_screenshot
+
+    async def timed_screenshot(*a: Any, **kw: Any) -> bytes:
+        t = time.monotonic()
+        try:
+            return await shoot(*a, **kw)
+        finally:
+            ctx.timing["screenshot"] += time.monotonic() - t
+
+    bm._playwright_controller.get_screenshot = timed_screenshot
+    return bm
+
+
+def _agent(ctx: TaskRun, m: dict, bm: Any, fdir: Path, log: logging.Logger) -> Any:
+    """Their FaraAgent on the endpoint, its model calls timed and their usage counted."""
+    s = ctx.settings
+
+    class Agent(m["FaraAgent"]):
+        async def _make_model_call(self, history: Any, extra_create_args: Any = None) -> Any:
+            t = time.monotonic()
+            try:
+                response = await super()._make_model_call(history, extra_create_args)
+            finally:
+                ctx.timing["model"] += time.monotonic() - t
+            u = response.usage or {}
+            ctx.usage = ctx.usage + Usage(
+                input=int(u.get("prompt_tokens") or 0), output=int(u.get("completion_tokens") or 0)
+            )
+            return response
+
+    return Agent(
+        browser_manager=bm,
+        client_config={
+            "model": s.model,
+            "base_url": s.endpoint,
+            "api_key": os.environ.get("OWNLOOP_API_KEY") or "not-needed",
+        },
+        start_page=ctx.start_url,
+        downloads_folder=str(fdir),
+        save_screenshots=True,
+        max_rounds=s.max_steps,
+        logger=log,
+    )
+
+
 class Fara7B(Released):
     """`evalkit ownloop fara7b`."""
 
@@ -137,88 +239,44 @@ class Fara7B(Released):
             ctx.result["action_errors"] += sum(f["action_errors"] for f in failed)
 
     async def _attempt(self, ctx: TaskRun) -> None:
-        # start-up: the SDK and the browser only for a run
-        import openai
-
-        from evalkit.browser import context_options, emulate_focus, launch_options, prepare_context
-
         m = fara_modules()
-        s, res = ctx.settings, ctx.result
         fdir = ctx.folder / "fara7b"  # their downloads folder: screenshot{n}.png, web_surfer.log, prints
         fdir.mkdir(parents=True, exist_ok=True)
-        log = logging.getLogger(f"evalkit.ownloop.fara7b.{ctx.raw_task['task_id']}.{id(ctx)}")
-        log.setLevel(logging.DEBUG)  # webeval's level: their thoughts, actions and observations are DEBUG
-        log.propagate = False
-        handler = logging.FileHandler(fdir / "web_surfer.log")
-        log.addHandler(handler)
-        out = _thread_stdout()
-        out.local.f = open(fdir / "stdout.log", "w")
-        opts = ctx.session_options(s.width, s.height)
-
-        class BrowserManager(m["BrowserBB"]):
-            async def _init_regular_browser(self, channel: str = "chromium") -> None:
-                self.browser = await self._playwright.chromium.launch(**launch_options())
-                self._context = await self.browser.new_context(**context_options(opts))
-                await prepare_context(self._context, opts)
-                self._context.on(
-                    "page", lambda page: asyncio.ensure_future(emulate_focus(self._context, page))
-                )
-                # The session flags go first, with this context's cookies, before their start page loads.
-                r = await self._context.request.get(ctx.flags_url, headers=ctx.site.admin_headers)
-                if r.status != 200:
-                    raise RuntimeError(f"{ctx.flags_url} answered {r.status}")
-                self._page = await self._context.new_page()
-
-        class Agent(m["FaraAgent"]):
-            async def _make_model_call(self, history: Any, extra_create_args: Any = None) -> Any:
-                t = time.monotonic()
-                try:
-                    response = await super()._make_model_call(history, extra_create_args)
-                finally:
-                    ctx.timing["model"] += time.monotonic() - t
-                u = response.usage or {}
-                ctx.usage = ctx.usage + Usage(
-                    input=int(u.get("prompt_tokens") or 0), output=int(u.get("completion_tokens") or 0)
-                )
-                return response
-
-        bm = BrowserManager(
-            viewport_height=s.height,
-            viewport_width=s.width,
-            headless=True,
-            page_script_path=None,
-            browser_channel="chromium",
-            browser_data_dir=None,
-            downloads_folder=str(fdir),
-            to_resize_viewport=True,
-            single_tab_mode=True,
-            animate_actions=False,
-            use_browser_base=False,
-            logger=log,
-        )
-        shoot = bm._playwright_controller.get_screenshot
-
-        async def timed_screenshot(*a: Any, **kw: Any) -> bytes:
-            t = time.monotonic()
+        with _their_logs(ctx, fdir) as log:
+            bm = _browser_manager(ctx, m, fdir, log)
+            agent = _agent(ctx, m, bm, fdir, log)
+            answer = await self._drive(ctx, agent)
+            self._collect(ctx, agent, m, fdir, answer)
             try:
-                return await shoot(*a, **kw)
-            finally:
-                ctx.timing["screenshot"] += time.monotonic() - t
+                if bm.context is not None:
+                    for key in ("record", "log"):
+                        r = await bm.context.request.get(
+                            f"{ctx.base}/_admin/{key}", headers=ctx.site.admin_headers
+                        )
+                        ctx.result[key] = ((await r.json()) or {}).get("entries", [])
+            except Exception as e:  # without the record the session cannot be graded
+                ctx.backend_failed(e)
+            for close in (
+                agent.close,
+                getattr(bm.browser, "close", None),
+                getattr(agent._openai_client, "close", None),
+            ):
+                try:
+                    if close is not None:
+                        await close()
+                except Exception as e:  # a browser already gone has nothing left to close
+                    log.debug("close failed: %s", e)
+        if ctx.result["status"] == "endpoint_error":
+            raise EndpointError(ctx.result["error"])
 
-        bm._playwright_controller.get_screenshot = timed_screenshot
-        agent = Agent(
-            browser_manager=bm,
-            client_config={
-                "model": s.model,
-                "base_url": s.endpoint,
-                "api_key": os.environ.get("OWNLOOP_API_KEY") or "not-needed",
-            },
-            start_page=ctx.start_url,
-            downloads_folder=str(fdir),
-            save_screenshots=True,
-            max_rounds=s.max_steps,
-            logger=log,
-        )
+    @staticmethod
+    async def _drive(ctx: TaskRun, agent: Any) -> Any:
+        """Their agent's run, to its end or the task's deadline: its answer (None when it raised, the error's
+        class then in the result); the time spent neither in model calls nor in screenshots is action time."""
+        # start-up: the SDK only for a run
+        import openai
+
+        s, res = ctx.settings, ctx.result
         answer, t0, m0, s0 = None, time.monotonic(), ctx.timing["model"], ctx.timing["screenshot"]
         try:
             await agent.initialize()
@@ -238,32 +296,7 @@ class Fara7B(Released):
             res["status"], res["error"] = "error", f"{type(e).__name__}: {str(e)[:300]}"
         waited = ctx.timing["model"] - m0 + ctx.timing["screenshot"] - s0
         ctx.timing["action"] += max(0.0, time.monotonic() - t0 - waited)
-        self._collect(ctx, agent, m, fdir, answer)
-        try:
-            if bm.context is not None:
-                for key in ("record", "log"):
-                    r = await bm.context.request.get(
-                        f"{ctx.base}/_admin/{key}", headers=ctx.site.admin_headers
-                    )
-                    res[key] = ((await r.json()) or {}).get("entries", [])
-        except Exception as e:  # without the record the session cannot be graded
-            ctx.backend_failed(e)
-        for close in (
-            agent.close,
-            getattr(bm.browser, "close", None),
-            getattr(agent._openai_client, "close", None),
-        ):
-            try:
-                if close is not None:
-                    await close()
-            except Exception as e:  # a browser already gone has nothing left to close
-                log.debug("close failed: %s", e)
-        out.local.f.close()
-        out.local.f = None
-        log.removeHandler(handler)
-        handler.close()
-        if res["status"] == "endpoint_error":
-            raise EndpointError(res["error"])
+        return answer
 
     @staticmethod
     def _collect(ctx: TaskRun, agent: Any, m: dict, fdir: Path, answer: Any) -> None:

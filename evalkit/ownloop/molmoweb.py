@@ -90,6 +90,50 @@ def answer_of(interactions: list[Any]) -> str | None:
     return last_answer if last_answer is not None else last_msg if last_msg is not None else last_thought
 
 
+def _env_class(ctx: TaskRun) -> type:
+    """Their local-Chromium SimpleEnv on this task's session: our Chromium and context, the session flags
+    first."""
+    # the released agent's code, on the path given at run time (evalkit[ownloop])
+    from utils.envs.browser_env import SimpleEnv, _start_playwright
+
+    from evalkit.browser import context_options, launch_options
+
+    s = ctx.settings
+    opts = ctx.session_options(s.width, s.height)
+
+    class Env(SimpleEnv):
+        def _launch(self) -> None:
+            self.playwright = _start_playwright()
+            self.browser = self.playwright.chromium.launch(**launch_options())
+            self.context = self.browser.new_context(**context_options(opts))
+            self.context.grant_permissions(list(opts.permissions))
+            self.context.route(
+                "**/*",
+                lambda route: (
+                    route.continue_()
+                    if route.request.url.startswith(ctx.base)
+                    else route.abort("blockedbyclient")
+                ),
+            )
+            self.page = self.context.new_page()
+            cdp = self.context.new_cdp_session(self.page)
+            cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
+
+        def _navigate_to_start(self, url: str, goal: str) -> str:
+            r = self.context.request.get(ctx.flags_url, headers=ctx.site.admin_headers)
+            if r.status != 200:
+                raise RuntimeError(f"{ctx.flags_url} answered {r.status}")
+            self.page.goto(url, wait_until="domcontentloaded", timeout=60000)
+            time.sleep(s.settle_s)
+            return goal
+
+        def _get_obs(self) -> dict:
+            with ctx.timed("screenshot"):
+                return super()._get_obs()
+
+    return Env
+
+
 class MolmoWeb(Released):
     """`evalkit ownloop molmoweb`."""
 
@@ -105,49 +149,14 @@ class MolmoWeb(Released):
         # the released agent's code, on the path given at run time (evalkit[ownloop])
         from agent.actions import SendMsgToUser
         from agent.multimodal_agent import MultimodalAgent
-        from utils.envs.browser_env import SimpleEnv, _start_playwright
         from utils.eval_utils.episode import Episode
-
-        from evalkit.browser import context_options, launch_options
 
         s, res = ctx.settings, ctx.result
         temperature = 0.7 if s.temperature is None else s.temperature
         top_p = 0.8 if s.top_p is None else s.top_p
-        opts = ctx.session_options(s.width, s.height)
-
-        class Env(SimpleEnv):
-            """Their local-Chromium env with our Chromium and context, the session flags first."""
-
-            def _launch(self) -> None:
-                self.playwright = _start_playwright()
-                self.browser = self.playwright.chromium.launch(**launch_options())
-                self.context = self.browser.new_context(**context_options(opts))
-                self.context.grant_permissions(list(opts.permissions))
-                self.context.route(
-                    "**/*",
-                    lambda route: (
-                        route.continue_()
-                        if route.request.url.startswith(ctx.base)
-                        else route.abort("blockedbyclient")
-                    ),
-                )
-                self.page = self.context.new_page()
-                cdp = self.context.new_cdp_session(self.page)
-                cdp.send("Emulation.setFocusEmulationEnabled", {"enabled": True})
-
-            def _navigate_to_start(self, url: str, goal: str) -> str:
-                r = self.context.request.get(ctx.flags_url, headers=ctx.site.admin_headers)
-                if r.status != 200:
-                    raise RuntimeError(f"{ctx.flags_url} answered {r.status}")
-                self.page.goto(url, wait_until="domcontentloaded", timeout=60000)
-                time.sleep(s.settle_s)
-                return goal
-
-            def _get_obs(self) -> dict:
-                with ctx.timed("screenshot"):
-                    return super()._get_obs()
-
-        env = Env(start_url=ctx.start_url, goal=ctx.prompt, viewport_width=s.width, viewport_height=s.height)
+        env = _env_class(ctx)(
+            start_url=ctx.start_url, goal=ctx.prompt, viewport_width=s.width, viewport_height=s.height
+        )
         agent = MultimodalAgent(
             endpoint_or_checkpoint=s.endpoint,
             inference_mode="fastapi",

@@ -117,9 +117,31 @@ class OpenCUA(Released):
         agent_class()
 
     def run(self, ctx: TaskRun) -> None:
+        """OSWorld's `run_single_example_opencua`: a screenshot, a prediction, its actions, until the agent
+        stops, the step budget is spent or the task's time is up."""
         s, res = ctx.settings, ctx.result
+        agent = self._agent(ctx)
+        session = ctx.open_browser(s.width, s.height)
+        gui = PyAutoGUI(session)
+        try:
+            for i in range(1, s.max_steps + 1):
+                if ctx.out_of_time():
+                    res["status"] = "timeout"
+                    break
+                if self._step(ctx, agent, session, gui, i):
+                    break
+            else:
+                res["status"] = "max_steps"
+            ctx.screenshot(session, res["rounds"] + 1)
+        finally:
+            ctx.end(session)
+
+    @staticmethod
+    def _agent(ctx: TaskRun) -> Any:
+        """Their agent with the OpenCUA-7B command's settings."""
+        s = ctx.settings
         endpoint = Endpoint(s.endpoint, s.model, timeout=s.request_timeout, wait=s.retry_wait)
-        agent = agent_class()(
+        return agent_class()(
             endpoint,
             ctx.deadline,
             model=s.model,
@@ -137,83 +159,82 @@ class OpenCUA(Released):
             coordinate_type="qwen25",
             use_old_sys_prompt=True,
         )
-        session = ctx.open_browser(s.width, s.height)
-        gui = PyAutoGUI(session)
-        try:
-            for i in range(1, s.max_steps + 1):
-                if ctx.out_of_time():
-                    res["status"] = "timeout"
-                    break
-                png = ctx.screenshot(session, i)
-                url = session.url
-                n_actions, n_calls, n_usages = len(agent.actions), len(agent.calls), len(agent.usages)
-                t = time.monotonic()
-                with ctx.timed("model"):
-                    response, actions, cot = agent.predict(ctx.prompt, {"screenshot": png})
-                model_s = time.monotonic() - t
-                usage = sum(agent.usages[n_usages:], Usage())
-                calls, accepted = agent.calls[n_calls:], len(agent.actions) > n_actions
-                res["rounds"] = i
-                res["parse_fails"] += len(calls) - accepted
-                row = {
-                    "url": url,
-                    "attempts": calls if len(calls) != 1 or not accepted else None,
-                    "action": cot.get("action"),
-                    "code": cot.get("original_code"),
-                    "executed": actions,
-                }
-                if agent.endpoint_failed or agent.timed_out or not accepted:
-                    ctx.step(i, raw=None, model_s=model_s, usage=usage, error=response, **row)
-                    if agent.endpoint_failed:
-                        raise EndpointError(agent.endpoint_failed)
-                    res["status"] = "timeout" if agent.timed_out else "parse_error"
-                    res["error"] = str(response)[:300]
-                    break
-                if not actions or actions[0] == "" or str(actions[0]).lower().startswith("error"):
-                    ctx.step(i, raw=response, model_s=model_s, usage=usage, **row)
-                    res["status"] = "no_action"
-                    break
-                t = time.monotonic()
-                stop, notes = False, []
-                for code in actions:
-                    note = ""
-                    if code in ("DONE", "FAIL"):
-                        stop = True
-                    elif code == "WAIT":
-                        ctx.pause(s.wait_s)  # their env.step sleeps for WAIT, then once more below
-                    else:
-                        with ctx.timed("action"):
-                            try:
-                                run_pyautogui(code, gui)
-                            except Exception as e:  # refused code or input is the model's mistake: data
-                                note = f"{type(e).__name__}: {str(e)[:200]}"
-                                res["action_errors"] += 1
-                    notes.append(note)
-                    if stop:
-                        break
-                    ctx.pause(s.wait_s)
-                with ctx.timed("action"):
-                    settle(session)
-                ctx.step(
-                    i,
-                    raw=response,
-                    actions=[{"type": _name(c), "code": c} for c in actions],
-                    errors=notes,
-                    model_s=model_s,
-                    env_s=time.monotonic() - t,
-                    usage=usage,
-                    **row,
-                )
-                if stop:
-                    code = (cot.get("original_code") or "").lower()
-                    if "computer.terminate" in code:  # theirs: "fail" anywhere in the code means failure
-                        res["status"] = "fail" if "fail" in code else "done"
-                        res["answer"] = answer_of(cot)
-                    else:  # their predict() forces FAIL at the step budget
-                        res["status"] = "max_steps"
-                    break
-            else:
+
+    def _step(self, ctx: TaskRun, agent: Any, session: Any, gui: PyAutoGUI, i: int) -> bool:
+        """Step i, recorded; True when it ended the session (its status set)."""
+        res = ctx.result
+        png = ctx.screenshot(session, i)
+        url = session.url
+        n_actions, n_calls, n_usages = len(agent.actions), len(agent.calls), len(agent.usages)
+        t = time.monotonic()
+        with ctx.timed("model"):
+            response, actions, cot = agent.predict(ctx.prompt, {"screenshot": png})
+        model_s = time.monotonic() - t
+        usage = sum(agent.usages[n_usages:], Usage())
+        calls, accepted = agent.calls[n_calls:], len(agent.actions) > n_actions
+        res["rounds"] = i
+        res["parse_fails"] += len(calls) - accepted
+        row = {
+            "url": url,
+            "attempts": calls if len(calls) != 1 or not accepted else None,
+            "action": cot.get("action"),
+            "code": cot.get("original_code"),
+            "executed": actions,
+        }
+        if agent.endpoint_failed or agent.timed_out or not accepted:
+            ctx.step(i, raw=None, model_s=model_s, usage=usage, error=response, **row)
+            if agent.endpoint_failed:
+                raise EndpointError(agent.endpoint_failed)
+            res["status"] = "timeout" if agent.timed_out else "parse_error"
+            res["error"] = str(response)[:300]
+            return True
+        if not actions or actions[0] == "" or str(actions[0]).lower().startswith("error"):
+            ctx.step(i, raw=response, model_s=model_s, usage=usage, **row)
+            res["status"] = "no_action"
+            return True
+        t = time.monotonic()
+        stop, notes = self._execute(ctx, gui, actions)
+        with ctx.timed("action"):
+            settle(session)
+        ctx.step(
+            i,
+            raw=response,
+            actions=[{"type": _name(c), "code": c} for c in actions],
+            errors=notes,
+            model_s=model_s,
+            env_s=time.monotonic() - t,
+            usage=usage,
+            **row,
+        )
+        if stop:
+            code = (cot.get("original_code") or "").lower()
+            if "computer.terminate" in code:  # theirs: "fail" anywhere in the code means failure
+                res["status"] = "fail" if "fail" in code else "done"
+                res["answer"] = answer_of(cot)
+            else:  # their predict() forces FAIL at the step budget
                 res["status"] = "max_steps"
-            ctx.screenshot(session, res["rounds"] + 1)
-        finally:
-            ctx.end(session)
+        return stop
+
+    @staticmethod
+    def _execute(ctx: TaskRun, gui: PyAutoGUI, actions: list) -> tuple[bool, list[str]]:
+        """A prediction's actions as their env.step runs them: whether one stopped the session, and each
+        one's error (empty when it ran)."""
+        stop, notes = False, []
+        for code in actions:
+            note = ""
+            if code in ("DONE", "FAIL"):
+                stop = True
+            elif code == "WAIT":
+                ctx.pause(ctx.settings.wait_s)  # their env.step sleeps for WAIT, then once more below
+            else:
+                with ctx.timed("action"):
+                    try:
+                        run_pyautogui(code, gui)
+                    except Exception as e:  # refused code or input is the model's mistake: data
+                        note = f"{type(e).__name__}: {str(e)[:200]}"
+                        ctx.result["action_errors"] += 1
+            notes.append(note)
+            if stop:
+                break
+            ctx.pause(ctx.settings.wait_s)
+        return stop, notes
