@@ -108,6 +108,14 @@ class WireAgent:
         """The body of the next request (the stepper shows it as the request the agent would send)."""
         raise NotImplementedError
 
+    def _declared(self) -> dict:
+        """What every wire's request carries under the same names, where it has one: the tools declared and
+        the temperature asked for."""
+        p: dict[str, Any] = {"tools": self.tools} if self.tools else {}
+        if self.options.temperature is not None:
+            p["temperature"] = self.options.temperature
+        return p
+
     def _call(self, body: dict) -> dict:
         """Send `body` (streamed or not, as `stream` says) and read the reply into the wire's JSON."""
         raise NotImplementedError

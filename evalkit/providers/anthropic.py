@@ -16,7 +16,7 @@ from evalkit.providers import clock
 from evalkit.providers.agent import WireAgent
 from evalkit.providers.attempts import StreamError, reading_stream
 from evalkit.providers.capabilities import Caps
-from evalkit.providers.common import load_env, make_call, sdk, sdk_client, sdk_endpoint
+from evalkit.providers.common import ANTHROPIC, make_call, sdk
 from evalkit.providers.thinking import claude_params, claude_refused, claude_words
 from evalkit.types import AgentOptions, Attempt, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
@@ -26,20 +26,13 @@ MAX_CONTINUATIONS = 4
 within one `step()`; then it is returned as it stands, stop `pause_turn`."""
 
 
-def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
-    load_env()
-    return [["ANTHROPIC_API_KEY"]]
-
-
-def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
-    return sdk_endpoint("anthropic", "Anthropic", "ANTHROPIC_BASE_URL")
+required_keys, endpoint_url = ANTHROPIC.required_keys, ANTHROPIC.endpoint_url
 
 
 def create(model: str, thinking: str | None, *, options: AgentOptions, **kw: Any) -> AnthropicAgent:
     """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools…"""
     # The SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself.
-    client = sdk_client("anthropic", "Anthropic", "ANTHROPIC_", options)
-    return AnthropicAgent(client, model, thinking, options=options, **kw)
+    return AnthropicAgent(ANTHROPIC.client(options), model, thinking, options=options, **kw)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -258,11 +251,7 @@ class AnthropicAgent(WireAgent):
         }
         if self.system:
             p["system"] = self.system
-        if self.tools:
-            p["tools"] = self.tools
-        if self.options.temperature is not None:
-            p["temperature"] = self.options.temperature
-        return p
+        return p | self._declared()
 
     def _call(self, body: dict) -> dict:
         if not self.stream:

@@ -16,7 +16,7 @@ from evalkit.providers import openai_wire
 from evalkit.providers.agent import WireAgent
 from evalkit.providers.attempts import Policy, StreamError, reading_stream
 from evalkit.providers.capabilities import Caps
-from evalkit.providers.common import data_url, make_call, sdk, sdk_client, wire_args
+from evalkit.providers.common import OPENAI, data_url, make_call, sdk, wire_args
 
 # Where requests go is `endpoints`; the names imported "as" themselves are this provider module's face,
 # which `evalkit.providers.make_agent` reads here.
@@ -43,7 +43,7 @@ def create(
 ) -> ChatAgent:
     """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools,
     the run's health…"""
-    client = sdk_client("openai", "OpenAI", "OPENAI_", options, lambda: endpoint(provider))
+    client = OPENAI.client(options, lambda: endpoint(provider))
     return ChatAgent(client, model, thinking, options=options, provider=provider, **kw)
 
 
@@ -267,17 +267,13 @@ class ChatAgent(WireAgent):
             "messages": self.messages,
             self.limit_key: self.options.max_tokens,
         }
-        if self.tools:
-            p["tools"] = self.tools
         if self.thinking in EFFORTS and self._caps.reasoning and self._caps.effort:
             p["reasoning_effort"] = self.thinking
         elif self.thinking == "off" and route in self.off:
             p.update(self.off[route].params)
-        if self.options.temperature is not None:
-            p["temperature"] = self.options.temperature
         if self.options.seed is not None:
             p["seed"] = self.options.seed
-        return p
+        return p | self._declared()
 
     def _call(self, body: dict) -> dict:
         if not self.stream:

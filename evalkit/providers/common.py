@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -110,24 +111,39 @@ def shared_client(module: ModuleType, cls: str, env_prefix: str, **kwargs: Any) 
     return client
 
 
-def sdk_client(
-    name: str, cls: str, env_prefix: str, options: AgentOptions, endpoint: Callable[[], dict] = dict
-) -> Any:
-    """The shared client (`shared_client`) of SDK `name` for an agent with `options`, once `.env` is loaded;
-    `endpoint()` gives the arguments of a server the SDK's own variables do not name. The SDK's retries are
-    off: every request is made by `evalkit.providers.attempts`, where each is seen and accounted for, and
-    `clock` bounds its time."""
-    module = sdk(name)
-    load_env()
-    timeout = clock.request_seconds(options)
-    return shared_client(module, cls, env_prefix, max_retries=0, timeout=timeout, **endpoint())
+@dataclass(frozen=True)
+class Sdk:
+    """A vendor's SDK as the wire modules use it: its module, its client class, and the prefix of the
+    variables it reads itself (`<prefix>API_KEY`, `<prefix>BASE_URL`). Its `required_keys` and `endpoint_url`
+    are a provider module's, for a wire whose SDK alone says where requests go."""
+
+    name: str
+    cls: str
+    prefix: str
+
+    def client(self, options: AgentOptions, endpoint: Callable[[], dict] = dict) -> Any:
+        """The shared client (`shared_client`) for an agent with `options`, once `.env` is loaded;
+        `endpoint()` gives the arguments of a server the SDK's own variables do not name. The SDK's retries
+        are off: every request is made by `evalkit.providers.attempts`, where each is seen and accounted
+        for, and `clock` bounds its time."""
+        module = sdk(self.name)
+        load_env()
+        timeout = clock.request_seconds(options)
+        return shared_client(module, self.cls, self.prefix, max_retries=0, timeout=timeout, **endpoint())
+
+    def required_keys(self, model: str, provider: str | None = None) -> list[list[str]]:
+        load_env()
+        return [[f"{self.prefix}API_KEY"]]
+
+    def endpoint_url(self, model: str, provider: str | None = None) -> tuple[str, str]:
+        """(the base URL a client sends to, the variable that sets it), for the reachability check before a
+        run."""
+        load_env()
+        return str(getattr(sdk(self.name), self.cls)(api_key="-").base_url), f"{self.prefix}BASE_URL"
 
 
-def sdk_endpoint(name: str, cls: str, variable: str) -> tuple[str, str]:
-    """(the base URL a client of SDK `name` sends to, the `variable` that sets it), for the reachability check
-    before a run."""
-    load_env()
-    return str(getattr(sdk(name), cls)(api_key="-").base_url), variable
+ANTHROPIC = Sdk("anthropic", "Anthropic", "ANTHROPIC_")
+OPENAI = Sdk("openai", "OpenAI", "OPENAI_")
 
 
 def release_clients() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from evalkit.errors import ConfigError
-from evalkit.providers.common import load_env, sdk_endpoint
+from evalkit.providers.common import OPENAI, load_env
 
 HF_ROUTER_DEFAULT: str | None = None
 """The router's base URL when `HF_ROUTER_URL` is not set (left for the project to fill in)."""
@@ -36,7 +36,7 @@ def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
         return os.environ.get("HF_ROUTER_URL") or HF_ROUTER_DEFAULT or "", "HF_ROUTER_URL"
     if provider == "vllm":
         return os.environ.get("VLLM_BASE_URL", ""), "VLLM_BASE_URL"
-    return sdk_endpoint("openai", "OpenAI", "OPENAI_BASE_URL")
+    return OPENAI.endpoint_url(model, provider)
 
 
 def endpoint(provider: str) -> dict:

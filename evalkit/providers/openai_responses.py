@@ -14,27 +14,20 @@ from evalkit.providers import openai_wire
 from evalkit.providers.agent import WireAgent
 from evalkit.providers.attempts import StreamError, reading_stream
 from evalkit.providers.capabilities import Caps
-from evalkit.providers.common import data_url, load_env, make_call, sdk, sdk_client, sdk_endpoint, wire_args
+from evalkit.providers.common import OPENAI, data_url, make_call, sdk, wire_args
 from evalkit.providers.thinking import responses_params, responses_refused, responses_words
 from evalkit.types import AgentOptions, Call, Image, ToolOutcome, ToolSpec, Turn, Usage
 
 WIRE = "openai"
 
 
-def required_keys(model: str, provider: str | None = None) -> list[list[str]]:
-    load_env()
-    return [["OPENAI_API_KEY"]]
-
-
-def endpoint_url(model: str, provider: str | None = None) -> tuple[str, str]:
-    return sdk_endpoint("openai", "OpenAI", "OPENAI_BASE_URL")
+required_keys, endpoint_url = OPENAI.required_keys, OPENAI.endpoint_url
 
 
 def create(model: str, thinking: str | None, *, options: AgentOptions, **kw: Any) -> ResponsesAgent:
     """An agent for one episode (`evalkit.providers.make_agent`); `kw` are `WireAgent`'s: system, tools…"""
     # The SDK reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
-    client = sdk_client("openai", "OpenAI", "OPENAI_", options)
-    return ResponsesAgent(client, model, thinking, options=options, **kw)
+    return ResponsesAgent(OPENAI.client(options), model, thinking, options=options, **kw)
 
 
 # ---- to the wire -------------------------------------------------------------------------------------------
@@ -207,11 +200,7 @@ class ResponsesAgent(WireAgent):
             p["reasoning"] = reasoning
         if self.system:
             p["instructions"] = self.system
-        if self.tools:
-            p["tools"] = self.tools
-        if self.options.temperature is not None:
-            p["temperature"] = self.options.temperature
-        return p
+        return p | self._declared()
 
     def _call(self, body: dict) -> dict:
         if not self.stream:
