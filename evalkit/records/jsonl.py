@@ -64,6 +64,26 @@ def iter_lines(path: str | Path) -> Iterator[dict]:
         warn_unreadable(path, bad)
 
 
+def placed_lines(
+    path: str | Path, start: int = 0, whole: bool = False
+) -> Iterator[tuple[int, int, dict | None]]:
+    """(where it starts, where it ends, its JSON object) of each line of a JSONL file from byte `start`, the
+    object None on a line that holds none. With `whole`, a last line without its newline (one still being
+    written) is left out, for a reader that comes back for the rest."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        end = start
+        for raw in f:
+            if whole and not raw.endswith(b"\n"):
+                return
+            offset, end = end, end + len(raw)
+            try:
+                obj = json.loads(raw)
+            except NOT_JSON:
+                obj = None
+            yield offset, end, obj if isinstance(obj, dict) else None
+
+
 def load_json(path: str | Path) -> Any:
     """The JSON value of a file, or None when it is missing or unreadable (a file cut off mid-write)."""
     try:

@@ -29,7 +29,7 @@ from pathlib import Path
 from evalkit import secrets
 from evalkit.errors import NOT_JSON, TraceError, no_space
 from evalkit.records import importers
-from evalkit.records.jsonl import iter_lines
+from evalkit.records.jsonl import iter_lines, placed_lines
 from evalkit.records.keys import latest_records as latest_records
 from evalkit.records.keys import record_key as record_key
 from evalkit.records.keys import survivors as survivors
@@ -268,17 +268,9 @@ def read_run_json(run_dir: str | Path) -> dict:
 def iter_offsets(run_dir: str | Path) -> Iterator[tuple[int, dict]]:
     """(byte offset, dict) of each readable line of a native trace: an index of offsets lets a reader open
     one episode of a large run with `read_at` instead of parsing every line."""
-    path = trace_file(run_dir)
-    with open(path, "rb") as f:
-        offset = 0
-        for raw in f:
-            start, offset = offset, offset + len(raw)
-            try:
-                obj = json.loads(raw)
-            except NOT_JSON:
-                continue
-            if isinstance(obj, dict):
-                yield start, obj
+    for start, _, obj in placed_lines(trace_file(run_dir)):
+        if obj is not None:
+            yield start, obj
 
 
 def read_at(run_dir: str | Path, offset: int) -> EpisodeRecord:
@@ -344,14 +336,9 @@ def is_native(run_dir: str | Path) -> bool:
         return path.is_symlink() and _leads_out(run_dir, TRACE)
     if _leads_out(run_dir, TRACE):
         return True
-    with open(path, "rb") as f:
-        for raw in f:
-            try:
-                obj = json.loads(raw)
-            except NOT_JSON:
-                continue
-            if isinstance(obj, dict):
-                return "format_version" in obj and "key" in obj
+    for _, _, obj in placed_lines(path):
+        if obj is not None:
+            return "format_version" in obj and "key" in obj
     return (Path(run_dir) / RUN_JSON).exists()
 
 

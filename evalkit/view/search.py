@@ -20,8 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from evalkit.errors import NOT_JSON
 from evalkit.records import rundir
+from evalkit.records.jsonl import placed_lines
 
 INDEX_SCHEMA = {"run": pl.String, "key": pl.String, "step": pl.Int32, "text": pl.String}
 FIELD_CAP = 20_000
@@ -75,20 +75,9 @@ def _rows(run: str, pairs: Iterable[tuple[str, dict]]) -> pl.DataFrame:
 def _complete_lines(path: Path, start: int) -> tuple[list[tuple[int, dict]], int]:
     """(offset, dict) of each whole, readable line from byte `start`, and where the last whole line ends (a
     line still being written is left for the next read)."""
-    out, end = [], start
-    with open(path, "rb") as f:
-        f.seek(start)
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            offset, end = end, end + len(raw)
-            try:
-                d = json.loads(raw)
-            except NOT_JSON:
-                continue
-            if isinstance(d, dict):
-                out.append((offset, d))
-    return out, end
+    lines = list(placed_lines(path, start, whole=True))
+    end = lines[-1][1] if lines else start
+    return [(offset, d) for offset, _, d in lines if d is not None], end
 
 
 _INDEXES: dict[str, tuple[Any, pl.DataFrame]] = {}
