@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.errors import EvalsetError
+from evalkit.values.checks import json_file
 
 TIER_ORDER = ("easy", "medium", "hard")
 
@@ -104,12 +105,7 @@ def repeated(ids: Iterable[str]) -> str:
 def load_evalset(path: str | Path) -> Evalset:
     """Read and check an evalset file; any problem is an EvalsetError with a one-line message."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise EvalsetError(f"evalset not found: {path}") from None
-    except (OSError, ValueError) as e:
-        raise EvalsetError(f"evalset {path} is not readable JSON ({e})") from None
+    data = json_file("evalset", path, EvalsetError)
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not data["tasks"]:
         raise EvalsetError(f"evalset {path} has no task list")
     for i, t in enumerate(data["tasks"]):

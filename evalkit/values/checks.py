@@ -217,6 +217,18 @@ def url(name: str, value: str, schemes: tuple[str, ...] = ("http", "https", "ws"
     return value
 
 
+def json_file(what: str, path: str | Path, error: type[ConfigError] = ConfigError) -> Any:
+    """The JSON in the file a user named as `what` ("task file", "evalset"); `error`, with one line, when
+    the file is missing or is not readable JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except (OSError, ValueError) as e:
+        raise error(f"{what} {path} is not readable JSON ({type(e).__name__}: {e})") from None
+
+
 def why(e: OSError) -> str:
     """An OS error's reason, in one line."""
     return e.strerror or os.strerror(e.errno or errno.EIO)

@@ -13,10 +13,10 @@ solver does (`evalkit.ownloop.baselines`). `{BASE}` stands for the server the ta
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from evalkit.errors import ConfigError
+from evalkit.values.checks import json_file
 
 ROOT = Path(__file__).resolve().parents[4]
 DEFAULT_TASKS = ROOT / "data" / "evalsets" / "webapp-v1.json"
@@ -55,12 +55,7 @@ def check_task(t: object, where: str) -> dict:
 def load_tasks(path: str | Path | None = None) -> list[dict]:
     """The tasks of a task file; ConfigError (one line) for a missing, unreadable or malformed one."""
     path = Path(path) if path else DEFAULT_TASKS
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"task file not found: {path}") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"task file {path} is not readable JSON ({type(e).__name__})") from None
+    raw = json_file("task file", path)
     tasks = raw.get("tasks") if isinstance(raw, dict) else raw
     if not isinstance(tasks, list) or not tasks:
         raise ConfigError(f"task file {path} holds no task list")
