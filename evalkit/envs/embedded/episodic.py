@@ -1,6 +1,9 @@
 """What the embedded MCP envs (canvas, berth, webapp) share: one episode at a time in `self.ep`, started by
-each reset; a tool call with no episode running, or after it ended, answered as an error; the observation
-that ends an episode (done, the grade's total as reward, the grade in its metadata); the OpenEnv `state`.
+each reset, whose arguments are the same for every env (`Reset`; each env says its defaults and starts the
+episode in `begin` or `begin_async`); the checks of those arguments; a tool call with no episode running, or
+after it ended, answered as an error; the step budget (each env says what counts as a step and how an
+episode out of steps ends); the observation that ends an episode (done, the grade's total as reward, the
+grade in its metadata); the OpenEnv `state`.
 
 An env's episode has `episode_id`, `task`, `steps`, `grade` (None until graded), `auto_submitted` and `done`,
 and may have `broken` (why its surface no longer works: its state then fails).
@@ -8,14 +11,16 @@ and may have `broken` (why its surface no longer works: its state then fails).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp.types
 from fastmcp.exceptions import ToolError as FastMCPToolError
 from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.mcp_types import CallToolObservation, ToolError, ToolErrorType
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation, ToolError, ToolErrorType
 from openenv.core.env_server.types import Observation, State
 
 try:  # how fastmcp's client reads a tool's result (`DirectClient` answers as that client does)
@@ -89,6 +94,49 @@ class DirectClient:
         )
 
 
+@dataclass(frozen=True)
+class Reset:
+    """What a reset asked for: the arguments every embedded env takes (a client may send them all to any
+    env). None where the client left the env's own default: each env says its defaults of `surface`,
+    `mode`, `coordinates` and `max_steps`."""
+
+    task_id: str | None
+    split: str
+    index: Any
+    """As the client sent it (an int, or digits in a string); `task_index` reads it."""
+    surface: str | None
+    mode: str | None
+    skin: str | None
+    coordinates: str | None
+    max_steps: Any
+    seed: int | None
+    episode_id: str | None
+
+
+def one_of(what: str, value: Any, allowed: Any) -> None:
+    """ValueError (the client's error frame) unless `value` is one of `allowed`."""
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}: use one of {', '.join(allowed)}")
+
+
+def step_limit(max_steps: Any, default: int | None) -> int | None:
+    """An episode's tool-call budget: `max_steps` as the client sent it, else `default`; ValueError unless
+    a positive integer (or None where the env's default is none)."""
+    steps = default if max_steps is None else max_steps
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    return steps
+
+
+def task_index(index: Any) -> int:
+    """A task index as a client may send it: an int, or digits in a string."""
+    if isinstance(index, str) and index.strip().isdigit():
+        return int(index)
+    if isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+        return index
+    raise ValueError(f"index must be a non-negative integer, got {index!r}")
+
+
 class EpisodeEnv(MCPEnvironment):
     NAME = ""
     """The env's name, in its answer to a non-MCP action."""
@@ -120,6 +168,62 @@ class EpisodeEnv(MCPEnvironment):
         tools are all registered at construction list one set for good; an env that shows or adds tools later
         (the canvas, per surface) says what they depend on."""
         return ()
+
+    async def reset_async(
+        self,
+        task_id: str | None = None,
+        split: str = "test",
+        index: int = 0,
+        surface: str | None = None,
+        mode: str | None = None,
+        skin: str | None = None,
+        coordinates: str | None = None,
+        max_steps: int | None = None,
+        seed: int | None = None,
+        episode_id: str | None = None,
+    ) -> Observation:
+        """Start an episode; ValueError (sent to the client as an error frame) for any bad argument. The
+        arguments are written out because OpenEnv passes a reset only those its signature names."""
+        asked = Reset(task_id, split, index, surface, mode, skin, coordinates, max_steps, seed, episode_id)
+        return await self.begin_async(asked)
+
+    def reset(self, **kwargs: Any) -> Observation:
+        """Blocking reset, for a caller outside an event loop (OpenEnv's servers await `reset_async`)."""
+        return asyncio.run(self.reset_async(**kwargs))
+
+    async def begin_async(self, asked: Reset) -> Observation:
+        """The env's start of an episode; by default its blocking `begin`, off the server's event loop."""
+        return await asyncio.to_thread(self.begin, asked)
+
+    def begin(self, asked: Reset) -> Observation:
+        raise NotImplementedError
+
+    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+        """A tool call of the running episode: counted against its step budget (`counts`), looked at
+        (`after_call`), the episode ended once the budget is spent (`out_of_steps`), and its end observed."""
+        if not isinstance(action, CallToolAction):
+            return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if (answer := self.refused(action)) is not None:
+            return answer
+        ep = self.ep
+        if self.counts(ep, action):
+            ep.steps += 1
+        obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        self.after_call(ep, obs)
+        if not ep.done and ep.max_steps is not None and ep.steps >= ep.max_steps:
+            await self.out_of_steps(ep)
+        return self.ended(obs, ep) if ep.done else obs
+
+    def counts(self, ep: Any, action: CallToolAction) -> bool:
+        """Whether this call counts as one of the episode's steps (before it runs)."""
+        return True
+
+    def after_call(self, ep: Any, obs: Observation) -> None:
+        """A look at a call's observation before the budget is checked (raise to fail the episode)."""
+
+    async def out_of_steps(self, ep: Any) -> None:
+        """End `ep`, whose step budget ran out before it was submitted."""
+        raise NotImplementedError
 
     @staticmethod
     def task_id_of(ep: Any) -> str:

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastmcp import FastMCP
-from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from pydantic import Field
 
 from evalkit import envs
-from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import EpisodeEnv, Reset, one_of, step_limit, task_index
 from evalkit.envs.embedded.episodic import tool_error as _fail
 
 from .grade import BestKnown, PlanFormatError, check, grade, parse_plan
@@ -109,30 +108,18 @@ class BerthEnv(EpisodeEnv):
         self.ep: Episode | None = None
         super().__init__(build_server(self))
 
-    def reset(
-        self,
-        task_id: str | None = None,
-        split: str = "test",
-        index: int = 0,
-        surface: str = "tools",
-        mode: str = "text",
-        skin: str | None = None,
-        coordinates: str | None = None,
-        max_steps: int | None = None,
-        seed: int | None = None,
-        episode_id: str | None = None,
-    ) -> Observation:
-        """Start an episode; ValueError (sent to the client as an error frame) for any bad argument.
-        `skin`, `coordinates` and `seed` are accepted for clients that send them to every env; a task is
+    def begin(self, asked: Reset) -> Observation:
+        """`skin`, `coordinates` and `seed` are accepted for clients that send them to every env; a task is
         fully determined by its id."""
-        if surface not in SURFACES:
-            raise ValueError(f"unknown surface {surface!r}: berth has {', '.join(SURFACES)}")
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: berth has {', '.join(MODES)}")
-        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
-            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-        task = task_from_id(task_id) if task_id else generate_task(split, _index(index))
-        self.ep = Episode(episode_id or uuid.uuid4().hex, task, best_known(task), max_steps)
+        surface, mode = asked.surface or "tools", asked.mode or "text"
+        one_of("surface", surface, SURFACES)
+        one_of("mode", mode, MODES)
+        max_steps = step_limit(asked.max_steps, None)
+        if asked.task_id:
+            task = task_from_id(asked.task_id)
+        else:
+            task = generate_task(asked.split, task_index(asked.index))
+        self.ep = Episode(asked.episode_id or uuid.uuid4().hex, task, best_known(task), max_steps)
         inst = task.instance
         meta: dict[str, Any] = {
             **task.describe(),
@@ -149,31 +136,13 @@ class BerthEnv(EpisodeEnv):
         meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
         return Observation(done=False, reward=None, metadata=meta)
 
-    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        if not isinstance(action, CallToolAction):
-            return await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if (answer := self.refused(action)) is not None:
-            return answer
-        ep = self.ep
-        ep.steps += 1
-        obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if not ep.done and ep.max_steps is not None and ep.steps >= ep.max_steps:
-            why = f"the step budget ({ep.max_steps} tool calls) ran out before submit_plan"
-            ep.grade = {"total": 0.0, "feasible": False, "submitted": False, "reason": why}
-            ep.auto_submitted = True
-        return self.ended(obs, ep) if ep.done else obs
+    async def out_of_steps(self, ep: Episode) -> None:
+        why = f"the step budget ({ep.max_steps} tool calls) ran out before submit_plan"
+        ep.grade = {"total": 0.0, "feasible": False, "submitted": False, "reason": why}
+        ep.auto_submitted = True
 
     def get_metadata(self) -> EnvironmentMetadata:
         """Named as evalkit names it, so `--base-url` to a served berth and `--env berth` share keys."""
         return EnvironmentMetadata(
             name="berth", description="Re-plan berths for vessels after a disruption.", version=PROMPT_VERSION
         )
-
-
-def _index(index: Any) -> int:
-    """A task index as a client may send it (an int, or digits in a string)."""
-    if isinstance(index, str) and index.strip().isdigit():
-        return int(index)
-    if isinstance(index, int) and not isinstance(index, bool) and index >= 0:
-        return index
-    raise ValueError(f"index must be a non-negative integer, got {index!r}")

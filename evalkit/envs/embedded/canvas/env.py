@@ -30,7 +30,7 @@ from openenv.core.env_server.types import EnvironmentMetadata, Observation
 from evalkit import envs
 from evalkit.browser import Browser, Screen, add_computer_tools
 from evalkit.browser.computer import SCREENSHOT_TOOL
-from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import EpisodeEnv, Reset, one_of, step_limit, task_index
 from evalkit.envs.embedded.episodic import tool_error as _fail
 
 from . import html_surface, tools_surface
@@ -213,31 +213,23 @@ class CanvasEnv(EpisodeEnv):
         return ep.finish(auto=auto)
 
     def reset(self, **kwargs: Any) -> Observation:
-        """Blocking reset (OpenEnv's HTTP routes); the WebSocket server awaits `reset_async`."""
+        """Blocking reset (a caller outside an event loop), on the browser's loop."""
         return Browser.get().run(self.reset_async(**kwargs))
 
-    async def reset_async(
-        self,
-        task_id: str | None = None,
-        split: str = "test",
-        index: int = 0,
-        surface: str = "tools",
-        mode: str = "reference",
-        skin: str | None = None,
-        coordinates: str = "pixels",
-        max_steps: int | None = None,
-        seed: int | None = None,
-        episode_id: str | None = None,
-    ) -> Observation:
-        """Start an episode; ValueError (sent to the client as an error frame) for any bad argument."""
-        steps = _steps(surface, mode, coordinates, skin, max_steps)
-        task = task_from_id(task_id) if task_id else generate_task(split, _index(index))
+    async def begin_async(self, asked: Reset) -> Observation:
+        surface, mode = asked.surface or "tools", asked.mode or "reference"
+        coordinates, skin, seed = asked.coordinates or "pixels", asked.skin, asked.seed
+        steps = _steps(surface, mode, coordinates, skin, asked.max_steps)
+        if asked.task_id:
+            task = task_from_id(asked.task_id)
+        else:
+            task = generate_task(asked.split, task_index(asked.index))
         if surface == "html":
             coordinates = "pixels"  # CSS pixels: the page has no other
         skin = (skin or default_skin(task.index)) if surface == "gui" else None
         w, h = task.doc.width, task.doc.height
         ep = Episode(
-            episode_id=episode_id or uuid.uuid4().hex,
+            episode_id=asked.episode_id or uuid.uuid4().hex,
             task=task,
             surface=surface,
             mode=mode,
@@ -269,25 +261,17 @@ class CanvasEnv(EpisodeEnv):
             except Exception as e:  # a page of a crashed browser is already gone
                 log.debug("closing a page failed: %s", e)
 
-    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        if not isinstance(action, CallToolAction):
-            return await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if (answer := self.refused(action)) is not None:
-            return answer
-        ep = self.ep
-        if not (ep.surface == "gui" and action.tool_name == SCREENSHOT_TOOL):
-            ep.steps += 1
-        obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if ep.page is not None:
-            self._check(ep, obs)
-        if not ep.done and ep.steps >= ep.max_steps:
-            await self.finish(ep, auto=True)
-        return self.ended(obs, ep) if ep.done else obs
+    def counts(self, ep: Episode, action: CallToolAction) -> bool:
+        return not (ep.surface == "gui" and action.tool_name == SCREENSHOT_TOOL)  # looking is not a step
 
-    @staticmethod
-    def _check(ep: Episode, obs: Any) -> None:
+    async def out_of_steps(self, ep: Episode) -> None:
+        await self.finish(ep, auto=True)
+
+    def after_call(self, ep: Episode, obs: Any) -> None:
         """A page whose browser died, or a browser call that hung to the MCP timeout (the surfaces time the
         agent's own page out much sooner), is the infrastructure's failure."""
+        if ep.page is None:
+            return
         error = getattr(obs, "error", None)
         hung = error is not None and error.error_type == ToolErrorType.TIMEOUT
         if hung or not ep.page.session.alive:
@@ -318,17 +302,12 @@ class CanvasEnv(EpisodeEnv):
 
 def _steps(surface: str, mode: str, coordinates: str, skin: str | None, max_steps: Any) -> int:
     """The episode's step limit, once every argument of a reset is one the canvas has (else ValueError)."""
-    if surface not in SURFACES:
-        raise ValueError(f"unknown surface {surface!r}: use one of {', '.join(SURFACES)}")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if coordinates not in COORDINATES:
-        raise ValueError(f"unknown coordinates {coordinates!r}: use one of {', '.join(COORDINATES)}")
-    steps = STEPS[surface] if max_steps is None else max_steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if surface == "gui" and skin is not None and skin not in SKINS:
-        raise ValueError(f"unknown skin {skin!r}: use one of {', '.join(SKINS)}")
+    one_of("surface", surface, SURFACES)
+    one_of("mode", mode, MODES)
+    one_of("coordinates", coordinates, COORDINATES)
+    steps = step_limit(max_steps, STEPS[surface])
+    if surface == "gui" and skin is not None:
+        one_of("skin", skin, SKINS)
     return steps
 
 
@@ -362,13 +341,3 @@ def _metadata(ep: Episode, seed: int | None) -> dict[str, Any]:
         meta["reference_jpeg_b64"] = jpeg_b64_of(task.doc)
     meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
     return meta
-
-
-def _index(index: Any) -> int:
-    try:
-        value = int(index)
-    except (TypeError, ValueError):
-        raise ValueError(f"index must be a non-negative integer, got {index!r}") from None
-    if value < 0 or str(value) != str(index).strip():
-        raise ValueError(f"index must be a non-negative integer, got {index!r}")
-    return value

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from evalkit.browser import Screen, SessionOptions, add_computer_tools, anew_session
 from evalkit.browser.computer import SCREENSHOT_TOOL, describe
-from evalkit.envs.embedded.episodic import EpisodeEnv
+from evalkit.envs.embedded.episodic import EpisodeEnv, Reset, one_of, step_limit
 from evalkit.envs.embedded.episodic import tool_error as _fail
 from evalkit.envs.embedded.registry import Registry
 
@@ -129,29 +129,14 @@ class WebAppEnv(EpisodeEnv):
         self.ep: Episode | None = None
         super().__init__(build_server(self))
 
-    def reset(
-        self,
-        task_id: str | None = None,
-        split: str = "test",
-        index: int = 0,
-        surface: str = "gui",
-        mode: str = "task",
-        coordinates: str | None = "pixels",
-        max_steps: int | None = None,
-        seed: int | None = None,
-        skin: str | None = None,
-        episode_id: str | None = None,
-    ) -> Observation:
-        """Start an episode; ValueError (sent to the client as an error frame) for any bad argument."""
+    def begin(self, asked: Reset) -> Observation:
         # start-up: Playwright loads with the first episode, not with the server
         from evalkit.browser import Browser
 
-        coordinates = coordinates or "pixels"
-        if coordinates not in COORDINATES:
-            raise ValueError(f"unknown coordinates {coordinates!r}: use one of {', '.join(COORDINATES)}")
-        steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        coordinates = asked.coordinates or "pixels"
+        one_of("coordinates", coordinates, COORDINATES)
+        steps = step_limit(asked.max_steps, DEFAULT_MAX_STEPS)
+        task_id, index, episode_id = asked.task_id, asked.index, asked.episode_id
         tasks = load_tasks()
         if task_id:
             task = next((t for t in tasks if t["task_id"] == task_id), None)
@@ -172,7 +157,7 @@ class WebAppEnv(EpisodeEnv):
         meta = {
             "task_id": task["task_id"],
             "episode_id": ep.episode_id,
-            "split": split,
+            "split": asked.split,
             "tier": task.get("tier"),
             "app": task.get("app"),
             "prompt": instruction(filled["prompt"], filled["start"]),
@@ -182,10 +167,10 @@ class WebAppEnv(EpisodeEnv):
             "coordinates": coordinates,
             "viewport": {"width": w, "height": h},
             "max_steps": steps,
-            "surface": surface,
-            "mode": mode,
-            "skin": skin,
-            "seed": seed,
+            "surface": asked.surface or "gui",
+            "mode": asked.mode or "task",
+            "skin": asked.skin,
+            "seed": asked.seed,
         }
         meta["hidden_keys"] = sorted(meta)  # its prompt and instructions say all the model needs
         return Observation(done=False, reward=None, metadata=meta)
@@ -209,16 +194,11 @@ class WebAppEnv(EpisodeEnv):
             raise
         return session
 
-    async def step_async(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
-        if not isinstance(action, CallToolAction):
-            return await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if (answer := self.refused(action)) is not None:
-            return answer
-        ep = self.ep
-        obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
-        if not ep.done and ep.steps >= ep.max_steps:
-            await ep.finish(None, auto=True)
-        return self.ended(obs, ep) if ep.done else obs
+    def counts(self, ep: Episode, action: CallToolAction) -> bool:
+        return False  # the computer tools count their actions (`count`); a screenshot or submit is not one
+
+    async def out_of_steps(self, ep: Episode) -> None:
+        await ep.finish(None, auto=True)
 
     @staticmethod
     def task_id_of(ep: Episode) -> str:
