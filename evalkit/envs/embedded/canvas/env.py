@@ -3,10 +3,11 @@
 Three surfaces share one task, one document model and one grader: `tools` (structured editing tools,
 `tools_surface`), `html` (the agent writes a page, `html_surface`) and `gui` (an editor driven by computer
 use, `gui_surface`). This module only dispatches: it opens the surface's page on reset, shows each surface
-its own tools, counts steps and ends episodes. OpenEnv's WebSocket server drives the env through
-`reset_async` and `step_async`, so that is where an episode that ended (submit, or the step budget running
-out) gets `done`, `reward` and the grade, and where a browser that broke under a session becomes an error
-the client sees as the environment's failure rather than the agent's.
+its own tools, says what counts as a step and ends episodes. OpenEnv's servers drive the env through
+`reset_async` and `step_async` (`evalkit.envs.embedded.episodic`, shared with the other embedded envs): an
+episode that ended (submit, or the step budget running out) gets `done`, `reward` and the grade there, and
+a browser that broke under a session (`after_call`) becomes an error the client sees as the environment's
+failure rather than the agent's.
 """
 
 from __future__ import annotations
