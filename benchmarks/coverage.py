@@ -6,6 +6,8 @@ non-inferiority wrongly declared ≤ 2.5%).
     PYTHONPATH=. python benchmarks/coverage.py                  # the table in docs/statistics.md
     PYTHONPATH=. python benchmarks/coverage.py --part paired --tasks 6 10   # one part, some task counts
     PYTHONPATH=. python benchmarks/coverage.py --part mde       # the MDE's power (issue 40's columns)
+    PYTHONPATH=. python benchmarks/coverage.py --part ni --tasks 20 60   # NI error at 3,000 runs a cell
+    PYTHONPATH=. python benchmarks/coverage.py --part ni-exact --tasks 6 10 20   # design 1/1, no sampling
 
 A simulated run has `n` tasks; a task has its own success rate or mean θ drawn from a Beta around the cell's
 mean (tasks differ: the intraclass correlation is about 1/3), and each of its episodes a reward around θ:
@@ -26,8 +28,16 @@ Columns, each ± one Monte Carlo standard error:
   pass@k coverage of the pass@2 interval (three or five repeats a task) at success rates 0.8 and 0.9;
   paired coverage of the paired 95% interval of A − B, per method (`PAIRED_METHODS`); "higher" (Δ = 0):
          how often the verdict says one model "scores higher" for two equal models; NI error (Δ > 0): how
-         often B, truly worse than A by Δ, is declared non-inferior with margin Δ (the interval's upper end
-         below Δ).
+         often B, truly worse than A by Δ, is declared non-inferior with margin Δ (the NI bound,
+         `intervals.ni_upper`, below Δ).
+  ni     the default's coverage and NI error again, pass/fail rewards only, with `--ni-runs` runs a cell
+         (3,000: ± 0.003 at 2.5%), and beside it the NI error had the bound been the 95% interval's upper
+         end (the default's, and paired t's alone). At 500 runs a cell the full table's
+         NI column is 2.5% ± 0.7%, so over its ~150 cells with Δ > 0 a reading of 4–5% is expected by chance
+         where the true rate is 2.5%; this part tells a cell truly above 2.5% from one read high.
+  ni-exact  pass/fail, one episode a task a side (design 1/1): a run is a 2 × 2 table of counts, so the
+         default's coverage and NI error are sums over every table of its probability (the tasks' θ
+         integrated out) — no Monte Carlo error but that of the sign-flip p above 16 tasks.
 """
 
 from __future__ import annotations
@@ -199,8 +209,10 @@ def paired_cell(
             continue
         lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, m, seed=seed), p, d.mean(1))
         out[m] = hits(lo, hi, delta)
-        if m == PAIRED_METHODS[0]:
-            out["ni"] = float((hi < delta).mean()) if delta > 0 else None
+        if m == PAIRED_METHODS[0] and delta > 0:
+            out["ni"] = float((I.ni_upper_rows(d, ya, yb, p, m, seed=seed) < delta).mean())
+        elif m == PAIRED_METHODS[0]:
+            out["ni"] = None
     return out
 
 
@@ -293,11 +305,76 @@ def run_mde(a: argparse.Namespace) -> None:
                       f"{len(shown) / a.reps:.0%} |", flush=True)  # fmt: skip
 
 
+def ni_cell(mean: float, n: int, design: str, delta: float, runs: int, seed: int) -> dict:
+    """The default's coverage and NI error, and paired t's NI error, at one pass/fail cell."""
+    rng = np.random.default_rng(seed)
+    shift = shift_for(mean, delta, design == "lost")
+    d, d_test, ya, yb = paired_values(rng, "b", mean, n, design, shift, runs)
+    p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
+    lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], seed=seed), p, d.mean(1))
+    t_hi = I.agree_rows(*I.paired_bounds(d, ya, yb, "t", seed=seed), p, d.mean(1))[1]
+    ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0], seed=seed)
+    return {"coverage": hits(lo, hi, delta), "ni": float((ni < delta).mean()),
+            "at 95%": float((hi < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
+
+
+def run_ni(a: argparse.Namespace) -> None:
+    runs = a.ni_runs
+    print(f"\n### Non-inferiority error, pass/fail rewards ({runs} runs a cell)\n")
+    print(f"| mean | tasks | design | Δ | {METHODS[PAIRED_METHODS[0]]} (default): coverage | NI error | "
+          "NI error at the 95% interval's end (before) | the same, paired t alone |"
+          "\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    seed = 9000
+    for mean in MEANS:
+        for n in a.tasks:
+            for design in DESIGNS:
+                for delta in DELTAS[1:]:
+                    seed += 1  # the same cell, the same seed, whichever cells --means and --designs pick
+                    if mean not in a.means or design not in a.designs:
+                        continue
+                    r = ni_cell(mean, n, design, delta, runs, seed)
+                    shown = " | ".join(pm(r[k], runs) for k in ("coverage", "ni", "at 95%", "t at 95%"))
+                    print(f"| {mean:g} | {n} | {design} | {delta:g} | {shown} |", flush=True)
+
+
+def run_ni_exact(a: argparse.Namespace) -> None:
+    from scipy import stats
+
+    print("\n### Design 1/1, pass/fail: exact coverage and NI error (every 2 × 2 table)\n")
+    print(f"| mean | tasks | Δ | {METHODS[PAIRED_METHODS[0]]} (default): coverage | NI error | "
+          "NI error at the 95% interval's end (before) |\n|---|---|---|---|---|---|")  # fmt: skip
+    for n in a.tasks:
+        # (both pass, A only, B only, neither) counts, and the runs they make
+        tabs = np.array([(i, j, k, n - i - j - k) for i in range(n + 1) for j in range(n + 1 - i)
+                         for k in range(n + 1 - i - j)])  # fmt: skip
+        ya = (np.arange(n)[None, :] < (tabs[:, 0] + tabs[:, 1])[:, None]).astype(float)
+        yb = (np.arange(n)[None, :] < tabs[:, 0, None]).astype(float)
+        yb += (np.arange(n)[None, :] >= (tabs[:, 0] + tabs[:, 1])[:, None]) & (
+            np.arange(n)[None, :] < (tabs[:, 0] + tabs[:, 1] + tabs[:, 2])[:, None]
+        )
+        d = ya - yb
+        p = I.sign_flip_p_rows(d, BENCH_FLIPS, seed=n)
+        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0]), p, d.mean(1))
+        ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0])
+        for mean in MEANS:
+            big = thetas(np.random.default_rng(0), mean, 400_000)
+            for delta in DELTAS[1:]:
+                tb = np.clip(big - shift_for(mean, delta), 0, 1)
+                cells = [(big * tb).mean(), (big * (1 - tb)).mean(), ((1 - big) * tb).mean()]
+                pr = stats.multinomial.pmf(tabs, n, [*cells, 1 - sum(cells)])
+                cov = pr @ ((lo <= delta + 1e-12) & (delta - 1e-12 <= hi))
+                print(f"| {mean:g} | {n} | {delta:g} | {cov:.4f} | {pr @ (ni < delta):.4f} | "
+                      f"{pr @ (hi < delta):.4f} |", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1000, help="simulated runs per paired cell (default 1000)")
     ap.add_argument("--tasks", type=int, nargs="*", default=[6, 10, 20, 60])
-    ap.add_argument("--part", choices=("tier", "paired", "mde", "all"), default="all")
+    ap.add_argument("--part", choices=("tier", "paired", "mde", "ni", "ni-exact", "all"), default="all")
+    ap.add_argument("--ni-runs", type=int, default=3000, help="simulated runs per cell of --part ni")
+    ap.add_argument("--means", type=float, nargs="*", default=list(MEANS), help="--part ni: these means")
+    ap.add_argument("--designs", nargs="*", default=list(DESIGNS), help="--part ni: these designs")
     ap.add_argument("--tier-runs", type=int, default=None, help="runs per tier cell (default 4 × --reps)")
     ap.add_argument("--all-methods", action="store_true", help="the paired bootstrap in every design")
     a = ap.parse_args(argv)
@@ -309,6 +386,10 @@ def main(argv: list[str] | None = None) -> None:
         run_paired(a)
     if a.part == "mde":
         run_mde(a)
+    if a.part == "ni":
+        run_ni(a)
+    if a.part == "ni-exact":
+        run_ni_exact(a)
     print(f"\n± one Monte Carlo standard error; {time.monotonic() - t0:.0f} s")
 
 

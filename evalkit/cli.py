@@ -161,7 +161,7 @@ def _number_parsers(sub: Any) -> list[argparse.ArgumentParser]:
     c.add_argument(
         "--margin",
         type=float,
-        help="non-inferiority: say whether B is worse than A by less than this (one-sided 97.5%% bound)",
+        help="non-inferiority: say whether B is worse than A by less than this (one-sided 98.75%% bound)",
     )
     c.add_argument(
         "--method", choices=PAIRED_METHODS, default=None,

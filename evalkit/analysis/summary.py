@@ -311,7 +311,7 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
             .otherwise(pl.lit("no"))
             .alias("ni"),
         )
-        cols += [("ni_upper", "A − B ≤ (97.5%)"), ("ni", f"B non-inferior (margin {result['margin'][0]:g})")]
+        cols += [("ni_upper", "A − B ≤ (98.75%)"), ("ni", f"B non-inferior (margin {result['margin'][0]:g})")]
     note = (
         "Paired like with like: within each task (env, configuration, task id), the cells (surface × mode × "
         "skin) both sides scored, each the mean of its repeats, then A − B per task over those cells; cells "
@@ -327,8 +327,9 @@ def format_compare(result: pl.DataFrame, markdown: bool = False) -> str:
     if "p_holm" in result.columns:
         note += " p (Holm): p adjusted for the number of models compared with the same reference (Holm)."
     if "noninferior" in result.columns:
-        note += (f" Non-inferior: the one-sided 97.5% upper bound of A − B is below the margin "
-                 f"{result['margin'][0]:g}, so B is worse than A by less than it.")  # fmt: skip
+        note += (" Non-inferior: the one-sided 98.75% upper bound of A − B (the upper end of its 97.5% "
+                 f"interval, by the same method) is below the margin {result['margin'][0]:g}, so B is "
+                 "worse than A by less than it.")  # fmt: skip
     return "\n".join([*said, _table(r, cols, markdown), note])
 
 

@@ -344,6 +344,47 @@ def test_one_pass_fails_against_ties_get_an_interval_that_covers_small_differenc
     assert lo < -0.4 and hi > 0.1
 
 
+def ten_tasks_ab(n11: int, n10: int, n01: int, n00: int) -> tuple[np.ndarray, np.ndarray]:
+    """One pass/fail episode a task a side: A's and B's rewards from the counts of a 2 × 2 table."""
+    ya = np.array([1.0] * (n11 + n10) + [0.0] * (n01 + n00))
+    yb = np.array([1.0] * n11 + [0.0] * n10 + [1.0] * n01 + [0.0] * n00)
+    return ya, yb
+
+
+def test_noninferiority_is_the_upper_end_of_the_97_5_interval():
+    # Ten pass/fail tasks, B passing three that A fails: A − B = −0.3. The 95% interval's upper end (the
+    # bound before) is 0.046, and B read as non-inferior at margin 0.05; at Δ = 0.05 such tables make that
+    # rule err in 3.0% of runs (the next test). The bound is now the 97.5% interval's upper end: here
+    # paired t's, checked against scipy's t quantile.
+    ya, yb = ten_tasks_ab(3, 0, 3, 4)
+    rows = [{"model": m, "task": f"t{i}", "reward": float(y[i])} for m, y in (("A", ya), ("B", yb))
+            for i in range(10)]  # fmt: skip
+    row = ek.compare(frame(rows), "A", "B", by=None, margin=0.05).row(0, named=True)
+    d = ya - yb
+    want = sps.t.interval(0.975, 9, loc=d.mean(), scale=sps.sem(d))[1]
+    assert row["ni_upper"] == pytest.approx(want, abs=2e-3)
+    assert row["ci_high"] < 0.05 <= row["ni_upper"] and row["noninferior"] is False
+    assert "98.75%" in format_compare(ek.compare(frame(rows), "A", "B", by=None, margin=0.05))
+
+
+def test_noninferiority_holds_its_level_over_every_table_of_ten_pass_fail_tasks():
+    # Exact: every 2 × 2 table of ten tasks (one episode a side) weighed by its probability when B is
+    # truly worse by the margin (A-only passes 0.19, B-only 0.14: Δ = 0.05, tasks near 0.5).
+    n, probs = 10, [0.33, 0.19, 0.14, 0.34]
+    tabs = [t for t in itertools.product(range(n + 1), repeat=3) if sum(t) <= n]
+    tabs = np.array([(*t, n - sum(t)) for t in tabs])
+    ya, yb = map(np.array, zip(*(ten_tasks_ab(*t) for t in tabs), strict=True))
+    d = ya - yb
+    p = I.sign_flip_p_rows(d)
+    weight = sps.multinomial.pmf(tabs, n, probs)
+    ni = I.ni_upper_rows(d, ya, yb, p)
+    before = I.agree_rows(*I.paired_bounds(d, ya, yb), p, d.mean(1))[1]  # the 95% interval's end
+    assert weight @ (before < 0.05) > 0.029  # 3.0%: over the promise
+    assert weight @ (ni < 0.05) <= 0.025  # 1.0%
+    one = int(np.flatnonzero((tabs == (3, 0, 3, 4)).all(1))[0])
+    assert ni[one] == pytest.approx(I.ni_upper(d[one], ya[one], yb[one], float(p[one])))
+
+
 def test_the_default_tier_intervals_exact_coverage_on_binomial_counts():
     # One pass/fail episode a task: the interval is a function of the count, and its coverage (every count
     # enumerated) is what benchmarks/coverage.py prints as "exact".
