@@ -192,6 +192,7 @@ class CanvasEnv(EpisodeEnv):
     """One WebSocket session; each reset starts a new episode on a task, on one surface."""
 
     NAME = "canvas"
+    LISTS_ALIKE = True  # every instance has the shared tools, and a browser surface's alike once added
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
