@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -336,6 +337,59 @@ def client_cpu(model_url: str, episodes: int, concurrency: int) -> dict:
         env_proc.wait()
 
 
+def cpu_ns(pid: int) -> float:
+    """CPU seconds a process's threads have run, to the nanosecond (the scheduler's count, /proc's
+    schedstat; `cpu_of`'s clock ticks are 10 ms)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that has just gone
+            pass
+    return total / 1e9
+
+
+def env_messages(n: int) -> None:
+    """`--env-messages`: what each message of a two-turn canvas episode costs the env's process (and this
+    one, the client), each kind sent `n` times in a row on `n` sessions of one env process, alone on it:
+    the parts of an episode's env CPU without a batch's contention. A reset's grade preparation runs 0.15 s
+    after it, and is counted with it. The client's CPU here is its share of the env's messages only (no
+    model, no records)."""
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.embedded.process import ProcessServer
+
+    add = {"kind": "rect", "x": 10, "y": 10, "width": 50, "height": 40}
+    with ProcessServer("canvas", max_concurrent_envs=n + 8) as env:
+        for i in range(8):  # imports, the first instances, the encoders
+            s = OpenEnvSession(env.base_url)
+            s.reset(index=90_000 + i)
+            s.tools(), s.call("add_element", add), s.render(), s.document(), s.call("submit", {}), s.close()
+        time.sleep(0.5)
+        sessions: list = []
+
+        def each(label: str, fn: Any, settle: float = 0.0) -> None:
+            e, c = cpu_ns(env.pid), time.process_time()
+            for i in range(n):
+                fn(i)
+            c = (time.process_time() - c) / n * 1e3
+            time.sleep(settle)
+            ms = (cpu_ns(env.pid) - e) / n * 1e3
+            print(f"  {label:<36} env {ms:5.2f} ms, client {c:5.2f} ms", flush=True)
+
+        each("connect (a new session)", lambda i: sessions.append(OpenEnvSession(env.base_url)))
+        each("reset on a new task (+ grade prep.)", lambda i: sessions[i].reset(index=100_000 + i), 0.5)
+        each("state", lambda i: sessions[i]._conn.request("state"))
+        each("tools/list (the env instance's 1st)", lambda i: sessions[i].tools())
+        each("tools/list again", lambda i: sessions[i].tools())
+        each("a tool call (add_element)", lambda i: sessions[i].call("add_element", {**add, "x": i % 400}))
+        each("render of a new state (PNG)", lambda i: sessions[i].render())
+        each("the same render again", lambda i: sessions[i].render())
+        each("the document", lambda i: sessions[i].document())
+        each("submit (the grade)", lambda i: sessions[i].call("submit", {}))
+        each("close", lambda i: sessions[i].close())
+    print(f"  ({n} of each; load average {os.getloadavg()[0]:.1f})")
+
+
 def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float) -> None:
     """`--cpu-per-episode`: at each concurrency, `repeat` thread batches and, from the first episode's start
     to the last record, the CPU per episode of this process (the batch) and of the env's processes (their
@@ -391,8 +445,14 @@ def main() -> None:
     ap.add_argument("--cpu-per-episode", action="store_true",
                     help="only the thread batches' efficiency and CPU per episode (batch and env) at each "
                          "concurrency, medians of --repeat; nothing else")  # fmt: skip
+    ap.add_argument("--env-messages", type=int, default=0, metavar="N",
+                    help="only the env's CPU per message of an episode, each kind sent N times")  # fmt: skip
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
+    if a.env_messages:
+        print("the canvas env's CPU per message, one env process, one message at a time:")
+        env_messages(a.env_messages)
+        return
     if a.cpu_per_episode:
         with standin(a.delay):
             timed_batch("canvas", "vllm:standin", 8, 8)  # imports, connections
