@@ -151,6 +151,12 @@ def test_instances_that_list_alike_share_their_listings(monkeypatch):
         first, second = counting(CanvasEnv()), counting(CanvasEnv())
         assert await listed(first) == await listed(second)
         assert asked.count("CanvasEnv") == 1 + 2  # once for both, and each fastmcp client's own
+        # Nor does the server ask itself for them to check a call (as it does for a tool it never listed).
+        third = counting(CanvasEnv())
+        await third.reset_async(index=1)
+        await third.mcp_client.list_tools()
+        obs = await third.step_async(CallToolAction(tool_name="add_element", arguments=RECT))
+        assert obs.error is None and asked.count("CanvasEnv") == 3
         for env in (counting(BerthEnv()), counting(BerthEnv())):
             await listed(env)
         assert asked.count("BerthEnv") == 2 + 2

@@ -48,6 +48,9 @@ class DirectClient:
         self, server: Any, listing: Callable[[], Hashable] | None = None, shared_as: Hashable | None = None
     ):
         self._handlers = server._mcp_server.request_handlers
+        self._known = getattr(server._mcp_server, "_tool_cache", None)
+        """The MCP server's own record of the tools it listed, by name, which its tool calls read (and which
+        a call of a tool not in it fills by listing them all: a shared listing is entered there too)."""
         self._schemas: dict[str, Any] = {}
         """Each listed tool's output schema (how a result is read), by name."""
         self._listing = listing
@@ -80,6 +83,8 @@ class DirectClient:
         if key is not None and key not in self._listed and (self._shared_as, key) in _LISTED:
             self._listed[key] = _LISTED[self._shared_as, key]
             self._schemas.update((t.name, t.outputSchema) for t in self._listed[key])
+            if isinstance(self._known, dict):
+                self._known.update((t.name, t) for t in self._listed[key])
         if key is None or key not in self._listed:
             request = mcp.types.ListToolsRequest(method="tools/list")
             listed = await self._ask(request, mcp.types.ListToolsResult)
