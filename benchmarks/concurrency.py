@@ -26,11 +26,18 @@ absolute times noise: read the ratios):
 
     PYTHONPATH=. python benchmarks/concurrency.py [--episodes 200] [--concurrency 10,50,100] [--repeat 3]
         [--no-ray]
+
+Two modes measure one thing each, for comparing code (run them alternately from two checkouts, with
+PYTHONPATH on each): `--cpu-per-episode` runs only the thread batches at each concurrency and prints, with
+the efficiency, the CPU per episode of this process and of the env's processes from the first episode's
+start to the last record (medians of `--repeat`, and the load average); `--env-messages N` prints the
+env's CPU per message of an episode (each kind sent N times on one env process, one at a time).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -39,7 +46,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -133,6 +142,22 @@ class PeakRSS:
         self._thread.join()
 
 
+NOT_ENV: set[int] = set()
+"""Processes under this one that are not the batch's env (the stand-in model)."""
+
+
+def env_cpu() -> float:
+    """CPU seconds the batch's env processes (this process's children but the model) have used so far."""
+    total = 0.0
+    for pid in descendants(os.getpid()):
+        if pid not in NOT_ENV:
+            try:
+                total += cpu_of(pid)
+            except OSError:  # gone since the listing
+                pass
+    return total
+
+
 def timed_batch(
     env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
 ) -> dict:
@@ -147,11 +172,14 @@ def timed_batch(
         # The wall runs from the first episode's start (its arrival less its length) to the last arrival:
         # what comes before the first episode starts (Ray's runners importing evalkit) is start-up.
         span["queued"] = time.perf_counter()
+        span["cpu0"], span["env0"] = time.process_time(), env_cpu()
         starts = []
         for rec in real(*a, **kw):
             span["end"] = time.perf_counter()
             starts.append(span["end"] - rec.seconds)
             yield rec
+        # Before the batch stops its env's processes: what they and this process used while episodes ran.
+        span["cpu1"], span["env1"] = time.process_time(), env_cpu()
         span["start"] = min(starts)
 
     batch.execute = execute
@@ -176,6 +204,9 @@ def timed_batch(
         "after": t1 - span["end"],
         "cpu": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
         "child_cpu": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
+        "cpu_in": span["cpu1"] - span["cpu0"],
+        "env_in": span["env1"] - span["env0"],
+        "load": os.getloadavg()[0],
         "turns": sum(r.n_turns for r in recs),
         "calls": sum(r.tool_calls for r in recs),
         "episodes": len(recs),
@@ -312,6 +343,97 @@ def client_cpu(model_url: str, episodes: int, concurrency: int) -> dict:
         env_proc.wait()
 
 
+def cpu_ns(pid: int) -> float:
+    """CPU seconds a process's threads have run, to the nanosecond (the scheduler's count, /proc's
+    schedstat; `cpu_of`'s clock ticks are 10 ms)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that has just gone
+            pass
+    return total / 1e9
+
+
+def env_messages(n: int) -> None:
+    """`--env-messages`: what each message of a two-turn canvas episode costs the env's process (and this
+    one, the client), each kind sent `n` times in a row on `n` sessions of one env process, alone on it:
+    the parts of an episode's env CPU without a batch's contention. A reset's grade preparation runs 0.15 s
+    after it, and is counted with it. The client's CPU here is its share of the env's messages only (no
+    model, no records)."""
+    from evalkit.envs.client.openenv import OpenEnvSession
+    from evalkit.envs.embedded.process import ProcessServer
+
+    add = {"kind": "rect", "x": 10, "y": 10, "width": 50, "height": 40}
+    with ProcessServer("canvas", max_concurrent_envs=n + 8) as env:
+        for i in range(8):  # imports, the first instances, the encoders
+            s = OpenEnvSession(env.base_url)
+            s.reset(index=90_000 + i)
+            s.tools(), s.call("add_element", add), s.render(), s.document(), s.call("submit", {}), s.close()
+        time.sleep(0.5)
+        sessions: list = []
+
+        def each(label: str, fn: Any, settle: float = 0.0) -> None:
+            e, c = cpu_ns(env.pid), time.process_time()
+            for i in range(n):
+                fn(i)
+            c = (time.process_time() - c) / n * 1e3
+            time.sleep(settle)
+            ms = (cpu_ns(env.pid) - e) / n * 1e3
+            print(f"  {label:<36} env {ms:5.2f} ms, client {c:5.2f} ms", flush=True)
+
+        each("connect (a new session)", lambda i: sessions.append(OpenEnvSession(env.base_url)))
+        each("reset on a new task (+ grade prep.)", lambda i: sessions[i].reset(index=100_000 + i), 0.5)
+        each("state", lambda i: sessions[i]._conn.request("state"))
+        each("tools/list (the env instance's 1st)", lambda i: sessions[i].tools())
+        each("tools/list again", lambda i: sessions[i].tools())
+        each("a tool call (add_element)", lambda i: sessions[i].call("add_element", {**add, "x": i % 400}))
+        each("render of a new state (PNG)", lambda i: sessions[i].render())
+        each("the same render again", lambda i: sessions[i].render())
+        each("the document", lambda i: sessions[i].document())
+        each("submit (the grade)", lambda i: sessions[i].call("submit", {}))
+        each("close", lambda i: sessions[i].close())
+    print(f"  ({n} of each; load average {os.getloadavg()[0]:.1f})")
+
+
+def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float) -> None:
+    """`--cpu-per-episode`: at each concurrency, `repeat` thread batches and, from the first episode's start
+    to the last record, the CPU per episode of this process (the batch) and of the env's processes (their
+    start-up left out): what a change to either costs or saves, which the machine's other load moves far
+    less than it moves the efficiency (printed beside it, with the load average at each batch's end)."""
+    for c in levels:
+        runs = [timed_batch("canvas", "vllm:standin", episodes, c) for _ in range(max(repeat, 1))]
+        effs = sorted(r["turns"] * delay / c / r["wall"] for r in runs)
+
+        loads = ", ".join(f"{r['load']:.1f}" for r in runs)
+        print(f"threads, concurrency {c}: efficiency {statistics.median(effs):.2f} ({effs[0]:.2f}–"
+              f"{effs[-1]:.2f}); CPU per episode, this process {_ms(runs, 'cpu_in')}, the env's processes "
+              f"{_ms(runs, 'env_in')}; medians of {len(runs)}, load {loads}; "
+              f"{sum(r['errors'] for r in runs)} errors", flush=True)  # fmt: skip
+
+
+def _ms(runs: list[dict], key: str) -> str:
+    """Milliseconds of `key` per episode: the median of `runs`, with their range."""
+    each = sorted(r[key] / r["episodes"] * 1e3 for r in runs)
+    return f"{statistics.median(each):.1f} ms ({each[0]:.1f}–{each[-1]:.1f})"
+
+
+@contextlib.contextmanager
+def standin(delay: float) -> Iterator[subprocess.Popen]:
+    """The stand-in model in a process of its own, reached as `vllm:standin` while the block runs."""
+    port = free_port()
+    model = subprocess.Popen([PY, str(ROOT / "benchmarks/standin_model.py"), "--port", str(port),
+                              "--delay", str(delay)])  # fmt: skip
+    NOT_ENV.add(model.pid)
+    os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
+    try:
+        wait_up(f"http://127.0.0.1:{port}/", model)
+        yield model
+    finally:
+        model.terminate()
+        model.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=200)
@@ -326,8 +448,22 @@ def main() -> None:
     )
     ap.add_argument("--gui-episodes", type=int, default=48, help="episodes on the gui surface (0: none)")
     ap.add_argument("--cpu-episodes", type=int, default=100, help="episodes per batch of the CPU measure")
+    ap.add_argument("--cpu-per-episode", action="store_true",
+                    help="only the thread batches' efficiency and CPU per episode (batch and env) at each "
+                         "concurrency, medians of --repeat; nothing else")  # fmt: skip
+    ap.add_argument("--env-messages", type=int, default=0, metavar="N",
+                    help="only the env's CPU per message of an episode, each kind sent N times")  # fmt: skip
     a = ap.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
+    if a.env_messages:
+        print("the canvas env's CPU per message, one env process, one message at a time:")
+        env_messages(a.env_messages)
+        return
+    if a.cpu_per_episode:
+        with standin(a.delay):
+            timed_batch("canvas", "vllm:standin", 8, 8)  # imports, connections
+            cpu_per_episode(levels, a.episodes, a.repeat, a.delay)
+        return
 
     print(f"evalkit run --help: {startup_help():.2f} s")
     demo = [startup_demo() for _ in range(3)]
@@ -335,12 +471,7 @@ def main() -> None:
     print(f"make demo, first episode started {started:.2f} s after the command (goal ≤ 2), recorded "
           f"{recorded:.2f} s (medians of 3)")  # fmt: skip
 
-    port = free_port()
-    model = subprocess.Popen([PY, str(ROOT / "benchmarks/standin_model.py"), "--port", str(port),
-                              "--delay", str(a.delay)])  # fmt: skip
-    os.environ.update(VLLM_BASE_URL=f"http://127.0.0.1:{port}/v1", VLLM_API_KEY="-")
-    try:
-        wait_up(f"http://127.0.0.1:{port}/", model)
+    with standin(a.delay) as model:
         from evalkit.envs.embedded.process import PROCESS_FROM, ProcessServer
         from evalkit.envs.embedded.server import serve
 
@@ -367,10 +498,7 @@ def main() -> None:
         if a.gui_episodes:
             rows[("threads, gui surface", 16)] = timed_batch("canvas", "vllm:standin", a.gui_episodes, 16,
                                                              surface="gui")  # fmt: skip
-        cpu = client_cpu(f"http://127.0.0.1:{port}/v1", a.cpu_episodes, min(levels))
-    finally:
-        model.terminate()
-        model.wait()
+        cpu = client_cpu(os.environ["VLLM_BASE_URL"], a.cpu_episodes, min(levels))
 
     print(f"\n{a.episodes} two-turn episodes, model {a.delay} s per call, frames on, embedded canvas env:")
     for (kind, c), r in rows.items():

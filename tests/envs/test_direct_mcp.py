@@ -79,13 +79,14 @@ def test_each_observation_is_the_one_a_fastmcp_client_gives(make, reset, actions
     assert seen[-1]["done"] is True
 
 
-def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
+def test_tools_are_listed_again_only_when_what_they_depend_on_changes(monkeypatch):
     import types
 
     from mcp.types import ListToolsRequest
 
     from evalkit.envs.embedded.canvas.env import add_surface_tools
 
+    monkeypatch.setattr(episodic, "_LISTED", {})  # no listing another test's instances made
     env = CanvasEnv()
     handlers = env.mcp_server._mcp_server.request_handlers
     asked = []
@@ -118,6 +119,49 @@ def test_tools_are_listed_again_only_when_what_they_depend_on_changes():
     asyncio.run(play())
     # the direct client asked once per surface and registration; the fastmcp client asked every time
     assert asked.count("tools") == 2 + 3 and asked.count("gui") == 2 + 2
+
+
+def test_instances_that_list_alike_share_their_listings(monkeypatch):
+    """A batch's first sessions each get a new env instance: the canvas lists its tools once per process and
+    state of what they depend on, not once per instance; an env class that does not say its instances list
+    alike (the berth) still asks each instance's server."""
+    from mcp.types import ListToolsRequest
+
+    monkeypatch.setattr(episodic, "_LISTED", {})
+    asked = []
+
+    def counting(env):
+        handlers = env.mcp_server._mcp_server.request_handlers
+        real = handlers[ListToolsRequest]
+
+        async def counted(request):
+            asked.append(type(env).__name__)
+            return await real(request)
+
+        handlers[ListToolsRequest] = counted
+        return env
+
+    async def listed(env) -> list:
+        direct = [t.model_dump() for t in await env.mcp_client.list_tools()]
+        async with fastmcp.Client(env.mcp_server) as client:  # the instance's own server, asked directly
+            assert direct == [t.model_dump() for t in await client.list_tools()]
+        return direct
+
+    async def play() -> None:
+        first, second = counting(CanvasEnv()), counting(CanvasEnv())
+        assert await listed(first) == await listed(second)
+        assert asked.count("CanvasEnv") == 1 + 2  # once for both, and each fastmcp client's own
+        # Nor does the server ask itself for them to check a call (as it does for a tool it never listed).
+        third = counting(CanvasEnv())
+        await third.reset_async(index=1)
+        await third.mcp_client.list_tools()
+        obs = await third.step_async(CallToolAction(tool_name="add_element", arguments=RECT))
+        assert obs.error is None and asked.count("CanvasEnv") == 3
+        for env in (counting(BerthEnv()), counting(BerthEnv())):
+            await listed(env)
+        assert asked.count("BerthEnv") == 2 + 2
+
+    asyncio.run(play())
 
 
 def test_reserved_tool_names_are_checked_once_per_class(monkeypatch):

@@ -34,6 +34,12 @@ def tool_error(message: str) -> FastMCPToolError:
     return FastMCPToolError(message, log_level=logging.DEBUG)
 
 
+_LISTED: dict[tuple[Hashable, Hashable], list[mcp.types.Tool]] = {}
+"""Tool listings shared by the env instances of a class whose instances all list alike (`LISTS_ALIKE`), by
+(class, what the listing depends on): each new instance's first listing through fastmcp cost ~1 ms of
+the server's CPU, and a batch's first sessions each get a new instance."""
+
+
 class DirectClient:
     """Stands in for the fastmcp client of an embedded env (`EpisodeEnv.mcp_client`, through which OpenEnv
     lists and calls tools): asks the env's MCP server's own request handlers directly. The client's session
@@ -43,13 +49,20 @@ class DirectClient:
     (tested call for call): the reply goes through the JSON that the client's messages carry, and is read by
     fastmcp's own reading of a tool's result."""
 
-    def __init__(self, server: Any, listing: Callable[[], Hashable] | None = None):
+    def __init__(
+        self, server: Any, listing: Callable[[], Hashable] | None = None, shared_as: Hashable | None = None
+    ):
         self._handlers = server._mcp_server.request_handlers
+        self._known = getattr(server._mcp_server, "_tool_cache", None)
+        """The MCP server's own record of the tools it listed, by name, which its tool calls read (and which
+        a call of a tool not in it fills by listing them all: a shared listing is entered there too)."""
         self._schemas: dict[str, Any] = {}
         """Each listed tool's output schema (how a result is read), by name."""
         self._listing = listing
         """What the server's tool list depends on (`EpisodeEnv.tools_listed`); None: ask every time."""
         self._listed: dict[Hashable, list[mcp.types.Tool]] = {}
+        self._shared_as = shared_as
+        """Where every client of servers that list alike keeps their listings (`EpisodeEnv.LISTS_ALIKE`)."""
 
     def is_connected(self) -> bool:
         return True
@@ -72,6 +85,11 @@ class DirectClient:
         copies of the tools, their schemas shared: whoever lists them (OpenEnv, once per episode) reads the
         schemas and never writes them, and copying those deep was most of what a cached listing cost."""
         key = self._listing() if self._listing is not None else None
+        if key is not None and key not in self._listed and (self._shared_as, key) in _LISTED:
+            self._listed[key] = _LISTED[self._shared_as, key]
+            self._schemas.update((t.name, t.outputSchema) for t in self._listed[key])
+            if isinstance(self._known, dict):
+                self._known.update((t.name, t) for t in self._listed[key])
         if key is None or key not in self._listed:
             request = mcp.types.ListToolsRequest(method="tools/list")
             listed = await self._ask(request, mcp.types.ListToolsResult)
@@ -79,6 +97,8 @@ class DirectClient:
             if key is None:
                 return listed.tools
             self._listed[key] = listed.tools
+            if self._shared_as is not None:
+                _LISTED[self._shared_as, key] = listed.tools
         return [t.model_copy() for t in self._listed[key]]
 
     async def call_tool(
@@ -144,13 +164,19 @@ class EpisodeEnv(MCPEnvironment):
 
     ep: Any = None
 
+    LISTS_ALIKE = False
+    """Whether every instance of this class lists the same tools whenever their `tools_listed` is the same
+    (their tools are registered alike): then a listing is made once per process and state, not once per
+    instance (`DirectClient`)."""
+
     _names_checked: bool = False
     """Whether OpenEnv has checked this class's tool names (see `_validate_tool_names`)."""
 
     def __init__(self, mcp_server: Any) -> None:
         super().__init__(mcp_server)
         if _parse_call_tool_result is not None:
-            self.mcp_client = DirectClient(mcp_server, self.tools_listed)
+            shared = type(self) if type(self).LISTS_ALIKE else None
+            self.mcp_client = DirectClient(mcp_server, self.tools_listed, shared)
 
     def _validate_tool_names(self, mcp_server: Any) -> None:
         """OpenEnv's check that no tool takes a reserved name (reset, step, …), once per class: every

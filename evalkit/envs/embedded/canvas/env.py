@@ -99,6 +99,24 @@ class CanvasServer(FastMCP):
     def __init__(self, env: CanvasEnv):
         super().__init__("canvas")
         self.env = env
+        self.found: dict[tuple[str, str], Tool] = {}
+        """The tools calls found, by (surface, name): emptied when tools are added (`add_surface_tools`)."""
+
+    async def get_tool(self, name: str, version: Any = None) -> Tool | None:
+        """The tool a call names, looked up once per surface: fastmcp's lookup (its provider in a task
+        group, the surface's transform, visibility and auth checks) was about a third of the CPU of a
+        canvas tool call through the server, and nothing it depends on changes between calls here: the
+        tools registered (`found` is emptied when they are), the surface, and no auth or session
+        transforms on this server. A name not found is asked again each time, so it fails as before."""
+        if version is not None:
+            return await super().get_tool(name, version)
+        key = (self.env.surface, name)
+        tool = self.found.get(key)
+        if tool is None:
+            tool = await super().get_tool(name)
+            if tool is not None:
+                self.found[key] = tool
+        return tool
 
 
 def _env() -> CanvasEnv:
@@ -168,12 +186,14 @@ def add_surface_tools(env: CanvasEnv, surface: str) -> None:
     elif surface == "gui":
         add_computer_tools(env.mcp_server, env.screen, _fail, after=env.after_action)
     env.surfaces_ready.add(surface)
+    env.mcp_server.found.clear()
 
 
 class CanvasEnv(EpisodeEnv):
     """One WebSocket session; each reset starts a new episode on a task, on one surface."""
 
     NAME = "canvas"
+    LISTS_ALIKE = True  # every instance has the shared tools, and a browser surface's alike once added
 
     def __init__(self) -> None:
         self.ep: Episode | None = None
