@@ -23,12 +23,15 @@ if _ROOT not in sys.path:  # `streamlit run viewer/app.py` puts viewer/ on the p
 import polars as pl  # noqa: E402
 import streamlit as st  # noqa: E402
 
+from evalkit.view import streamlit_main  # noqa: E402
 from evalkit.view import support as vs  # noqa: E402
 from viewer import live  # noqa: E402
-from viewer.ab import view_ab  # noqa: E402
 from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
-from viewer.episode import view_episode  # noqa: E402
 from viewer.table import table_first, view_table  # noqa: E402
+
+# The Episode and A-vs-B views are imported when drawn (and, once the first page is out, in a thread: see
+# the end of `main`): the first page of a run, the Episodes table, is not kept waiting for them.
+streamlit_main.no_use_warning()
 
 
 def _script_args() -> list[str]:
@@ -201,6 +204,8 @@ def main() -> None:
     # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
     views = st.container()
     if episode_view:  # the Episode view reads one row of the table: no filter, search or sidebar to draw
+        from viewer.episode import view_episode
+
         enlarge_support()
         view_episode(df_all, labels)
     else:
@@ -217,6 +222,8 @@ def main() -> None:
             live.updates(chosen, labels)
             view_table(df, df_all, hits, steps, on_painted=_painted if wait else None)
         elif S.view == "A vs B":
+            from viewer.ab import view_ab
+
             enlarge_support()
             view_ab(df, df_all, labels, fingerprint)
         elif S.view == "Why":
@@ -236,6 +243,7 @@ def main() -> None:
             sidebar(df_all, drawn, f, runs, labels, problems)
     views.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
     _sync_link(labels)
+    streamlit_main.warm_later()
 
 
 main()

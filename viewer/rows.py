@@ -21,6 +21,7 @@ import polars as pl
 import streamlit as st
 
 from viewer.common import S, num_printf
+from viewer.packing import UNPACK_JS, pack
 
 ROW_PX = 30
 """One row's height in pixels (the header's too)."""
@@ -112,14 +113,14 @@ def row_table(
         _component["rows"] = make("evalkit_rows", js=_JS, css=_CSS, isolate_styles=False)
     ident = identity(ids)
     S[f"_{key}_id"] = ident
-    data = {
+    data = pack({
         "of": ident, "n": df.height, "row": ROW_PX, "empty": empty, "sortable": on_sort is not None,
         "sort": list(sort) if sort else None, "current": current, "painted": on_painted is not None,
         # As JSON text: Streamlit looks at each value of a component's data to see whether it is a data frame,
         # and took 0.25-0.8 s to decide that 10,000 rows of cells are not one (py-spy: most of the script's
         # time in the table's first paint). Text it passes as it is.
         "columns": json.dumps([_column(c, df.get_column(c), config.get(c) or {}) for c in df.columns]),
-    }  # fmt: skip
+    })  # fmt: skip
     callbacks = {"on_open_change": _on(key, "open", lambda a: on_open(int(a.get("row", -1))))}
     if on_sort is not None:
         callbacks["on_sort_change"] = _on(key, "sort", lambda a: on_sort(str(a.get("column"))))
@@ -151,11 +152,14 @@ _CSS = """
 .ek-rows td.empty { color: #808495; }
 """
 
-_JS = """
+_JS = (
+    UNPACK_JS
+    + """
 const SLACK = 8;  // rows drawn above and below those in view
 
 export default function (component) {
-  const { data, setTriggerValue, parentElement } = component;
+  const { setTriggerValue, parentElement } = component;
+  const data = unpack(component.data);
   const state = parentElement.__ek || (parentElement.__ek = {});
   let box = parentElement.querySelector('.ek-rows');
   if (!box) {
@@ -281,3 +285,4 @@ function pick(state, target) {
   if (tr) state.trigger('open', { row: parseInt(tr.dataset.row, 10), of: state.data.of });
 }
 """
+)
