@@ -5,8 +5,8 @@ store of a few hundred small PNGs), serves the viewer on it with `streamlit run`
 Playwright:
   - time to first paint of the episode table (from the navigation's start to the first animation frame
     with the table's first row and its count line in the page, timed by the page itself: a Playwright wait
-    polls, and added up to 0.4 s), once cold (the analysis index is built) and then warm (cached index, a
-    new browser page each time);
+    polls, and added up to 0.4 s), once on the run as evalkit's writer leaves it (its kept index beside
+    the trace, no cached index: the first open of a run) and then again (a new browser page each time);
   - time from a click on "Next" to the new picture of the step on screen (its source changed, the step
     label moved), and the same by the → key, on the episode page laid out for stepping;
   - beside each, turn about, the floor: a one-line Streamlit page's first paint, and the smallest step
@@ -15,6 +15,9 @@ Playwright:
   - building the search index and searching it;
   - `evalkit bundle` of the run: build time and size, then from file:// (network blocked) the table's first
     paint, opening an episode and a step by the → key.
+With --first N, only the first open of the run on a server just started, started as `evalkit view` does
+and as a plain `streamlit run viewer/app.py` does, N rounds turn about with a one-line page's first open
+(and with --first-against REV, the code of REV): issue 56's first open ≤ 1.5 s.
 Prints medians and their ratio to the goals of issue 32 (first paint ≤ 1.5 s once the run has been opened
 once, a step ≤ 0.2 s).
 
@@ -701,7 +704,7 @@ def first_opens(run: Path, episodes: int, rounds: int, trees: dict[str, Path], p
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                     )
-                    tag = f"first-{name}-{mode.split()[0]}.txt".replace("/", "_")
+                    tag = f"first-{name}-{mode.split()[0]}.json".replace("/", "_")
                     try:
                         with spying(proc.pid, profile / tag if profile and r == 0 else None):
                             url = f"http://127.0.0.1:{port}"
@@ -720,11 +723,11 @@ def first_opens(run: Path, episodes: int, rounds: int, trees: dict[str, Path], p
 @contextlib.contextmanager
 def spying(pid: int, into: Path | None):
     """py-spy on process `pid` from its start, every thread, idle ones too (what the script waits for), into
-    `into` (raw collapsed stacks); nothing when None."""
+    `into` (speedscope's format: each thread's samples in time order); nothing when None."""
     spy = None
     if into is not None:
         spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--threads", "--idle",
-                                "--format", "raw", "-o", str(into)], stdout=subprocess.DEVNULL,
+                                "--format", "speedscope", "-o", str(into)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         yield
@@ -755,8 +758,9 @@ def table_part(args) -> dict:
     size = (args.out / "trace.jsonl").stat().st_size
     print(f"run: {args.episodes:,} episodes, {args.episodes * args.turns:,} frame references, "
           f"trace {size / 1e6:.0f} MB, ready in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
-    # "first open" means no analysis index yet: a reused --out must not bring its old one along
-    shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
+    # "first open" means the run as evalkit's writer leaves it (its kept index, no cached one): a reused --out
+    # must not bring its old caches along
+    as_written(args.out)
     r = measure(args.out, args.episodes, args.turns, args.repeats, args.profile)
     if args.no_bundle:
         return {"trace_bytes": size, "viewer": r, "search": search_times(args.out, args.repeats)}
