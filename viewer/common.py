@@ -112,6 +112,18 @@ def load(df_all: pl.DataFrame, run: str, key: str) -> EpisodeRecord | str:
     return record(run, rundir.trace_signature(run), key, row.get("offset"))
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _shared(key: tuple, _make: Callable[[], Any]) -> Any:
+    return _make()
+
+
+def shared(key: tuple, make: Callable[[], Any]) -> Any:
+    """`memo` for every page of this server: a value of the runs alone (`key` names them), not of a
+    session's filters or choices, made once rather than by each page that opens (the Episodes table's
+    first paint). The value is shared: it is never changed in place."""
+    return _shared(key, make)
+
+
 def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
     """A value computed once per session for `key` (which must name everything it depends on; its first
     item names the kind). A few values of each kind are kept: a run being written makes a new one with
