@@ -5,8 +5,8 @@ store of a few hundred small PNGs), serves the viewer on it with `streamlit run`
 Playwright:
   - time to first paint of the episode table (from the navigation's start to the first animation frame
     with the table's first row and its count line in the page, timed by the page itself: a Playwright wait
-    polls, and added up to 0.4 s), once cold (the analysis index is built) and then warm (cached index, a
-    new browser page each time);
+    polls, and added up to 0.4 s), once on the run as evalkit's writer leaves it (its kept index beside
+    the trace, no cached index: the first open of a run) and then again (a new browser page each time);
   - time from a click on "Next" to the new picture of the step on screen (its source changed, the step
     label moved), and the same by the → key, on the episode page laid out for stepping;
   - beside each, turn about, the floor: a one-line Streamlit page's first paint, and the smallest step
@@ -15,6 +15,9 @@ Playwright:
   - building the search index and searching it;
   - `evalkit bundle` of the run: build time and size, then from file:// (network blocked) the table's first
     paint, opening an episode and a step by the → key.
+With --first N, only the first open of the run on a server just started, started as `evalkit view` does
+and as a plain `streamlit run viewer/app.py` does, N rounds turn about with a one-line page's first open
+(and with --first-against REV, the code of REV): issue 56's first open ≤ 1.5 s.
 Prints medians and their ratio to the goals of issue 32 (first paint ≤ 1.5 s once the run has been opened
 once, a step ≤ 0.2 s).
 
@@ -640,6 +643,113 @@ def print_long(long: dict, title: str) -> None:
             print(f"    {label:<22}" + "".join(cells))
 
 
+FIRST_MODES = ("evalkit view", "streamlit run")
+
+
+def as_written(run: Path) -> None:
+    """The run as evalkit's writer leaves it: its kept index beside the trace and nothing else derived (the
+    viewer's caches of an earlier open removed)."""
+    from evalkit.records import kept
+
+    keep = run / ".evalkit" / kept.NAME
+    if not keep.exists():
+        kept.Journal.open(run, run / "trace.jsonl")
+    for f in (run / ".evalkit").iterdir():
+        if f.name != kept.NAME:
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+
+
+def first_command(root: Path, mode: str, run: Path, port: int) -> list[str]:
+    """The viewer's server as `evalkit view` starts it, or as a user's `streamlit run viewer/app.py` in the
+    checkout does (its settings from viewer/.streamlit/config.toml), with the code of `root`."""
+    if mode == "evalkit view":
+        return [*vs.app_command([run], port, root / "viewer" / "app.py")]
+    return [sys.executable, "-m", "streamlit", "run", "viewer/app.py", "--server.port", str(port), "--",
+            str(run)]  # fmt: skip
+
+
+def first_opens(run: Path, episodes: int, rounds: int, trees: dict[str, Path], profile: Path | None) -> dict:
+    """The first open of the run on a server just started (the browser navigates as soon as it answers):
+    each round, a one-line page's first open (the floor), then the viewer started each way by each code
+    tree in `trees`, the run as evalkit wrote it (its kept index, no other cache). Seconds from the
+    navigation's start to the table's first paint."""
+    from playwright.sync_api import sync_playwright
+
+    from evalkit.view.serve import stop
+
+    label = f"{episodes:,} of {episodes:,} episodes"
+    out: dict[str, list[float]] = {"floor": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS)
+        for r in range(rounds):
+            fproc, furl = floor_app(run.parent)
+            try:
+                ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+                out["floor"].append(paint(ctx, furl, "floor ready"))
+                ctx.close()
+            finally:
+                fproc.terminate()
+                fproc.wait(10)
+            for name, root in trees.items():
+                for mode in FIRST_MODES:
+                    as_written(run)
+                    port = free_port()
+                    env = dict(os.environ, PYTHONPATH=str(root))
+                    cmd = first_command(root, mode, run, port)
+                    proc = subprocess.Popen(
+                        cmd,
+                        cwd=root,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    tag = f"first-{name}-{mode.split()[0]}.json".replace("/", "_")
+                    try:
+                        with spying(proc.pid, profile / tag if profile and r == 0 else None):
+                            url = f"http://127.0.0.1:{port}"
+                            wait_healthy(url, proc, 120)
+                            ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+                            out.setdefault(f"{name} · {mode}", []).append(paint(ctx, url, label, table=True))
+                            ctx.close()
+                    finally:
+                        stop(proc)
+            print(f"  first opens, round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items()),
+                  flush=True)  # fmt: skip
+        browser.close()
+    return out
+
+
+@contextlib.contextmanager
+def spying(pid: int, into: Path | None):
+    """py-spy on process `pid` from its start, every thread, idle ones too (what the script waits for), into
+    `into` (speedscope's format: each thread's samples in time order); nothing when None."""
+    spy = None
+    if into is not None:
+        spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "200", "--threads", "--idle",
+                                "--format", "speedscope", "-o", str(into)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        yield
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+
+
+def print_first(first: dict) -> None:
+    floor = first["floor"]
+    print(f"\nfirst open of the run on a server just started (median of {len(floor)}; ratio: the median of "
+          f"each round's to the floor's first open that round), load {os.getloadavg()[0]:.1f}:")  # fmt: skip
+    print(f"  floor (one-line page)          {statistics.median(floor):6.2f} s")
+    for k, v in first.items():
+        if k == "floor":
+            continue
+        ratio = statistics.median(a / b for a, b in zip(v, floor, strict=True))
+        print(f"  {k:<30} {statistics.median(v):6.2f} s   {ratio:4.2f} × floor   "
+              f"{statistics.median(v) / GOAL_TABLE_S:4.2f} × goal (≤ {GOAL_TABLE_S} s)")  # fmt: skip
+
+
 def table_part(args) -> dict:
     """The run of many short episodes: the table's first paint and steps against the floor, search, bundle."""
     t0 = time.perf_counter()
@@ -648,9 +758,12 @@ def table_part(args) -> dict:
     size = (args.out / "trace.jsonl").stat().st_size
     print(f"run: {args.episodes:,} episodes, {args.episodes * args.turns:,} frame references, "
           f"trace {size / 1e6:.0f} MB, ready in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
-    # "first open" means no analysis index yet: a reused --out must not bring its old one along
-    shutil.rmtree(args.out / ".evalkit", ignore_errors=True)
+    # "first open" means the run as evalkit's writer leaves it (its kept index, no cached one): a reused --out
+    # must not bring its old caches along
+    as_written(args.out)
     r = measure(args.out, args.episodes, args.turns, args.repeats, args.profile)
+    if args.no_bundle:
+        return {"trace_bytes": size, "viewer": r, "search": search_times(args.out, args.repeats)}
     b = bundle(args.out, args.episodes, args.turns, max(1, args.repeats // 2), args.out.parent)
     built = b.pop("built")
     b |= {"seconds": built.seconds, "bytes": built.bytes, "files": built.files}
@@ -678,7 +791,9 @@ def print_table(t: dict, title: str) -> None:
     q = statistics.median(s["query"])
     print(f"search index: {s['rows']:,} steps built in {s['build']:.1f} s; a search (median of "
           f"{len(s['query'])}): {q * 1000:.0f} ms, {q / GOAL_NEXT_S:.2f} × the step goal")  # fmt: skip
-    b = t["bundle"]
+    b = t.get("bundle")
+    if b is None:
+        return
     parts = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(b["by_dir"].items()))
     print(f"bundle: built in {b['seconds']:.1f} s, {b['bytes'] / 1e6:.1f} MB in {b['files']:,} files "
           f"({parts}); {b['bytes'] / size:.2f} × the trace")  # fmt: skip
@@ -688,14 +803,20 @@ def print_table(t: dict, title: str) -> None:
           f"{bkey:.3f} s ({bkey / GOAL_NEXT_S:.2f} × goal)")  # fmt: skip
 
 
-def before(rev: str, argv: list[str], workdir: Path) -> dict:
-    """The same measures with the code of commit `rev` (exported beside, this script copied into it) on the
-    same runs, in a process of its own: today's figures, taken in this run of the benchmark."""
+def export(rev: str, workdir: Path) -> Path:
+    """The code of commit `rev`, exported beside the runs."""
     tree = workdir / f"code-{rev}"
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def before(rev: str, argv: list[str], workdir: Path) -> dict:
+    """The same measures with the code of commit `rev` (exported beside, this script copied into it) on the
+    same runs, in a process of its own: today's figures, taken in this run of the benchmark."""
+    tree = export(rev, workdir)
     shutil.copyfile(Path(__file__), tree / "benchmarks" / "viewer.py")
     found = workdir / f"before-{rev}.json"
     cmd = [sys.executable, str(tree / "benchmarks" / "viewer.py"), *argv, "--json", str(found)]
@@ -738,8 +859,20 @@ def main() -> None:
     ap.add_argument("--long", default=",".join(map(str, LONG_TURNS)),
                     help="turns of the long episodes, comma-separated ('' for none)")  # fmt: skip
     ap.add_argument("--no-table", action="store_true", help="only the long episodes")
+    ap.add_argument("--no-bundle", action="store_true", help="not the bundle of the many short episodes")
     ap.add_argument(
         "--before", metavar="REV", help="measure the code of commit REV too, first, on the same runs"
+    )
+    ap.add_argument(
+        "--first",
+        type=int,
+        metavar="N",
+        help="only the first open of the run on a fresh server, N rounds (with the floor's)",
+    )
+    ap.add_argument(
+        "--first-against",
+        metavar="REV",
+        help="with --first: the code of commit REV too, turn about with this code",
     )
     ap.add_argument("--profile", type=Path, help="py-spy the viewer's servers into DIR (viewer-*.txt)")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
@@ -752,6 +885,14 @@ def main() -> None:
         tmp = Path(tempfile.mkdtemp(prefix="evalkit-viewer-bench-"))
         args.out = tmp / "bench-run"
     try:
+        if args.first:
+            if not (args.out / "trace.jsonl").exists():
+                make_run(args.out, args.episodes, args.turns)
+            trees = {"this code": ROOT}
+            if args.first_against:
+                trees = {args.first_against: export(args.first_against, args.out.parent), **trees}
+            print_first(first_opens(args.out, args.episodes, args.first, trees, args.profile))
+            return
         then = None
         if args.before:
             argv = [a for a in sys.argv[1:] if a not in ("--before", args.before)]

@@ -23,12 +23,15 @@ if _ROOT not in sys.path:  # `streamlit run viewer/app.py` puts viewer/ on the p
 import polars as pl  # noqa: E402
 import streamlit as st  # noqa: E402
 
+from evalkit.view import streamlit_main  # noqa: E402
 from evalkit.view import support as vs  # noqa: E402
 from viewer import live  # noqa: E402
-from viewer.ab import view_ab  # noqa: E402
-from viewer.common import S, enlarge_support, malformed, memo, table, text_index  # noqa: E402
-from viewer.episode import view_episode  # noqa: E402
+from viewer.common import S, enlarge_support, malformed, shared, table, text_index  # noqa: E402
 from viewer.table import table_first, view_table  # noqa: E402
+
+# The Episode and A-vs-B views are imported when drawn (and, once the first page is out, in a thread: see
+# the end of `main`): the first page of a run, the Episodes table, is not kept waiting for them.
+streamlit_main.no_use_warning()
 
 
 def _script_args() -> list[str]:
@@ -91,13 +94,13 @@ def filters(df: pl.DataFrame, drawn: tuple) -> vs.Filters:
     the browser must build first); values no longer offered by the runs are dropped."""
     f = vs.Filters()
     # The choices change only with the runs: computed once per trace change, not on every step.
-    choices = memo(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
+    choices = shared(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
     for col in vs.FILTER_COLUMNS:
         opts = choices[col]
         if len(opts) > 1 or S.get(f"f_{col}"):
             S[f"f_{col}"] = [v for v in S.get(f"f_{col}", []) if v in opts]
             f.include[col] = list(S[f"f_{col}"])
-    lo, hi = memo(("reward_range", drawn), lambda: _reward_range(df))
+    lo, hi = shared(("reward_range", drawn), lambda: _reward_range(df))
     if lo is not None:
         rng = S.get("f_reward")
         if not (isinstance(rng, tuple | list) and len(rng) == 2 and lo <= min(rng) <= max(rng) <= hi):
@@ -114,7 +117,7 @@ def sidebar(
     df: pl.DataFrame, drawn: tuple, f: vs.Filters, runs: list[str], labels: dict[str, str], problems: list
 ) -> None:
     """The runs, what is wrong with them, and the filter widgets (`filters` read their values)."""
-    choices = memo(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
+    choices = shared(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
     with st.sidebar:
         st.title("evalkit viewer")
         st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
@@ -124,7 +127,7 @@ def sidebar(
         for col, label in vs.FILTER_COLUMNS.items():
             if col in f.include:
                 st.multiselect(label, choices[col], key=f"f_{col}", format_func=vs.clip)
-        lo, hi = memo(("reward_range", drawn), lambda: _reward_range(df))
+        lo, hi = shared(("reward_range", drawn), lambda: _reward_range(df))
         if lo is not None:
             st.slider("Reward", lo, hi, key="f_reward")
             if f.reward is not None:
@@ -194,13 +197,17 @@ def main() -> None:
         if not episode_view and (note := malformed(r, sigs[r])):
             problems.append((r, note))
         if not episode_view and not isinstance(t, str):  # a run lacking planned or scored episodes says so
-            said = memo(("incomplete", r, sigs[r]), lambda t=t: vs.incomplete_lines(t))
+            said = shared(("incomplete", r, sigs[r]), lambda t=t: vs.incomplete_lines(t))
             problems += [(r, line.split(": ", 1)[-1]) for line in said]
     drawn = (tuple(sigs.items()), tuple(problems))
-    df_all = memo(("episodes", drawn), lambda: vs.with_labels(vs.concat_tables(tables), labels))
+    df_all = shared(
+        ("episodes", drawn, tuple(labels.items())), lambda: vs.with_labels(vs.concat_tables(tables), labels)
+    )
     # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
     views = st.container()
     if episode_view:  # the Episode view reads one row of the table: no filter, search or sidebar to draw
+        from viewer.episode import view_episode
+
         enlarge_support()
         view_episode(df_all, labels)
     else:
@@ -217,6 +224,8 @@ def main() -> None:
             live.updates(chosen, labels)
             view_table(df, df_all, hits, steps, on_painted=_painted if wait else None)
         elif S.view == "A vs B":
+            from viewer.ab import view_ab
+
             enlarge_support()
             view_ab(df, df_all, labels, fingerprint)
         elif S.view == "Why":
@@ -236,6 +245,7 @@ def main() -> None:
             sidebar(df_all, drawn, f, runs, labels, problems)
     views.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
     _sync_link(labels)
+    streamlit_main.warm_later()
 
 
 main()

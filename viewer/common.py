@@ -22,6 +22,7 @@ from evalkit.records import rundir, transcripts
 from evalkit.records.viewer_marks import image_size, overlay
 from evalkit.types import EpisodeRecord
 from evalkit.view import support as vs
+from viewer.packing import UNPACK_JS, pack
 
 S = st.session_state
 
@@ -109,6 +110,18 @@ def load(df_all: pl.DataFrame, run: str, key: str) -> EpisodeRecord | str:
     if row is None:
         return f"No episode {key!r} in this run."
     return record(run, rundir.trace_signature(run), key, row.get("offset"))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _shared(key: tuple, _make: Callable[[], Any]) -> Any:
+    return _make()
+
+
+def shared(key: tuple, make: Callable[[], Any]) -> Any:
+    """`memo` for every page of this server: a value of the runs alone (`key` names them), not of a
+    session's filters or choices, made once rather than by each page that opens (the Episodes table's
+    first paint). The value is shared: it is never changed in place."""
+    return _shared(key, make)
 
 
 def memo(key: tuple, make: Callable[[], Any], keep: int = 4) -> Any:
@@ -230,7 +243,9 @@ def show_image(
 # them into a picture, from their positions (`evalkit.records.viewer_marks.overlay`). Decoding a screenshot,
 # drawing on it and encoding it again on the server was a third of the CPU of opening an episode (py-spy):
 # the browser draws them for nothing. Our own code: it draws numbers, never trace text.
-_MARKS_JS = """
+_MARKS_JS = (
+    UNPACK_JS
+    + """
 const NS = 'http://www.w3.org/2000/svg';
 const RED = 'rgb(230,30,60)';
 
@@ -241,7 +256,8 @@ function node(tag, attrs) {
 }
 
 export default function (component) {
-  const { data, parentElement } = component;
+  const { parentElement } = component;
+  const data = unpack(component.data);
   const r = data.r, thin = Math.max(2, Math.floor(r / 3)), wide = Math.max(3, Math.floor(r / 2));
   const svg = node('svg', { class: 'ek-marks', viewBox: '0 0 ' + data.w + ' ' + data.h,
     preserveAspectRatio: 'xMidYMid meet', role: 'img', 'aria-label': 'actions marked' });
@@ -266,6 +282,7 @@ export default function (component) {
   parentElement.replaceChildren(svg);
 }
 """
+)
 
 _marks: list = []
 
@@ -275,7 +292,7 @@ def marks_layer(layer: dict, key: str) -> None:
     keyed container (the page's style lays it over the picture, `_LAYOUT_CSS`)."""
     if not _marks:
         _marks.append(st.components.v2.component("evalkit_marks", js=_MARKS_JS, isolate_styles=False))
-    _marks[0](data=layer, key=key, width="stretch")
+    _marks[0](data=pack(layer), key=key, width="stretch")
 
 
 def no_none(

@@ -21,6 +21,7 @@ import polars as pl
 import streamlit as st
 
 from viewer.common import S, num_printf
+from viewer.packing import UNPACK_JS, pack
 
 ROW_PX = 30
 """One row's height in pixels (the header's too)."""
@@ -52,25 +53,87 @@ def _cells(s: pl.Series, fmt: str | None) -> pl.Series:
         return pl.Series(s.name, ["" if v is None else str(v) for v in s.to_list()], pl.String)
 
 
+CODE_DIGITS = "".join(chr(c) for c in range(35, 127) if c != 92)[:90]
+"""The digits of a column's codes sent as text: printable ASCII with no quote or backslash (nothing to escape
+in JSON), one digit a row for up to 90 distinct values, two for up to 8,100. As a list of numbers, 10,000
+codes were 30-60 KB a column, most of the table's message (368 KB for 10,000 episodes)."""
+_PAIRS: list[str] = []
+
+
+def _codes(codes: pl.Series, distinct: int) -> tuple[str | list[int], int]:
+    """`codes` as text of `CODE_DIGITS` and its digits a code (or as a list, 0, beyond 8,100 values)."""
+    if distinct > len(CODE_DIGITS) ** 2:
+        return codes.to_list(), 0
+    if distinct <= len(CODE_DIGITS):
+        table = list(CODE_DIGITS)
+    else:
+        if not _PAIRS:
+            _PAIRS.extend(a + b for a in CODE_DIGITS for b in CODE_DIGITS)
+        table = _PAIRS
+    return pl.Series(table[:distinct], dtype=pl.String).gather(codes).str.join("").item(), len(table[0])
+
+
+def _sequence(s: pl.Series, fmt: str | None) -> tuple[int, int] | None:
+    """(first, step) when the column is integers one apart (the table's "#" in the trace's order, or its
+    reverse), sent as those two numbers."""
+    if fmt or not s.dtype.is_integer() or s.len() < 2 or s.null_count():
+        return None
+    step = int(s[1]) - int(s[0])
+    return (int(s[0]), step) if step in (1, -1) and bool((s.diff().drop_nulls() == step).all()) else None
+
+
 def _column(name: str, s: pl.Series, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """One column for the browser: its label, whether it reads right-aligned, its width, and its cells, with
-    repeated values sent once (`dict` and a code per row) when that is the shorter."""
+    """One column for the browser: its label, whether it reads right-aligned, its width, and its cells:
+    integers one apart as the first and the step (`from`, `by`), repeated values sent once (`dict` and a
+    code per row, as text of `w` digits a code: `cells` reads them) when that is the shorter."""
     fmt = (spec.get("type_config") or {}).get("format")
     numeric = s.dtype.is_numeric() or spec.get("alignment") == "right"
-    text = _cells(s, fmt)
     label = spec.get("label") or name
+    col: dict[str, Any] = {"id": name, "label": label, "help": spec.get("help") or "", "right": bool(numeric)}
+    seq = _sequence(s, fmt)
+    if seq is not None:
+        longest = max(len(str(s[0])), len(str(s[-1])))
+        col |= {"ch": max(4, min(WIDEST_CH, max(longest, len(label) + 2))), "from": seq[0], "by": seq[1]}
+        return col
+    text = _cells(s, fmt)
     longest = int(text.str.len_chars().max() or 0) if len(text) else 0
-    col: dict[str, Any] = {
-        "id": name, "label": label, "help": spec.get("help") or "", "right": bool(numeric),
-        "ch": max(4, min(WIDEST_CH, max(longest, len(label) + 2))),
-    }  # fmt: skip
+    col["ch"] = max(4, min(WIDEST_CH, max(longest, len(label) + 2)))
     uniques = text.unique(maintain_order=True)
     if len(uniques) * 2 <= len(text):
         col["dict"] = uniques.to_list()
-        col["codes"] = text.cast(pl.Enum(uniques)).to_physical().to_list()
+        col["codes"], col["w"] = _codes(text.cast(pl.Enum(uniques)).to_physical(), len(uniques))
     else:
         col["values"] = text.to_list()
     return col
+
+
+def cells(col: Mapping[str, Any], n: int) -> list[str]:
+    """The `n` cells of a column as `_column` sends it, read as the browser reads them (`cell` in `_JS`)."""
+    if "from" in col:
+        return [str(col["from"] + col["by"] * i) for i in range(n)]
+    if "values" in col:
+        return list(col["values"])
+    codes, w = col["codes"], col.get("w", 0)
+    if w:
+        digit = {c: i for i, c in enumerate(CODE_DIGITS)}
+        codes = [sum(digit[codes[i + k]] * len(CODE_DIGITS) ** (w - 1 - k) for k in range(w))
+                 for i in range(0, len(codes), w)]  # fmt: skip
+    return [col["dict"][c] for c in codes]
+
+
+def _digest(df: pl.DataFrame, config: Mapping[str, Any]) -> tuple:
+    """What a table's cells are made of: its columns, their settings and its rows in order (two 64-bit sums
+    of the rows' hashes with their positions)."""
+    at = df.with_row_index("_at")
+    sums = tuple(int(at.hash_rows(seed=seed).sum()) for seed in (7, 11))  # the sums wrap, as wanted
+    return df.height, tuple(df.columns), json.dumps(config, sort_keys=True, default=str), sums
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _columns_text(digest: tuple, _df: pl.DataFrame, _config: Mapping[str, Any]) -> str:
+    """The columns' JSON text, made once for every page that shows those cells (`digest`): each new page of
+    a 10,000-episode run made it again, 12-17 ms of the script's ~40 ms."""
+    return json.dumps([_column(c, _df.get_column(c), _config.get(c) or {}) for c in _df.columns])
 
 
 def _on(key: str, what: str, act: Callable[[dict], None]) -> Callable[[], None]:
@@ -112,14 +175,14 @@ def row_table(
         _component["rows"] = make("evalkit_rows", js=_JS, css=_CSS, isolate_styles=False)
     ident = identity(ids)
     S[f"_{key}_id"] = ident
-    data = {
+    data = pack({
         "of": ident, "n": df.height, "row": ROW_PX, "empty": empty, "sortable": on_sort is not None,
         "sort": list(sort) if sort else None, "current": current, "painted": on_painted is not None,
         # As JSON text: Streamlit looks at each value of a component's data to see whether it is a data frame,
         # and took 0.25-0.8 s to decide that 10,000 rows of cells are not one (py-spy: most of the script's
         # time in the table's first paint). Text it passes as it is.
-        "columns": json.dumps([_column(c, df.get_column(c), config.get(c) or {}) for c in df.columns]),
-    }  # fmt: skip
+        "columns": _columns_text(_digest(df, config), df, config),
+    })  # fmt: skip
     callbacks = {"on_open_change": _on(key, "open", lambda a: on_open(int(a.get("row", -1))))}
     if on_sort is not None:
         callbacks["on_sort_change"] = _on(key, "sort", lambda a: on_sort(str(a.get("column"))))
@@ -151,11 +214,16 @@ _CSS = """
 .ek-rows td.empty { color: #808495; }
 """
 
-_JS = """
+_JS = (
+    UNPACK_JS
+    + """
 const SLACK = 8;  // rows drawn above and below those in view
+const DIGITS = __DIGITS__, BASE = DIGITS.length, DIGIT = {};
+for (let i = 0; i < BASE; i++) DIGIT[DIGITS.charCodeAt(i)] = i;
 
 export default function (component) {
-  const { data, setTriggerValue, parentElement } = component;
+  const { setTriggerValue, parentElement } = component;
+  const data = unpack(component.data);
   const state = parentElement.__ek || (parentElement.__ek = {});
   let box = parentElement.querySelector('.ek-rows');
   if (!box) {
@@ -173,7 +241,7 @@ export default function (component) {
   const fresh = state.data === undefined;
   const resorted = !fresh && JSON.stringify(state.data.sort) !== JSON.stringify(data.sort);
   state.box = box;
-  state.data = Object.assign({}, data, { columns: JSON.parse(data.columns) });
+  state.data = Object.assign({}, data, { columns: JSON.parse(data.columns).map(codes) });
   state.trigger = setTriggerValue;
   box.style.setProperty('--ek-row', data.row + 'px');
   head(state);
@@ -190,7 +258,19 @@ export default function (component) {
 }
 
 function cell(col, i) {
+  if (col.from !== undefined) return String(col.from + col.by * i);
   return col.values ? col.values[i] : col.dict[col.codes[i]];
+}
+
+function codes(col) {  // a column's codes sent as text of `w` digits each (`_codes`), as numbers
+  if (typeof col.codes !== 'string') return col;
+  const text = col.codes, w = col.w, out = new Uint16Array(text.length / w);
+  for (let i = 0; i < out.length; i++) {
+    let v = 0;
+    for (let k = 0; k < w; k++) v = v * BASE + DIGIT[text.charCodeAt(i * w + k)];
+    out[i] = v;
+  }
+  return Object.assign(col, { codes: out });
 }
 
 function head(state) {
@@ -281,3 +361,4 @@ function pick(state, target) {
   if (tr) state.trigger('open', { row: parseInt(tr.dataset.row, 10), of: state.data.of });
 }
 """
+).replace("__DIGITS__", json.dumps(CODE_DIGITS))

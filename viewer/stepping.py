@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from viewer.packing import UNPACK_JS, pack
+
 S = st.session_state
 
 PREFETCH_ENV = "EVALKIT_VIEWER_PREFETCH"
@@ -78,12 +80,15 @@ def hide_others(pos: int, turn: int | None) -> None:
     st.html(f"<style>{css}</style>")
 
 
-_JS = """
+_JS = (
+    UNPACK_JS
+    + """
 const BUTTONS = '.st-key-step_prev button, .st-key-step_next button, [class*="st-key-step_film_"] button';
 const RETRY_MS = 2000;
 
 export default function (component) {
-  const { data, setTriggerValue, parentElement } = component;
+  const { setTriggerValue, parentElement } = component;
+  const data = unpack(component.data);
   const S = window.__evalkitStepper || (window.__evalkitStepper = {});
   // The step on screen is ours (the address holds it), unless the server moved it itself or this is another
   // episode: a step the server drew for an older request of ours is not taken back.
@@ -238,16 +243,20 @@ function show(S, p) {
   if (next) next.disabled = p >= last;
 }
 """
+)
 
-_BELOW_JS = """
+_BELOW_JS = (
+    UNPACK_JS
+    + """
 export default function (component) {
   const S = window.__evalkitStepper || (window.__evalkitStepper = {});
   S.below = component.setTriggerValue;
-  S.drawn = component.data.drawn;
+  S.drawn = unpack(component.data).drawn;
   S.askedPages = null;
   if (S.sync) S.sync();  // the step may have moved on while these were drawn
 }
 """
+)
 
 _KEEPER_JS = """
 export default function (component) {
@@ -275,10 +284,10 @@ def mount(
     it asks for) when the browser wants a step beyond them: `S["evalkit_stepper"].goto` holds its position."""
     if "stepper" not in _component:
         _component["stepper"] = st.components.v2.component("evalkit_stepper", js=_JS, isolate_styles=False)
-    data = {
+    data = pack({
         "key": key, "pos": pos, "said": said, "lo": shown.start, "hi": shown.stop, "indices": list(indices),
         "pages": [list(p) for p in pages], "drawn": list(drawn), "turns": list(turns),
-    }  # fmt: skip
+    })  # fmt: skip
     _component["stepper"](data=data, key="evalkit_stepper", on_goto_change=goto, width="stretch")
 
 
@@ -287,7 +296,7 @@ def mount_below(drawn: tuple[int, int], goto: Callable[[], None]) -> None:
     rerun of that fragment alone) when the browser's step is on other pages: `S["evalkit_below"].goto`."""
     if "below" not in _component:
         _component["below"] = st.components.v2.component("evalkit_below", js=_BELOW_JS, isolate_styles=False)
-    data = {"drawn": list(drawn)}
+    data = pack({"drawn": list(drawn)})
     _component["below"](data=data, key="evalkit_below", on_goto_change=goto, width="stretch")
 
 

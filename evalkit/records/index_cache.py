@@ -24,13 +24,15 @@ from typing import Any
 import polars as pl
 
 from evalkit.errors import DiskFullError, TraceError
-from evalkit.records import _index, importers, kept, rundir
+from evalkit.records import importers, kept, rundir
 from evalkit.records.columns import CACHED, INDEX_COLUMNS, INDEX_VERSION, episode_row, frame
 
 log = logging.getLogger(__name__)
 
 VERSION = INDEX_VERSION
 SCHEMA = pl.Schema(INDEX_COLUMNS)
+_index: Any = None
+"""`evalkit.records._index` once `_read_on` has needed it (benchmarks/analysis.py puts another here)."""
 _META = "evalkit_index"  # the Parquet metadata key of what an index covers (see `_extend`)
 
 
@@ -47,7 +49,7 @@ def build(run: Path, counts: dict | None = None) -> pl.DataFrame:
     if rundir.is_native(run):
         trace = rundir.trace_file(run)
         with open(trace, "rb") as f:
-            return _latest(_index.records(f, episode_row, SCHEMA, trace, counts))
+            return _latest(_read_on(f, trace, {} if counts is None else counts))
     return frame([episode_row(d, None) for d in rundir.iter_dicts(run)], dict(SCHEMA))
 
 
@@ -66,6 +68,19 @@ def index_path(run: str | Path) -> Path:
     if rundir.is_native(run):
         return Path(run) / ".evalkit" / f"index-v{VERSION}-{size}-{mtime}.parquet"
     return rundir.derived_dir(run) / f"index-v{VERSION}-i{importers.cache_tag(run)}-{size}-{mtime}.parquet"
+
+
+def _read_on(f: Any, trace: Path, counts: dict) -> pl.DataFrame:
+    """`_index.records` of the open trace `f` from its position; the cold reader is imported only when there
+    is something to read. It brings NumPy: ~0.1-0.4 s of the viewer's first page on a run evalkit wrote,
+    whose kept index leaves nothing to read cold (py-spy, benchmarks/viewer.py --first)."""
+    global _index
+    if os.fstat(f.fileno()).st_size <= f.tell():
+        counts.update(unreadable=0, torn=0, bad_at=[], complete=0)  # as `_index.records` counts nothing
+        return SCHEMA.to_frame()
+    if _index is None:
+        from evalkit.records import _index
+    return _index.records(f, episode_row, SCHEMA, trace, counts)
 
 
 def _covered(recs: pl.DataFrame, indexed: int) -> bool:
@@ -97,7 +112,7 @@ def _index_native(run: Path) -> tuple[pl.DataFrame, dict | None]:
             start = journal.end
         f.seek(start)
         counts: dict = {}
-        tail = _index.records(f, episode_row, SCHEMA, trace, counts)
+        tail = _read_on(f, trace, counts)
         recs = pl.concat([*known, tail.with_columns(pl.col("offset") + start)], how="vertical")
         if len(known) > 1:
             recs = recs.sort("offset")

@@ -32,7 +32,6 @@ from typing import Any, BinaryIO, NamedTuple
 import polars as pl
 
 from evalkit.errors import NOT_JSON
-from evalkit.records import _index
 from evalkit.records.columns import CACHED, INDEX_COLUMNS, INDEX_VERSION, episode_row
 
 log = logging.getLogger(__name__)
@@ -156,6 +155,8 @@ class Journal:
             return
         start = self.end
         f.seek(start)
+        from evalkit.records import _index  # the cold reader brings NumPy: not for the viewer's first page
+
         counts: dict = {}
         rows = _index.records(f, episode_row, SCHEMA, self.trace, counts)
         end = start + counts["complete"]

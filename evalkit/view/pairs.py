@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from evalkit import analysis
-from evalkit.analysis.stats import PAIR_KEYS
 from evalkit.analysis.tables import ci_column, ci_text, lost_cells_text, mde_text, p_column, p_phrase
 from evalkit.view.text import CELL_LIMIT, NONE_LABEL, clip, clip_columns
 
@@ -40,7 +39,7 @@ PAIR_SEP = "\x1f"
 def pair_columns(df: pl.DataFrame) -> list[str]:
     """The columns of `evalkit.analysis.PAIR_KEYS` that `df` has: an A episode is compared with a B episode
     only when all of them agree (same env and configuration, surface, mode, task and skin)."""
-    return [k for k in PAIR_KEYS if k in df.columns]
+    return [k for k in analysis.PAIR_KEYS if k in df.columns]
 
 
 def _pair_expr(keys: Sequence[str]) -> pl.Expr:

@@ -4,6 +4,7 @@ gets the same settings from the viewer's own `.streamlit/config.toml`."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -112,8 +113,34 @@ def test_server_skips_streamlits_use_warning_check():
         "def walked():\n"
         "    raise SystemExit('is_repl was called')\n"
         "env_util.is_repl = walked\n"
-        "streamlit_main._no_use_warning()\n"
+        "streamlit_main.no_use_warning()\n"
         "d._maybe_print_use_warning()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+FIRST_PAGE = """
+import json, sys
+from streamlit.testing.v1 import AppTest
+from evalkit.view import streamlit_main
+streamlit_main.REST = ()  # what is imported once the first page is out: not this page's
+at = AppTest.from_file(sys.argv[1], default_timeout=90).run()
+assert not at.exception, [e.value for e in at.exception]
+assert [e for e in at.get("bidi_component") if e.proto.component_name == "evalkit_rows"], "no table"
+print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))
+"""
+
+
+def test_first_page_imports_only_the_table():
+    """The Episodes table, the first page of a run, imports no statistics (NumPy), no pandas or PyArrow (which
+    Streamlit imported to look at a component's list for a data frame) and not the other views: 0.85 s and
+    more of the first open under a plain `streamlit run` (py-spy, benchmarks/viewer.py --first)."""
+    absent = ["numpy", "pandas", "pyarrow", "altair", "evalkit.analysis.stats", "viewer.episode", "viewer.ab"]
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_PAGE, str(APP), json.dumps(absent)],
+        capture_output=True, text=True, timeout=180, cwd=APP.parents[1],
+        env=dict(os.environ, EVALKIT_RUNS=str(SAMPLE_RUN)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []

@@ -50,10 +50,9 @@ def rows(at, key: str = "table"):
     for el in at.get("bidi_component"):
         if el.proto.component_name == "evalkit_rows" and el.proto.id.endswith(f"-{key}"):
             data = json.loads(el.proto.json)
-            cells = {
-                c["id"]: c["values"] if "values" in c else [c["dict"][i] for i in c["codes"]]
-                for c in json.loads(data["columns"])  # sent as JSON text (`viewer.rows.row_table`)
-            }
+            from viewer.rows import cells as read  # the cells as the browser reads them
+
+            cells = {c["id"]: read(c, data["n"]) for c in json.loads(data["columns"])}  # JSON text
             frame = pd.DataFrame(cells, dtype=object)
             assert len(frame) == data["n"]
             return frame
