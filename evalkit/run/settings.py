@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.providers.images import check_budget
 from evalkit.run.breaker import BreakerSettings
 from evalkit.types import AgentOptions
 from evalkit.values import knobs
@@ -226,6 +227,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         knobs.check_all(self)
+        check_budget(self.keep_images, self.image_window)  # the two image budgets: one at a time
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
         if self.max_cost is not None and self.executor == "ray":

@@ -169,7 +169,7 @@ class EpisodeStepper:
         **overrides: Any,
     ):
         self.settings = Settings.make(settings, who="EpisodeStepper()", **overrides)
-        check_agent(agent, self.settings.options, endpoint=False)  # a missing key is said at once
+        check_agent(agent, endpoint=False)  # a missing key is said at once
         self.agent_spec, self.task, self.surface, self.mode = agent, task, surface, mode
         self.skin, self.coordinates = skin, coordinates
         self.env = with_records(resolve(env, strict=False), [task])
@@ -190,7 +190,7 @@ class EpisodeStepper:
     def reset(self) -> dict:
         """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
         nothing answers at is a ConfigError naming its URL, before the env is touched."""
-        check_agent(self.agent_spec, self.settings.options)
+        check_agent(self.agent_spec)
         self.close()
         self.steps, self.sent, self.pending = [], [], None
         self._store = tempfile.mkdtemp(prefix="evalkit-stepper-")
