@@ -16,8 +16,12 @@ lost or frozen node costing only its episodes in flight.
 - **Files.** A runner keeps what an episode wrote (pictures, shared texts, raw bodies) in a temporary
   directory and returns the record with each file's sha256; the driver asks only for the files it does not
   already have (most frames after the first episodes, the task's target render, the shared texts).
-- **What travels.** `Episodes` (the env, the settings) and the variables named by `TRAVELS`, once per runner.
-  Each record says in `info["node"]` which node ran it.
+- **What travels.** `Episodes` (the env, the settings), the variables named by `TRAVELS` and the user's
+  prices as the driver read them (`prices.price_table`), once per runner. Each record says in
+  `info["node"]` which node ran it.
+- **A budget** (`--max-cost`): the driver admits each job as the thread executor does
+  (`evalkit.run.budget`), but holds a job it may not start yet (its model's first episode still running)
+  and goes on with the others; once the budget is spent no job starts and the episodes in flight land.
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ from evalkit.envs.client.loopback import on_this_machine
 from evalkit.envs.client.resolved import served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.notices import notice
+from evalkit.providers import prices
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
 from evalkit.records.rundir import store_files
+from evalkit.run import budget
 from evalkit.types import EpisodeRecord
 
 log = logging.getLogger("evalkit.run.batch")
@@ -84,10 +90,11 @@ def start_ray(address: str | None) -> Any:
 class Runner:
     """Episodes on one node, run by the actor's threads (made a Ray actor by `Fleet`)."""
 
-    def __init__(self, episodes: Any, driver_node: str, serve: Callable[[str], Any]):
+    def __init__(self, episodes: Any, driver_node: str, serve: Callable[[str], Any], priced: Any):
         import ray  # an extra (evalkit[ray]): on a node of a cluster it is there
 
         os.environ.update(episodes.environ)
+        prices.use_table(priced)  # the user's prices as the driver read them: their file is not here
         _reachable_cwd()
         ctx = ray.get_runtime_context()
         self.node = {"id": ctx.get_node_id(), "address": ray.util.get_node_ip_address()}
@@ -234,6 +241,7 @@ class Fleet:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.episodes, self.per, self.timeout, self.serve = ray, episodes, per, timeout, serve
+        self.priced = prices.price_table()
         self.affinity = NodeAffinitySchedulingStrategy
         self.driver = ray.get_runtime_context().get_node_id()
         self.driver_address = ray.util.get_node_ip_address()
@@ -264,7 +272,7 @@ class Fleet:
             for _ in range(1 if self.per == "node" else max(1, cpus)):
                 strategy = self.affinity(node, soft=False)
                 on = self.actor.options(scheduling_strategy=strategy)
-                actor = on.remote(self.episodes, self.driver, self.serve)
+                actor = on.remote(self.episodes, self.driver, self.serve, self.priced)
                 post = Post(actor, node, str(n.get("NodeManagerAddress", "?")), self.looked)
                 self.posts.append(post)
                 flight[actor.ping.remote()] = Flight("ready", post)
@@ -316,7 +324,7 @@ class Dispatch:
 
     def run(self) -> Iterator[EpisodeRecord | None]:
         self.fleet.look(self.flight)
-        while self.gate.down is None and (self.queue or self.busy()):
+        while self.gate.down is None and ((self.queue and not self.spent()) or self.busy()):
             self.fill()
             if not self.fleet.posts:
                 self.fleet.look(self.flight)
@@ -325,7 +333,7 @@ class Dispatch:
                     break
             yield from self.wait()
             self.watch()
-        if self.gate.down is not None:
+        if self.gate.down is not None or self.spent():
             for _ in self.queue:
                 self.left("not_run")
         self.close()
@@ -333,18 +341,29 @@ class Dispatch:
     def busy(self) -> bool:
         return any(f.kind in ("play", "take") for f in self.flight.values())
 
+    def spent(self) -> bool:
+        return budget.stopped(self.gate) is not None
+
     def fill(self) -> None:
+        held = []  # jobs of a model whose first episode is still running under a budget: its cost unknown
         while self.playing < self.concurrency and self.queue:
             post = self.fleet.free()
             if post is None:
-                return
+                break
             job = self.queue.popleft()
-            if not self.gate.allow(job.model):
+            admitted = budget.admit(self.gate, job.model)
+            if admitted is None:
+                held.append(job)
+            elif admitted:
+                post.busy += 1
+                self.playing += 1
+                self.flight[post.actor.play.remote(job)] = Flight("play", post, job)
+            elif self.spent():
+                self.queue.appendleft(job)  # left with the rest of the queue
+                break
+            else:
                 self.left("not_run")
-                continue
-            post.busy += 1
-            self.playing += 1
-            self.flight[post.actor.play.remote(job)] = Flight("play", post, job)
+        self.queue.extendleft(reversed(held))
 
     def wait(self) -> Iterator[EpisodeRecord | None]:
         refs = list(self.flight)
@@ -385,6 +404,7 @@ class Dispatch:
             yield from self.finish(f.rec, value, f.post)
 
     def played(self, f: Flight, rec: Any, sums: dict, refused: Any) -> Iterator[EpisodeRecord | None]:
+        budget.release(self.gate, f.job.model, rec)  # what it cost counts from now on
         if refused is not None:
             self.gate.refused_by(refused)
             yield None
@@ -444,6 +464,9 @@ class Dispatch:
         back = [ref for ref, f in self.flight.items() if f.post.node == node]
         fl = [self.flight.pop(ref) for ref in back] + ([also] if also is not None else [])
         jobs = [f.job for f in fl if f.kind in ("play", "take")]
+        for f in fl:
+            if f.kind == "play":  # (a "take" was released when it played)
+                budget.release(self.gate, f.job.model, None)
         self.playing -= sum(f.kind == "play" for f in fl)
         again = 0
         for job in reversed(jobs):

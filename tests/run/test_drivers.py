@@ -53,7 +53,7 @@ def test_run_episode_takes_settings_and_keywords_override_them():
 
 
 def test_the_image_budgets_are_checked_where_the_settings_are_made():
-    # Two budgets at once is a mistake in the settings, whichever driver they are for: said when they are made.
+    # Two budgets at once is a mistake in the settings, whichever driver: said when the settings are made.
     with pytest.raises(ConfigError, match="give only one"):
         Settings(keep_images=2, image_window=(6, 2))
     with pytest.raises(ConfigError, match="give only one"):
