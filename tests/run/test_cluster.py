@@ -1,5 +1,6 @@
 """`evalkit run --executor ray` on a real two-node cluster (`tests/run/raycluster.py`): every node runs
-episodes, a node killed mid-batch or frozen costs only its episodes in flight, and the batch ends complete;
+episodes (shown live in the run as they go), a node killed mid-batch or frozen costs only its episodes in
+flight, and the batch ends complete;
 a budget (`--max-cost`) holds across the cluster.
 
 The batch is the CLI in a child process (its exit status and stderr are what a user sees), against the
@@ -86,10 +87,30 @@ def complete(out, tasks: int = TASKS) -> list[dict]:
     return recs
 
 
+def watched(proc: subprocess.Popen, out, timeout: float = 180) -> list:
+    """What a viewer watching the run saw running, polled until the batch ends."""
+    from evalkit.records import live
+
+    seen, deadline = [], time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        for e in live.running(out):
+            if e.frame and (out / e.frame).is_file():  # (a picture it names is there to show)
+                seen.append(e)
+        time.sleep(0.3)
+    return seen
+
+
 def test_every_node_runs_episodes(cluster, standin, tmp_path):
+    from evalkit.records import live
+
     cluster.second()
-    status, err = ended(batch(cluster, standin, tmp_path / "run"))
+    proc = batch(cluster, standin, tmp_path / "run")
+    seen = watched(proc, tmp_path / "run")
+    status, err = ended(proc)
     assert status == 0, err[-2000:]
+    # The runners' episodes in flight showed in the run's live folder, turn by turn; none is left there.
+    assert len({e.key for e in seen}) >= 6 and max(e.turn or 0 for e in seen) >= 1, len(seen)
+    assert live.files(tmp_path / "run") == []
     recs = complete(tmp_path / "run")
     ran = nodes_of(recs)
     assert set(ran) == {"127.0.0.2", "127.0.0.3"}, (ran, err[-3000:])
