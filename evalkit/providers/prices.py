@@ -88,10 +88,24 @@ def _read(path: Path) -> dict[str, dict[str, float]]:
     return entries
 
 
+_TRAVELLED: list[dict[str, dict[str, float]] | None] = []
+"""The user's prices as the batch's driver read them, in a process that prices its episodes elsewhere (a Ray
+runner on another machine, where the user's file is not): `use_table`."""
+
+
+def use_table(table: dict[str, dict[str, float]] | None) -> None:
+    """Price this process's episodes with `table` (`price_table()` where the batch was started), not with
+    whatever price file this machine has."""
+    _TRAVELLED[:] = [table]
+    price_table.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, dict[str, float]] | None:
     """The user's prices (model id → rates; empty without a file), or None, warned about once, when their
     file cannot be read."""
+    if _TRAVELLED:
+        return _TRAVELLED[0]
     path = override_path()
     if path is None:
         return {}

@@ -49,7 +49,6 @@ STALE_S = 900.0
 longer than this is rare, and a false 'gone' only hides a running episode until its next turn)."""
 
 _HOST = socket.gethostname()
-_HOST_IN_NAME = re.sub(r"[^A-Za-z0-9._-]+", "_", _HOST)[:100]
 
 
 @dataclass
@@ -83,7 +82,11 @@ class LiveEpisode:
 
 def live_path(run_dir: str | Path) -> Path:
     """This process's live file in `run_dir`."""
-    return Path(run_dir) / LIVE_DIR / f"{os.getpid()}@{_HOST_IN_NAME}.json"
+    return _file(run_dir, os.getpid(), _HOST)
+
+
+def _file(run_dir: str | Path, pid: int, host: str) -> Path:
+    return Path(run_dir) / LIVE_DIR / f"{pid}@{re.sub(r'[^A-Za-z0-9._-]+', '_', host)[:100]}.json"
 
 
 def publish(run_dir: str | Path, rec: Any, max_turns: int | None = None) -> None:
@@ -122,12 +125,33 @@ def finish(run_dir: str | Path, key: str) -> None:
     _writer().remove(live_path(run_dir), key)
 
 
-def _write(path: Path, episodes: list[dict]) -> None:
+def own(run_dir: str | Path) -> list[dict]:
+    """The episodes this process's live file in `run_dir` holds now (a Ray runner's, for its driver)."""
+    try:
+        return _entries(json.loads(live_path(run_dir).read_bytes()))
+    except (OSError, ValueError):
+        return []
+
+
+def relay(run_dir: str | Path, pid: int, host: str, episodes: list[dict]) -> None:
+    """Write process `pid`@`host`'s live file in `run_dir` for it: its episodes run where the run directory
+    is not (a Ray runner; its driver relays them). No episodes: the file goes. Never raises."""
+    path = _file(run_dir, pid, host)
+    if episodes:
+        _write(path, episodes, pid, host)
+        return
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _write(path: Path, episodes: list[dict], pid: int | None = None, host: str | None = None) -> None:
     # start-up: the run-directory layer (~40 modules) only for a writer
     from evalkit.records.rundir import atomic_write
 
-    data = {"version": LIVE_VERSION, "pid": os.getpid(), "host": _HOST, "updated": round(time.time(), 3),
-            "episodes": episodes}  # fmt: skip
+    data = {"version": LIVE_VERSION, "pid": pid or os.getpid(), "host": host or _HOST,
+            "updated": round(time.time(), 3), "episodes": episodes}  # fmt: skip
     try:
         atomic_write(path, json.dumps(data, ensure_ascii=False, default=str).encode(), sync=False)
     except Exception:  # a full disk or a vanished directory costs the progress, never the batch

@@ -29,6 +29,8 @@ from evalkit.errors import ConfigError, DiskFullError, no_space
 from evalkit.records.outputs import mount_point, sweep
 
 LOCK_FILE = ".evalkit/writer.lock"
+STORES = ("frames", "texts")
+"""A run's content-addressed folders (`rundir.FrameStore`, `TextStore`), written only by the lock's holder."""
 
 _held: dict[str, float] = {}
 """Run directories (resolved) this process holds, and since when."""
@@ -128,14 +130,16 @@ class RunLock:
     def acquire(self) -> RunLock:
         """Take the lock, or raise RunLockedError naming its holder (DiskFullError when there is no room
         for its file). The new writer then sweeps what writers killed mid-write left in the run (their
-        temporary files: `evalkit.records.outputs.sweep`)."""
+        temporary files: `evalkit.records.outputs.sweep`; in the stores only when it took over from a
+        holder that died)."""
         try:
             self._acquire()
         except OSError as exc:
             if not no_space(exc):
                 raise
             raise DiskFullError(self.out / LOCK_FILE, mount_point(self.out), "nothing was written") from None
-        sweep(self.out)
+        # The stores are written under this lock alone: only a holder that died can have left files there.
+        sweep(self.out, skip=() if self.took_over else STORES)
         return self
 
     def _acquire(self) -> RunLock:

@@ -6,6 +6,8 @@ the old output or the new one, never a mix.
 What a killed writer leaves is a temporary sibling, named `.<name>.<pid>-<n>.tmp` (a folder swapped out in
 two steps, `.<name>.<pid>-<n>.old`). The next writer sweeps those whose process is gone, or is younger than
 the file (its pid reused): `sweep`, at a run's writer's start (`RunLock`) and before each output is built.
+A run's content-addressed stores (`frames/`, `texts/`: a million files at 100k episodes, seconds to list) are
+written only under its lock, so they are swept when the lock's last holder died holding it.
 """
 
 from __future__ import annotations
@@ -138,11 +140,11 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def sweep(directory: str | os.PathLike, recursive: bool = True) -> int:
-    """Remove the temporary siblings in `directory` (and below, with `recursive`) that a writer killed
-    mid-write left: those whose process is gone or is younger than they are. An old output swapped out is
-    put back where its new one never arrived. Returns how many were dealt with; never raises (a folder
-    that cannot be read or written keeps its leftovers)."""
+def sweep(directory: str | os.PathLike, recursive: bool = True, skip: tuple[str, ...] = ()) -> int:
+    """Remove the temporary siblings in `directory` (and below, with `recursive`, but for its folders named
+    in `skip`) that a writer killed mid-write left: those whose process is gone or is younger than they are.
+    An old output swapped out is put back where its new one never arrived. Returns how many were dealt with;
+    never raises (a folder that cannot be read or written keeps its leftovers)."""
     done = 0
     try:
         entries = list(os.scandir(directory))
@@ -151,7 +153,7 @@ def sweep(directory: str | os.PathLike, recursive: bool = True) -> int:
     for entry in entries:
         found = TEMP.match(entry.name)
         if found is None:
-            if recursive and entry.is_dir(follow_symlinks=False):
+            if recursive and entry.name not in skip and entry.is_dir(follow_symlinks=False):
                 done += sweep(entry.path, recursive)
             continue
         try:

@@ -182,7 +182,7 @@ def _check(models: list[str], s: Settings) -> None:
         raise ConfigError("no models given")
     check_concurrency(s.concurrency, s.executor)
     for m in models:
-        check_agent(m, s.options, endpoint=False)
+        check_agent(m, endpoint=False)
     check_endpoints(models)
     budget.check_priced(models, s.max_cost, s.episode_max_cost)
     if s.executor == "ray":

@@ -136,24 +136,37 @@ class BatchBudget:
         """Let one episode of `model` start (True), or say the budget is spent (False, and stopped). A
         model with no expected cost yet waits while one of its episodes runs."""
         with self._cond:
-            while self.expected(model) is None and self.flight[model] and alive() and self.stopped is None:
+            while alive():
+                took = self._take(model)
+                if took is not None:
+                    return took
                 self._cond.wait(timeout=1.0)
-            if self.stopped is not None or not alive():
-                return False
-            mine = self.expected(model) or 0.0
-            if self._committed() + mine > self.limit:
-                self.stopped = {
-                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "max_cost": self.limit,
-                    "spent": round(self.spent, 6),
-                    "in_flight": sum(self.flight.values()),
-                    "expected_in_flight": round(self._committed() - self.spent, 6),
-                    "next_expected": round(mine, 6),
-                }
-                self._cond.notify_all()
-                return False
-            self.flight[model] += 1
-            return True
+            return False
+
+    def try_reserve(self, model: str) -> bool | None:
+        """`reserve` for a dispatcher that cannot wait (Ray's): None where `reserve` would wait."""
+        with self._cond:
+            return self._take(model)
+
+    def _take(self, model: str) -> bool | None:
+        if self.stopped is not None:
+            return False
+        if self.expected(model) is None and self.flight[model]:
+            return None
+        mine = self.expected(model) or 0.0
+        if self._committed() + mine > self.limit:
+            self.stopped = {
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "max_cost": self.limit,
+                "spent": round(self.spent, 6),
+                "in_flight": sum(self.flight.values()),
+                "expected_in_flight": round(self._committed() - self.spent, 6),
+                "next_expected": round(mine, 6),
+            }
+            self._cond.notify_all()
+            return False
+        self.flight[model] += 1
+        return True
 
     def release(self, model: str, rec: EpisodeRecord | None) -> None:
         """An episode that `reserve` let start has ended (`rec` None: it was not written)."""
@@ -193,6 +206,29 @@ class BudgetGate:
             self.budget.release(model, rec)
         return rec
 
+    def admit(self, model: str) -> bool | None:
+        """For Ray's dispatcher, which holds a job rather than wait: True, the episode may start (`release`
+        must follow); None, not yet (the model's first episode still runs); False, not at all (the guard
+        or the budget said no: `stopped` says which)."""
+        if not self.guard.allow(model):
+            return False
+        took = self.budget.try_reserve(model)
+        if took is False:
+            self._say_stopped()
+        return took
+
+    def release(self, model: str, rec: EpisodeRecord | None) -> None:
+        """An episode `admit` let go has ended (`rec` None: it came to no record, or its node was lost)."""
+        self.budget.release(model, rec)
+
+    @property
+    def down(self) -> str | None:  # set by the dispatcher too: the guard's, not a copy of it
+        return self.guard.down
+
+    @down.setter
+    def down(self, why: str | None) -> None:
+        self.guard.down = why
+
     def _say_stopped(self) -> None:
         """Once: run.json's `budget_stop` (before the batch's summary reads it) and one line."""
         with self._lock:
@@ -210,6 +246,17 @@ def gate(guard: Any, max_cost: float | None, episode_max_cost: float | None, out
         return guard
     records = list(read_records(out, latest=False)) if (out / TRACE).exists() else []
     return BudgetGate(guard, BatchBudget(max_cost, records, episode_max_cost), out)
+
+
+def admit(g: Any, model: str) -> bool | None:
+    """For a dispatcher that holds a job rather than wait (Ray's): whether an episode of `model` may start
+    under the batch's gate, budget or not (`BudgetGate.admit`; `release` follows a True)."""
+    return g.admit(model) if isinstance(g, BudgetGate) else g.allow(model)
+
+
+def release(g: Any, model: str, rec: EpisodeRecord | None) -> None:
+    if isinstance(g, BudgetGate):
+        g.release(model, rec)
 
 
 def stopped(g: Any) -> dict | None:

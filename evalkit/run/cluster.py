@@ -16,8 +16,15 @@ lost or frozen node costing only its episodes in flight.
 - **Files.** A runner keeps what an episode wrote (pictures, shared texts, raw bodies) in a temporary
   directory and returns the record with each file's sha256; the driver asks only for the files it does not
   already have (most frames after the first episodes, the task's target render, the shared texts).
-- **What travels.** `Episodes` (the env, the settings) and the variables named by `TRAVELS`, once per runner.
-  Each record says in `info["node"]` which node ran it.
+- **What travels.** `Episodes` (the env, the settings), the variables named by `TRAVELS` and the user's
+  prices as the driver read them (`prices.price_table`), once per runner. Each record says in
+  `info["node"]` which node ran it.
+- **Live progress.** The driver asks each runner with episodes in flight for their state about once a
+  second and writes it into the run's live folder as the runner's own live file (`evalkit.records.live`),
+  with the newest picture of each: a viewer watching the run shows them as it shows a local batch's.
+- **A budget** (`--max-cost`): the driver admits each job as the thread executor does
+  (`evalkit.run.budget`), but holds a job it may not start yet (its model's first episode still running)
+  and goes on with the others; once the budget is spent no job starts and the episodes in flight land.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import hashlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections import Counter, deque
@@ -38,9 +46,11 @@ from evalkit.envs.client.loopback import on_this_machine
 from evalkit.envs.client.resolved import served_by
 from evalkit.errors import ConfigError, KeyRejectedError
 from evalkit.notices import notice
+from evalkit.providers import prices
 from evalkit.providers.health import ProviderHealth
 from evalkit.records import live
 from evalkit.records.rundir import store_files
+from evalkit.run import budget
 from evalkit.types import EpisodeRecord
 
 log = logging.getLogger("evalkit.run.batch")
@@ -84,10 +94,11 @@ def start_ray(address: str | None) -> Any:
 class Runner:
     """Episodes on one node, run by the actor's threads (made a Ray actor by `Fleet`)."""
 
-    def __init__(self, episodes: Any, driver_node: str, serve: Callable[[str], Any]):
+    def __init__(self, episodes: Any, driver_node: str, serve: Callable[[str], Any], priced: Any):
         import ray  # an extra (evalkit[ray]): on a node of a cluster it is there
 
         os.environ.update(episodes.environ)
+        prices.use_table(priced)  # the user's prices as the driver read them: their file is not here
         _reachable_cwd()
         ctx = ray.get_runtime_context()
         self.node = {"id": ctx.get_node_id(), "address": ray.util.get_node_ip_address()}
@@ -98,6 +109,10 @@ class Runner:
         self.episodes = episodes
         self.health = ProviderHealth()
         self.kept: dict[str, str] = {}
+        self.playing: dict[str, str] = {}
+        """The temporary directory of each episode in flight, by key."""
+        self.sent: dict[str, set[str]] = {}
+        """Pictures `live` has sent the driver, by episode in flight."""
 
     def ping(self) -> bool:
         return True
@@ -106,12 +121,15 @@ class Runner:
         """One episode: its record and the sha256 of each file it wrote, by run-relative path (kept here
         until `take`). Its live progress stays on the node. A refused key comes back instead of a record."""
         tmp = tempfile.mkdtemp(prefix="evalkit-ep-")
+        self.playing[job.key] = tmp
         try:
             rec = self.episodes.play(job, Path(tmp), None, self.health)
         except KeyRejectedError as e:
             shutil.rmtree(tmp, ignore_errors=True)
             return None, {}, e
         finally:
+            self.playing.pop(job.key, None)
+            self.sent.pop(job.key, None)
             # The live file is written by this process's writer thread: none of its writes may land in the
             # directory as it goes (or make it again).
             live.finish(tmp, job.key)
@@ -119,6 +137,20 @@ class Runner:
         self.kept[job.key] = tmp
         found = [p for p in Path(tmp).rglob("*") if p.is_file() and p.relative_to(tmp).parts[0] != ".live"]
         return rec, {p.relative_to(tmp).as_posix(): _sha(p.read_bytes()) for p in found}, None
+
+    def live(self) -> tuple[int, str, list[dict], dict[str, bytes]]:
+        """The state now of this runner's episodes in flight, for the driver's live file (`evalkit.records.
+        live`): this process's id and host, the episodes, and the pictures they show not sent before."""
+        episodes, files = [], {}
+        for key, tmp in list(self.playing.items()):
+            sent = self.sent.setdefault(key, set())
+            for e in live.own(tmp):
+                episodes.append(e)
+                for rel in (e.get("frame"), e.get("target")):
+                    if isinstance(rel, str) and rel not in sent and (Path(tmp) / rel).is_file():
+                        files[rel] = (Path(tmp) / rel).read_bytes()
+                        sent.add(rel)
+        return os.getpid(), socket.gethostname(), episodes, files
 
     def take(self, key: str, paths: list[str]) -> dict[str, bytes]:
         """The files of episode `key` the driver lacks; the rest is thrown away."""
@@ -159,13 +191,17 @@ class Post:
     busy: int = 0
     ping_at: float | None = None
     """When the ping outstanding was sent (None: none outstanding)."""
+    relayed: tuple[int, str] | None = None
+    """The runner's process and host, once its episodes' live state has been relayed (`Dispatch.relay`)."""
+    live_at: float = 0.0
+    """When the driver last asked for it (or one is outstanding: inf)."""
 
 
 @dataclass
 class Flight:
     """What a reference the driver waits on stands for."""
 
-    kind: str  # ready, ping, play, take
+    kind: str  # ready, ping, play, take, live
     post: Post
     job: Any = None
     rec: EpisodeRecord | None = None
@@ -217,11 +253,14 @@ def run_ray(
     s = episodes.settings
     episodes = replace(episodes, environ={**travelling_environ(), **episodes.environ})
     fleet = Fleet(ray, episodes, concurrency, s.ray_runners, s.ray_node_timeout, serve)
+    dispatch = Dispatch(fleet, jobs, concurrency, arrive, gate, left)
     try:
-        yield from Dispatch(fleet, jobs, concurrency, arrive, gate, left).run()
+        yield from dispatch.run()
     finally:
         # Ctrl-C, the gate down, or the end: episodes still in flight are dropped with their runners
-        # (resume runs them).
+        # (resume runs them), and leave the live folder.
+        for post in fleet.posts:
+            dispatch.unrelay(post)
         fleet.stop()
 
 
@@ -234,6 +273,7 @@ class Fleet:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.episodes, self.per, self.timeout, self.serve = ray, episodes, per, timeout, serve
+        self.priced = prices.price_table()
         self.affinity = NodeAffinitySchedulingStrategy
         self.driver = ray.get_runtime_context().get_node_id()
         self.driver_address = ray.util.get_node_ip_address()
@@ -264,7 +304,7 @@ class Fleet:
             for _ in range(1 if self.per == "node" else max(1, cpus)):
                 strategy = self.affinity(node, soft=False)
                 on = self.actor.options(scheduling_strategy=strategy)
-                actor = on.remote(self.episodes, self.driver, self.serve)
+                actor = on.remote(self.episodes, self.driver, self.serve, self.priced)
                 post = Post(actor, node, str(n.get("NodeManagerAddress", "?")), self.looked)
                 self.posts.append(post)
                 flight[actor.ping.remote()] = Flight("ready", post)
@@ -316,7 +356,7 @@ class Dispatch:
 
     def run(self) -> Iterator[EpisodeRecord | None]:
         self.fleet.look(self.flight)
-        while self.gate.down is None and (self.queue or self.busy()):
+        while self.gate.down is None and ((self.queue and not self.spent()) or self.busy()):
             self.fill()
             if not self.fleet.posts:
                 self.fleet.look(self.flight)
@@ -325,7 +365,7 @@ class Dispatch:
                     break
             yield from self.wait()
             self.watch()
-        if self.gate.down is not None:
+        if self.gate.down is not None or self.spent():
             for _ in self.queue:
                 self.left("not_run")
         self.close()
@@ -333,18 +373,29 @@ class Dispatch:
     def busy(self) -> bool:
         return any(f.kind in ("play", "take") for f in self.flight.values())
 
+    def spent(self) -> bool:
+        return budget.stopped(self.gate) is not None
+
     def fill(self) -> None:
+        held = []  # jobs of a model whose first episode is still running under a budget: its cost unknown
         while self.playing < self.concurrency and self.queue:
             post = self.fleet.free()
             if post is None:
-                return
+                break
             job = self.queue.popleft()
-            if not self.gate.allow(job.model):
+            admitted = budget.admit(self.gate, job.model)
+            if admitted is None:
+                held.append(job)
+            elif admitted:
+                post.busy += 1
+                self.playing += 1
+                self.flight[post.actor.play.remote(job)] = Flight("play", post, job)
+            elif self.spent():
+                self.queue.appendleft(job)  # left with the rest of the queue
+                break
+            else:
                 self.left("not_run")
-                continue
-            post.busy += 1
-            self.playing += 1
-            self.flight[post.actor.play.remote(job)] = Flight("play", post, job)
+        self.queue.extendleft(reversed(held))
 
     def wait(self) -> Iterator[EpisodeRecord | None]:
         refs = list(self.flight)
@@ -381,10 +432,29 @@ class Dispatch:
             f.post.busy -= 1
             self.playing -= 1
             yield from self.played(f, *value)
+        elif f.kind == "live":
+            self.relay(f.post, *value)
         else:
             yield from self.finish(f.rec, value, f.post)
 
+    def relay(self, post: Post, pid: int, host: str, episodes: list[dict], files: dict) -> None:
+        """A runner's episodes in flight into the run's live folder, as its own live file would be there (a
+        viewer watching the run shows them), with the pictures they show (fetched once: the episode's `take`
+        then skips them)."""
+        post.live_at = time.monotonic()
+        store_files(self.out, files)
+        shown = episodes if post.busy and post in self.fleet.posts else []
+        live.relay(self.out, pid, host, shown)
+        post.relayed = (pid, host) if shown else None
+
+    def unrelay(self, post: Post) -> None:
+        """The runner's live file in the run goes (its node lost, or the batch over)."""
+        if post.relayed is not None:
+            live.relay(self.out, *post.relayed, [])
+            post.relayed = None
+
     def played(self, f: Flight, rec: Any, sums: dict, refused: Any) -> Iterator[EpisodeRecord | None]:
+        budget.release(self.gate, f.job.model, rec)  # what it cost counts from now on
         if refused is not None:
             self.gate.refused_by(refused)
             yield None
@@ -419,7 +489,7 @@ class Dispatch:
 
     def watch(self) -> None:
         """Pings due sent; a runner silent for the timeout (or not started in time) gives up its node; the
-        node list read again now and then."""
+        live state of the runners' episodes asked for; the node list read again now and then."""
         now, timeout = time.monotonic(), self.fleet.timeout
         for post in list(self.fleet.posts):
             if post not in self.fleet.posts:  # given up with another runner of its node
@@ -432,6 +502,10 @@ class Dispatch:
             elif post.ping_at is None:
                 post.ping_at = now
                 self.flight[post.actor.ping.remote()] = Flight("ping", post)
+            live_due = now - post.live_at > live.MIN_GAP_S and (post.busy or post.relayed)
+            if post.ready and live_due and post in self.fleet.posts:
+                post.live_at = float("inf")  # (one outstanding)
+                self.flight[post.actor.live.remote()] = Flight("live", post)
         if now - self.fleet.looked > LOOK_EVERY:
             for node in self.fleet.look(self.flight):
                 self.lose(node, "Ray lists it dead")
@@ -441,9 +515,14 @@ class Dispatch:
         if node in self.fleet.lost:
             return
         posts = self.fleet.drop(node)
+        for p in posts:
+            self.unrelay(p)
         back = [ref for ref, f in self.flight.items() if f.post.node == node]
         fl = [self.flight.pop(ref) for ref in back] + ([also] if also is not None else [])
         jobs = [f.job for f in fl if f.kind in ("play", "take")]
+        for f in fl:
+            if f.kind == "play":  # (a "take" was released when it played)
+                budget.release(self.gate, f.job.model, None)
         self.playing -= sum(f.kind == "play" for f in fl)
         again = 0
         for job in reversed(jobs):

@@ -101,7 +101,7 @@ def run_episode(
     Before anything starts, an unknown provider, a missing key or endpoint URL, an endpoint nothing answers
     at, or an image budget that cannot be honoured raises ConfigError."""
     settings = Settings.make(settings, who="run_episode()", **overrides)
-    check_agent(agent, settings.options)
+    check_agent(agent)
     # An unreachable server is this episode's env error, not a configuration mistake.
     resolved = with_records(resolve(env, strict=False), [task])
     job = Job.of(agent_label(agent), resolved, task, surface, mode, repeat, skin, coordinates)

@@ -15,7 +15,6 @@ from evalkit.envs.client.resolved import ResolvedEnv
 from evalkit.envs.client.selection import task_identity
 from evalkit.providers import check_endpoints, check_keys, make_agent, parse_spec
 from evalkit.providers.health import ProviderHealth
-from evalkit.providers.images import check_budget
 from evalkit.types import Agent, AgentOptions, ToolSpec, episode_key
 
 AgentFactory = Callable[..., Agent]
@@ -70,11 +69,10 @@ def agent_label(agent: str | AgentFactory) -> str:
     return getattr(agent, "model", None) or getattr(agent, "__name__", "custom")
 
 
-def check_agent(agent: str | AgentFactory, options: AgentOptions, endpoint: bool = True) -> None:
+def check_agent(agent: str | AgentFactory, endpoint: bool = True) -> None:
     """What would only fail at the first model call, said before any work: an unknown provider, a missing
-    key or endpoint URL, an image budget that cannot be honoured, and (`endpoint`) an endpoint nothing
-    answers at."""
-    check_budget(options.keep_images, options.image_window)
+    key or endpoint URL, and (`endpoint`) an endpoint nothing answers at. (What the model settings ask is
+    checked where the settings are made, `Settings.__post_init__`.)"""
     if isinstance(agent, str):
         parse_spec(agent)
         check_keys([agent])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.providers.images import check_budget
 from evalkit.run.breaker import BreakerSettings
 from evalkit.types import AgentOptions
 from evalkit.values import knobs
@@ -226,10 +227,9 @@ class Settings:
 
     def __post_init__(self) -> None:
         knobs.check_all(self)
+        check_budget(self.keep_images, self.image_window)  # the two image budgets: one at a time
         if self.ray_address and self.executor != "ray":
             raise ConfigError("--ray-address needs --executor ray")
-        if self.max_cost is not None and self.executor == "ray":
-            raise ConfigError("--max-cost needs --executor threads (a Ray batch cannot hold a budget yet)")
         if not self.until_decided and (self.compare_a or self.compare_b or self.delta is not None):
             raise ConfigError("--a, --b and --delta go with --until-decided")
         if self.until_decided and not (self.compare_a and self.compare_b):

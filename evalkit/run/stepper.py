@@ -39,6 +39,7 @@ from evalkit.errors import EpisodeOver
 from evalkit.providers import make_agent
 from evalkit.providers.health import ProviderHealth
 from evalkit.records.checks import run_out
+from evalkit.records.lock import RunLock
 from evalkit.records.rundir import TraceWriter, read_run_json, store_files, write_run_json
 from evalkit.run.episode import Opened
 from evalkit.run.jobs import Job, agent_label, check_agent
@@ -169,7 +170,7 @@ class EpisodeStepper:
         **overrides: Any,
     ):
         self.settings = Settings.make(settings, who="EpisodeStepper()", **overrides)
-        check_agent(agent, self.settings.options, endpoint=False)  # a missing key is said at once
+        check_agent(agent, endpoint=False)  # a missing key is said at once
         self.agent_spec, self.task, self.surface, self.mode = agent, task, surface, mode
         self.skin, self.coordinates = skin, coordinates
         self.env = with_records(resolve(env, strict=False), [task])
@@ -190,7 +191,7 @@ class EpisodeStepper:
     def reset(self) -> dict:
         """Open a session, reset the env, create the agent and hand it the opening message. A model endpoint
         nothing answers at is a ConfigError naming its URL, before the env is touched."""
-        check_agent(self.agent_spec, self.settings.options)
+        check_agent(self.agent_spec)
         self.close()
         self.steps, self.sent, self.pending = [], [], None
         self._store = tempfile.mkdtemp(prefix="evalkit-stepper-")
@@ -415,10 +416,11 @@ class EpisodeStepper:
             raise RuntimeError("the episode is not over yet: step on (st.run()), or st.submit()")
         out = run_out("out", out)
         rec = dataclasses.replace(ep.finish(), run_dir=str(out))
-        store_files(out, Path(self._store))
-        if not read_run_json(out):
-            write_run_json(out, {"kind": "episode", "env": self.env.name, "evalkit_version": __version__})
-        TraceWriter(out).append(rec)
+        with RunLock(out):  # one writer per run directory: a batch writing it refuses this, and the reverse
+            store_files(out, Path(self._store))
+            if not read_run_json(out):
+                write_run_json(out, {"kind": "episode", "env": self.env.name, "evalkit_version": __version__})
+            TraceWriter(out).append(rec)
         return rec
 
     @property

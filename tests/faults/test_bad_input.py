@@ -52,7 +52,6 @@ CASES: list[tuple[str, list[str], str]] = [
     ("breaker-nan", [*R, *OUT, "--env-breaker", "3,nan"], "finite SECONDS"),
     ("zero-max-cost", [*R, *OUT, "--max-cost", "0"], "--max-cost"),
     ("nan-episode-max-cost", [*R, *OUT, "--episode-max-cost", "nan"], "--episode-max-cost"),
-    ("max-cost-on-ray", [*R, *OUT, "--max-cost", "1", "--executor", "ray"], "--max-cost needs --executor"),
     # ---- run: --until-decided
     ("until-decided-without-a-b", [*R, *OUT, "--until-decided"], "--until-decided needs --a A and --b B"),
     ("a-b-without-until-decided", [*R, *OUT, *AB], "--a, --b and --delta go with --until-decided"),

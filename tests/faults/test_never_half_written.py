@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.records import outputs
-from evalkit.records.lock import RunLock
+from evalkit.records.lock import LOCK_FILE, RunLock
 from evalkit.view.bundle import build
 from tests.faults.test_machine import fill, small_fs  # noqa: F401 (a fixture)
 from tests.fixtures.synth import make_run
@@ -180,12 +181,19 @@ def dead_pid() -> int:
     return int(done.stdout)
 
 
+def died_holding_the_lock(run: Path, pid: int) -> None:
+    """What a writer killed holding the run's lock leaves of it: the JSON naming it (the lock is freed)."""
+    (run / ".evalkit").mkdir(exist_ok=True)
+    (run / LOCK_FILE).write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": 0}))
+
+
 def test_stray_temporary_files_are_swept_at_the_next_writers_start(tmp_path):
     """Those of a process that is gone, or that is younger than they are (its pid reused), go; those of a
     live writer (this process; pid 1, older than its file) stay."""
     run = tmp_path / "run"
     shutil.copytree(SAMPLE, run)
     gone = dead_pid()
+    died_holding_the_lock(run, gone)  # (the frames and texts are written under the lock alone)
     frame = next((run / "frames").rglob("*.png"))
     stale = [run / f".trace.jsonl.{gone}-0.tmp", frame.with_name(f".{frame.name}.{gone}-3.tmp"),
              run / "texts" / f".x.txt.{gone}-1.tmp", run / ".summary.md.1-1.tmp"]  # fmt: skip
@@ -200,6 +208,23 @@ def test_stray_temporary_files_are_swept_at_the_next_writers_start(tmp_path):
         pass
     assert [p.name for p in stale if p.exists()] == []
     assert all(p.exists() for p in kept)
+
+
+def test_the_stores_are_listed_only_after_a_writer_died_holding_the_lock(tmp_path):
+    # A million frames at 100k episodes take seconds to list: a writer that left cleanly left none there.
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run)
+    frame = next((run / "frames").rglob("*.png"))
+    stray = [frame.with_name(f".{frame.name}.{dead_pid()}-3.tmp"), run / f".run.json.{dead_pid()}-0.tmp"]
+    for p in stray:
+        p.write_bytes(b"half a file")
+    with RunLock(run):
+        pass
+    assert stray[0].exists() and not stray[1].exists()  # (beside run.json: any writer's)
+    died_holding_the_lock(run, dead_pid())
+    with RunLock(run) as lock:
+        assert lock.took_over is not None
+    assert not stray[0].exists()
 
 
 def test_an_output_swapped_out_by_a_killed_writer_is_put_back(tmp_path):

@@ -17,7 +17,6 @@ from evalkit.providers.standin import SPEC
 from evalkit.records.loading import load_runs
 from evalkit.records.rundir import read_records
 from evalkit.run.batch import run_batch
-from evalkit.run.settings import Settings
 from tests.providers.fakes import Reply
 
 EVALSET = "data/evalsets/canvas-test-300.json"
@@ -93,11 +92,6 @@ def test_offline_agents_cost_nothing_and_a_budget_never_stops_them(canvas_server
     run = run_batch(["baseline:random"], canvas_server, **ASK, limit=3, max_cost=1e-9, out=out)
     assert run.ran == 3 and run.budget_stop is None
     assert [r.cost_usd for r in read_records(out)] == [None] * 3  # (no model: no price, and none needed)
-
-
-def test_a_ray_batch_refuses_a_budget():
-    with pytest.raises(ConfigError, match="--max-cost needs --executor threads"):
-        Settings(max_cost=1.0, executor="ray")
 
 
 def test_a_budget_over_a_run_holding_episodes_of_unknown_cost_is_refused(

@@ -52,6 +52,15 @@ def test_run_episode_takes_settings_and_keywords_override_them():
         run_episode(factory([]), Board, episode_timeout=float("nan"))
 
 
+def test_the_image_budgets_are_checked_where_the_settings_are_made():
+    # Two budgets at once is a mistake in the settings, whichever driver: said when the settings are made.
+    with pytest.raises(ConfigError, match="give only one"):
+        Settings(keep_images=2, image_window=(6, 2))
+    with pytest.raises(ConfigError, match="give only one"):
+        dataclasses.replace(Settings(keep_images=2), image_window=(6, 2))
+    assert Settings(image_window=(6, 2)).options.image_window == (6, 2)
+
+
 def test_the_stepper_takes_settings_like_run_episode():
     with EpisodeStepper(factory(looks(5)), Board, None, Settings(max_turns=2), hide_fields=["x"]) as st:
         st.reset()

@@ -262,6 +262,15 @@ def test_the_bundle_from_file_with_the_network_blocked(browser, bundled):
     page.locator("#why-fired a").first.click()
     page.get_by_text("Step 3 of").first.wait_for(timeout=15_000)
     assert re.search(r"#/ep/\d+/3$", page.url)
+    # The step the scanner points to is marked with its evidence; another step says where it points
+    flag = page.locator("#flag")
+    said = flag.inner_text()
+    assert said.startswith("⚑ early_finish fired at this step: ") and " at turn 3 " in said, said
+    page.get_by_text("◀ Previous").click()
+    assert "points to turn 3" in flag.inner_text()
+    page.get_by_text("Go to step 3").click()
+    page.get_by_text("Step 3 of").first.wait_for(timeout=15_000)
+    assert "fired at this step" in flag.inner_text()
     assert all(u.startswith("file://") for u in requests) and len(requests) > 5
     assert errors == []
     ctx.close()

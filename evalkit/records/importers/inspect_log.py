@@ -24,8 +24,8 @@ One log is one task run by one model; a sample run several times has one entry p
                                                 reasoning_tokens}; total_cost → cost_usd (else null)
     error                                     → end_reason error, error_class harness_error, unscored
                                                 (the score kept in info.harness_reward)
-    limit {type}                              → end_reason deadline (time, working), turn_limit (others);
-                                                else done
+    limit {type}                              → end_reason deadline (time, working), cost_limit (cost),
+                                                context_overflow (context), turn_limit (others); else done
     total_time, started_at                    → seconds, started
     metadata.evalkit (a log evalkit wrote)    → identity (so the key is the original's), end reason,
                                                 grade, error class, timings
@@ -63,6 +63,9 @@ _chosen: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalkit_sc
 _KEPT = ("split", "evalset_task", "tier", "difficulty_score", "coordinates", "episode_id", "prompt_version",
          "final_doc")  # fmt: skip
 """Fields of a record evalkit wrote that only its `metadata.evalkit` holds, read back as they are."""
+# The limits Inspect names whose evalkit end reason is not turn_limit (its message, token, turn, operator and
+# custom limits all stop the model before it finished, as a turn limit does).
+_LIMIT_ENDS = {"time": "deadline", "working": "deadline", "cost": "cost_limit", "context": "context_overflow"}
 _GRADES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # matched exactly, as Inspect matches them
 _WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}  # in any case
 
@@ -325,7 +328,7 @@ def episode(log: Any, sample: Any, scorer: str | None) -> dict:
         if u.total_cost is not None:
             cost = (cost or 0.0) + u.total_cost
     limit = getattr(sample.limit, "type", None) if sample.limit else None
-    end = "deadline" if limit in ("time", "working") else "turn_limit" if limit else "done"
+    end = _LIMIT_ENDS.get(limit, "turn_limit") if limit else "done"
     err = sample.error.message if sample.error else None
     rec.update(
         {k: ek[k] for k in _KEPT if k in ek},

@@ -15,10 +15,12 @@ def _snapshot(root: Path) -> dict:
     return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
 
-def _log(path: Path, scorers: dict[str, list], epochs: int = 2) -> Path:
+def _log(path: Path, scorers: dict[str, list], epochs: int = 2, limits: list | None = None) -> Path:
     """An Inspect log written with Inspect's own classes: 3 samples × `epochs`, scored by `scorers`
-    (name → values, one per sample and epoch in order)."""
+    (name → values, one per sample and epoch in order); `limits`, the type of limit each sample met (or
+    None)."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSample, EvalSpec, write_eval_log
+    from inspect_ai.log._log import EvalSampleLimit
     from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser, ModelOutput
     from inspect_ai.scorer import Score
     from inspect_ai.tool import ToolCall
@@ -46,6 +48,7 @@ def _log(path: Path, scorers: dict[str, list], epochs: int = 2) -> Path:
                     messages=msgs,
                     output=ModelOutput.from_content("m", "42"),
                     scores=scores,
+                    limit=EvalSampleLimit(type=limits[k], limit=1) if limits and limits[k] else None,
                 )
             )
             k += 1
@@ -81,6 +84,17 @@ def test_an_inspect_log_of_3_samples_by_2_epochs_scored_c_i(tmp_path):
         and set(calls["name"]) == {"lookup"}
         and set(calls["args"]) <= {'{"q": "q1"}', '{"q": "q2"}', '{"q": "q3"}'}
     )
+
+
+def test_the_limit_a_sample_met_is_its_end_reason(tmp_path):
+    pytest.importorskip("inspect_ai")
+    limits = ["cost", "context", "time", "working", "message", None]
+    path = _log(tmp_path / "quiz.eval", {"match": ["I"] * 6}, limits=limits)
+    df = ek.load_runs(path).sort("repeat", "task_id")
+    assert df["end_reason"].to_list() == [
+        "cost_limit", "context_overflow", "deadline", "deadline", "turn_limit", "done"
+    ]  # fmt: skip
+    assert df["reward"].to_list() == [0.0] * 6  # scored all the same: a limit met is the model's end
 
 
 def test_a_log_with_several_scorers_reads_the_one_asked(tmp_path, caplog, capsys):

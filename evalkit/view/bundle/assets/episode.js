@@ -139,7 +139,7 @@
   const AHEAD = 8;  // a step this close to its part's end loads the next part (and the start, the one before)
 
   // One episode's page: built once, then `go(pos)` changes what a step changes.
-  function episodePage(app, id, ep, wanted) {
+  function episodePage(app, id, ep, wanted, flag) {
     const last = ep.n_steps - 1, P = ep.part_size;
     const v = { pos: null, step: null, film: null, tpage: null, tturn: undefined, preloaded: [] };
     const prev = el("button", { onclick: () => go(v.pos - 1), title: "Previous step (← key)" }, "◀ Previous");
@@ -158,7 +158,8 @@
     const strip = el("div", { class: "film" });
     const tnav = el("div", { class: "tnav" });
     const tbox = el("div", { id: "transcript" });
-    app.replaceChildren(header(ep), el("div", { class: "steps" }, prev, next, range, where),
+    const flagged = flag ? el("p", { class: "flag", id: "flag" }) : null;  // opened from Why: the scanner's mark
+    app.replaceChildren(header(ep), el("div", { class: "steps" }, prev, next, range, where), flagged,
       el("div", { id: "body" }, body, ep.pictures ? el("div", { class: "filmrow" }, strip,
         ep.render ? EK.picture(ep.render, "Final render") : null) : null),
       el("h3", {}, "Transcript"), ep.reconstructed ? el("p", { class: "muted" }, "Rebuilt from the record (it keeps " +
@@ -201,8 +202,21 @@
         v.tturn = turn;
         transcript(Math.floor(turn / TURNS));
       }
+      if (flagged) flagMark(s);
       const now = marked(s);
       tbox.querySelectorAll(".msg").forEach((m) => m.classList.toggle("now", Number(m.dataset.turn) === now));
+    }
+
+    // Which scanner opened the episode and, on a step it points to, that it fired there with its evidence
+    // (elsewhere, the way back to its step).
+    function flagMark(s) {
+      const here = s.turn !== undefined && flag.steps.includes(s.turn);
+      const back = flag.pos === null || flag.pos === undefined ? null
+        : el("button", { onclick: () => go(flag.pos) }, "Go to step " + flag.pos);
+      const said = here ? [" fired at this step: " + flag.evidence]
+        : [" (" + flag.phrase + ") points to turn " + flag.steps.join(", ") + " ", ...(back ? [back] : [])];
+      flagged.replaceChildren(el("b", {}, "⚑ " + flag.name), ...said);
+      flagged.classList.toggle("now", here);
     }
 
     // The step's picture, its marks drawn over it once it is decoded (never over the picture before).
@@ -271,10 +285,12 @@
 
   function draw(app, args) {
     const [id, step] = args;
+    const flag = state.flag && state.flag.id === id ? state.flag : null;
+    state.flag = null;
     app.replaceChildren(el("p", { class: "muted" }, "Loading the episode…"));
     EK.head(id).then((ep) => {
       if (!ep) { app.replaceChildren(el("p", { class: "err" }, "No such episode.")); return; }
-      episodePage(app, id, ep, step);
+      episodePage(app, id, ep, step, flag);
     });
   }
 

@@ -1,7 +1,7 @@
 // Why: what the scanners found, computed when the bundle was built (evalkit.analysis.why, as the viewer's
 // Why view and the report show it): per model × scanner the share of tasks where it fired with its 95%
 // interval; for two models the paired differences, sorted by size, Holm across scanners, with what
-// separates them in words; then a scanner's episodes, each a link to the step it points to.
+// separates them in words; then a scanner's episodes, each a link to the step it points to (marked there).
 "use strict";
 
 (() => {
@@ -50,7 +50,9 @@
       el("tbody", {}, s.episodes.map(([id, pos, steps, evidence]) => {
         const r = state.rows[id] || {};
         const href = "#/ep/" + id + (pos === null || pos === undefined ? "" : "/" + pos);
-        return el("tr", { onclick: () => EK.go(href) },
+        // The episode's page marks the steps the scanner points to (`state.flag`, read once by that page).
+        const open = () => { state.flag = { id, pos, steps, evidence, name: s.name, phrase: s.phrase }; EK.go(href); };
+        return el("tr", { onclick: open },
           el("td", {}, el("a", { href }, String(r.model ?? ""))), el("td", {}, String(r.task_id ?? "")),
           el("td", {}, String(r.mode ?? "")), el("td", {}, steps.join(", ")), el("td", {}, evidence));
       })))) : el("p", { class: "muted" }, "It fired on no episode."));
