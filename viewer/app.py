@@ -72,6 +72,9 @@ def _sync_link(labels: dict[str, str]) -> None:
         st.query_params.from_dict(want)
 
 
+TITLE = "evalkit viewer"
+RADIO_PX = 40  # the views' radio's height: a page's first run keeps its room (see `main`)
+
 SIDEBAR_KEYS = ("runs_sel", "f_reward", "f_unscored", "f_search", *(f"f_{c}" for c in vs.FILTER_COLUMNS))
 
 
@@ -119,7 +122,7 @@ def sidebar(
     """The runs, what is wrong with them, and the filter widgets (`filters` read their values)."""
     choices = shared(("options", drawn), lambda: {c: vs.options(df, c) for c in vs.FILTER_COLUMNS})
     with st.sidebar:
-        st.title("evalkit viewer")
+        st.title(TITLE)
         st.multiselect("Runs", runs, format_func=lambda r: labels[r], key="runs_sel")
         for r, msg in problems:
             st.warning(vs.md_escape(f"{labels[r]}: {msg}", 300))
@@ -203,8 +206,13 @@ def main() -> None:
     df_all = shared(
         ("episodes", drawn, tuple(labels.items())), lambda: vs.with_labels(vs.concat_tables(tables), labels)
     )
-    # The view's choice is on top, drawn last: what the view shows is not kept waiting for it.
+    # The view's choice is on top, drawn last: what the view shows is not kept waiting for it. A page's first
+    # run on the Episodes view draws the table and no Markdown (the radio's options, titles and captions are
+    # Markdown): the browser builds its Markdown renderer on the first such element, ~25-120 ms of its main
+    # thread before the table's rows were painted (Chrome's CPU profile of the page); they come with the
+    # sidebar's widgets, once the rows are on screen.
     views = st.container()
+    wait = False  # a page's first run of the Episodes view: the table alone, no Markdown
     if episode_view:  # the Episode view reads one row of the table: no filter, search or sidebar to draw
         from viewer.episode import view_episode
 
@@ -239,11 +247,14 @@ def main() -> None:
 
             live.updates(chosen, labels)
             view_summary(df, fingerprint, df_all)
-        if wait:
-            st.sidebar.title("evalkit viewer")
+        if wait:  # the sidebar is there (nothing moves when its widgets come), its title as plain text
+            st.sidebar.text(TITLE)
         else:
             sidebar(df_all, drawn, f, runs, labels, problems)
-    views.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
+    if wait:  # the views' radio comes with the sidebar's widgets; its room is kept
+        views.container(height=RADIO_PX, border=False)
+    else:
+        views.radio("View", vs.VIEWS, key="view", horizontal=True, label_visibility="collapsed")
     _sync_link(labels)
     streamlit_main.warm_later()
 

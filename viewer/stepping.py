@@ -85,6 +85,9 @@ _JS = (
     + """
 const BUTTONS = '.st-key-step_prev button, .st-key-step_next button, [class*="st-key-step_film_"] button';
 const RETRY_MS = 2000;
+const BASE_CSS = '[class*="st-key-stepv_"] { display: none !important; }' +
+  ' .st-key-step, .st-key-step_label { display: none !important; }' +
+  ' body.ek-stepping .ek-turn { __MARK_TURN__ }';
 
 export default function (component) {
   const { setTriggerValue, parentElement } = component;
@@ -122,10 +125,13 @@ export default function (component) {
   S.range = box.querySelector('input');
   S.label = box.querySelector('span');
   S.range.max = String(data.indices.length - 1);
-  if (!S.style) {
+  if (!S.style) {  // two sheets: one that never changes, one of class selectors alone that a step rewrites
+    S.base = document.createElement('style');
     S.style = document.createElement('style');
-    document.head.appendChild(S.style);
+    document.head.append(S.base, S.style);
   }
+  if (S.base.textContent !== BASE_CSS) S.base.textContent = BASE_CSS;
+  S.mark = () => mark(S);
   if (!S.installed) {
     S.installed = true;
     const here = () => S.range && document.body.contains(S.range);
@@ -164,7 +170,8 @@ export default function (component) {
   move(S, want);
   return () => {  // another view: no step of ours to show
     clearTimeout(S.retry);
-    if (S.style) S.style.textContent = '';
+    if (S.style) S.style.textContent = S.base.textContent = '';
+    unmark(S);
     document.body.classList.remove('ek-stepping');
   };
 }
@@ -225,16 +232,14 @@ function address(index) {
 }
 
 function show(S, p) {
+  // Only class selectors change: a sheet's change makes the browser recompute the style of every element its
+  // rules could match, and an attribute selector ([class*=…]) matches them all (~2,000 elements a step, most
+  // of a step's time in the browser). The step's turn is marked by a class set on its messages (`mark`).
   const d = S.data;
   const last = d.indices.length - 1;
-  let css = '[class*="st-key-stepv_"] { display: none !important; } .st-key-stepv_' + p +
-    ' { display: block !important; } .st-key-step, .st-key-step_label { display: none !important; }' +
-    ' .st-key-step_film_' + p + ' button { background: #c4304b; color: #fff; }';
-  if (d.turns[p] !== null) {
-    css += ' [class*="st-key-tr_turn_' + d.turns[p] + '_"] { border-left: 4px solid #f08c00;' +
-      ' background: #fff8ee; }';
-  }
-  S.style.textContent = css;
+  S.style.textContent = '.st-key-stepv_' + p + ' { display: block !important; } .st-key-step_film_' + p +
+    ' button { background: #c4304b; color: #fff; }';
+  mark(S);
   S.label.textContent = 'Step ' + d.indices[p] + ' of ' + d.indices[last];
   S.range.value = String(p);
   const prev = document.querySelector('.st-key-step_prev button');
@@ -242,8 +247,22 @@ function show(S, p) {
   if (prev) prev.disabled = p <= 0;
   if (next) next.disabled = p >= last;
 }
+
+function unmark(S) {
+  for (const el of S.marked || []) el.classList.remove('ek-turn');
+  S.marked = [];
+}
+
+function mark(S) {
+  // The messages of the step's turn (in the transcript page below, which the server may draw again).
+  unmark(S);
+  const turn = S.data && Number.isInteger(S.pos) ? S.data.turns[S.pos] : null;
+  if (turn === null || turn === undefined) return;
+  S.marked = [...document.querySelectorAll('[class*="st-key-tr_turn_' + turn + '_"]')];
+  for (const el of S.marked) el.classList.add('ek-turn');
+}
 """
-)
+).replace("__MARK_TURN__", MARK_TURN)
 
 _BELOW_JS = (
     UNPACK_JS
@@ -254,6 +273,8 @@ export default function (component) {
   S.drawn = unpack(component.data).drawn;
   S.askedPages = null;
   if (S.sync) S.sync();  // the step may have moved on while these were drawn
+  // The transcript's messages below are new elements: the step's turn is marked on them once they are in.
+  if (S.mark) requestAnimationFrame(() => S.mark());
 }
 """
 )

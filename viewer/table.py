@@ -98,7 +98,8 @@ def view_table(
         on_open=lambda i: _open_shown("_shown", i), sort=(by or "#", desc if by else False), on_sort=sort_by,
         current=_current(S._shown), empty="No episode matches the filters.", on_painted=on_painted,
     )  # fmt: skip
-    st.caption("Click a row to open its episode; a column's name to sort by it (again: the other way).")
+    if on_painted is None:  # Markdown: not before the rows are on screen (viewer/app.py's `main`)
+        st.caption("Click a row to open its episode; a column's name to sort by it (again: the other way).")
     if steps is not None:
         matching_steps(df, steps)
 

@@ -449,3 +449,27 @@ def test_a_cold_open_of_a_long_episode_reads_the_turns_it_shows(app, monkeypatch
     assert f'click("x": {click_at(100)[0]}, "y": {click_at(100)[1]}) → clicked 100' in text
     assert "clicked 101" in text and "clicked 99" not in text  # the transcript's page: turns 100 to 103
     assert len(decoded) <= 8 and 100 in decoded, decoded
+
+
+def test_first_run_of_a_page_draws_the_table_and_no_markdown(monkeypatch):
+    """A page's first run on the Episodes view (the browser then says the rows are painted) draws the table
+    and no Markdown: the views' radio (its options are Markdown), titles and captions come with the
+    sidebar's widgets in the next run, the radio's room kept. The browser built its Markdown renderer for
+    the first such element, 25-120 ms of its main thread before the rows were on screen (Chrome's CPU
+    profile of the table's first paint)."""
+    from viewer.table import TABLE_FIRST_ENV
+
+    monkeypatch.setenv(TABLE_FIRST_ENV, "1")
+    monkeypatch.setenv("EVALKIT_RUNS", str(SAMPLE_RUN))
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception
+    assert [e for e in at.get("bidi_component") if e.proto.component_name == "evalkit_rows"]
+    assert not at.radio and not at.title and not at.caption and not at.markdown
+    assert [t.value for t in at.sidebar.text] == ["evalkit viewer"]
+    at.session_state["_painted"] = True  # what the table's script says once its rows are on screen
+    at.run()
+    assert at.radio(key="view").value == "Episodes"
+    assert [t.value for t in at.sidebar.title] == ["evalkit viewer"]
+    assert any(c.value.startswith("Click a row to open its episode") for c in at.caption)
+    at.radio(key="view").set_value("Summary").run()
+    assert not at.exception and at.radio(key="view").value == "Summary" and at.sidebar.title

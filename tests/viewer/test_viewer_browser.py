@@ -222,6 +222,57 @@ def test_the_pictures_hold_still_over_thirty_steps(browser, long_served):
     page.close()
 
 
+WATCH_SHEETS = """() => {
+  window.__ekSheets = [];
+  const seen = (n) => {
+    const el = n.nodeType === 1 ? n : n.parentNode;
+    if (el && el.tagName === 'STYLE') window.__ekSheets.push(el.textContent);
+  };
+  window.__ekWatch = new MutationObserver((ms) => ms.forEach((m) => {
+    seen(m.target);
+    m.addedNodes.forEach(seen);
+  }));
+  window.__ekWatch.observe(document.head, { subtree: true, childList: true, characterData: true });
+}"""
+"""Records the text of every style sheet in the page's head that changes from now on."""
+
+TURN_MARKS = """() => [...document.querySelectorAll('[class*="st-key-tr_turn_"]')]
+  .filter(e => e.offsetParent !== null)
+  .map(e => [/st-key-tr_turn_(\\d+)_/.exec(e.className)[1], getComputedStyle(e).borderLeftColor])"""
+"""Each transcript message on screen: its turn and the colour of its left border (orange: the step's turn)."""
+
+
+def test_a_step_restyles_only_what_changes(browser, long_served):
+    """A step taken in the browser (→, Next) shows the step and marks its turn's messages, rewriting only a
+    style sheet of class selectors: the page holds ~17 steps and a transcript (~2,000 elements), and the
+    sheet each step rewrote had attribute selectors, which made the browser check every element (Chromium's
+    trace of a step in benchmarks/viewer.py's run: 15 of the click's 24 ms recomputing styles, 4 after)."""
+    from evalkit.types import episode_key
+
+    key = episode_key(TRACER, "canvas", "tools", "reference", "canvas-test-0001", None, 0)
+    page = browser.new_page(viewport={"width": WIDTH, "height": 720})
+    page.goto(f"{long_served}/?view=episode&run=long&episode={key}&step=1")
+    page.locator("text=Step 1 of 30 >> visible=true").wait_for(timeout=30_000)
+    page.wait_for_function(f"({SHOWN_RED})() === 30", timeout=15_000)
+    page.wait_for_timeout(500)  # the stepper's script is in
+    nxt = page.locator(".st-key-step_next button >> visible=true").first
+    for step, act in ((2, lambda: page.keyboard.press("ArrowRight")), (3, nxt.click)):
+        page.evaluate(WATCH_SHEETS)
+        act()
+        page.locator(f"text=Step {step} of 30 >> visible=true").wait_for(timeout=5_000)
+        assert page.evaluate(SHOWN_RED) == (30 * step) % 256
+        sheets = page.evaluate("window.__ekSheets")
+        # The sheet a step rewrites selects by class alone: an attribute selector ([class*=…]) in it made the
+        # browser check every element of the page on every step.
+        assert sheets and not any("[" in css for css in sheets), sheets
+        # the turn's messages are marked (orange on their left), the others not
+        marks = page.evaluate(TURN_MARKS)
+        orange = "rgb(240, 140, 0)"
+        assert any(t == str(step) and c == orange for t, c in marks), marks
+        assert all(c != orange for t, c in marks if t != str(step)), marks
+    page.close()
+
+
 def test_a_running_batch_shows_up_while_the_page_is_open(browser, served, live_run, synth_run):
     """No click, no reload: a progress file appears as a running episode, an appended record as a row."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
