@@ -418,8 +418,10 @@ def decode_bounds(run: Path, repeat: int) -> None:
                 got[name].append(cold_cpu(run, 1))
     finally:
         _index._DECODE, _index._DECODE_LINES, _index._FRAME = real
-        index_cache.flush()  # the index a cut-down decoder wrote is no reader's: the next load reads anew
+        index_cache.flush()  # the index a cut-down decoder wrote is no reader's: the real one writes it
         shutil.rmtree(run / ".evalkit", ignore_errors=True)
+        analysis.load_runs(run)
+        index_cache.flush()
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"  cold, decoders that are not readers (alternating, median of {repeat} each; load average {load}):"
