@@ -1,7 +1,7 @@
 """Analysis speed: vectorised summaries and tier CIs against plain Python, and trace load time.
 
     python benchmarks/analysis.py [--episodes 30000] [--load 100000] [--append 100] [--repeat 3] [--reference]
-        [--kept-appends 300] [--against REV]
+        [--kept-appends 300] [--against REV] [--decode-bounds]
 
 1. 30,000 synthetic episodes, 3 models × 3 tiers (tasks repeated 4 times, 2% unscored): `summarise` +
    `by_tier` (its default interval on both reward means; the plain-Python side draws 2,000 task-clustered
@@ -25,7 +25,12 @@ The cold load also prints its CPU: this process's, the fork's (`beside`), and th
 process's CPU before it waits for the fork's part, or the fork's whole CPU if longer, plus what this process
 does after the wait), which a loaded machine inflates less than the wall time. `--against REV` loads the trace
 cold with `evalkit/records/_index.py` as it was at git revision REV and with this checkout's, alternating,
-and prints the ratios of their medians (the same frame is asserted).
+and prints the ratios of their medians (the same frame is asserted). `--decode-bounds` asks what a
+shallower msgspec decode could save: the cold load as it is, alternating with two decoders that are not
+readers (their frames may be wrong on a malformed trace; the bench's is sound): one that leaves out the check
+of the nested records (turns read for their frames only, calls and plans only checked to be objects), what
+deferring that check to an episode's opening would save; and one that reads the index's fields alone (no
+turns: `n_frames` wrong), the floor of any decode of this shape. Prints the medians and their ratios.
 
 Episodes are shaped like a real canvas run's (data/sample-run): the grade, a final document with its
 elements (and the grade again), a frame per turn, tool calls with arguments and results — ~7 KB a line, so
@@ -356,6 +361,81 @@ def against(run: Path, rev: str, repeat: int) -> None:
     )
 
 
+def _bound_decoders() -> dict[str, tuple]:
+    """The two cut-down decoders of `--decode-bounds` (see the module docstring): name -> (decode,
+    decode_lines, what `_take` counts a turn's frame by)."""
+    import msgspec
+
+    from evalkit import wellformed
+
+    class Checked(msgspec.Struct, gc=False):
+        """An object, its contents skipped."""
+
+    turn = msgspec.defstruct(
+        "Turn",
+        [
+            ("frame", str | None, None),
+            ("calls", list[Checked] | None, None),
+            ("failed_attempts", list[Checked] | None, None),
+        ],
+        gc=False,
+    )
+    own = {
+        "grade": dict[str, msgspec.Raw] | None,
+        "usage": _index._Usage | None,
+        "info": _index._Info | None,
+        "provider_switches": list[msgspec.Raw] | None,
+        "turns": list[turn] | None,
+        "plans": list[Checked] | None,
+    }
+    fields = [
+        (name, own.get(name) or _index._KIND[kind] | None, None)
+        for name, (kind, _) in wellformed.kinds(EpisodeRecord).items()
+        if name in own or kind != wellformed.ANY
+    ]
+    read = {*_index._FIELDS, "grade", "usage", "info", "provider_switches", "auto_submitted"}
+    index_only = [f for f in fields if f[0] in read] + [("turns", list[Checked] | None, None)]
+    out = {}
+    for name, fs, frame in (
+        ("nested unchecked", fields, _index._FRAME),
+        ("index fields only", index_only, lambda t: None),
+    ):
+        dec = msgspec.json.Decoder(msgspec.defstruct("Bound", fs, gc=False))
+        out[name] = (dec.decode, dec.decode_lines, frame)
+    return out
+
+
+def decode_bounds(run: Path, repeat: int) -> None:
+    """Cold loads with `_index`'s decoder and with each of `_bound_decoders`, alternating; print the medians
+    and their ratios to the real one."""
+    decoders = {"as it is": (_index._DECODE, _index._DECODE_LINES, _index._FRAME), **_bound_decoders()}
+    real = decoders["as it is"]
+    got: dict[str, list] = {k: [] for k in decoders}
+    try:
+        for i in range(repeat):
+            for name in decoders if i % 2 == 0 else reversed(decoders):
+                _index._DECODE, _index._DECODE_LINES, _index._FRAME = decoders[name]
+                got[name].append(cold_cpu(run, 1))
+    finally:
+        _index._DECODE, _index._DECODE_LINES, _index._FRAME = real
+        index_cache.flush()  # the index a cut-down decoder wrote is no reader's: the real one writes it
+        shutil.rmtree(run / ".evalkit", ignore_errors=True)
+        analysis.load_runs(run)
+        index_cache.flush()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"  cold, decoders that are not readers (alternating, median of {repeat} each; load average {load}):"
+    )
+    base = [statistics.median(r[j] for r in got["as it is"]) for j in range(4)]
+    for name, rows in got.items():
+        wall, mine, fork, crit = (statistics.median(r[j] for r in rows) for j in range(4))
+        both = (mine + fork) / (base[1] + base[2])
+        print(
+            f"    {name:17s}: {wall:.2f} s wall; CPU {mine:.2f} s here, {fork:.2f} s in the fork, "
+            f"{crit:.2f} s critical path ({crit / base[3]:.2f}x), {mine + fork:.2f} s both ({both:.2f}x)"
+        )
+
+
 def kept_load(run: Path, repeat: int) -> tuple[float, float]:
     """Seconds for a writer to catch the whole trace up into its kept index, and the median seconds of a
     `load_runs` that has that index and no cached one (which must read nothing cold)."""
@@ -416,6 +496,9 @@ def main() -> int:
     ap.add_argument("--reference", action="store_true", help="also time the json.loads-per-line reader")
     ap.add_argument("--kept-appends", type=int, default=300, help="records appended to time the kept index")
     ap.add_argument("--against", metavar="REV", help="also time the cold load with _index.py as at REV")
+    ap.add_argument(
+        "--decode-bounds", action="store_true", help="also time the cold load with cut-down decoders (bounds)"
+    )
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -423,6 +506,7 @@ def main() -> int:
         run.mkdir()
         rows = write_trace(run / "trace.jsonl", a.episodes)
         df = analysis.load_runs(run)
+        index_cache.flush()  # the index is written in a thread: done before the directory is removed
     assert df.height == len(rows), df.height
 
     t_vec = median_of(lambda: (analysis.summarise(df), analysis.by_tier(df)), a.repeat)
@@ -462,6 +546,8 @@ def main() -> int:
         t_ref = median_of(lambda: index_cache.build_reference(run), 1) if a.reference else None
         if a.against:  # printed now: the trace is appended to below
             against(run, a.against, a.repeat)
+        if a.decode_bounds:
+            decode_bounds(run, a.repeat)
         appended = []
 
         def grow() -> None:

@@ -4,6 +4,8 @@ whatever goes wrong beside."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import signal
 from pathlib import Path
@@ -11,12 +13,16 @@ from pathlib import Path
 import msgspec
 import polars as pl
 import pytest
-from polars.testing import assert_series_equal
+from polars.testing import assert_frame_equal, assert_series_equal
 
-from evalkit.records import _index, beside, rundir
+from evalkit import analysis
+from evalkit.records import _index, beside, index_cache, jsonl, rundir
+from evalkit.records.columns import EPISODE_COLUMNS
 from evalkit.records.rundir import TraceWriter
 from tests.records.test_index import make, rec, same_as_reference
 from tests.records.test_index_incremental import append, check, line
+from tests.records.test_index_wellformed import WRONG
+from tests.records.test_index_wellformed import lines as wellformed_lines
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 PARENT = os.getpid()
@@ -169,3 +175,40 @@ def test_columns_packed_beside_read_back_as_here(kind, col):
     if kind in (_index._I, _index._B) and here.null_count() == 0 and back.null_count() == len(col) > 0:
         back = back.fill_null(0 if kind is _index._I else False)
     assert_series_equal(back, here, check_names=False, check_exact=True)
+
+
+def test_a_bad_nested_field_read_beside_is_named_and_counted_as_the_reference_does(
+    tmp_path, here, monkeypatch, caplog
+):
+    """A trace evalkit did not write (no index kept beside it), its sound records between lines holding a
+    value of the wrong kind in a turn, a call or a plan (each kind, as the last of a duplicate key, under an
+    escaped key), read in two processes: every such line is named malformed in one line and left out, and
+    the table's numbers are those of the reference reader (`json.loads` a line). A shallower decode in
+    either process (one that skips the nested records' check) keeps those lines and fails this."""
+    monkeypatch.setattr(jsonl, "_said", set())
+    nested = [
+        t for t in wellformed_lines(WRONG) if any(f'"key": "{w}-' in t for w in ("turn", "call", "plan"))
+    ]
+    sound = [rec(i, round(0.05 * i, 2), frames=2).to_json() for i in range(len(nested))]
+    run = tmp_path / "foreign"
+    run.mkdir()
+    mixed = [line for pair in zip(sound, nested, strict=True) for line in pair]
+    (run / rundir.TRACE).write_text("".join(t + "\n" for t in mixed), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="evalkit"):
+        df = analysis.load_runs(run)
+    assert 0 < sum(here) < len(mixed)  # the later lines were read beside
+    assert sorted(df["key"]) == sorted(json.loads(t)["key"] for t in sound)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == [
+        f"{run}: {len(nested)} malformed record(s) left out of the analysis (first: turn 2: turn is a string)"
+    ]
+    ref = index_cache.build_reference(run)
+    assert_frame_equal(index_cache.build(run), ref, check_exact=True)
+    assert ref.filter(pl.col("problem").is_not_null()).height == len(nested)
+    by_ref = ref.filter(pl.col("problem").is_null()).with_columns(
+        pl.lit(str(run)).alias("run"),
+        pl.lit(run.name).alias("run_name"),
+        pl.lit(None, pl.Utf8).alias("env_config"),
+    )
+    assert_frame_equal(df, by_ref.select(list(EPISODE_COLUMNS)), check_exact=True)
+    assert_frame_equal(analysis.summarise(df), analysis.summarise(by_ref), check_exact=True)
