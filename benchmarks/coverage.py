@@ -6,6 +6,7 @@ non-inferiority wrongly declared ≤ 2.5%).
     PYTHONPATH=. python benchmarks/coverage.py                  # the table in docs/statistics.md
     PYTHONPATH=. python benchmarks/coverage.py --part paired --tasks 6 10   # one part, some task counts
     PYTHONPATH=. python benchmarks/coverage.py --part mde       # the MDE's power (issue 40's columns)
+    PYTHONPATH=. python benchmarks/coverage.py --part candidates --tier-runs 800   # tier intervals not kept
     PYTHONPATH=. python benchmarks/coverage.py --part ni --tasks 20 60   # NI error at 3,000 runs a cell
     PYTHONPATH=. python benchmarks/coverage.py --part ni-exact --tasks 6 10 20   # design 1/1, no sampling
 
@@ -24,7 +25,11 @@ Every interval is computed by the code `by_tier` and `compare` run (`evalkit.ana
 Columns, each ± one Monte Carlo standard error:
   tier   coverage of one model's 95% interval of its task-weighted mean, per method (`MEAN_METHODS`); for
          pass/fail rewards with one episode per task also the default's exact coverage (a binomial count:
-         any interval that is a function of the count covers in steps) and the step below it;
+         any interval that is a function of the count covers in steps) and the step below it; beside each
+         coverage [misses below / above]: the share of runs whose interval lies wholly below / above the
+         truth (a 95% interval should miss about 2.5% each way);
+  candidates  tier intervals measured while choosing the default and not kept, continuous rewards, at means
+         0.07–0.95 and for tasks as the table's and far more alike (`run_candidates`);
   pass@k coverage of the pass@2 interval (three or five repeats a task) at success rates 0.8 and 0.9;
   paired coverage of the paired 95% interval of A − B, per method (`PAIRED_METHODS`); "higher" (Δ = 0):
          how often the verdict says one model "scores higher" for two equal models; NI error (Δ > 0): how
@@ -70,8 +75,8 @@ p-value (1 + k) / (1 + M) is valid at any M, so the false-positive rate holds; i
 seconds."""
 
 
-def thetas(rng: np.random.Generator, mean: float, shape: tuple) -> np.ndarray:
-    return rng.beta(KAPPA_TASK * mean, KAPPA_TASK * (1 - mean), shape)
+def thetas(rng: np.random.Generator, mean: float, shape: tuple, kappa: float = KAPPA_TASK) -> np.ndarray:
+    return rng.beta(kappa * mean, kappa * (1 - mean), shape)
 
 
 def episodes(rng: np.random.Generator, kind: str, theta: np.ndarray, repeats: int) -> np.ndarray:
@@ -92,6 +97,16 @@ def hits(lo: np.ndarray, hi: np.ndarray, truth: float) -> float:
     return float(((lo <= truth + 1e-12) & (truth - 1e-12 <= hi)).mean())
 
 
+def sides(lo: np.ndarray, hi: np.ndarray, truth: float) -> tuple[float, float]:
+    """(share of runs whose interval lies wholly below the truth, wholly above it): a 95% interval should
+    miss about 2.5% on each side; one that misses 5% on one side and 0% on the other covers 95% lopsidedly."""
+    return float((hi < truth - 1e-12).mean()), float((lo > truth + 1e-12).mean())
+
+
+def pm_sides(x: float, miss: tuple[float, float], n: int) -> str:
+    return f"{pm(x, n)} [{miss[0]:.3f} / {miss[1]:.3f}]"
+
+
 # ------------------------------------------------------------------------------------------------ tier
 
 
@@ -109,9 +124,17 @@ def exact_tier(n: int, p: float) -> tuple[float, float]:
     return got, max((s for s in steps if s < got - 1e-12), default=0.0)
 
 
-def tier_values(rng: np.random.Generator, kind: str, mean: float, n: int, repeats: str, runs: int):
+def tier_values(
+    rng: np.random.Generator,
+    kind: str,
+    mean: float,
+    n: int,
+    repeats: str,
+    runs: int,
+    kappa: float = KAPPA_TASK,
+):
     """(task values runs × n, episodes per run, every reward 0 or 1) of one model."""
-    th = thetas(rng, mean, (runs, n))
+    th = thetas(rng, mean, (runs, n), kappa)
     if repeats == "1–5":
         k = rng.integers(1, 6, (runs, n))
         e = episodes(rng, kind, th, 5)
@@ -133,6 +156,7 @@ def tier_cell(kind: str, mean: float, n: int, repeats: str, runs: int, seed: int
         else:  # closed form, one run at a time
             lo, hi = np.array([I.wilson_interval(row, int(e), pf) for row, e in zip(y, eps, strict=True)]).T
         out[m] = hits(lo, hi, mean)
+        out[m + " sides"] = sides(lo, hi, mean)
     return out
 
 
@@ -147,6 +171,85 @@ def pass_k_cell(rate: float, n: int, repeats: int, runs: int, seed: int, k: int 
     truth = float((1 - (1 - big) ** k).mean())
     lo, hi = I.bayes_bounds(est, seed=seed)
     return hits(lo, hi, truth)
+
+
+# ------------------------------------------------------------------------------------------ candidates
+# Tier intervals measured while choosing the default and not in evalkit (issue 51, round four): written
+# here so that the figures in docs/statistics.md can be made again.
+
+
+def korn_graubard(y: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper–Pearson at the effective number of tasks m(1 − m) / v (v the variance of the mean over
+    tasks), that number scaled by (z / t₍ₙ₋₁₎)² for few tasks (Korn and Graubard 1998), continuous rewards
+    on [0, 1]; where the tasks have no spread, `_constant`."""
+    from scipy.special import betaincinv
+
+    n = y.shape[1]
+    z = I._z(level)
+    u, v = y.mean(1), y.var(1, ddof=1) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n_eff = np.where((v > 0) & (u > 0) & (u < 1), u * (1 - u) / v, n)
+    n_eff = np.maximum(n_eff * (z / I._t_quantile(z, n - 1)) ** 2, 1.0)
+    x, a = u * n_eff, 1 - level
+    lo = np.where(x > 0, betaincinv(np.maximum(x, 1e-12), n_eff - x + 1, a / 2), 0.0)
+    hi = np.where(x < n_eff, betaincinv(x + 1, np.maximum(n_eff - x, 1e-12), 1 - a / 2), 1.0)
+    flat = v <= 0
+    q = 1 - (a / 2) ** (1 / n)
+    return np.where(flat, u - u * q, lo), np.where(flat, u + (1 - u) * q, hi)
+
+
+def light_prior(
+    y: np.ndarray, seed: int, weight: float = 0.5, draws: int = 4000
+) -> tuple[np.ndarray, np.ndarray]:
+    """The default's Bayesian bootstrap with its prior task weighing Gamma(`weight`) instead of Exp(1):
+    less pull toward the middle of the range."""
+    rng = np.random.default_rng(seed)
+    rows, n = y.shape
+    out = np.empty((rows, draws))
+    step = max(1, 250_000 // (n + 1))
+    for r in range(rows):
+        for d0 in range(0, draws, step):
+            b = min(step, draws - d0)
+            g, g0 = rng.standard_exponential((b, n)), rng.gamma(weight, 1.0, b)
+            out[r, d0 : d0 + b] = ((g * y[r]).sum(1) + g0 * rng.beta(0.5, 0.5, b)) / (g.sum(1) + g0)
+    lo, hi = np.quantile(out, [0.025, 0.975], axis=1)
+    return lo, hi
+
+
+CANDIDATES = {
+    "bayes": "Bayesian bootstrap over tasks (default)",
+    "wilson": "Wilson score interval over tasks",
+    "kg": "Korn–Graubard (Clopper–Pearson)",
+    "light": "prior task of half weight",
+}
+
+
+def run_candidates(a: argparse.Namespace) -> None:
+    runs = a.tier_runs or TIER_RUNS * a.reps
+    print(f"\n### Tier candidates, continuous rewards ({runs} runs a cell; [misses below / above])\n")
+    print("| tasks between | mean | tasks | repeats | " + " | ".join(CANDIDATES.values()) + " |\n|"
+          + "---|" * (4 + len(CANDIDATES)))  # fmt: skip
+    seed = 7000
+    for kappa, label in ((KAPPA_TASK, "as the table (ICC 1/3)"), (50.0, "alike (ICC 1/50)")):
+        for mean in (0.07, 0.5, 0.9, 0.95):
+            for n in a.tasks:
+                for rep in ("1", "1–5"):
+                    seed += 1
+                    y, eps, _ = tier_values(np.random.default_rng(seed), "c", mean, n, rep, runs, kappa)
+                    cells = []
+                    for m in CANDIDATES:
+                        if m == "bayes":
+                            lo, hi = I.bayes_bounds(y, seed=seed)
+                        elif m == "wilson":
+                            lo, hi = np.array(
+                                [I.wilson_interval(r, int(e)) for r, e in zip(y, eps, strict=True)]
+                            ).T
+                        elif m == "kg":
+                            lo, hi = korn_graubard(y)
+                        else:
+                            lo, hi = light_prior(y, seed)
+                        cells.append(pm_sides(hits(lo, hi, mean), sides(lo, hi, mean), runs))
+                    print(f"| {label} | {mean:g} | {n} | {rep} | " + " | ".join(cells) + " |", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------- paired
@@ -223,7 +326,10 @@ def run_tier(a: argparse.Namespace) -> None:
     runs = a.tier_runs or TIER_RUNS * a.reps
     head = ["rewards", "mean", "tasks", "repeats", *(f"{METHODS[m]}" + (" (default)" if m == MEAN_METHODS[0]
             else "") for m in MEAN_METHODS)]  # fmt: skip
-    print(f"\n### Tier intervals ({runs} runs a cell)\n")
+    print(
+        f"\n### Tier intervals ({runs} runs a cell; [misses below / above]: the share of runs whose "
+        "interval lies wholly below / above the true mean)\n"
+    )
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     seed = 100
     for kind in ("c", "b"):
@@ -232,7 +338,7 @@ def run_tier(a: argparse.Namespace) -> None:
                 for rep in TIER_REPEATS:
                     seed += 1
                     r = tier_cell(kind, mean, n, rep, runs, seed)
-                    cells = [pm(r[m], runs) for m in MEAN_METHODS]
+                    cells = [pm_sides(r[m], r[m + " sides"], runs) for m in MEAN_METHODS]
                     if kind == "b" and rep == "1":
                         exact, below = exact_tier(n, mean)
                         below = f"{below:.3f}" if below else "none"
@@ -371,7 +477,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1000, help="simulated runs per paired cell (default 1000)")
     ap.add_argument("--tasks", type=int, nargs="*", default=[6, 10, 20, 60])
-    ap.add_argument("--part", choices=("tier", "paired", "mde", "ni", "ni-exact", "all"), default="all")
+    ap.add_argument(
+        "--part", choices=("tier", "candidates", "paired", "mde", "ni", "ni-exact", "all"), default="all"
+    )
     ap.add_argument("--ni-runs", type=int, default=3000, help="simulated runs per cell of --part ni")
     ap.add_argument("--means", type=float, nargs="*", default=list(MEANS), help="--part ni: these means")
     ap.add_argument("--designs", nargs="*", default=list(DESIGNS), help="--part ni: these designs")
@@ -384,6 +492,8 @@ def main(argv: list[str] | None = None) -> None:
         run_tier(a)
     if a.part in ("paired", "all"):
         run_paired(a)
+    if a.part == "candidates":
+        run_candidates(a)
     if a.part == "mde":
         run_mde(a)
     if a.part == "ni":
