@@ -146,6 +146,16 @@ NOT_ENV: set[int] = set()
 """Processes under this one that are not the batch's env (the stand-in model)."""
 
 
+def model_cpu() -> float:
+    """CPU seconds the stand-in model's process has used so far (0 when there is none): it shares the
+    machine's cores with the batch and the env, though a real model's server would not."""
+    total = 0.0
+    for pid in NOT_ENV:
+        with contextlib.suppress(OSError):
+            total += cpu_of(pid)
+    return total
+
+
 def env_cpu() -> float:
     """CPU seconds the batch's env processes (this process's children but the model) have used so far."""
     total = 0.0
@@ -172,14 +182,14 @@ def timed_batch(
         # The wall runs from the first episode's start (its arrival less its length) to the last arrival:
         # what comes before the first episode starts (Ray's runners importing evalkit) is start-up.
         span["queued"] = time.perf_counter()
-        span["cpu0"], span["env0"] = time.process_time(), env_cpu()
+        span["cpu0"], span["env0"], span["model0"] = time.process_time(), env_cpu(), model_cpu()
         starts = []
         for rec in real(*a, **kw):
             span["end"] = time.perf_counter()
             starts.append(span["end"] - rec.seconds)
             yield rec
         # Before the batch stops its env's processes: what they and this process used while episodes ran.
-        span["cpu1"], span["env1"] = time.process_time(), env_cpu()
+        span["cpu1"], span["env1"], span["model1"] = time.process_time(), env_cpu(), model_cpu()
         span["start"] = min(starts)
 
     batch.execute = execute
@@ -206,6 +216,7 @@ def timed_batch(
         "child_cpu": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
         "cpu_in": span["cpu1"] - span["cpu0"],
         "env_in": span["env1"] - span["env0"],
+        "model_in": span["model1"] - span["model0"],
         "load": os.getloadavg()[0],
         "turns": sum(r.n_turns for r in recs),
         "calls": sum(r.tool_calls for r in recs),
@@ -408,7 +419,8 @@ def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float)
         loads = ", ".join(f"{r['load']:.1f}" for r in runs)
         print(f"threads, concurrency {c}: efficiency {statistics.median(effs):.2f} ({effs[0]:.2f}–"
               f"{effs[-1]:.2f}); CPU per episode, this process {_ms(runs, 'cpu_in')}, the env's processes "
-              f"{_ms(runs, 'env_in')}; medians of {len(runs)}, load {loads}; "
+              f"{_ms(runs, 'env_in')} (the stand-in model's {_ms(runs, 'model_in')}); medians of "
+              f"{len(runs)}, load {loads}; "
               f"{sum(r['errors'] for r in runs)} errors", flush=True)  # fmt: skip
 
 
