@@ -169,9 +169,15 @@ def env_cpu() -> float:
 
 
 def timed_batch(
-    env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
+    env,
+    model: str | list[str],
+    episodes: int,
+    concurrency: int,
+    executor: str = "threads",
+    surface: str = "tools",
 ) -> dict:
-    """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
+    """One batch; the wall runs from the first episode queued to the last written (the executor's span).
+    Several models play the same tasks, `episodes` in all."""
     from evalkit.records.rundir import read_records
     from evalkit.run import batch
 
@@ -198,9 +204,10 @@ def timed_batch(
             r0 = resource.getrusage(resource.RUSAGE_SELF)
             c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            batch.run_batch([model], env, tasks=episodes, out=Path(tmp) / "r", concurrency=concurrency,
-                            max_turns=6, frames=True, progress=False, executor=executor,
-                            surfaces=[surface])  # fmt: skip
+            models = model if isinstance(model, list) else [model]
+            batch.run_batch(models, env, tasks=episodes // len(models), out=Path(tmp) / "r",
+                            concurrency=concurrency, max_turns=6, frames=True, progress=False,
+                            executor=executor, surfaces=[surface])  # fmt: skip
             t1 = time.perf_counter()
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             c1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the env's process, when the batch gave it one
@@ -407,13 +414,16 @@ def env_messages(n: int) -> None:
     print(f"  ({n} of each; load average {os.getloadavg()[0]:.1f})")
 
 
-def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float) -> None:
+def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float, models: int = 1) -> None:
     """`--cpu-per-episode`: at each concurrency, `repeat` thread batches and, from the first episode's start
     to the last record, the CPU per episode of this process (the batch) and of the env's processes (their
     start-up left out): what a change to either costs or saves, which the machine's other load moves far
-    less than it moves the efficiency (printed beside it, with the load average at each batch's end)."""
+    less than it moves the efficiency (printed beside it, with the load average at each batch's end).
+    `models` > 1: that many models play each task (`vllm:standin`, `vllm:standin-2`, ...: two turns each),
+    as a comparison of models does."""
+    names = ["vllm:standin", *(f"vllm:standin-2{'-2' * i}" for i in range(models - 1))]
     for c in levels:
-        runs = [timed_batch("canvas", "vllm:standin", episodes, c) for _ in range(max(repeat, 1))]
+        runs = [timed_batch("canvas", names, episodes, c) for _ in range(max(repeat, 1))]
         effs = sorted(r["turns"] * delay / c / r["wall"] for r in runs)
 
         loads = ", ".join(f"{r['load']:.1f}" for r in runs)
@@ -463,6 +473,9 @@ def main() -> None:
     ap.add_argument("--cpu-per-episode", action="store_true",
                     help="only the thread batches' efficiency and CPU per episode (batch and env) at each "
                          "concurrency, medians of --repeat; nothing else")  # fmt: skip
+    ap.add_argument("--models", type=int, default=1,
+                    help="with --cpu-per-episode: models playing each task (--episodes / N tasks)",
+                    )  # fmt: skip
     ap.add_argument("--env-messages", type=int, default=0, metavar="N",
                     help="only the env's CPU per message of an episode, each kind sent N times")  # fmt: skip
     a = ap.parse_args()
@@ -474,7 +487,7 @@ def main() -> None:
     if a.cpu_per_episode:
         with standin(a.delay):
             timed_batch("canvas", "vllm:standin", 8, 8)  # imports, connections
-            cpu_per_episode(levels, a.episodes, a.repeat, a.delay)
+            cpu_per_episode(levels, a.episodes, a.repeat, a.delay, a.models)
         return
 
     print(f"evalkit run --help: {startup_help():.2f} s")
