@@ -30,8 +30,9 @@ absolute times noise: read the ratios):
 Two modes measure one thing each, for comparing code (run them alternately from two checkouts, with
 PYTHONPATH on each): `--cpu-per-episode` runs only the thread batches at each concurrency and prints, with
 the efficiency, the CPU per episode of this process and of the env's processes from the first episode's
-start to the last record (medians of `--repeat`, and the load average); `--env-messages N` prints the
-env's CPU per message of an episode (each kind sent N times on one env process, one at a time).
+start to the last record (medians of `--repeat`, and the load average), the stand-in model's beside them
+(`--models N`: N models play each task); `--env-messages N` prints the env's CPU per message of an episode
+(each kind sent N times on one env process, one at a time).
 """
 
 from __future__ import annotations
