@@ -30,8 +30,9 @@ absolute times noise: read the ratios):
 Two modes measure one thing each, for comparing code (run them alternately from two checkouts, with
 PYTHONPATH on each): `--cpu-per-episode` runs only the thread batches at each concurrency and prints, with
 the efficiency, the CPU per episode of this process and of the env's processes from the first episode's
-start to the last record (medians of `--repeat`, and the load average); `--env-messages N` prints the
-env's CPU per message of an episode (each kind sent N times on one env process, one at a time).
+start to the last record (medians of `--repeat`, and the load average), the stand-in model's beside them
+(`--models N`: N models play each task); `--env-messages N` prints the env's CPU per message of an episode
+(each kind sent N times on one env process, one at a time).
 """
 
 from __future__ import annotations
@@ -146,6 +147,16 @@ NOT_ENV: set[int] = set()
 """Processes under this one that are not the batch's env (the stand-in model)."""
 
 
+def model_cpu() -> float:
+    """CPU seconds the stand-in model's process has used so far (0 when there is none): it shares the
+    machine's cores with the batch and the env, though a real model's server would not."""
+    total = 0.0
+    for pid in NOT_ENV:
+        with contextlib.suppress(OSError):
+            total += cpu_of(pid)
+    return total
+
+
 def env_cpu() -> float:
     """CPU seconds the batch's env processes (this process's children but the model) have used so far."""
     total = 0.0
@@ -159,9 +170,15 @@ def env_cpu() -> float:
 
 
 def timed_batch(
-    env, model: str, episodes: int, concurrency: int, executor: str = "threads", surface: str = "tools"
+    env,
+    model: str | list[str],
+    episodes: int,
+    concurrency: int,
+    executor: str = "threads",
+    surface: str = "tools",
 ) -> dict:
-    """One batch; the wall runs from the first episode queued to the last written (the executor's span)."""
+    """One batch; the wall runs from the first episode queued to the last written (the executor's span).
+    Several models play the same tasks, `episodes` in all."""
     from evalkit.records.rundir import read_records
     from evalkit.run import batch
 
@@ -172,14 +189,14 @@ def timed_batch(
         # The wall runs from the first episode's start (its arrival less its length) to the last arrival:
         # what comes before the first episode starts (Ray's runners importing evalkit) is start-up.
         span["queued"] = time.perf_counter()
-        span["cpu0"], span["env0"] = time.process_time(), env_cpu()
+        span["cpu0"], span["env0"], span["model0"] = time.process_time(), env_cpu(), model_cpu()
         starts = []
         for rec in real(*a, **kw):
             span["end"] = time.perf_counter()
             starts.append(span["end"] - rec.seconds)
             yield rec
         # Before the batch stops its env's processes: what they and this process used while episodes ran.
-        span["cpu1"], span["env1"] = time.process_time(), env_cpu()
+        span["cpu1"], span["env1"], span["model1"] = time.process_time(), env_cpu(), model_cpu()
         span["start"] = min(starts)
 
     batch.execute = execute
@@ -188,9 +205,10 @@ def timed_batch(
             r0 = resource.getrusage(resource.RUSAGE_SELF)
             c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            batch.run_batch([model], env, tasks=episodes, out=Path(tmp) / "r", concurrency=concurrency,
-                            max_turns=6, frames=True, progress=False, executor=executor,
-                            surfaces=[surface])  # fmt: skip
+            models = model if isinstance(model, list) else [model]
+            batch.run_batch(models, env, tasks=episodes // len(models), out=Path(tmp) / "r",
+                            concurrency=concurrency, max_turns=6, frames=True, progress=False,
+                            executor=executor, surfaces=[surface])  # fmt: skip
             t1 = time.perf_counter()
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             c1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the env's process, when the batch gave it one
@@ -206,6 +224,7 @@ def timed_batch(
         "child_cpu": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
         "cpu_in": span["cpu1"] - span["cpu0"],
         "env_in": span["env1"] - span["env0"],
+        "model_in": span["model1"] - span["model0"],
         "load": os.getloadavg()[0],
         "turns": sum(r.n_turns for r in recs),
         "calls": sum(r.tool_calls for r in recs),
@@ -396,19 +415,23 @@ def env_messages(n: int) -> None:
     print(f"  ({n} of each; load average {os.getloadavg()[0]:.1f})")
 
 
-def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float) -> None:
+def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float, models: int = 1) -> None:
     """`--cpu-per-episode`: at each concurrency, `repeat` thread batches and, from the first episode's start
     to the last record, the CPU per episode of this process (the batch) and of the env's processes (their
     start-up left out): what a change to either costs or saves, which the machine's other load moves far
-    less than it moves the efficiency (printed beside it, with the load average at each batch's end)."""
+    less than it moves the efficiency (printed beside it, with the load average at each batch's end).
+    `models` > 1: that many models play each task (`vllm:standin`, `vllm:standin-2`, ...: two turns each),
+    as a comparison of models does."""
+    names = ["vllm:standin", *(f"vllm:standin-2{'-2' * i}" for i in range(models - 1))]
     for c in levels:
-        runs = [timed_batch("canvas", "vllm:standin", episodes, c) for _ in range(max(repeat, 1))]
+        runs = [timed_batch("canvas", names, episodes, c) for _ in range(max(repeat, 1))]
         effs = sorted(r["turns"] * delay / c / r["wall"] for r in runs)
 
         loads = ", ".join(f"{r['load']:.1f}" for r in runs)
         print(f"threads, concurrency {c}: efficiency {statistics.median(effs):.2f} ({effs[0]:.2f}–"
               f"{effs[-1]:.2f}); CPU per episode, this process {_ms(runs, 'cpu_in')}, the env's processes "
-              f"{_ms(runs, 'env_in')}; medians of {len(runs)}, load {loads}; "
+              f"{_ms(runs, 'env_in')} (the stand-in model's {_ms(runs, 'model_in')}); medians of "
+              f"{len(runs)}, load {loads}; "
               f"{sum(r['errors'] for r in runs)} errors", flush=True)  # fmt: skip
 
 
@@ -451,6 +474,9 @@ def main() -> None:
     ap.add_argument("--cpu-per-episode", action="store_true",
                     help="only the thread batches' efficiency and CPU per episode (batch and env) at each "
                          "concurrency, medians of --repeat; nothing else")  # fmt: skip
+    ap.add_argument("--models", type=int, default=1,
+                    help="with --cpu-per-episode: models playing each task (--episodes / N tasks)",
+                    )  # fmt: skip
     ap.add_argument("--env-messages", type=int, default=0, metavar="N",
                     help="only the env's CPU per message of an episode, each kind sent N times")  # fmt: skip
     a = ap.parse_args()
@@ -462,7 +488,7 @@ def main() -> None:
     if a.cpu_per_episode:
         with standin(a.delay):
             timed_batch("canvas", "vllm:standin", 8, 8)  # imports, connections
-            cpu_per_episode(levels, a.episodes, a.repeat, a.delay)
+            cpu_per_episode(levels, a.episodes, a.repeat, a.delay, a.models)
         return
 
     print(f"evalkit run --help: {startup_help():.2f} s")

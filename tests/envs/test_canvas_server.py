@@ -216,3 +216,38 @@ def test_concurrent_sessions_do_not_interfere(base_url):
         results = list(pool.map(session, range(4)))
     for i, (_, ids, n) in enumerate(results):
         assert len(ids) == n == i + 1
+
+
+def request(url: str, method: str = "GET") -> tuple[int, str, bytes]:
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers["content-type"], r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["content-type"], e.read()
+
+
+def test_plain_picture_routes_come_first_and_answer_as_fastapi_does(client, base_url):
+    """The document and frame a loop reads after every step are answered ahead of the app's other routes
+    (`app.PlainGet`, without FastAPI's request handling) when asked plainly; with a query, or by another
+    method, the FastAPI route of the same path answers and refuses as it did."""
+    from evalkit.envs.embedded.canvas.app import PlainGet
+    from evalkit.envs.embedded.server import build_app
+
+    first = build_app("canvas").router.routes[:2]
+    assert [type(r) for r in first] == [PlainGet, PlainGet]  # the old app matched ~20 routes before these
+    meta = client.reset(task_id="canvas-test-0011").observation.metadata
+    call(client, "add_element", kind="rect", x=10, y=10, width=80, height=40, fill="#cc3300")
+    eid, side = meta["episode_id"], max(meta["canvas"]["width"], meta["canvas"]["height"])
+    page = f"{base_url}/api/episodes/{eid}"
+    plain, sized = request(f"{page}/render.png"), request(f"{page}/render.png?size={side}")
+    assert plain == sized and plain[:2] == (200, "image/png")  # the same picture by both routes
+    status, ctype, body = request(page)
+    assert (status, ctype) == (200, "application/json")
+    assert json.loads(body)["elements"][0]["fill"] == "#cc3300"
+    unknown = {"detail": "unknown episode 'nope'"}
+    for path in ("/api/episodes/nope", "/api/episodes/nope/render.png"):
+        status, ctype, body = request(base_url + path)
+        assert (status, ctype, json.loads(body)) == (404, "application/json", unknown)
+    assert request(f"{page}/render.png?size=5")[0] == 422  # a query still goes through FastAPI's checks
+    assert request(f"{page}/render.png", "HEAD")[0] == request(page, "POST")[0] == 405

@@ -10,11 +10,14 @@ targets and final documents; each route is tried on its own, and a server withou
 
 from __future__ import annotations
 
+import functools
 import http.client
 import itertools
 import json
 import logging
 import threading
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -594,8 +597,16 @@ class OpenEnvSession:
         except ValueError:
             return None
 
+    _leave: Callable[[], None] | None = None
+    """Tells the spread of an env's servers this session is gone (`connect`)."""
+
     def close(self) -> None:
-        self._conn.close()
+        leave, self._leave = self._leave, None
+        try:
+            self._conn.close()
+        finally:
+            if leave is not None:
+                leave()
 
     def __enter__(self) -> OpenEnvSession:
         return self
@@ -633,16 +644,65 @@ class TypedSession(OpenEnvSession):
         return typed_outcome(payload, self.hidden, self.hide, self.records)
 
 
-def connect(env: Any, **kw: Any) -> OpenEnvSession:
+def connect(env: Any, spread: str | None = None, **kw: Any) -> OpenEnvSession:
     """Open a session on `env` (a base URL, or anything with a `base_url`, such as an `EnvServer` or an
-    `Endpoint`), of the kind the server is: MCP or typed-action."""
-    url = _base_url(env)
+    `Endpoint`), of the kind the server is: MCP or typed-action. `spread`: what the session will open (its
+    task, `sessions.spread_key`), which picks the server among an Endpoint's (`Spread`)."""
+    url, picked = _base_url(env), None
     if isinstance(env, Endpoint) and env.mirrors:
-        urls = (url, *env.mirrors)
-        url = urls[next(_turns) % len(urls)]
-    schema = env.schema if isinstance(env, Endpoint) else action_schema(url)
-    return TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)
+        url = picked = _spread.pick((url, *env.mirrors), spread)
+    try:
+        schema = env.schema if isinstance(env, Endpoint) else action_schema(url)
+        session = TypedSession(url, schema, **kw) if schema is not None else OpenEnvSession(url, **kw)
+    except BaseException:
+        if picked is not None:
+            _spread.leave(picked)
+        raise
+    if picked is not None:
+        session._leave = functools.partial(_spread.leave, picked)
+    return session
 
 
-_turns = itertools.count()
-"""Whose turn it is among an Endpoint's servers (`connect`)."""
+SPREAD_SLACK = 4
+"""Sessions a server may hold beyond the least busy of its Endpoint's before a task's sessions go to
+another."""
+
+
+class Spread:
+    """Which of an Endpoint's servers (an embedded env served by several processes) a session goes to.
+
+    Sessions of one task go to one server: what an env works out from a task alone is kept by the process
+    that worked it out (the canvas' reference image, its grade's preparation of the target: ~2 ms of a
+    reset's ~4), and a batch runs a task's episodes (its models, its repeats) one after the other, so in
+    turn over two servers each worked out every task twice. A server already holding more than
+    `SPREAD_SLACK` sessions beyond the least busy one takes no more of them until that evens out: a few
+    tasks repeated many times still share the servers. A session of no known task goes to each in turn."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+        self._turns = itertools.count()
+
+    def pick(self, urls: tuple[str, ...], key: str | None) -> str:
+        with self._lock:
+            if key is None:
+                url = urls[next(self._turns) % len(urls)]
+            else:
+                url = urls[zlib.crc32(key.encode()) % len(urls)]
+                least = min(urls, key=lambda u: self._open.get(u, 0))
+                if self._open.get(url, 0) - self._open.get(least, 0) > SPREAD_SLACK:
+                    url = least
+            self._open[url] = self._open.get(url, 0) + 1
+            return url
+
+    def leave(self, url: str) -> None:
+        with self._lock:
+            self._open[url] -= 1
+
+    def open(self, url: str) -> int:
+        """Sessions open on `url` that were spread here."""
+        with self._lock:
+            return self._open.get(url, 0)
+
+
+_spread = Spread()

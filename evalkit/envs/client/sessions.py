@@ -3,6 +3,7 @@ waiting for a free session on a server whose sessions are all in use."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -19,11 +20,12 @@ CAPACITY_WAIT = 300.0
 """Seconds an episode waits, in all, for a session on a server whose sessions are all in use."""
 
 
-def session_for(env: Any, **withhold: Any) -> EnvSession:
+def session_for(env: Any, spread: str | None = None, **withhold: Any) -> EnvSession:
     """A session on `env`: a base URL or served env (connected to, told what to `withhold` from the model:
-    `hide`, `records`), an EnvSession, or a callable (a class among them) that returns one."""
+    `hide`, `records`; on a server of several, the one `spread` picks), an EnvSession, or a callable (a
+    class among them) that returns one."""
     if isinstance(env, str) or hasattr(env, "base_url"):
-        return connect(env, **{k: v for k, v in withhold.items() if v})
+        return connect(env, spread, **{k: v for k, v in withhold.items() if v})
     if isinstance(env, EnvSession) and not isinstance(env, type):
         return env
     return env()
@@ -40,6 +42,14 @@ def reset_kwargs(task: str | dict | None, env_name: str, surface: str, mode: str
     return {**kw, **task} if isinstance(task, dict) else {**kw, "task_id": task}
 
 
+def spread_key(reset_kw: dict) -> str:
+    """The task an episode's reset opens, for spreading sessions over an env's servers by task
+    (`evalkit.envs.client.openenv.Spread`): the reset's arguments less what sets one episode of a task
+    apart from the next (its seed, its id)."""
+    task = {k: v for k, v in reset_kw.items() if k not in ("seed", "episode_id")}
+    return json.dumps(task, sort_keys=True, default=str)
+
+
 def open_session(
     env: Any,
     reset_kw: dict,
@@ -52,7 +62,7 @@ def open_session(
     `withhold` goes to an OpenEnv session (`session_for`)."""
     t0, pause, waited = time.monotonic(), 0.05, 0.0
     while True:
-        session = session_for(env, **withhold)
+        session = session_for(env, spread_key(reset_kw), **withhold)
         try:
             return session, session.reset(**reset_kw), waited
         except EnvCapacityError:
