@@ -158,7 +158,7 @@ def test_a_budget_holds_on_the_cluster_and_every_node_prices_its_episodes(cluste
     prices.write_text(json.dumps({"standin": {"input": 2.0, "output": 10.0}}))
     cluster.second()
     out, each = tmp_path / "run", 0.00014  # what one episode of the stand-in costs at these prices
-    budget = 45 * each
+    budget = 52 * each  # (long enough for the second node's runner to start: ~11-14 s on a busy machine)
     status, err = ended(
         batch(cluster, standin, out, "--max-cost", f"{budget:.6f}", EVALKIT_PRICES=str(prices))
     )
