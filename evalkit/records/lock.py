@@ -1,5 +1,6 @@
 """One writer per run directory: `RunLock(out)` is held by whatever writes a run (`evalkit run`, `run_batch`,
-`evalkit ownloop`) for as long as it writes; readers (summarise, view, live, load_runs) never take it.
+`evalkit ownloop`, the debugger's `save`) for as long as it writes; readers (summarise, view, live,
+load_runs) never take it.
 
 The lock is a POSIX record lock (`fcntl.lockf`) on `<run>/.evalkit/writer.lock`, beside a small JSON of who
 holds it (pid, host, since when) for the message a second writer gets. A record lock belongs to the process:

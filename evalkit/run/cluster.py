@@ -109,19 +109,18 @@ class Runner:
         self.episodes = episodes
         self.health = ProviderHealth()
         self.kept: dict[str, str] = {}
-        self.playing: dict[str, str] = {}
-        """The temporary directory of each episode in flight, by key."""
-        self.sent: dict[str, set[str]] = {}
-        """Pictures `live` has sent the driver, by episode in flight."""
+        self.playing: dict[str, tuple[str, set[str]]] = {}
+        """Each episode in flight, by key: its temporary directory, and the pictures `live` has sent of it."""
 
     def ping(self) -> bool:
         return True
 
     def play(self, job: Any) -> tuple[EpisodeRecord | None, dict[str, str], KeyRejectedError | None]:
         """One episode: its record and the sha256 of each file it wrote, by run-relative path (kept here
-        until `take`). Its live progress stays on the node. A refused key comes back instead of a record."""
+        until `take`). Its live progress the driver asks for (`live`). A refused key comes back instead of a
+        record."""
         tmp = tempfile.mkdtemp(prefix="evalkit-ep-")
-        self.playing[job.key] = tmp
+        self.playing[job.key] = (tmp, set())
         try:
             rec = self.episodes.play(job, Path(tmp), None, self.health)
         except KeyRejectedError as e:
@@ -129,7 +128,6 @@ class Runner:
             return None, {}, e
         finally:
             self.playing.pop(job.key, None)
-            self.sent.pop(job.key, None)
             # The live file is written by this process's writer thread: none of its writes may land in the
             # directory as it goes (or make it again).
             live.finish(tmp, job.key)
@@ -142,8 +140,7 @@ class Runner:
         """The state now of this runner's episodes in flight, for the driver's live file (`evalkit.records.
         live`): this process's id and host, the episodes, and the pictures they show not sent before."""
         episodes, files = [], {}
-        for key, tmp in list(self.playing.items()):
-            sent = self.sent.setdefault(key, set())
+        for tmp, sent in list(self.playing.values()):
             for e in live.own(tmp):
                 episodes.append(e)
                 for rel in (e.get("frame"), e.get("target")):
