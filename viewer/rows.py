@@ -14,6 +14,7 @@ Our own code; trace content reaches it only as cell text, set as text (`textCont
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -150,6 +151,19 @@ def _on(key: str, what: str, act: Callable[[dict], None]) -> Callable[[], None]:
 _component: dict = {}
 
 
+def _paint_request(key: str, on_painted: Callable[[], None] | None) -> str | None:
+    """What table `key`'s data asks the browser for once its rows are on screen: a name made by the first
+    run that asks (`on_painted`) and sent by every run of the session after it, so that the run the answer
+    starts sends the table's data as it was, byte for byte: Streamlit then leaves the table as it is (with a
+    `painted` flag that changed, the browser parsed the 120 KB again and drew the rows again, after the
+    paint, as the sidebar's widgets came). The browser answers each name once a page (`TOLD` in `_JS`), so
+    a table drawn again after another view does not ask again."""
+    name = f"_{key}_paint_request"
+    if on_painted is not None and name not in S:
+        S[name] = secrets.token_hex(6)
+    return S.get(name)
+
+
 def row_table(
     df: pl.DataFrame,
     ids: pl.DataFrame,
@@ -168,7 +182,7 @@ def row_table(
     `ids` tells its rows apart (the same height: what row i is). A click on row i calls `on_open(i)`; with
     `on_sort`, a click on a header calls `on_sort(column)` and `sort` (column, descending) is marked.
     `current` (a row position) is marked and scrolled into view when the table is first drawn. With
-    `on_painted`, the browser calls it (a rerun) once the rows are on screen."""
+    `on_painted`, the browser calls it (a rerun) once the rows are on screen (`_paint_request`)."""
     if "rows" not in _component:
         # In the page's own DOM (not a shadow root): its styles are all under .ek-rows.
         make = st.components.v2.component
@@ -177,7 +191,7 @@ def row_table(
     S[f"_{key}_id"] = ident
     data = pack({
         "of": ident, "n": df.height, "row": ROW_PX, "empty": empty, "sortable": on_sort is not None,
-        "sort": list(sort) if sort else None, "current": current, "painted": on_painted is not None,
+        "sort": list(sort) if sort else None, "current": current, "painted": _paint_request(key, on_painted),
         # As JSON text: Streamlit looks at each value of a component's data to see whether it is a data frame,
         # and took 0.25-0.8 s to decide that 10,000 rows of cells are not one (py-spy: most of the script's
         # time in the table's first paint). Text it passes as it is.
@@ -219,6 +233,7 @@ _JS = (
     + """
 const SLACK = 8;  // rows drawn above and below those in view
 const DIGITS = __DIGITS__, BASE = DIGITS.length, DIGIT = {};
+const TOLD = new Set();  // the requests to say the rows are painted answered on this page (`_paint_request`)
 for (let i = 0; i < BASE; i++) DIGIT[DIGITS.charCodeAt(i)] = i;
 
 export default function (component) {
@@ -251,8 +266,8 @@ export default function (component) {
     box.scrollTop = Math.max(0, (data.current - 2) * data.row);
   }
   draw(state);
-  if (data.painted && !state.told) {  // once the rows are painted
-    state.told = true;
+  if (data.painted && !TOLD.has(data.painted)) {  // once the rows are painted
+    TOLD.add(data.painted);
     requestAnimationFrame(() => setTimeout(() => setTriggerValue('painted', true), 0));
   }
 }

@@ -4,6 +4,8 @@ where the sample lacks something: an unscored episode, repeats, own-loop and too
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -473,3 +475,32 @@ def test_first_run_of_a_page_draws_the_table_and_no_markdown(monkeypatch):
     assert any(c.value.startswith("Click a row to open its episode") for c in at.caption)
     at.radio(key="view").set_value("Summary").run()
     assert not at.exception and at.radio(key="view").value == "Summary" and at.sidebar.title
+
+
+def _table_data(at: AppTest) -> str:
+    """The Episodes table's data as the run sent it to the browser (JSON text)."""
+    (table,) = [e for e in at.get("bidi_component") if e.proto.component_name == "evalkit_rows"]
+    return table.proto.json
+
+
+def test_the_run_after_the_paint_sends_the_table_as_it_was(monkeypatch):
+    """The run the browser starts once the table's rows are painted (it draws the sidebar's widgets) sends
+    the table's data byte for byte as the first run did, with the request to say so: Streamlit then sends
+    and draws nothing of the table again. A `painted` flag that changed made the browser parse the 120 KB of
+    cells again and draw the rows again (a Chrome trace of the page, after the paint); and a table drawn
+    again after another view does not ask again."""
+    from viewer.table import TABLE_FIRST_ENV
+
+    monkeypatch.setenv(TABLE_FIRST_ENV, "1")
+    monkeypatch.setenv("EVALKIT_RUNS", str(SAMPLE_RUN))
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    first = _table_data(at)
+    at.session_state["_painted"] = True  # what the table's script says once its rows are on screen
+    at.run()
+    assert at.radio(key="view").value == "Episodes" and at.sidebar.text_input
+    assert _table_data(at) == first
+    asked = json.loads(first)["painted"]
+    assert isinstance(asked, str) and asked
+    at.radio(key="view").set_value("Summary").run()
+    at.radio(key="view").set_value("Episodes").run()
+    assert json.loads(_table_data(at))["painted"] == asked  # the page's script answered it: it does not again

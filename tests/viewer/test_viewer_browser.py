@@ -42,6 +42,21 @@ def sort_on(page, column: str, mark: str) -> list[str]:
     return page.evaluate(COLUMN, ["table", column])
 
 
+def test_the_table_is_not_drawn_again_when_the_sidebar_comes(browser, served):
+    """The table comes first; once its rows are painted the browser asks for the sidebar's widgets, and that
+    run leaves the table as it is: its rows are the same elements after it (the run's data differed by its
+    `painted` flag, so the browser parsed the cells again and drew new rows right after the paint)."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+    page.goto(served)
+    first = page.locator(".st-key-table .ek-rows tbody tr.row").first
+    first.wait_for(timeout=30_000)
+    first.evaluate("tr => { tr.__drawnFirst = true; }")
+    page.get_by_text("Search what the model said and did").wait_for(timeout=15_000)
+    page.wait_for_timeout(1_000)  # the run's messages handled, the table's script called if it is
+    assert page.evaluate("() => !!document.querySelector('.st-key-table .ek-rows tbody tr.row').__drawnFirst")
+    page.close()
+
+
 def test_open_step_and_compare(browser, served, tmp_path):
     page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
     page.goto(served)
