@@ -226,11 +226,13 @@ def main() -> None:
         else:
             S._found = None
         df = vs.apply_filters(df_all, f, hits)
-        fingerprint = (tuple(sigs.items()), vs.fingerprint(df))
+        # What the other views' results are computed from (the Episodes table is keyed by what made `df`)
+        fingerprint = (tuple(sigs.items()), vs.fingerprint(df)) if S.view != "Episodes" else None
         wait = S.view == "Episodes" and table_first() and not S.get("_painted")
         if S.view == "Episodes":
             live.updates(chosen, labels)
-            view_table(df, df_all, hits, steps, on_painted=_painted if wait else None)
+            names = (drawn, tuple(labels.items()), repr(f))
+            view_table(df, df_all, hits, steps, on_painted=_painted if wait else None, names=names)
         elif S.view == "A vs B":
             from viewer.ab import view_ab
 

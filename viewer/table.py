@@ -70,32 +70,55 @@ def _current(shown: pl.DataFrame) -> int | None:
     return int(at.item(0, "_i")) if at.height else None
 
 
+def _layout(
+    df: pl.DataFrame, df_all: pl.DataFrame, hits: pl.DataFrame | None, sort: tuple[str | None, bool]
+) -> tuple[list[str], pl.DataFrame, pl.DataFrame, pl.DataFrame, dict, tuple[str, bool]]:
+    """The table as drawn: (its columns one can sort by, the rows in their order with `#` and the search's
+    columns, each row's run, key and first hit, the cells as shown, their config, the sort marked)."""
+    # Columns that tell no episode of the runs apart are left out (filtering keeps the others).
+    cols = vs.varying_columns(df_all, [c for c in vs.DISPLAY_COLUMNS if c in df.columns])
+    if hits is not None:
+        df = df.join(hits.select("run", "key", "first_hit", "hits"), on=["run", "key"], how="left")
+        cols = ["hits", "first_hit", *cols]
+    by, desc = sort
+    by = by if by in cols else None
+    df = vs.sort_table(df, by, desc).with_row_index("#", offset=1)
+    first = pl.col("first_hit") if hits is not None else pl.lit(None, pl.Int32).alias("first_hit")
+    ids = df.select("run", "key", first)
+    shown, config = no_none(vs.clip_columns(df.select("#", *cols)), COLUMNS, df.get_column("error_class"))
+    return cols, df, ids, shown, config, (by or "#", desc if by else False)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _shared_layout(names: tuple, sort: tuple, _df, _df_all, _hits) -> tuple:
+    """`_layout` made once for every page that shows the same table (`names` says what `_df` is made of):
+    made by each new page, most of it the reward column's text (~4 ms), the first run of a page took
+    12-14 ms, now 5-8 (the table's first paint waits for it). The values are shared: never changed."""
+    return _layout(_df, _df_all, _hits, sort)
+
+
 def view_table(
     df: pl.DataFrame,
     df_all: pl.DataFrame,
     hits: pl.DataFrame | None,
     steps: pl.DataFrame | None,
     on_painted: Callable[[], None] | None = None,
+    names: tuple | None = None,
 ) -> None:
     """The table (and under a search its matching steps); `on_painted` is called once its rows are on
-    screen (the page's first run draws the table before the sidebar's widgets)."""
+    screen (the page's first run draws the table before the sidebar's widgets). `names` says what `df` is
+    made of (runs, labels, filters, search): the table as drawn is then made once for every page."""
     st.text(f"{df.height:,} of {df_all.height:,} episodes")
-    # Columns that tell no episode of the runs apart are left out (filtering keeps the others).
-    cols = vs.varying_columns(df_all, [c for c in vs.DISPLAY_COLUMNS if c in df.columns])
-    if hits is not None:
-        df = df.join(hits.select("run", "key", "first_hit", "hits"), on=["run", "key"], how="left")
-        cols = ["hits", "first_hit", *cols]
-    S._sortable = cols
-    by, desc = S.get("_sort") or (None, False)
-    by = by if by in cols else None
-    df = vs.sort_table(df, by, desc).with_row_index("#", offset=1)
-    first = pl.col("first_hit") if hits is not None else pl.lit(None, pl.Int32).alias("first_hit")
-    S._shown = df.select("run", "key", first)
-    shown, config = no_none(vs.clip_columns(df.select("#", *cols)), COLUMNS, df.get_column("error_class"))
+    sort = tuple(S.get("_sort") or (None, False))
+    if names is None:
+        made = _layout(df, df_all, hits, sort)
+    else:
+        made = _shared_layout(names, sort, df, df_all, hits)
+    S._sortable, df, S._shown, shown, config, marked = made
     height = rows_height(df.height, 520 if steps is None else 300)
     row_table(
         shown, S._shown, key="table", config=config, height=height,
-        on_open=lambda i: _open_shown("_shown", i), sort=(by or "#", desc if by else False), on_sort=sort_by,
+        on_open=lambda i: _open_shown("_shown", i), sort=marked, on_sort=sort_by,
         current=_current(S._shown), empty="No episode matches the filters.", on_painted=on_painted,
     )  # fmt: skip
     if on_painted is None:  # Markdown: not before the rows are on screen (viewer/app.py's `main`)
