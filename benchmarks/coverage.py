@@ -49,6 +49,7 @@ Columns, each ± one Monte Carlo standard error:
          number of tasks) and the steps around 93–97% that an interval of the discordant counts could take
          (the highest coverage ≤ 97% and the lowest ≥ 93%), at that cell alone and for one interval serving
          the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%.
+  paired-between  not kept: the default's ends only a share w of the way from paired t's to MOVER's.
 """
 
 from __future__ import annotations
@@ -669,6 +670,37 @@ def ni_cell(mean: float, n: int, design: str, delta: float, runs: int, seed: int
             "at 95%": float((hi < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
 
 
+def run_paired_between(a: argparse.Namespace) -> None:
+    """Issue 51 (round five), not kept: the default's ends taken only a share w of the way from paired t's
+    (95%) toward MOVER's where MOVER's reach further (w = 1: the default), the NI bound untouched."""
+    weights = (0.0, 0.05, 0.1, 1.0)
+    head = ["rewards", "mean", "tasks", "design", "Δ", *(f"w = {w:g}" for w in weights)]
+    print(f"\n### Paired ends between t and MOVER ({a.reps} runs a cell; [misses below / above])\n")
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    seed = 1000
+    for kind in ("c", "b"):
+        for mean in MEANS:
+            for n in (6, 10, 20, 60):
+                for design in DESIGNS:
+                    for delta in DELTAS:
+                        seed += 1  # the seeds of --part paired
+                        if mean not in a.means or n not in a.tasks or design not in a.designs:
+                            continue
+                        rng = np.random.default_rng(seed)
+                        shift = shift_for(mean, delta, design == "lost")
+                        d, d_test, ya, yb = paired_values(rng, kind, mean, n, design, shift, a.reps)
+                        p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
+                        (tl, th), (ml, mh) = I.t_bounds(d), I.mover_bounds(ya, yb, 0.95, seed)
+                        cells = []
+                        for w in weights:
+                            lo = np.where(ml < tl, tl + w * (ml - tl), tl)
+                            hi = np.where(mh > th, th + w * (mh - th), th)
+                            lo, hi = I.agree_rows(lo, hi, p, d.mean(1))
+                            cells.append(pm_sides(hits(lo, hi, delta), sides(lo, hi, delta), a.reps))
+                        row = ["continuous" if kind == "c" else "pass/fail", f"{mean:g}", str(n), design]
+                        print("| " + " | ".join([*row, f"{delta:g}", *cells]) + " |", flush=True)
+
+
 def run_ni(a: argparse.Namespace) -> None:
     runs = a.ni_runs
     print(f"\n### Non-inferiority error, pass/fail rewards ({runs} runs a cell)\n")
@@ -712,12 +744,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tasks", type=int, nargs="*", default=[6, 10, 20, 60])
     ap.add_argument(
         "--part",
-        choices=("tier", "candidates", "paired", "mde", "ni", "ni-exact", "paired-exact", "all"),
+        choices=(
+            "tier",
+            "candidates",
+            "paired",
+            "mde",
+            "ni",
+            "ni-exact",
+            "paired-exact",
+            "paired-between",
+            "all",
+        ),
         default="all",
     )
     ap.add_argument("--ni-runs", type=int, default=3000, help="simulated runs per cell of --part ni")
-    ap.add_argument("--means", type=float, nargs="*", default=list(MEANS), help="--part ni: these means")
-    ap.add_argument("--designs", nargs="*", default=list(DESIGNS), help="--part ni: these designs")
+    ap.add_argument(
+        "--means", type=float, nargs="*", default=list(MEANS), help="--part ni, paired-between: these means"
+    )
+    ap.add_argument(
+        "--designs", nargs="*", default=list(DESIGNS), help="--part ni, paired-between: these designs"
+    )
     ap.add_argument("--tier-runs", type=int, default=None, help="runs per tier cell (default 4 × --reps)")
     ap.add_argument(
         "--cells",
@@ -743,6 +789,8 @@ def main(argv: list[str] | None = None) -> None:
         run_ni_exact(a)
     if a.part == "paired-exact":
         run_paired_exact(a)
+    if a.part == "paired-between":
+        run_paired_between(a)
     print(f"\n± one Monte Carlo standard error; {time.monotonic() - t0:.0f} s")
 
 
