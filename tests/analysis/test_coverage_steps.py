@@ -5,6 +5,7 @@ cases small enough to count by hand."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from math import comb
 from pathlib import Path
 
@@ -65,3 +66,38 @@ def test_near_a_bound_one_interval_for_every_mean_cannot_step_into_93_to_97():
     joint = C.joint_steps(n, delta, tabs, p, False)
     assert joint[C.MEANS.index(0.95)][0] is None
     assert joint[C.MEANS.index(0.95)][1] > 0.97
+
+
+def test_the_step_search_finds_every_pair_of_miss_sets_a_brute_force_finds():
+    # Four tasks, random (b, c) probabilities, Δ = 0.1: every down-set below the estimate's Δ and every
+    # up-set above it, found by trying all subsets, against `miss_masses` (to its 1e-5 units) and
+    # `down_sets`.
+    rng = np.random.default_rng(3)
+    n, delta = 4, 0.1
+    cells = [(b, c) for b in range(n + 1) for c in range(n + 1 - b)]
+    grid = np.zeros((n + 1, n + 1))
+    for b, c in cells:
+        grid[b, c] = rng.random()
+    grid /= grid.sum()
+
+    def closed(s: set, step: tuple) -> bool:
+        return all((b + step[0], c) in s or not 0 <= b + step[0] <= n - c for b, c in s) and all(
+            (b, c + step[1]) in s or not 0 <= c + step[1] <= n - b for b, c in s
+        )
+
+    def family(pool: list, step: tuple) -> list[float]:
+        subsets = itertools.chain.from_iterable(itertools.combinations(pool, k) for k in range(len(pool) + 1))
+        return [sum(grid[x] for x in s) for s in map(set, subsets) if closed(s, step)]
+
+    low = family([x for x in cells if x[0] - x[1] < n * delta], (-1, 1))
+    high = family([x for x in cells if x[0] - x[1] > n * delta], (1, -1))
+    brute = sorted({round(a + b, 4) for a in low for b in high if a + b <= 0.499})
+    tabs = np.array([(0, b, c, n - b - c) for b, c in cells])
+    lim = C.bounds_of_sets(n, delta, tabs, np.ones(len(tabs)), False)
+    found = sorted(
+        {round(x, 4) for x in np.flatnonzero(C.miss_masses(grid, **lim)) * C.STEP_RES if x <= 0.499}
+    )
+    assert len(found) == len(brute)
+    assert np.allclose(found, brute, atol=2e-4)
+    got = C.down_sets(grid[..., None], lim["low_from"], lim["low_within"], np.array([9.0]))[:, 0]
+    assert sorted(got) == pytest.approx(sorted(low))
