@@ -49,7 +49,9 @@ Columns, each ± one Monte Carlo standard error:
          number of tasks) and the steps around 93–97% that an interval of the discordant counts could take
          (the highest coverage ≤ 97% and the lowest ≥ 93%), at that cell alone and for one interval serving
          the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%.
-  paired-between  not kept: the default's ends only a share w of the way from paired t's to MOVER's.
+  paired-between  the default's ends a share w of the way from paired t's to MOVER's, for fixed w and for
+         the default's w by the run's balance (`intervals.mover_share`), and the cells each covers in
+         93–97% and under 93% per reward kind and design.
 """
 
 from __future__ import annotations
@@ -279,8 +281,9 @@ def shift_for(mean: float, delta: float, cells: bool = False) -> float:
 def paired_values(
     rng: np.random.Generator, kind: str, mean: float, n: int, design: str, shift: float, runs: int
 ):
-    """(d, d_test, A's task values, B's task values, cells B lost per run) of `runs` simulated comparisons,
-    as `stats.paired_tasks` builds them."""
+    """(d, d_test, A's task values, B's task values, whether the run is balanced) of `runs` simulated
+    comparisons, as `stats.paired_tasks` builds them; balanced (`intervals.mover_share`): equal repeats a
+    side in every paired cell and no cell lost."""
     th = thetas(rng, mean, (runs, n))
     if design == "lost":
         t2 = np.clip(th[..., None].repeat(2, -1), 1e-6, 1 - 1e-6)
@@ -291,24 +294,30 @@ def paired_values(
         both[..., 1] = rng.random((runs, n)) < 0.5  # B's second cell lost on half the tasks
         ma = (ya * both).sum(-1) / both.sum(-1)
         mb = (yb * both).sum(-1) / both.sum(-1)
-        return ma - mb, ma - mb, ma, mb
+        return ma - mb, ma - mb, ma, mb, both.all((1, 2))
     if design == "3–5/1":
         k = rng.integers(3, 6, (runs, n))
         e = episodes(rng, kind, th, 5)
         ya = (e * (np.arange(5) < k[..., None])).sum(-1) / k
         yb = episodes(rng, kind, np.clip(th - shift, 0, 1), 1)[..., 0]
-        return ya - yb, e[..., 0] - yb, ya, yb  # the test: each side's first episode (balanced)
+        # the test: each side's first episode (balanced)
+        return ya - yb, e[..., 0] - yb, ya, yb, np.zeros(runs, bool)
     r = int(design[0])
     ya = episodes(rng, kind, th, r).mean(-1)
     yb = episodes(rng, kind, np.clip(th - shift, 0, 1), r).mean(-1)
-    return ya - yb, ya - yb, ya, yb
+    return ya - yb, ya - yb, ya, yb, np.ones(runs, bool)
+
+
+def shares(balanced: np.ndarray, kind: str) -> np.ndarray:
+    """The default's share of the way to MOVER (`intervals.mover_share`) of every simulated run."""
+    return np.array([I.mover_share(bool(b), kind == "b") for b in balanced])
 
 
 def paired_cell(
     kind: str, mean: float, n: int, design: str, delta: float, runs: int, seed: int, every: bool = False
 ) -> dict:
     rng = np.random.default_rng(seed)
-    d, d_test, ya, yb = paired_values(
+    d, d_test, ya, yb, bal = paired_values(
         rng, kind, mean, n, design, shift_for(mean, delta, design == "lost"), runs
     )
     p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
@@ -317,7 +326,9 @@ def paired_cell(
         if m == "bootstrap" and design not in ("1/1", "3/3") and not every:
             out[m] = None
             continue
-        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, m, seed=seed), p, d.mean(1))
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, m, seed=seed, share=shares(bal, kind)), p, d.mean(1)
+        )
         out[m] = hits(lo, hi, delta)
         if m == PAIRED_METHODS[0] and delta > 0:
             out["ni"] = float((I.ni_upper_rows(d, ya, yb, p, m, seed=seed) < delta).mean())
@@ -545,7 +556,9 @@ def run_paired_exact(a: argparse.Namespace) -> None:
         tabs, ya, yb = count_tables(n)
         d = ya - yb
         p = sign_test_p(tabs[:, 1], tabs[:, 2])
-        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0]), p, d.mean(1))
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+        )
         tests = level_tests(n, [discordance(m) for m in MEANS])
         joint = {x: [joint_steps(n, x, tabs, p, agree) for agree in (False, True)] for x in DELTAS[1:]}
         for j, mean in enumerate(MEANS):
@@ -658,26 +671,33 @@ def run_mde(a: argparse.Namespace) -> None:
 
 
 def ni_cell(mean: float, n: int, design: str, delta: float, runs: int, seed: int) -> dict:
-    """The default's coverage and NI error, and paired t's NI error, at one pass/fail cell."""
+    """The default's coverage and NI error at one pass/fail cell, and the NI error had the bound been the
+    95% interval's upper end: the default's ends all the way to MOVER's (the bound before), paired t's."""
     rng = np.random.default_rng(seed)
     shift = shift_for(mean, delta, design == "lost")
-    d, d_test, ya, yb = paired_values(rng, "b", mean, n, design, shift, runs)
+    d, d_test, ya, yb, bal = paired_values(rng, "b", mean, n, design, shift, runs)
     p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
-    lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], seed=seed), p, d.mean(1))
-    t_hi = I.agree_rows(*I.paired_bounds(d, ya, yb, "t", seed=seed), p, d.mean(1))[1]
+
+    def ends(method: str, share: float | np.ndarray = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        return I.agree_rows(*I.paired_bounds(d, ya, yb, method, seed=seed, share=share), p, d.mean(1))
+
+    lo, hi = ends(PAIRED_METHODS[0], shares(bal, "b"))
+    whole, t_hi = ends(PAIRED_METHODS[0])[1], ends("t")[1]
     ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0], seed=seed)
     return {"coverage": hits(lo, hi, delta), "ni": float((ni < delta).mean()),
-            "at 95%": float((hi < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
+            "at 95%": float((whole < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
 
 
 def run_paired_between(a: argparse.Namespace) -> None:
-    """Issue 51 (round five), not kept: the default's ends taken only a share w of the way from paired t's
-    (95%) toward MOVER's where MOVER's reach further (w = 1: the default), the NI bound untouched."""
-    weights = (0.0, 0.05, 0.1, 1.0)
-    head = ["rewards", "mean", "tasks", "design", "Δ", *(f"w = {w:g}" for w in weights)]
+    """Issue 51 (rounds five and six): the default's ends taken a share w of the way from paired t's (95%)
+    toward MOVER's where MOVER's reach further (w = 1: the default before round six), and the default now
+    (`intervals.mover_share`: w by the run's balance and reward kind), the NI bound untouched; then, per
+    reward kind and design, how many cells with Δ > 0 each covers in 93–97% and under 93%."""
+    weights = (0.0, 0.02, 0.05, 0.1, 0.3, 1.0)
+    head = ["rewards", "mean", "tasks", "design", "Δ", *(f"w = {w:g}" for w in weights), "default"]
     print(f"\n### Paired ends between t and MOVER ({a.reps} runs a cell; [misses below / above])\n")
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
-    seed = 1000
+    seed, got = 1000, {}
     for kind in ("c", "b"):
         for mean in MEANS:
             for n in (6, 10, 20, 60):
@@ -688,17 +708,32 @@ def run_paired_between(a: argparse.Namespace) -> None:
                             continue
                         rng = np.random.default_rng(seed)
                         shift = shift_for(mean, delta, design == "lost")
-                        d, d_test, ya, yb = paired_values(rng, kind, mean, n, design, shift, a.reps)
+                        d, d_test, ya, yb, bal = paired_values(rng, kind, mean, n, design, shift, a.reps)
                         p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
                         (tl, th), (ml, mh) = I.t_bounds(d), I.mover_bounds(ya, yb, 0.95, seed)
-                        cells = []
-                        for w in weights:
-                            lo = np.where(ml < tl, tl + w * (ml - tl), tl)
-                            hi = np.where(mh > th, th + w * (mh - th), th)
+                        cells, covers = [], []
+                        for w in (*weights, shares(bal, kind)):
+                            lo = tl + w * np.minimum(ml - tl, 0.0)
+                            hi = th + w * np.maximum(mh - th, 0.0)
                             lo, hi = I.agree_rows(lo, hi, p, d.mean(1))
-                            cells.append(pm_sides(hits(lo, hi, delta), sides(lo, hi, delta), a.reps))
+                            covers.append(hits(lo, hi, delta))
+                            cells.append(pm_sides(covers[-1], sides(lo, hi, delta), a.reps))
+                        if delta > 0:
+                            got.setdefault((kind, design), []).append(covers)
                         row = ["continuous" if kind == "c" else "pass/fail", f"{mean:g}", str(n), design]
                         print("| " + " | ".join([*row, f"{delta:g}", *cells]) + " |", flush=True)
+    print_between_summary(got, head[5:])
+
+
+def print_between_summary(got: dict, columns: list[str]) -> None:
+    """Per reward kind and design, the cells with Δ > 0 in 93–97% / under 93% of each column of
+    `run_paired_between`."""
+    print("\n| rewards | design | cells | " + " | ".join(columns) + " |\n|" + "---|" * (3 + len(columns)))
+    for (kind, design), rows in got.items():
+        c = np.array(rows)
+        counts = [f"{int(((x >= 0.93) & (x <= 0.97)).sum())} / {int((x < 0.93).sum())}" for x in c.T]
+        label = "continuous" if kind == "c" else "pass/fail"
+        print(f"| {label} | {design} | {len(c)} | " + " | ".join(counts) + " |")
 
 
 def run_ni(a: argparse.Namespace) -> None:
@@ -728,7 +763,9 @@ def run_ni_exact(a: argparse.Namespace) -> None:
         tabs, ya, yb = count_tables(n)
         d = ya - yb
         p = I.sign_flip_p_rows(d, BENCH_FLIPS, seed=n)
-        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0]), p, d.mean(1))
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+        )
         ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0])
         for mean in MEANS:
             for delta in DELTAS[1:]:
