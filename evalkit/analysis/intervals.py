@@ -588,9 +588,9 @@ def mover_share(balanced: bool, pass_fail: bool) -> float:
     a side in every paired cell, no cell scored by one side alone), else SHARE_UNBALANCED for continuous
     rewards and all the way (1) for pass/fail ones (every reward 0 or 1). Chosen by simulation
     (benchmarks/coverage.py --part paired-between, docs/statistics.md): near a bound with few tasks paired t
-    alone covered 82–94% and the whole way to MOVER 98–100%; these shares cover 93–97% in 171 of the 288
-    cells of the full paired table with a true difference (103 the whole way) and put none under 93% that
-    was not there before."""
+    alone covered as little as 84% (continuous) and 82% (pass/fail), the whole way to MOVER 98–100%; these
+    shares cover 93–97% in 171 of the 288 cells of the full paired table with a true difference (103 the
+    whole way) and put none under 93% that was not there before."""
     if balanced:
         return SHARE_BALANCED
     return 1.0 if pass_fail else SHARE_UNBALANCED
@@ -633,10 +633,11 @@ def paired_interval(
     `mover_share` of its data for its 95% interval and 1 for the non-inferiority bound). By simulation
     (benchmarks/coverage.py): t alone covers 93–97% in the middle of the reward range and with 20 tasks or
     more, but near a bound with few tasks the tasks' differences are skewed (the one that would show B's
-    rare drop is often not drawn) and it covered 84–94%, its upper end missing a true difference in up to
-    13% of runs; MOVER's ends know each side's unseen tail, at the price of being wide there (98–100%). A
-    twentieth of the way (a tenth for continuous rewards with unequal repeats or lost cells, all the way
-    for pass/fail ones) covers 93–97% in most cells and under 93% in none that was not before."""
+    rare drop is often not drawn) and it covered as little as 84%, its upper end missing a true difference
+    in up to 13% of runs; MOVER's ends know each side's unseen tail, at the price of being wide there
+    (98–100%). A twentieth of the way (a tenth for continuous rewards with unequal repeats or lost cells,
+    all the way for pass/fail ones: `mover_share`) covers 93–97% in 171 of the full table's 288 cells with
+    a true difference (103 all the way) and under 93% in none that was not before."""
     method = check_method(method, PAIRED_METHODS, "paired_interval")
     d = np.asarray(d, float)
     if len(d) < MIN_TASKS:
