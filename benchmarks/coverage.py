@@ -9,6 +9,8 @@ non-inferiority wrongly declared ≤ 2.5%).
     PYTHONPATH=. python benchmarks/coverage.py --part candidates --tier-runs 800   # tier intervals not kept
     PYTHONPATH=. python benchmarks/coverage.py --part ni --tasks 20 60   # NI error at 3,000 runs a cell
     PYTHONPATH=. python benchmarks/coverage.py --part ni-exact --tasks 6 10 20   # design 1/1, no sampling
+    PYTHONPATH=. python benchmarks/coverage.py --part paired-exact --tasks 6 10 20   # and its steps
+    PYTHONPATH=. python benchmarks/coverage.py --part tier --tier-runs 8000 --cells b:0.9:20:3   # one cell
 
 A simulated run has `n` tasks; a task has its own success rate or mean θ drawn from a Beta around the cell's
 mean (tasks differ: the intraclass correlation is about 1/3), and each of its episodes a reward around θ:
@@ -43,6 +45,13 @@ Columns, each ± one Monte Carlo standard error:
   ni-exact  pass/fail, one episode a task a side (design 1/1): a run is a 2 × 2 table of counts, so the
          default's coverage and NI error are sums over every table of its probability (the tasks' θ
          integrated out) — no Monte Carlo error but that of the sign-flip p above 16 tasks.
+  paired-exact  design 1/1 again, Δ = 0 too: the default's exact coverage (the exact sign-flip p at any
+         number of tasks) and the steps around 93–97% that an interval of the discordant counts could take
+         (the highest coverage ≤ 97% and the lowest ≥ 93%), at that cell alone and for one interval serving
+         the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%.
+  paired-between  the default's ends a share w of the way from paired t's to MOVER's, for fixed w and for
+         the default's w by the run's balance (`intervals.mover_share`), and the cells each covers in
+         93–97% and under 93% per reward kind and design.
 """
 
 from __future__ import annotations
@@ -272,8 +281,9 @@ def shift_for(mean: float, delta: float, cells: bool = False) -> float:
 def paired_values(
     rng: np.random.Generator, kind: str, mean: float, n: int, design: str, shift: float, runs: int
 ):
-    """(d, d_test, A's task values, B's task values, cells B lost per run) of `runs` simulated comparisons,
-    as `stats.paired_tasks` builds them."""
+    """(d, d_test, A's task values, B's task values, whether the run is balanced) of `runs` simulated
+    comparisons, as `stats.paired_tasks` builds them; balanced (`intervals.mover_share`): equal repeats a
+    side in every paired cell and no cell lost."""
     th = thetas(rng, mean, (runs, n))
     if design == "lost":
         t2 = np.clip(th[..., None].repeat(2, -1), 1e-6, 1 - 1e-6)
@@ -284,24 +294,30 @@ def paired_values(
         both[..., 1] = rng.random((runs, n)) < 0.5  # B's second cell lost on half the tasks
         ma = (ya * both).sum(-1) / both.sum(-1)
         mb = (yb * both).sum(-1) / both.sum(-1)
-        return ma - mb, ma - mb, ma, mb
+        return ma - mb, ma - mb, ma, mb, both.all((1, 2))
     if design == "3–5/1":
         k = rng.integers(3, 6, (runs, n))
         e = episodes(rng, kind, th, 5)
         ya = (e * (np.arange(5) < k[..., None])).sum(-1) / k
         yb = episodes(rng, kind, np.clip(th - shift, 0, 1), 1)[..., 0]
-        return ya - yb, e[..., 0] - yb, ya, yb  # the test: each side's first episode (balanced)
+        # the test: each side's first episode (balanced)
+        return ya - yb, e[..., 0] - yb, ya, yb, np.zeros(runs, bool)
     r = int(design[0])
     ya = episodes(rng, kind, th, r).mean(-1)
     yb = episodes(rng, kind, np.clip(th - shift, 0, 1), r).mean(-1)
-    return ya - yb, ya - yb, ya, yb
+    return ya - yb, ya - yb, ya, yb, np.ones(runs, bool)
+
+
+def shares(balanced: np.ndarray, kind: str) -> np.ndarray:
+    """The default's share of the way to MOVER (`intervals.mover_share`) of every simulated run."""
+    return np.array([I.mover_share(bool(b), kind == "b") for b in balanced])
 
 
 def paired_cell(
     kind: str, mean: float, n: int, design: str, delta: float, runs: int, seed: int, every: bool = False
 ) -> dict:
     rng = np.random.default_rng(seed)
-    d, d_test, ya, yb = paired_values(
+    d, d_test, ya, yb, bal = paired_values(
         rng, kind, mean, n, design, shift_for(mean, delta, design == "lost"), runs
     )
     p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
@@ -310,13 +326,251 @@ def paired_cell(
         if m == "bootstrap" and design not in ("1/1", "3/3") and not every:
             out[m] = None
             continue
-        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, m, seed=seed), p, d.mean(1))
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, m, seed=seed, share=shares(bal, kind)), p, d.mean(1)
+        )
         out[m] = hits(lo, hi, delta)
         if m == PAIRED_METHODS[0] and delta > 0:
             out["ni"] = float((I.ni_upper_rows(d, ya, yb, p, m, seed=seed) < delta).mean())
         elif m == PAIRED_METHODS[0]:
             out["ni"] = None
     return out
+
+
+# ------------------------------------------------------------------------------------------ paired-exact
+# Design 1/1, pass/fail: a run is a table of counts (both pass, A only, B only, neither). Which coverages
+# could an interval that is a function of the counts have? The sign-flip test and paired t see only the
+# discordant counts (b tasks A only, c B only: differences +1, −1, 0), so the steps here are those of
+# intervals that are functions of (b, c), monotone in them (one more A-only task never moves an end down,
+# one more B-only task never up) and holding their own estimate (b − c) / n. Such an interval misses a true
+# Δ > 0 above its upper end on a down-set L of the (b, c) grid and below its lower end on an up-set U;
+# `miss_masses` finds every mass the two can have at one cell, `joint_steps` those one interval can have at
+# the three means at once (L and U depend on Δ, not on the mean). At Δ = 0 the coverage is one minus the
+# false "higher" rate, and `level_tests` lists every test of level 5% at any discordance rate.
+
+STEP_RES = 1e-5
+"""The unit `miss_masses` adds masses in (each of the n + 1 columns rounded: ± 0.0001 at 20 tasks)."""
+
+
+def count_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every 2 × 2 table of n tasks, one episode a side: (counts (both, A only, B only, neither) a row, A's
+    task values, B's), a run a row."""
+    tabs = np.array([(i, j, k, n - i - j - k) for i in range(n + 1) for j in range(n + 1 - i)
+                     for k in range(n + 1 - i - j)])  # fmt: skip
+    at = np.arange(n)[None, :]
+    ya = (at < (tabs[:, 0] + tabs[:, 1])[:, None]).astype(float)
+    yb = (at < tabs[:, 0, None]) | ((at >= (tabs[:, 0] + tabs[:, 1])[:, None])
+                                    & (at < tabs[:, :3].sum(1)[:, None]))  # fmt: skip
+    return tabs, ya, yb.astype(float)
+
+
+def table_probs(tabs: np.ndarray, mean: float, delta: float) -> np.ndarray:
+    """Each table's probability at the cell (mean, Δ): the tasks' θ integrated out (400,000 draws)."""
+    from scipy import stats
+
+    big = thetas(np.random.default_rng(0), mean, 400_000)
+    tb = np.clip(big - shift_for(mean, delta), 0, 1)
+    cells = [(big * tb).mean(), (big * (1 - tb)).mean(), ((1 - big) * tb).mean()]
+    return stats.multinomial.pmf(tabs, int(tabs[0].sum()), [*cells, 1 - sum(cells)])
+
+
+def sign_test_p(b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The exact two-sided sign-flip p of b differences +1, c −1 and the rest 0 (a tie flips to itself):
+    the share of the 2^(b + c) signs of the discordant tasks whose sum is as far from 0 as b − c."""
+    out = np.empty(len(b))
+    for i, (bb, cc) in enumerate(zip(b, c, strict=True)):
+        m = int(bb + cc)
+        out[i] = sum(comb(m, k) for k in range(m + 1) if abs(2 * k - m) >= abs(bb - cc)) / 2**m
+    return out
+
+
+def miss_masses(
+    grid: np.ndarray, low_from: np.ndarray, low_within: np.ndarray, high_within: np.ndarray, cap: float = 0.5
+) -> np.ndarray:
+    """Every mass (in STEP_RES units, up to `cap`) of the outcomes a monotone interval can miss: a down-set L
+    of the (b, c) grid (`grid[b, c]` the probability of b A-only and c B-only tasks, b + c ≤ n) where its
+    upper end is below the truth, and a disjoint up-set U where its lower end is above it. Column b of L is
+    c ≥ γ(b), γ nondecreasing, low_from[b] ≤ γ(b) ≤ low_within[b] (L must hold the cells from there on);
+    of U, c ≤ η(b) ≤ high_within[b], with η(b + 1) ≥ min(η(b), n − b − 1) (−1: empty). Returns a boolean
+    array, True where a mass k · STEP_RES can be missed."""
+    n = grid.shape[0] - 1
+    k = int(round(cap / STEP_RES)) + 1
+    big = n + 1  # γ = n + 1: column empty; η index = η + 1 (0: column empty)
+    state = np.zeros((n + 2, n + 2, k), bool)
+    state[0, 0, 0] = True
+    for b in range(n + 1):
+        top = n - b  # the column's cells: c = 0..top
+        col = np.concatenate([[0.0], np.cumsum(grid[b, : top + 1])])  # col[j]: mass of c < j
+        reach = np.logical_or.accumulate(state, 0)  # γ_old ≤ γ_new
+        below = np.logical_or.accumulate(reach, 1)  # η_old ≤ η_new (below[:, η + 1])
+        full_u = below[:, -1]  # U's column full: any η_old
+        new = np.zeros_like(state)
+        for g in [*range(top + 1), big]:
+            if not low_from[b] <= g <= low_within[b] and g != big:
+                continue
+            if g == big and low_within[b] <= top:
+                continue
+            m_low = col[top + 1] - col[g] if g <= top else 0.0
+            for h in range(-1, top + 1):
+                if h >= g or h > high_within[b]:
+                    continue
+                src = full_u[g] if h == top else below[g, h + 1]
+                shift = int(round((m_low + col[h + 1]) / STEP_RES))
+                if shift < k:
+                    new[g, h + 1, shift:] |= src[: k - shift]
+        state = new
+    return np.logical_or.reduce(state.reshape(-1, k), 0)
+
+
+def down_sets(grid: np.ndarray, first: np.ndarray, last: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """The masses (a row each, the empty set's first) of every down-set of the (b, c) grid (`grid[b, c]`
+    a vector of K probabilities, zero where b + c > n): column b is c ≥ γ(b), γ nondecreasing, first[b] ≤
+    γ(b) ≤ last[b] (a column with last[b] ≤ n − b must not be empty), whose mass stays ≤ `cap` (K)."""
+    n = grid.shape[0] - 1
+    tail = np.cumsum(grid[:, ::-1], 1)[:, ::-1]  # tail[b, g]: the mass of c ≥ g in column b
+    must = np.logical_or.accumulate((last <= n - np.arange(n + 1))[::-1])[::-1]
+    found: list[np.ndarray] = []
+
+    def grow(b: int, low: int, size: np.ndarray) -> None:
+        if b > n or not must[b]:
+            found.append(size)  # columns b on empty
+        if b > n:
+            return
+        for g in range(min(n - b, last[b]), max(low, first[b]) - 1, -1):  # more mass as g falls
+            more = size + tail[b, g]
+            if (more > cap).any():
+                break
+            grow(b + 1, g, more)
+
+    grow(0, 0, np.zeros(grid.shape[2]))
+    return np.array(found)
+
+
+def level_tests(n: int, rates: list[float], level: float = I.ALPHA, grid: int = 400) -> np.ndarray:
+    """The false "higher" rate, at each discordance rate in `rates`, of every test that is a function of
+    (b, c), symmetric in A and B, monotone (it rejects for B on a down-set of b < c, for A on its mirror),
+    and of level `level` at every discordance rate q (on a grid of `grid` rates in (0, 1]): equal models
+    give b and c from a multinomial (n; q/2, q/2, 1 − q). A row per test; the empty test included."""
+    from scipy import stats
+
+    qs = np.concatenate([np.linspace(0, 1, grid + 1)[1:], rates])
+    pmf = np.zeros((n + 1, n + 1, len(qs)))
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            pmf[b, c] = stats.multinomial.pmf([b, c, n - b - c], n, np.stack([qs / 2, qs / 2, 1 - qs], 1))
+    cap = np.concatenate([np.full(grid, level), np.full(len(rates), np.inf)])
+    at = np.arange(n + 1)
+    return down_sets(2 * pmf, at + 1, np.full(n + 1, n + 1), cap)[:, grid:]
+
+
+def step_pair(cover: np.ndarray) -> tuple[float | None, float | None]:
+    """(the highest coverage ≤ 97%, the lowest ≥ 93%) among the coverages `cover` an interval can have;
+    None: no such step. Some coverage in 93–97% is possible exactly when the first is ≥ 93% (`miss_masses`
+    adds masses in units of STEP_RES: to ± 0.0001 there)."""
+    tol = 1e-12
+    below, above = cover[cover <= 0.97 + tol], cover[cover >= 0.93 - tol]
+    return (float(below.max()) if len(below) else None), (float(above.min()) if len(above) else None)
+
+
+def reachable(masses: np.ndarray) -> np.ndarray:
+    """The coverages of `miss_masses`'s boolean array."""
+    return 1 - np.flatnonzero(masses) * STEP_RES
+
+
+def bounds_of_sets(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bool) -> dict:
+    """The limits on the miss sets L (upper end below Δ) and U (lower end above Δ) of an interval that holds
+    its own estimate (b − c) / n (so L lies where it is below Δ, U where above) and, if `agree`, excludes
+    0 exactly where the test rejects (L holds B's rejections, U only A's). Column b of L: low_from[b] ≤
+    γ(b) ≤ low_within[b]; of U: c ≤ high_within[b]."""
+    at = np.arange(n + 1)
+    low_from = np.maximum(0, np.floor(at - n * delta + 1e-9).astype(int) + 1)  # c > b − nΔ
+    high_within = np.maximum(-1, np.ceil(at - n * delta - 1e-9).astype(int) - 1)  # c < b − nΔ
+    low_within = np.full(n + 1, n + 1)
+    if agree:
+        b, c, rej = tabs[:, 1], tabs[:, 2], p < I.ALPHA
+        a_side = np.full(n + 1, -1)
+        for bb, cc in zip(b[rej], c[rej], strict=True):
+            if bb < cc:
+                low_within[bb] = min(low_within[bb], cc)
+            else:
+                a_side[bb] = max(a_side[bb], cc)
+        high_within = np.minimum(high_within, a_side)
+    return {"low_from": low_from, "low_within": low_within, "high_within": high_within}
+
+
+def paired_exact_cell(n: int, tabs: np.ndarray, covered: np.ndarray, p: np.ndarray, mean: float,
+                      delta: float, tests: np.ndarray) -> dict:  # fmt: skip
+    """The default's exact coverage at one cell and its steps: at Δ > 0 those of (i) any monotone interval
+    of (b, c) that holds its estimate and (ii) one that also agrees with the test as evalkit's does; at
+    Δ = 0 (coverage = 1 − false "higher") those of (i) every test of level 5% (`tests`: their false
+    "higher" at this cell, `level_tests`), while (ii) leaves no choice: the test decides."""
+    pr = table_probs(tabs, mean, delta)
+    out = {"exact": float(pr @ covered)}
+    if delta == 0:
+        return out | {"any": step_pair(1 - tests), "test": (out["exact"], out["exact"])}
+    grid = np.zeros((n + 1, n + 1))
+    np.add.at(grid, (tabs[:, 1], tabs[:, 2]), pr)
+    for key, agree in (("any", False), ("test", True)):
+        out[key] = step_pair(reachable(miss_masses(grid, **bounds_of_sets(n, delta, tabs, p, agree))))
+    return out
+
+
+def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bool) -> list[tuple]:
+    """The steps at each of MEANS of one interval that serves all three (the same miss sets L and U at a
+    given Δ, whatever the mean) and covers ≥ 93% at each: `step_pair` per mean. L and U are enumerated
+    (`down_sets`, U on the mirrored grid) and their masses summed (one set of those with equal masses to
+    1e-4)."""
+    grid = np.zeros((n + 1, n + 1, len(MEANS)))
+    for j, mean in enumerate(MEANS):
+        np.add.at(grid[..., j], (tabs[:, 1], tabs[:, 2]), table_probs(tabs, mean, delta))
+    lim, cap = bounds_of_sets(n, delta, tabs, p, agree), np.full(len(MEANS), 0.07)
+    low = down_sets(grid, lim["low_from"], lim["low_within"], cap)
+    # U on the mirrored grid (rows c, columns b) is a down-set: column c is b ≥ the smallest b allowed
+    first_u = np.full(n + 1, n + 1)
+    for b in range(n + 1):
+        for c in range(min(lim["high_within"][b], n - b) + 1):
+            first_u[c] = min(first_u[c], b)
+    high = down_sets(grid.transpose(1, 0, 2), first_u, np.full(n + 1, n + 1), cap)
+    low, high = (x[np.unique(np.round(x, 4), axis=0, return_index=True)[1]] for x in (low, high))
+    miss = (low[:, None, :] + high[None, :, :]).reshape(-1, len(MEANS))
+    miss = miss[(miss <= 0.07 + 1e-9).all(1)]
+    return [step_pair(1 - miss[:, j]) for j in range(len(MEANS))]
+
+
+def discordance(mean: float) -> float:
+    """The share of tasks where two equal models differ (one passes, the other fails): 2 E[θ(1 − θ)]."""
+    big = thetas(np.random.default_rng(0), mean, 400_000)
+    return float(2 * (big * (1 - big)).mean())
+
+
+def run_paired_exact(a: argparse.Namespace) -> None:
+    def f(pair: tuple) -> str:
+        return " / ".join("none" if x is None else f"{x:.3f}" for x in pair)
+
+    print("\n### Design 1/1, pass/fail: the default's exact coverage and the steps around 93–97%\n")
+    head = ["mean", "tasks", "Δ", f"{METHODS[PAIRED_METHODS[0]]} (default): exact coverage",
+            "steps, this cell: any interval (Δ = 0: any test of level 5%)", "agreeing with the test",
+            "steps, one interval at the three means: any", "agreeing with the test"]  # fmt: skip
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for n in a.tasks:
+        tabs, ya, yb = count_tables(n)
+        d = ya - yb
+        p = sign_test_p(tabs[:, 1], tabs[:, 2])
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+        )
+        tests = level_tests(n, [discordance(m) for m in MEANS])
+        joint = {x: [joint_steps(n, x, tabs, p, agree) for agree in (False, True)] for x in DELTAS[1:]}
+        for j, mean in enumerate(MEANS):
+            for delta in DELTAS:
+                covered = (lo <= delta + 1e-12) & (delta - 1e-12 <= hi)
+                r = paired_exact_cell(n, tabs, covered, p, mean, delta, tests[:, j])
+                both = [f(r["any"]), f(r["test"])]
+                both += [f(joint[delta][k][j]) for k in (0, 1)] if delta else [f(r["any"]), f(r["test"])]
+                print(
+                    f"| {mean:g} | {n} | {delta:g} | {r['exact']:.4f} | " + " | ".join(both) + " |",
+                    flush=True,
+                )
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -337,7 +591,10 @@ def run_tier(a: argparse.Namespace) -> None:
             for n in a.tasks:
                 for rep in TIER_REPEATS:
                     seed += 1
-                    r = tier_cell(kind, mean, n, rep, runs, seed)
+                    if a.cells and f"{kind}:{mean:g}:{n}:{rep}" not in a.cells:
+                        continue
+                    # --cells: draws apart from the full table's (a re-measure, not the same runs again)
+                    r = tier_cell(kind, mean, n, rep, runs, seed + (100_000 if a.cells else 0))
                     cells = [pm_sides(r[m], r[m + " sides"], runs) for m in MEAN_METHODS]
                     if kind == "b" and rep == "1":
                         exact, below = exact_tier(n, mean)
@@ -345,6 +602,8 @@ def run_tier(a: argparse.Namespace) -> None:
                         cells[0] += f" (exact {exact:.3f}; step below {below})"
                     label = "continuous" if kind == "c" else "pass/fail"
                     print("| " + " | ".join([label, f"{mean:g}", str(n), rep, *cells]) + " |", flush=True)
+    if a.cells:
+        return
     print(f"\n### pass@2 ({runs} runs a cell; {METHODS[MEAN_METHODS[0]]})\n")
     print("| success rate | tasks | repeats | coverage |\n|---|---|---|---|")
     for rate in (0.8, 0.9):
@@ -412,16 +671,69 @@ def run_mde(a: argparse.Namespace) -> None:
 
 
 def ni_cell(mean: float, n: int, design: str, delta: float, runs: int, seed: int) -> dict:
-    """The default's coverage and NI error, and paired t's NI error, at one pass/fail cell."""
+    """The default's coverage and NI error at one pass/fail cell, and the NI error had the bound been the
+    95% interval's upper end: the default's ends all the way to MOVER's (the bound before), paired t's."""
     rng = np.random.default_rng(seed)
     shift = shift_for(mean, delta, design == "lost")
-    d, d_test, ya, yb = paired_values(rng, "b", mean, n, design, shift, runs)
+    d, d_test, ya, yb, bal = paired_values(rng, "b", mean, n, design, shift, runs)
     p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
-    lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], seed=seed), p, d.mean(1))
-    t_hi = I.agree_rows(*I.paired_bounds(d, ya, yb, "t", seed=seed), p, d.mean(1))[1]
+
+    def ends(method: str, share: float | np.ndarray = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        return I.agree_rows(*I.paired_bounds(d, ya, yb, method, seed=seed, share=share), p, d.mean(1))
+
+    lo, hi = ends(PAIRED_METHODS[0], shares(bal, "b"))
+    whole, t_hi = ends(PAIRED_METHODS[0])[1], ends("t")[1]
     ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0], seed=seed)
     return {"coverage": hits(lo, hi, delta), "ni": float((ni < delta).mean()),
-            "at 95%": float((hi < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
+            "at 95%": float((whole < delta).mean()), "t at 95%": float((t_hi < delta).mean())}  # fmt: skip
+
+
+def run_paired_between(a: argparse.Namespace) -> None:
+    """Issue 51 (rounds five and six): the default's ends taken a share w of the way from paired t's (95%)
+    toward MOVER's where MOVER's reach further (w = 1: the default before round six), and the default now
+    (`intervals.mover_share`: w by the run's balance and reward kind), the NI bound untouched; then, per
+    reward kind and design, how many cells with Δ > 0 each covers in 93–97% and under 93%."""
+    weights = (0.0, 0.02, 0.05, 0.1, 0.3, 1.0)
+    head = ["rewards", "mean", "tasks", "design", "Δ", *(f"w = {w:g}" for w in weights), "default"]
+    print(f"\n### Paired ends between t and MOVER ({a.reps} runs a cell; [misses below / above])\n")
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    seed, got = 1000, {}
+    for kind in ("c", "b"):
+        for mean in MEANS:
+            for n in (6, 10, 20, 60):
+                for design in DESIGNS:
+                    for delta in DELTAS:
+                        seed += 1  # the seeds of --part paired
+                        if mean not in a.means or n not in a.tasks or design not in a.designs:
+                            continue
+                        rng = np.random.default_rng(seed)
+                        shift = shift_for(mean, delta, design == "lost")
+                        d, d_test, ya, yb, bal = paired_values(rng, kind, mean, n, design, shift, a.reps)
+                        p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
+                        (tl, th), (ml, mh) = I.t_bounds(d), I.mover_bounds(ya, yb, 0.95, seed)
+                        cells, covers = [], []
+                        for w in (*weights, shares(bal, kind)):
+                            lo = tl + w * np.minimum(ml - tl, 0.0)
+                            hi = th + w * np.maximum(mh - th, 0.0)
+                            lo, hi = I.agree_rows(lo, hi, p, d.mean(1))
+                            covers.append(hits(lo, hi, delta))
+                            cells.append(pm_sides(covers[-1], sides(lo, hi, delta), a.reps))
+                        if delta > 0:
+                            got.setdefault((kind, design), []).append(covers)
+                        row = ["continuous" if kind == "c" else "pass/fail", f"{mean:g}", str(n), design]
+                        print("| " + " | ".join([*row, f"{delta:g}", *cells]) + " |", flush=True)
+    print_between_summary(got, head[5:])
+
+
+def print_between_summary(got: dict, columns: list[str]) -> None:
+    """Per reward kind and design, the cells with Δ > 0 in 93–97% / under 93% of each column of
+    `run_paired_between`."""
+    print("\n| rewards | design | cells | " + " | ".join(columns) + " |\n|" + "---|" * (3 + len(columns)))
+    for (kind, design), rows in got.items():
+        c = np.array(rows)
+        counts = [f"{int(((x >= 0.93) & (x <= 0.97)).sum())} / {int((x < 0.93).sum())}" for x in c.T]
+        label = "continuous" if kind == "c" else "pass/fail"
+        print(f"| {label} | {design} | {len(c)} | " + " | ".join(counts) + " |")
 
 
 def run_ni(a: argparse.Namespace) -> None:
@@ -444,30 +756,20 @@ def run_ni(a: argparse.Namespace) -> None:
 
 
 def run_ni_exact(a: argparse.Namespace) -> None:
-    from scipy import stats
-
     print("\n### Design 1/1, pass/fail: exact coverage and NI error (every 2 × 2 table)\n")
     print(f"| mean | tasks | Δ | {METHODS[PAIRED_METHODS[0]]} (default): coverage | NI error | "
           "NI error at the 95% interval's end (before) |\n|---|---|---|---|---|---|")  # fmt: skip
     for n in a.tasks:
-        # (both pass, A only, B only, neither) counts, and the runs they make
-        tabs = np.array([(i, j, k, n - i - j - k) for i in range(n + 1) for j in range(n + 1 - i)
-                         for k in range(n + 1 - i - j)])  # fmt: skip
-        ya = (np.arange(n)[None, :] < (tabs[:, 0] + tabs[:, 1])[:, None]).astype(float)
-        yb = (np.arange(n)[None, :] < tabs[:, 0, None]).astype(float)
-        yb += (np.arange(n)[None, :] >= (tabs[:, 0] + tabs[:, 1])[:, None]) & (
-            np.arange(n)[None, :] < (tabs[:, 0] + tabs[:, 1] + tabs[:, 2])[:, None]
-        )
+        tabs, ya, yb = count_tables(n)
         d = ya - yb
         p = I.sign_flip_p_rows(d, BENCH_FLIPS, seed=n)
-        lo, hi = I.agree_rows(*I.paired_bounds(d, ya, yb, PAIRED_METHODS[0]), p, d.mean(1))
+        lo, hi = I.agree_rows(
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+        )
         ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0])
         for mean in MEANS:
-            big = thetas(np.random.default_rng(0), mean, 400_000)
             for delta in DELTAS[1:]:
-                tb = np.clip(big - shift_for(mean, delta), 0, 1)
-                cells = [(big * tb).mean(), (big * (1 - tb)).mean(), ((1 - big) * tb).mean()]
-                pr = stats.multinomial.pmf(tabs, n, [*cells, 1 - sum(cells)])
+                pr = table_probs(tabs, mean, delta)
                 cov = pr @ ((lo <= delta + 1e-12) & (delta - 1e-12 <= hi))
                 print(f"| {mean:g} | {n} | {delta:g} | {cov:.4f} | {pr @ (ni < delta):.4f} | "
                       f"{pr @ (hi < delta):.4f} |", flush=True)  # fmt: skip
@@ -478,12 +780,34 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reps", type=int, default=1000, help="simulated runs per paired cell (default 1000)")
     ap.add_argument("--tasks", type=int, nargs="*", default=[6, 10, 20, 60])
     ap.add_argument(
-        "--part", choices=("tier", "candidates", "paired", "mde", "ni", "ni-exact", "all"), default="all"
+        "--part",
+        choices=(
+            "tier",
+            "candidates",
+            "paired",
+            "mde",
+            "ni",
+            "ni-exact",
+            "paired-exact",
+            "paired-between",
+            "all",
+        ),
+        default="all",
     )
     ap.add_argument("--ni-runs", type=int, default=3000, help="simulated runs per cell of --part ni")
-    ap.add_argument("--means", type=float, nargs="*", default=list(MEANS), help="--part ni: these means")
-    ap.add_argument("--designs", nargs="*", default=list(DESIGNS), help="--part ni: these designs")
+    ap.add_argument(
+        "--means", type=float, nargs="*", default=list(MEANS), help="--part ni, paired-between: these means"
+    )
+    ap.add_argument(
+        "--designs", nargs="*", default=list(DESIGNS), help="--part ni, paired-between: these designs"
+    )
     ap.add_argument("--tier-runs", type=int, default=None, help="runs per tier cell (default 4 × --reps)")
+    ap.add_argument(
+        "--cells",
+        nargs="*",
+        default=[],
+        help="--part tier: only these cells, KIND:MEAN:TASKS:REPEATS (c or b)",
+    )
     ap.add_argument("--all-methods", action="store_true", help="the paired bootstrap in every design")
     a = ap.parse_args(argv)
     assert min(a.tasks) >= MIN_TASKS
@@ -500,6 +824,10 @@ def main(argv: list[str] | None = None) -> None:
         run_ni(a)
     if a.part == "ni-exact":
         run_ni_exact(a)
+    if a.part == "paired-exact":
+        run_paired_exact(a)
+    if a.part == "paired-between":
+        run_paired_between(a)
     print(f"\n± one Monte Carlo standard error; {time.monotonic() - t0:.0f} s")
 
 

@@ -56,6 +56,14 @@ interval's upper end put a B truly worse by the margin below it in up to 3.9% of
 benchmarks/coverage.py --part ni, ni-exact), where 2.5% is the promise. No interval tried held 2.5% there
 and kept the 95% interval's coverage in 93–97% (the counts' steps: docs/statistics.md); a bound one level
 further out holds it in every cell measured, at the price of a bound ~14% further from the difference."""
+SHARE_BALANCED = 0.05
+"""How far the default paired interval's ends go from paired t's toward MOVER's (where MOVER's reach further)
+when the sides are balanced: every paired cell has as many scored repeats on A's side as on B's and no cell
+was scored by one side alone (`mover_share`)."""
+SHARE_UNBALANCED = 0.1
+"""The same share for continuous rewards when the sides are not balanced; pass/fail rewards go the whole way
+(1) there: a single 0/1 episode on one side against a mean of several on the other leaves the differences
+too skewed for t (benchmarks/coverage.py --part paired-between)."""
 Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
 
@@ -549,10 +557,11 @@ def mover_interval(
 
 def paired_bounds(
     d: np.ndarray, ya: np.ndarray, yb: np.ndarray, method: str | None = None, seed: int = 0,
-    n_boot: int | None = None, level: float = 0.95,
+    n_boot: int | None = None, level: float = 0.95, share: float | np.ndarray = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """`paired_interval` of every row (runs × paired tasks) at once, for the methods that take no sign
-    assignments ("sign-flip" is one run at a time: `sign_flip_interval`)."""
+    assignments ("sign-flip" is one run at a time: `sign_flip_interval`); `share` one for all rows or one a
+    row."""
     method = check_method(method, PAIRED_METHODS, "paired_bounds")
     d = np.atleast_2d(np.asarray(d, float))
     if method == "bootstrap":
@@ -568,7 +577,23 @@ def paired_bounds(
     if method == "t":
         return lo, hi
     mlo, mhi = mover_bounds(ya, yb, level, seed)
-    return np.minimum(lo, mlo), np.maximum(hi, mhi)
+    whole = np.asarray(share) >= 1  # all the way: MOVER's own end, not t's plus the gap (rounding)
+    return (np.where(whole, np.minimum(lo, mlo), lo + share * np.minimum(mlo - lo, 0.0)),
+            np.where(whole, np.maximum(hi, mhi), hi + share * np.maximum(mhi - hi, 0.0)))  # fmt: skip
+
+
+def mover_share(balanced: bool, pass_fail: bool) -> float:
+    """The share of the way from paired t's ends to MOVER's that the default ("t+mover") takes where MOVER's
+    reach further, by what a run shows: SHARE_BALANCED where the sides are balanced (as many scored repeats
+    a side in every paired cell, no cell scored by one side alone), else SHARE_UNBALANCED for continuous
+    rewards and all the way (1) for pass/fail ones (every reward 0 or 1). Chosen by simulation
+    (benchmarks/coverage.py --part paired-between, docs/statistics.md): near a bound with few tasks paired t
+    alone covered as little as 84% (continuous) and 82% (pass/fail), the whole way to MOVER 98–100%; these
+    shares cover 93–97% in 171 of the 288 cells of the full paired table with a true difference (103 the
+    whole way) and put none under 93% that was not there before."""
+    if balanced:
+        return SHARE_BALANCED
+    return 1.0 if pass_fail else SHARE_UNBALANCED
 
 
 def sign_flip_p_rows(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> np.ndarray:
@@ -597,25 +622,28 @@ def sign_flip_p_rows(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> np
 
 def paired_interval(
     d: np.ndarray, ya: np.ndarray, yb: np.ndarray, method: str | None = None, seed: int = 0,
-    n_boot: int | None = None, level: float = 0.95,
+    n_boot: int | None = None, level: float = 0.95, share: float = 1.0,
 ) -> tuple[float | None, float | None]:  # fmt: skip
     """The `level` interval of the mean of the tasks' differences `d` = `ya` − `yb` (each side's value of
     each paired task) by `method`, one of PAIRED_METHODS; None below MIN_TASKS tasks. Before it is shown it
     is made to agree with the sign-flip test (`agree`).
 
-    The default, "t+mover", is Student's t interval (`t_interval`) with each end taken out to MOVER's
-    (`mover_interval`) where that reaches further. By simulation (benchmarks/coverage.py): t alone covers
-    93–97% in the middle of the reward range and with 20 tasks or more, but near a bound with few tasks
-    the tasks' differences are skewed (the one that would show B's rare drop is often not drawn) and it
-    covered 87–94%, its upper end missing a true difference in up to 13% of runs (a non-inferiority that
-    is not); MOVER's ends know each side's unseen tail, at the price of being wide there (98–100%); where
-    they differ most, the wider is the one that holds its level."""
+    The default, "t+mover", is Student's t interval (`t_interval`) with each end taken `share` of the way
+    out to MOVER's (`mover_interval`) where that reaches further (1: all the way; `compare` gives
+    `mover_share` of its data for its 95% interval and 1 for the non-inferiority bound). By simulation
+    (benchmarks/coverage.py): t alone covers 93–97% in the middle of the reward range and with 20 tasks or
+    more, but near a bound with few tasks the tasks' differences are skewed (the one that would show B's
+    rare drop is often not drawn) and it covered as little as 84%, its upper end missing a true difference
+    in up to 13% of runs; MOVER's ends know each side's unseen tail, at the price of being wide there
+    (98–100%). A twentieth of the way (a tenth for continuous rewards with unequal repeats or lost cells,
+    all the way for pass/fail ones: `mover_share`) covers 93–97% in 171 of the full table's 288 cells with
+    a true difference (103 all the way) and under 93% in none that was not before."""
     method = check_method(method, PAIRED_METHODS, "paired_interval")
     d = np.asarray(d, float)
     if len(d) < MIN_TASKS:
         return None, None
     lo, hi = paired_bounds(d[None, :], np.asarray(ya, float)[None, :], np.asarray(yb, float)[None, :], method,
-                           seed, n_boot, level)  # fmt: skip
+                           seed, n_boot, level, share)  # fmt: skip
     return float(lo[0]), float(hi[0])
 
 

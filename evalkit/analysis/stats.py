@@ -44,6 +44,7 @@ from evalkit.analysis.intervals import (
     cluster_bootstrap,
     mean_interval,
     min_detectable,
+    mover_share,
     ni_upper,
     p_is_exact,
     paired_bootstrap,
@@ -394,6 +395,16 @@ def paired_tasks(a_df: pl.DataFrame, b_df: pl.DataFrame) -> tuple[pl.DataFrame, 
     return per_task, counts
 
 
+def _mover_share(per_task: pl.DataFrame, counts: dict[str, int]) -> float:
+    """`intervals.mover_share` of a comparison's paired tasks: balanced where every paired cell has as many
+    scored repeats on each side (each side's episodes equal the balanced count `m`) and no cell was scored
+    by one side alone; pass/fail where every reward was 0 or 1."""
+    balanced = not (counts["a_only"] or counts["b_only"]) and bool(
+        ((per_task["k_a"] == per_task["m"]) & (per_task["k_b"] == per_task["m"])).all()
+    )
+    return mover_share(balanced, bool(per_task["pf"].all()))
+
+
 def _compare_block(
     a_df: pl.DataFrame, b_df: pl.DataFrame, method: str, seed: int, n_boot: int | None,
     margin: float | None = None,
@@ -424,9 +435,8 @@ def _compare_block(
     # The same seed for every group and either order: B against A flips the same signs, so its p is this
     # one and its interval this one negated.
     p = sign_flip_p(per_task["d_test"].to_numpy(), N_FLIPS, seed)
-    lo, hi = paired_interval(
-        d, per_task["mean_a"].to_numpy(), per_task["mean_b"].to_numpy(), method, seed, n_boot
-    )
+    ya, yb = per_task["mean_a"].to_numpy(), per_task["mean_b"].to_numpy()
+    lo, hi = paired_interval(d, ya, yb, method, seed, n_boot, share=_mover_share(per_task, counts))
     lo, hi = agree(lo, hi, p, float(d.mean()))
     sd = float(np.std(d, ddof=1)) if n > 1 else None
     tie = np.isclose(d, 0, atol=1e-9)
@@ -434,9 +444,7 @@ def _compare_block(
         # One-sided at 1.25%: the upper end of the 97.5% interval of A − B (NI_LEVEL: at 95% the steps of
         # pass/fail differences let a B worse by the margin through in up to 3.9% of runs). B is no worse
         # than A by more than the margin when even that end is below it.
-        ni = ni_upper(
-            d, per_task["mean_a"].to_numpy(), per_task["mean_b"].to_numpy(), p, method, seed, n_boot
-        )
+        ni = ni_upper(d, ya, yb, p, method, seed, n_boot)  # t+mover: all the way to MOVER's end
         row |= {"ni_upper": ni, "noninferior": bool(ni < margin)}
     return row | {
         "mean_a": float(per_task["mean_a"].mean()),

@@ -114,7 +114,7 @@ METHODS = {
     "bayes": "Bayesian bootstrap over tasks",
     "wilson": "Wilson score interval over tasks",
     "bootstrap": "studentized bootstrap over tasks",
-    "t+mover": "paired t, widened to MOVER",
+    "t+mover": "paired t, widened part-way to MOVER",
     "t": "paired t over tasks",
     "mover": "MOVER of the two sides' Bayesian bootstraps",
     "sign-flip": "sign-flip test inverted",

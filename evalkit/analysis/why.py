@@ -165,8 +165,8 @@ def _differences(per: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     out = pl.DataFrame(rows).select(cols).rename({"mean_a": "rate_a", "mean_b": "rate_b"})
     # Typed whatever the rows hold: a column that is null in every row (no task both scored) is still a number
     out = out.with_columns(pl.col(c).cast(_F) for c in ("rate_a", "rate_b", "diff", "p_value", "mde"))
-    # Two shares differ by at most 100 points: the paired interval (widened to MOVER) can reach past that
-    # near the bound (+91 to +102 on the demo), and a bound no rate can reach is not a number to print.
+    # Two shares differ by at most 100 points: the paired interval (paired t, widened part-way to MOVER) can
+    # reach past that near the bound, and a bound no rate can reach is not a number to print.
     out = out.with_columns(pl.col(c).cast(_F).clip(-1.0, 1.0) for c in ("ci_low", "ci_high"))
     out = out.with_columns(pl.Series("p_holm", holm(out["p_value"].to_list()), _F))
     out = out.with_columns((pl.col("p_holm") < ALPHA).fill_null(False).alias("separates"))

@@ -300,6 +300,48 @@ def test_mover_is_its_formula_from_the_two_sides_intervals():
     assert I.paired_interval(ya - yb, ya, yb) == pytest.approx((min(t[0], low), max(t[1], up)))
 
 
+def ceiling(repeats: tuple[int, int], lost: bool, pass_fail: bool) -> pl.DataFrame:
+    """Eight tasks near the ceiling: A's rewards 0.93–1.0 (pass/fail: every episode passes), B's 0.02 lower
+    and 0.6 on one task (pass/fail: fails two tasks), each repeated `repeats` (A's, B's) times a task;
+    `lost`: a second mode both score 0.9 (pass/fail: 1), B's lost (unscored) on two tasks."""
+    rows = []
+    for t in range(8):
+        a = 1.0 if pass_fail else 0.93 + 0.01 * t
+        b = float(t >= 2) if pass_fail else (0.6 if t == 0 else a - 0.02)
+        for model, r, k in (("A", a, repeats[0]), ("B", b, repeats[1])):
+            rows += [{"model": model, "task": f"t{t}", "reward": r, "repeat": i} for i in range(k)]
+            if lost:
+                second = None if model == "B" and t >= 6 else (1.0 if pass_fail else 0.9)
+                rows.append({"model": model, "task": f"t{t}", "mode": "description", "reward": second})
+    return frame(rows)
+
+
+@pytest.mark.parametrize(
+    ("repeats", "lost", "pass_fail", "share"),
+    [((1, 1), False, False, 0.05), ((3, 3), False, False, 0.05), ((3, 1), False, False, 0.1),
+     ((1, 1), True, False, 0.1), ((1, 1), False, True, 0.05), ((3, 1), False, True, 1.0),
+     ((1, 1), True, True, 1.0)],
+)  # fmt: skip
+def test_the_default_goes_toward_mover_as_far_as_the_sides_balance(repeats, lost, pass_fail, share):
+    # Paired t's ends taken a share of the way to MOVER's where MOVER's reach further: a twentieth where
+    # every paired cell has equal repeats a side and no cell is lost, else a tenth for continuous rewards and
+    # all the way for pass/fail ones; the non-inferiority bound all the way always. Before: all the way
+    # always (the continuous cases here failed: their upper end was MOVER's, 0.29 and 0.26).
+    df = ceiling(repeats, lost, pass_fail)
+    row = ek.compare(df, "A", "B", by=None, margin=0.1).row(0, named=True)
+    per, _ = stats.paired_tasks(df.filter(pl.col("model") == "A"), df.filter(pl.col("model") == "B"))
+    d, ya, yb = per["d"].to_numpy(), per["mean_a"].to_numpy(), per["mean_b"].to_numpy()
+    (tl, th), (ml, mh) = I.t_interval(d), I.mover_interval(ya, yb)
+    p = row["p_value"]
+    want = I.agree(tl + share * min(ml - tl, 0.0), th + share * max(mh - th, 0.0), p, float(d.mean()))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(want, abs=1e-9)
+    whole = I.agree(min(tl, ml), max(th, mh), p, float(d.mean()))
+    if share < 1 and not pass_fail:  # MOVER's upper end reaches further here: the interval is narrower
+        assert mh > th and row["ci_high"] < whole[1] - 0.1
+    assert row["ni_upper"] == pytest.approx(I.ni_upper(d, ya, yb, p))
+    assert row["ci_high"] <= row["ni_upper"]
+
+
 def test_the_studentized_bootstrap_matches_an_independent_loop():
     y = np.random.default_rng(9).beta(2, 5, 15)
     rng = np.random.default_rng(11)

@@ -208,7 +208,7 @@ def test_where_two_trajectories_part(tmp_path):
 
 
 def test_a_difference_of_two_shares_has_no_bound_past_100_points():
-    """A fires on 59 of 60 tasks, B on none: the paired interval (widened to MOVER) reaches past +100
+    """A fires on 59 of 60 tasks, B on none: the paired interval (paired t's: 59 of 60) reaches past +100
     points there; a difference of two shares cannot, and the bound shown stops at +100."""
     rows = [
         (m, "e", f"t{t}", 0, "gives_up", "model", m == "A" and t > 0, None) for m in "AB" for t in range(60)

@@ -1,0 +1,103 @@
+"""The steps benchmarks/coverage.py prints beside the paired pass/fail cells (`--part paired-exact`, issue
+51): the coverages an interval of the discordant counts (b A-only, c B-only tasks) can have, checked on
+cases small enough to count by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from math import comb
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evalkit.analysis import intervals as I
+
+_SPEC = importlib.util.spec_from_file_location(
+    "coverage_bench", Path(__file__).resolve().parents[2] / "benchmarks" / "coverage.py"
+)
+C = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(C)
+
+
+def test_six_discordant_tasks_step_only_where_all_six_go_one_way():
+    # Every task discordant, equal models: b ~ Binomial(6, 1/2), c = 6 − b. An interval that holds its
+    # estimate misses 0 on a down-set of c > b ({(0, 6)}, then + (1, 5), + (2, 4): 1, 7, 22 of 64) and on
+    # its mirror, so the misses can be 0, 1, 2, 7, 8, 14, … of 64: the only coverage in 93–97% is
+    # 1 − 2/64 (both all-six cases missed), the exact test's, and the step below it is 1 − 7/64.
+    grid = np.zeros((7, 7))
+    for b in range(7):
+        grid[b, 6 - b] = comb(6, b) / 64
+    at = np.arange(7)
+    masses = C.miss_masses(grid, at + 1, np.full(7, 7), at - 1)
+    got = sorted(set(np.round(np.flatnonzero(masses) * C.STEP_RES * 64, 2)))
+    assert got[:7] == [0, 1, 2, 7, 8, 14, 22]
+    assert C.step_pair(C.reachable(masses)) == pytest.approx((1 - 2 / 64, 1 - 2 / 64), abs=1e-4)
+
+
+def test_tests_of_level_five_percent_at_six_tasks():
+    # Besides rejecting nothing, two tests of (b, c) hold 5% at every discordance rate q: the exact
+    # sign-flip test (all six one way: 2 (q/2)^6) and the one that also rejects five to none with a tie,
+    # whose size q^5 (3/8 − 11q/32) peaks at q = 10/11 at 0.0388. Five to one (7/64 each way at q = 1) or
+    # four to none (its size passes 5%) would not.
+    sizes = C.level_tests(6, [1.0, 10 / 11])
+    assert len(sizes) == 3
+    assert sorted(sizes[:, 0]) == pytest.approx([0, 2 / 64, 2 / 64])
+    assert sorted(sizes[:, 1])[-1] == pytest.approx((10 / 11) ** 5 * (3 / 8 - 10 / 32), abs=1e-9)
+
+
+def test_the_exact_sign_test_of_the_counts_is_evalkits_sign_flip_p():
+    tabs, ya, yb = C.count_tables(10)
+    assert C.sign_test_p(tabs[:, 1], tabs[:, 2]) == pytest.approx(I.sign_flip_p_rows(ya - yb))
+
+
+def test_near_a_bound_one_interval_for_every_mean_cannot_step_into_93_to_97():
+    # Six tasks, a true difference of 0.05 at a mean of 0.95: at this cell alone some interval of (b, c)
+    # could cover 93–97%, but none that also covers ≥ 93% at means 0.5 and 0.9 (the same Δ, the same
+    # interval): the default's 100% there is forced by the counts.
+    n, delta = 6, 0.05
+    tabs, _, _ = C.count_tables(n)
+    p = C.sign_test_p(tabs[:, 1], tabs[:, 2])
+    grid = np.zeros((n + 1, n + 1))
+    np.add.at(grid, (tabs[:, 1], tabs[:, 2]), C.table_probs(tabs, 0.95, delta))
+    alone = C.step_pair(C.reachable(C.miss_masses(grid, **C.bounds_of_sets(n, delta, tabs, p, False))))
+    assert 0.93 <= alone[0] <= 0.97
+    joint = C.joint_steps(n, delta, tabs, p, False)
+    assert joint[C.MEANS.index(0.95)][0] is None
+    assert joint[C.MEANS.index(0.95)][1] > 0.97
+
+
+def test_the_step_search_finds_every_pair_of_miss_sets_a_brute_force_finds():
+    # Four tasks, random (b, c) probabilities, Δ = 0.1: every down-set below the estimate's Δ and every
+    # up-set above it, found by trying all subsets, against `miss_masses` (to its 1e-5 units) and
+    # `down_sets`.
+    rng = np.random.default_rng(3)
+    n, delta = 4, 0.1
+    cells = [(b, c) for b in range(n + 1) for c in range(n + 1 - b)]
+    grid = np.zeros((n + 1, n + 1))
+    for b, c in cells:
+        grid[b, c] = rng.random()
+    grid /= grid.sum()
+
+    def closed(s: set, step: tuple) -> bool:
+        return all((b + step[0], c) in s or not 0 <= b + step[0] <= n - c for b, c in s) and all(
+            (b, c + step[1]) in s or not 0 <= c + step[1] <= n - b for b, c in s
+        )
+
+    def family(pool: list, step: tuple) -> list[float]:
+        subsets = itertools.chain.from_iterable(itertools.combinations(pool, k) for k in range(len(pool) + 1))
+        return [sum(grid[x] for x in s) for s in map(set, subsets) if closed(s, step)]
+
+    low = family([x for x in cells if x[0] - x[1] < n * delta], (-1, 1))
+    high = family([x for x in cells if x[0] - x[1] > n * delta], (1, -1))
+    brute = sorted({round(a + b, 4) for a in low for b in high if a + b <= 0.499})
+    tabs = np.array([(0, b, c, n - b - c) for b, c in cells])
+    lim = C.bounds_of_sets(n, delta, tabs, np.ones(len(tabs)), False)
+    found = sorted(
+        {round(x, 4) for x in np.flatnonzero(C.miss_masses(grid, **lim)) * C.STEP_RES if x <= 0.499}
+    )
+    assert len(found) == len(brute)
+    assert np.allclose(found, brute, atol=2e-4)
+    got = C.down_sets(grid[..., None], lim["low_from"], lim["low_within"], np.array([9.0]))[:, 0]
+    assert sorted(got) == pytest.approx(sorted(low))
