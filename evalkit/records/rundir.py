@@ -151,8 +151,23 @@ def read_text(run_dir: str | Path, rel: str | None) -> str | None:
         return None
 
 
+_TRACE_LOCKS: dict[str, threading.Lock] = {}
+_TRACE_LOCKS_LOCK = threading.Lock()
+
+
+def _trace_lock(path: Path) -> threading.Lock:
+    """The one lock of this process for appending to the trace at `path`, whichever writer appends: episodes
+    run at once in threads (`run_episode(..., out=)` in a thread pool) each open a writer of their own, and a
+    writer opening (its `_heal`) or appending while another is half-way through a record lost that record
+    (4-8 of 480 records of 200 KB, eight threads each opening a writer per record)."""
+    key = os.path.realpath(path)
+    with _TRACE_LOCKS_LOCK:
+        return _TRACE_LOCKS.setdefault(key, threading.Lock())
+
+
 class TraceWriter:
-    """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe. The trace is
+    """Appends records to `trace.jsonl`, one flushed and fsynced line per episode; thread-safe, and writers
+    of one trace in one process take turns (`_trace_lock`). The trace is
     made at once, empty: a run that has begun is a run with no episode yet to every reader, whatever
     happens before its first episode ends (every model's key refused, a kill).
 
@@ -169,11 +184,12 @@ class TraceWriter:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = trace_file(self.run_dir)
-        self._lock = threading.Lock()
+        self._lock = _trace_lock(self.path)
         self._journal = None
         try:
             os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-            self._heal()
+            with self._lock:
+                self._heal()
         except OSError as exc:
             if not no_space(exc):
                 raise
@@ -205,12 +221,16 @@ class TraceWriter:
 
     def _heal(self) -> None:
         # A kill mid-write leaves a last line without its newline; start the next record on a line of its own
-        # so the torn fragment stays one skippable line instead of corrupting the record after it.
-        if self.path.exists() and self.path.stat().st_size:
-            with open(self.path, "rb+") as f:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
+        # so the torn fragment stays one skippable line instead of corrupting the record after it. The newline
+        # is appended, never written where the end was seen: another process's writer may be half-way
+        # through a record there (its record is then followed by an empty line, not cut in two).
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                os.write(fd, b"\n")
+        finally:
+            os.close(fd)
 
     def append(self, record: EpisodeRecord | dict) -> None:
         line = record.to_json() if isinstance(record, EpisodeRecord) else json.dumps(record, default=str)
