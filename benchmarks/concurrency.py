@@ -433,6 +433,20 @@ def cpu_per_episode(levels: list[int], episodes: int, repeat: int, delay: float,
               f"{_ms(runs, 'env_in')} (the stand-in model's {_ms(runs, 'model_in')}); medians of "
               f"{len(runs)}, load {loads}; "
               f"{sum(r['errors'] for r in runs)} errors", flush=True)  # fmt: skip
+        print(f"  {ceilings(runs, c, delay)}", flush=True)
+
+
+def ceilings(runs: list[dict], concurrency: int, delay: float) -> str:
+    """The efficiency the CPU alone allows at `concurrency`, whatever the scheduling: every episode's
+    seconds of CPU (this process's, the env's and the model's) against the machine's cores over an ideal
+    episode's seconds, and this process's alone against one core (its Python holds one lock)."""
+    per = {k: statistics.median(r[k] / r["episodes"] for r in runs) for k in ("cpu_in", "env_in", "model_in")}
+    ideal = statistics.median(r["turns"] / r["episodes"] for r in runs) * delay  # an episode's seconds
+    cores = len(os.sched_getaffinity(0))
+    machine = cores * ideal / (concurrency * sum(per.values()))
+    gil = ideal / (concurrency * per["cpu_in"])
+    return (f"ceilings the CPU sets: {min(1.0, machine):.2f} on this machine's {cores} cores (all three "
+            f"processes' CPU per episode), {min(1.0, gil):.2f} for this process on one core")  # fmt: skip
 
 
 def _ms(runs: list[dict], key: str) -> str:
