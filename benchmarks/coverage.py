@@ -11,6 +11,8 @@ non-inferiority wrongly declared ≤ 2.5%).
     PYTHONPATH=. python benchmarks/coverage.py --part ni-exact --tasks 6 10 20   # design 1/1, no sampling
     PYTHONPATH=. python benchmarks/coverage.py --part paired-exact --tasks 6 10 20   # and its steps
     PYTHONPATH=. python benchmarks/coverage.py --part tier --tier-runs 8000 --cells b:0.9:20:3   # one cell
+    PYTHONPATH=. python benchmarks/coverage.py --part paired-between --reps 8000 --seed-offset 100000 \
+        --weights 0.4 0.5 1 --cells 'b:0.9*:*:lost:0.*'   # shares w, fresh draws, cells by pattern
 
 A simulated run has `n` tasks; a task has its own success rate or mean θ drawn from a Beta around the cell's
 mean (tasks differ: the intraclass correlation is about 1/3), and each of its episodes a reward around θ:
@@ -59,6 +61,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from fnmatch import fnmatch
 from math import comb
 
 import numpy as np
@@ -308,9 +311,11 @@ def paired_values(
     return ya - yb, ya - yb, ya, yb, np.ones(runs, bool)
 
 
-def shares(balanced: np.ndarray, kind: str) -> np.ndarray:
-    """The default's share of the way to MOVER (`intervals.mover_share`) of every simulated run."""
-    return np.array([I.mover_share(bool(b), kind == "b") for b in balanced])
+def shares(balanced: np.ndarray, kind: str, design: str) -> np.ndarray:
+    """The default's share of the way to MOVER (`intervals.mover_share`) of every simulated run: a run not
+    balanced has unequal repeats in design 3–5/1 and a lost cell in design "lost"."""
+    return np.array([I.mover_share(kind == "b", not b and design == "3–5/1", not b and design == "lost")
+                     for b in balanced])  # fmt: skip
 
 
 def paired_cell(
@@ -327,7 +332,7 @@ def paired_cell(
             out[m] = None
             continue
         lo, hi = I.agree_rows(
-            *I.paired_bounds(d, ya, yb, m, seed=seed, share=shares(bal, kind)), p, d.mean(1)
+            *I.paired_bounds(d, ya, yb, m, seed=seed, share=shares(bal, kind, design)), p, d.mean(1)
         )
         out[m] = hits(lo, hi, delta)
         if m == PAIRED_METHODS[0] and delta > 0:
@@ -557,7 +562,7 @@ def run_paired_exact(a: argparse.Namespace) -> None:
         d = ya - yb
         p = sign_test_p(tabs[:, 1], tabs[:, 2])
         lo, hi = I.agree_rows(
-            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True)), p, d.mean(1)
         )
         tests = level_tests(n, [discordance(m) for m in MEANS])
         joint = {x: [joint_steps(n, x, tabs, p, agree) for agree in (False, True)] for x in DELTAS[1:]}
@@ -616,6 +621,14 @@ def run_tier(a: argparse.Namespace) -> None:
                 )
 
 
+def picked(a: argparse.Namespace, kind: str, mean: float, n: int, design: str, delta: float) -> bool:
+    """Whether --means, --tasks, --designs and --cells (KIND:MEAN:TASKS:DESIGN:DELTA, * for any) take this
+    paired cell."""
+    if mean not in a.means or n not in a.tasks or design not in a.designs:
+        return False
+    return not a.cells or any(fnmatch(f"{kind}:{mean:g}:{n}:{design}:{delta:g}", c) for c in a.cells)
+
+
 def run_paired(a: argparse.Namespace) -> None:
     head = ["rewards", "mean", "tasks", "design", "Δ", *(METHODS[m] + (" (default)" if m == PAIRED_METHODS[0]
             else "") for m in PAIRED_SHOWN), "\"higher\" (Δ = 0)", "NI error (Δ > 0)"]  # fmt: skip
@@ -624,11 +637,15 @@ def run_paired(a: argparse.Namespace) -> None:
     seed = 1000
     for kind in ("c", "b"):
         for mean in MEANS:
-            for n in a.tasks:
+            for n in (6, 10, 20, 60):
                 for design in DESIGNS:
                     for delta in DELTAS:
-                        seed += 1
-                        r = paired_cell(kind, mean, n, design, delta, a.reps, seed, a.all_methods)
+                        seed += 1  # each cell its own seed, whichever cells are picked
+                        if not picked(a, kind, mean, n, design, delta):
+                            continue
+                        r = paired_cell(
+                            kind, mean, n, design, delta, a.reps, seed + a.seed_offset, a.all_methods
+                        )
                         label = "continuous" if kind == "c" else "pass/fail"
                         cells = [label, f"{mean:g}", str(n), design, f"{delta:g}",
                                  *(pm(r[m], a.reps) for m in PAIRED_SHOWN),
@@ -681,7 +698,7 @@ def ni_cell(mean: float, n: int, design: str, delta: float, runs: int, seed: int
     def ends(method: str, share: float | np.ndarray = 1.0) -> tuple[np.ndarray, np.ndarray]:
         return I.agree_rows(*I.paired_bounds(d, ya, yb, method, seed=seed, share=share), p, d.mean(1))
 
-    lo, hi = ends(PAIRED_METHODS[0], shares(bal, "b"))
+    lo, hi = ends(PAIRED_METHODS[0], shares(bal, "b", design))
     whole, t_hi = ends(PAIRED_METHODS[0])[1], ends("t")[1]
     ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0], seed=seed)
     return {"coverage": hits(lo, hi, delta), "ni": float((ni < delta).mean()),
@@ -693,7 +710,7 @@ def run_paired_between(a: argparse.Namespace) -> None:
     toward MOVER's where MOVER's reach further (w = 1: the default before round six), and the default now
     (`intervals.mover_share`: w by the run's balance and reward kind), the NI bound untouched; then, per
     reward kind and design, how many cells with Δ > 0 each covers in 93–97% and under 93%."""
-    weights = (0.0, 0.02, 0.05, 0.1, 0.3, 1.0)
+    weights = a.weights
     head = ["rewards", "mean", "tasks", "design", "Δ", *(f"w = {w:g}" for w in weights), "default"]
     print(f"\n### Paired ends between t and MOVER ({a.reps} runs a cell; [misses below / above])\n")
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
@@ -704,15 +721,16 @@ def run_paired_between(a: argparse.Namespace) -> None:
                 for design in DESIGNS:
                     for delta in DELTAS:
                         seed += 1  # the seeds of --part paired
-                        if mean not in a.means or n not in a.tasks or design not in a.designs:
+                        if not picked(a, kind, mean, n, design, delta):
                             continue
-                        rng = np.random.default_rng(seed)
+                        s = seed + a.seed_offset  # --seed-offset: fresh draws, not the same runs again
+                        rng = np.random.default_rng(s)
                         shift = shift_for(mean, delta, design == "lost")
                         d, d_test, ya, yb, bal = paired_values(rng, kind, mean, n, design, shift, a.reps)
-                        p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=seed)
-                        (tl, th), (ml, mh) = I.t_bounds(d), I.mover_bounds(ya, yb, 0.95, seed)
+                        p = I.sign_flip_p_rows(d_test, BENCH_FLIPS, seed=s)
+                        (tl, th), (ml, mh) = I.t_bounds(d), I.mover_bounds(ya, yb, 0.95, s)
                         cells, covers = [], []
-                        for w in (*weights, shares(bal, kind)):
+                        for w in (*weights, shares(bal, kind, design)):
                             lo = tl + w * np.minimum(ml - tl, 0.0)
                             hi = th + w * np.maximum(mh - th, 0.0)
                             lo, hi = I.agree_rows(lo, hi, p, d.mean(1))
@@ -764,7 +782,7 @@ def run_ni_exact(a: argparse.Namespace) -> None:
         d = ya - yb
         p = I.sign_flip_p_rows(d, BENCH_FLIPS, seed=n)
         lo, hi = I.agree_rows(
-            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True, True)), p, d.mean(1)
+            *I.paired_bounds(d, ya, yb, PAIRED_METHODS[0], share=I.mover_share(True)), p, d.mean(1)
         )
         ni = I.ni_upper_rows(d, ya, yb, p, PAIRED_METHODS[0])
         for mean in MEANS:
@@ -796,17 +814,35 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--ni-runs", type=int, default=3000, help="simulated runs per cell of --part ni")
     ap.add_argument(
-        "--means", type=float, nargs="*", default=list(MEANS), help="--part ni, paired-between: these means"
+        "--means",
+        type=float,
+        nargs="*",
+        default=list(MEANS),
+        help="--part paired, ni, paired-between: these means",
     )
     ap.add_argument(
-        "--designs", nargs="*", default=list(DESIGNS), help="--part ni, paired-between: these designs"
+        "--designs", nargs="*", default=list(DESIGNS), help="--part paired, ni, paired-between: these designs"
     )
     ap.add_argument("--tier-runs", type=int, default=None, help="runs per tier cell (default 4 × --reps)")
     ap.add_argument(
         "--cells",
         nargs="*",
         default=[],
-        help="--part tier: only these cells, KIND:MEAN:TASKS:REPEATS (c or b)",
+        help="--part tier: only these cells, KIND:MEAN:TASKS:REPEATS (c or b); --part paired, "
+        "paired-between: KIND:MEAN:TASKS:DESIGN:DELTA, each may hold * (b:0.95:*:lost:*)",
+    )
+    ap.add_argument(
+        "--weights",
+        type=float,
+        nargs="*",
+        default=[0.0, 0.02, 0.05, 0.1, 0.3, 1.0],
+        help="--part paired-between: the fixed shares w shown beside the default",
+    )
+    ap.add_argument(
+        "--seed-offset",
+        type=int,
+        default=0,
+        help="--part paired, paired-between: added to every seed (fresh draws)",
     )
     ap.add_argument("--all-methods", action="store_true", help="the paired bootstrap in every design")
     a = ap.parse_args(argv)

@@ -58,12 +58,15 @@ and kept the 95% interval's coverage in 93–97% (the counts' steps: docs/statis
 further out holds it in every cell measured, at the price of a bound ~14% further from the difference."""
 SHARE_BALANCED = 0.05
 """How far the default paired interval's ends go from paired t's toward MOVER's (where MOVER's reach further)
-when the sides are balanced: every paired cell has as many scored repeats on A's side as on B's and no cell
-was scored by one side alone (`mover_share`)."""
-SHARE_UNBALANCED = 0.1
-"""The same share for continuous rewards when the sides are not balanced; pass/fail rewards go the whole way
-(1) there: a single 0/1 episode on one side against a mean of several on the other leaves the differences
-too skewed for t (benchmarks/coverage.py --part paired-between)."""
+when the sides are balanced (every paired cell has as many scored repeats on A's side as on B's), and for
+continuous rewards also where cells were scored by one side alone (`mover_share`)."""
+SHARE_UNEQUAL = 0.1
+"""The same share for continuous rewards where a paired cell has more scored repeats on one side than the
+other: a single episode's skew near a bound is not cancelled by the other side's mean of several."""
+SHARE_PASS_FAIL_UNBALANCED = 0.5
+"""The same share for pass/fail rewards with unequal repeats or cells scored by one side alone: a single 0 or
+1 against a mean of several leaves the differences too skewed for t (benchmarks/coverage.py --part
+paired-between; docs/statistics.md)."""
 Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
 
@@ -582,18 +585,17 @@ def paired_bounds(
             np.where(whole, np.maximum(hi, mhi), hi + share * np.maximum(mhi - hi, 0.0)))  # fmt: skip
 
 
-def mover_share(balanced: bool, pass_fail: bool) -> float:
+def mover_share(pass_fail: bool, unequal: bool = False, lost: bool = False) -> float:
     """The share of the way from paired t's ends to MOVER's that the default ("t+mover") takes where MOVER's
-    reach further, by what a run shows: SHARE_BALANCED where the sides are balanced (as many scored repeats
-    a side in every paired cell, no cell scored by one side alone), else SHARE_UNBALANCED for continuous
-    rewards and all the way (1) for pass/fail ones (every reward 0 or 1). Chosen by simulation
-    (benchmarks/coverage.py --part paired-between, docs/statistics.md): near a bound with few tasks paired t
-    alone covered as little as 84% (continuous) and 82% (pass/fail), the whole way to MOVER 98–100%; these
-    shares cover 93–97% in 171 of the 288 cells of the full paired table with a true difference (103 the
-    whole way) and put none under 93% that was not there before."""
-    if balanced:
-        return SHARE_BALANCED
-    return 1.0 if pass_fail else SHARE_UNBALANCED
+    reach further, by what a run shows: whether every reward is 0 or 1, whether some paired cell has more
+    scored repeats on one side (`unequal`), whether some cell was scored by one side alone (`lost`).
+    SHARE_PASS_FAIL_UNBALANCED for pass/fail rewards with either, SHARE_UNEQUAL for continuous rewards with
+    unequal repeats, else SHARE_BALANCED. Chosen by simulation (benchmarks/coverage.py --part
+    paired-between, docs/statistics.md): near a bound with few tasks paired t alone covered as little as
+    84% (continuous) and 82% (pass/fail), the whole way to MOVER 98–100%."""
+    if pass_fail and (unequal or lost):
+        return SHARE_PASS_FAIL_UNBALANCED
+    return SHARE_UNEQUAL if unequal and not pass_fail else SHARE_BALANCED
 
 
 def sign_flip_p_rows(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> np.ndarray:
@@ -635,9 +637,10 @@ def paired_interval(
     more, but near a bound with few tasks the tasks' differences are skewed (the one that would show B's
     rare drop is often not drawn) and it covered as little as 84%, its upper end missing a true difference
     in up to 13% of runs; MOVER's ends know each side's unseen tail, at the price of being wide there
-    (98–100%). A twentieth of the way (a tenth for continuous rewards with unequal repeats or lost cells,
-    all the way for pass/fail ones: `mover_share`) covers 93–97% in 171 of the full table's 288 cells with
-    a true difference (103 all the way) and under 93% in none that was not before."""
+    (98–100%). A twentieth of the way (a tenth for continuous rewards with unequal repeats, half the way
+    for pass/fail ones with unequal repeats or lost cells: `mover_share`) covers 93–97% in 183 of the full
+    table's 288 cells with a true difference (103 all the way); two read under 93% at 500 runs, 94.9% and
+    95.0% at 8,000."""
     method = check_method(method, PAIRED_METHODS, "paired_interval")
     d = np.asarray(d, float)
     if len(d) < MIN_TASKS:
