@@ -313,9 +313,11 @@ def paired_values(
 
 def shares(balanced: np.ndarray, kind: str, design: str) -> np.ndarray:
     """The default's share of the way to MOVER (`intervals.mover_share`) of every simulated run: a run not
-    balanced has unequal repeats in design 3–5/1 and a lost cell in design "lost"."""
-    return np.array([I.mover_share(kind == "b", not b and design == "3–5/1", not b and design == "lost")
-                     for b in balanced])  # fmt: skip
+    balanced has unequal repeats in design 3–5/1 and a lost cell in design "lost"; behind a task's value
+    on each side are the repeats of designs 1/1 and 3/3, two cells' episodes in a balanced run of "lost"."""
+    fewest = {"1/1": 1, "3/3": 3, "lost": 2}.get(design, 1)
+    return np.array([I.mover_share(kind == "b", not b and design == "3–5/1", not b and design == "lost",
+                                   fewest) for b in balanced])  # fmt: skip
 
 
 def paired_cell(

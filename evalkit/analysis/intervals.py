@@ -63,6 +63,13 @@ continuous rewards also where cells were scored by one side alone (`mover_share`
 SHARE_UNEQUAL = 0.1
 """The same share for continuous rewards where a paired cell has more scored repeats on one side than the
 other: a single episode's skew near a bound is not cancelled by the other side's mean of several."""
+AVERAGED = 3
+"""Continuous rewards, sides balanced and no cell lost, every paired task's value on each side the mean of at
+least this many scored episodes: the default takes paired t alone (no way toward MOVER). A mean of three
+rewards is skewed little enough near a bound that t covered 93.5–96.9% in every cell of design 3/3
+(benchmarks/coverage.py, 2,000 runs a cell on fresh draws; 93.5 ± 0.3% at 8,000 in the lowest, 0.95 × 6
+tasks), where a twentieth of the way covered up to 99.9%; with two episodes a task t covered 92.1% at 0.95 ×
+6 tasks, so below this the twentieth stays."""
 SHARE_PASS_FAIL_UNBALANCED = 0.5
 """The same share for pass/fail rewards with unequal repeats or cells scored by one side alone: a single 0 or
 1 against a mean of several leaves the differences too skewed for t (benchmarks/coverage.py --part
@@ -585,17 +592,21 @@ def paired_bounds(
             np.where(whole, np.maximum(hi, mhi), hi + share * np.maximum(mhi - hi, 0.0)))  # fmt: skip
 
 
-def mover_share(pass_fail: bool, unequal: bool = False, lost: bool = False) -> float:
+def mover_share(pass_fail: bool, unequal: bool = False, lost: bool = False, fewest: int = 1) -> float:
     """The share of the way from paired t's ends to MOVER's that the default ("t+mover") takes where MOVER's
     reach further, by what a run shows: whether every reward is 0 or 1, whether some paired cell has more
-    scored repeats on one side (`unequal`), whether some cell was scored by one side alone (`lost`).
+    scored repeats on one side (`unequal`), whether some cell was scored by one side alone (`lost`), and
+    the fewest scored episodes a side behind a paired task's value (`fewest`).
     SHARE_PASS_FAIL_UNBALANCED for pass/fail rewards with either, SHARE_UNEQUAL for continuous rewards with
-    unequal repeats, else SHARE_BALANCED. Chosen by simulation (benchmarks/coverage.py --part
+    unequal repeats, none (paired t alone) for continuous ones balanced with AVERAGED episodes a task or
+    more, else SHARE_BALANCED. Chosen by simulation (benchmarks/coverage.py --part
     paired-between, docs/statistics.md): near a bound with few tasks paired t alone covered as little as
     84% (continuous) and 82% (pass/fail), the whole way to MOVER 98–100%."""
     if pass_fail and (unequal or lost):
         return SHARE_PASS_FAIL_UNBALANCED
-    return SHARE_UNEQUAL if unequal and not pass_fail else SHARE_BALANCED
+    if not pass_fail and unequal:
+        return SHARE_UNEQUAL
+    return 0.0 if not pass_fail and not lost and fewest >= AVERAGED else SHARE_BALANCED
 
 
 def sign_flip_p_rows(d: np.ndarray, n_flips: int = N_FLIPS, seed: int = 0) -> np.ndarray:
@@ -638,9 +649,9 @@ def paired_interval(
     rare drop is often not drawn) and it covered as little as 84%, its upper end missing a true difference
     in up to 13% of runs; MOVER's ends know each side's unseen tail, at the price of being wide there
     (98–100%). A twentieth of the way (a tenth for continuous rewards with unequal repeats, half the way
-    for pass/fail ones with unequal repeats or lost cells: `mover_share`) covers 93–97% in 183 of the full
-    table's 288 cells with a true difference (103 all the way); two read under 93% at 500 runs, 94.9% and
-    95.0% at 8,000."""
+    for pass/fail ones with unequal repeats or lost cells, none for continuous ones balanced with three
+    episodes a task or more: `mover_share`) covers 93–97% in 193 of the full table's 288 cells with a true
+    difference (103 all the way); three read under 93% at 500 runs, 94.9–95.1% at 8,000."""
     method = check_method(method, PAIRED_METHODS, "paired_interval")
     d = np.asarray(d, float)
     if len(d) < MIN_TASKS:

@@ -398,10 +398,11 @@ def paired_tasks(a_df: pl.DataFrame, b_df: pl.DataFrame) -> tuple[pl.DataFrame, 
 def _mover_share(per_task: pl.DataFrame, counts: dict[str, int]) -> float:
     """`intervals.mover_share` of a comparison's paired tasks: unequal repeats where some paired cell has
     more scored repeats on one side (a side's episodes above the balanced count `m`), lost cells where some
-    cell was scored by one side alone; pass/fail where every reward was 0 or 1."""
+    cell was scored by one side alone; pass/fail where every reward was 0 or 1; the fewest episodes a side
+    behind a task's value, its balanced count `m`."""
     unequal = not bool(((per_task["k_a"] == per_task["m"]) & (per_task["k_b"] == per_task["m"])).all())
     lost = bool(counts["a_only"] or counts["b_only"])
-    return mover_share(bool(per_task["pf"].all()), unequal, lost)
+    return mover_share(bool(per_task["pf"].all()), unequal, lost, int(per_task["m"].min() or 0))
 
 
 def _compare_block(
