@@ -275,7 +275,9 @@ def test_a_step_restyles_only_what_changes(browser, long_served):
         page.evaluate(WATCH_SHEETS)
         act()
         page.locator(f"text=Step {step} of 30 >> visible=true").wait_for(timeout=5_000)
-        assert page.evaluate(SHOWN_RED) == (30 * step) % 256
+        # The step's picture, once the browser has it on screen (under load it can still be decoding when
+        # the step's text is in: `evaluate` then read no picture at all).
+        page.wait_for_function(f"({SHOWN_RED})() === {(30 * step) % 256}", timeout=5_000)
         sheets = page.evaluate("window.__ekSheets")
         # The sheet a step rewrites selects by class alone: an attribute selector ([class*=…]) in it made the
         # browser check every element of the page on every step.
