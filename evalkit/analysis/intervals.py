@@ -66,10 +66,10 @@ other: a single episode's skew near a bound is not cancelled by the other side's
 AVERAGED = 3
 """Continuous rewards, sides balanced and no cell lost, every paired task's value on each side the mean of at
 least this many scored episodes: the default takes paired t alone (no way toward MOVER). A mean of three
-rewards is skewed little enough near a bound that t covered 93.5–96.9% in every cell of design 3/3
-(benchmarks/coverage.py, 2,000 runs a cell on fresh draws; 93.5 ± 0.3% at 8,000 in the lowest, 0.95 × 6
-tasks), where a twentieth of the way covered up to 99.9%; with two episodes a task t covered 92.1% at 0.95 ×
-6 tasks, so below this the twentieth stays."""
+rewards is skewed little enough near a bound that t covered 93.6–96.9% in every cell of design 3/3
+(benchmarks/coverage.py, 2,000 runs a cell on fresh draws; at 8,000 the lowest, 0.95 × 6 tasks, read
+93.5 ± 0.3%), where a twentieth of the way covered up to 99.9%; with two episodes a task t covered 92.1%
+at 0.95 × 6 tasks, so below this the twentieth stays."""
 SHARE_PASS_FAIL_UNBALANCED = 0.5
 """The same share for pass/fail rewards with unequal repeats or cells scored by one side alone: a single 0 or
 1 against a mean of several leaves the differences too skewed for t (benchmarks/coverage.py --part
