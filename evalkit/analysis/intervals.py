@@ -58,8 +58,9 @@ and kept the 95% interval's coverage in 93–97% (the counts' steps: docs/statis
 further out holds it in every cell measured, at the price of a bound ~14% further from the difference."""
 SHARE_BALANCED = 0.05
 """How far the default paired interval's ends go from paired t's toward MOVER's (where MOVER's reach further)
-when the sides are balanced (every paired cell has as many scored repeats on A's side as on B's), and for
-continuous rewards also where cells were scored by one side alone (`mover_share`)."""
+when the sides are balanced (every paired cell has as many scored repeats on A's side as on B's; for
+continuous rewards, fewer than AVERAGED episodes behind some task's value), and for continuous rewards also
+where cells were scored by one side alone (`mover_share`)."""
 SHARE_UNEQUAL = 0.1
 """The same share for continuous rewards where a paired cell has more scored repeats on one side than the
 other: a single episode's skew near a bound is not cancelled by the other side's mean of several."""
