@@ -38,7 +38,8 @@ Columns, each ± one Monte Carlo standard error:
   paired coverage of the paired 95% interval of A − B, per method (`PAIRED_METHODS`); "higher" (Δ = 0):
          how often the verdict says one model "scores higher" for two equal models; NI error (Δ > 0): how
          often B, truly worse than A by Δ, is declared non-inferior with margin Δ (the NI bound,
-         `intervals.ni_upper`, below Δ).
+         `intervals.ni_upper`, below Δ). A default above 97% is marked "equal tails: ≥ F forced" where
+         no interval that agrees with the test and has equal tails covers under F > 97% (`equal_tail_floor`).
   ni     the default's coverage and NI error again, pass/fail rewards only, with `--ni-runs` runs a cell
          (3,000: ± 0.003 at 2.5%), and beside it the NI error had the bound been the 95% interval's upper
          end (the default's, and paired t's alone). At 500 runs a cell the full table's
@@ -50,7 +51,8 @@ Columns, each ± one Monte Carlo standard error:
   paired-exact  design 1/1 again, Δ = 0 too: the default's exact coverage (the exact sign-flip p at any
          number of tasks) and the steps around 93–97% that an interval of the discordant counts could take
          (the highest coverage ≤ 97% and the lowest ≥ 93%), at that cell alone and for one interval serving
-         the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%.
+         the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%;
+         last, the least coverage at Δ > 0 of one that agrees with the test and has equal tails.
   paired-between  the default's ends a share w of the way from paired t's to MOVER's, for fixed w and for
          the default's w by the run's balance (`intervals.mover_share`), and the cells each covers in
          93–97% and under 93% per reward kind and design.
@@ -117,6 +119,17 @@ def sides(lo: np.ndarray, hi: np.ndarray, truth: float) -> tuple[float, float]:
 
 def pm_sides(x: float, miss: tuple[float, float], n: int) -> str:
     return f"{pm(x, n)} [{miss[0]:.3f} / {miss[1]:.3f}]"
+
+
+def equal_tail_floor(p: np.ndarray, est: np.ndarray, delta: float) -> float:
+    """A floor under the coverage, over simulated runs at a true Δ > 0, of every paired interval that agrees
+    with the test (`intervals.agree`: its lower end is above 0 only where the test says A is higher), holds
+    its estimate and has equal tails (each end beyond the truth in at most 2.5% of runs, as each end of a
+    95% interval is read as a bound). Its upper end may miss in 2.5% of runs; its lower end can lie above
+    Δ only where the test rejects (p < 5%) and the estimate is above Δ, so the share of those runs comes
+    off too. Above 97%: no such interval covers 93–97% there; one could only with an upper end that misses
+    more often than a 97.5% bound may. (`equal_tail_least`: the exact figure for design 1/1.)"""
+    return 1 - I.ALPHA / 2 - float(((p < I.ALPHA) & (est > delta + 1e-12)).mean())
 
 
 # ------------------------------------------------------------------------------------------------ tier
@@ -339,6 +352,7 @@ def paired_cell(
         out[m] = hits(lo, hi, delta)
         if m == PAIRED_METHODS[0] and delta > 0:
             out["ni"] = float((I.ni_upper_rows(d, ya, yb, p, m, seed=seed) < delta).mean())
+            out["floor"] = equal_tail_floor(p, d.mean(1), delta)
         elif m == PAIRED_METHODS[0]:
             out["ni"] = None
     return out
@@ -510,9 +524,12 @@ def paired_exact_cell(n: int, tabs: np.ndarray, covered: np.ndarray, p: np.ndarr
     """The default's exact coverage at one cell and its steps: at Δ > 0 those of (i) any monotone interval
     of (b, c) that holds its estimate and (ii) one that also agrees with the test as evalkit's does; at
     Δ = 0 (coverage = 1 − false "higher") those of (i) every test of level 5% (`tests`: their false
-    "higher" at this cell, `level_tests`), while (ii) leaves no choice: the test decides."""
+    "higher" at this cell, `level_tests`), while (ii) leaves no choice: the test decides. At Δ > 0 also
+    `equal_tail_least`."""
     pr = table_probs(tabs, mean, delta)
     out = {"exact": float(pr @ covered)}
+    if delta > 0:
+        out["equal"] = equal_tail_least(n, delta, tabs, p, pr)
     if delta == 0:
         return out | {"any": step_pair(1 - tests), "test": (out["exact"], out["exact"])}
     grid = np.zeros((n + 1, n + 1))
@@ -520,6 +537,23 @@ def paired_exact_cell(n: int, tabs: np.ndarray, covered: np.ndarray, p: np.ndarr
     for key, agree in (("any", False), ("test", True)):
         out[key] = step_pair(reachable(miss_masses(grid, **bounds_of_sets(n, delta, tabs, p, agree))))
     return out
+
+
+def equal_tail_least(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, pr: np.ndarray) -> float:
+    """The least coverage at Δ > 0 of an interval of (b, c) that is monotone, holds its estimate, agrees
+    with the test and has equal tails (`equal_tail_floor`), the tables weighed by `pr`: its lower end lies
+    above Δ on at most the tables where the test says A is higher and the estimate is above Δ (an up-set),
+    its upper end below Δ on a down-set L of mass ≤ 2.5% (`down_sets`: every such L). Never under
+    `equal_tail_floor`, and above it where no L reaches 2.5% (the counts' steps); NaN where B's rejections
+    alone (which L must hold) pass 2.5%: there no interval agreeing with the test has equal tails."""
+    grid = np.zeros((n + 1, n + 1))
+    np.add.at(grid, (tabs[:, 1], tabs[:, 2]), pr)
+    lim = bounds_of_sets(n, delta, tabs, p, True)
+    low = down_sets(grid[..., None], lim["low_from"], lim["low_within"], np.array([I.ALPHA / 2]))[:, 0]
+    if not len(low):
+        return math.nan
+    lifted = (p < I.ALPHA) & ((tabs[:, 1] - tabs[:, 2]) / n > delta + 1e-12)
+    return float(1 - low.max() - pr @ lifted)
 
 
 def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bool) -> list[tuple]:
@@ -557,7 +591,8 @@ def run_paired_exact(a: argparse.Namespace) -> None:
     print("\n### Design 1/1, pass/fail: the default's exact coverage and the steps around 93–97%\n")
     head = ["mean", "tasks", "Δ", f"{METHODS[PAIRED_METHODS[0]]} (default): exact coverage",
             "steps, this cell: any interval (Δ = 0: any test of level 5%)", "agreeing with the test",
-            "steps, one interval at the three means: any", "agreeing with the test"]  # fmt: skip
+            "steps, one interval at the three means: any", "agreeing with the test",
+            "equal tails, agreeing with the test: the least coverage"]  # fmt: skip
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for n in a.tasks:
         tabs, ya, yb = count_tables(n)
@@ -574,6 +609,7 @@ def run_paired_exact(a: argparse.Namespace) -> None:
                 r = paired_exact_cell(n, tabs, covered, p, mean, delta, tests[:, j])
                 both = [f(r["any"]), f(r["test"])]
                 both += [f(joint[delta][k][j]) for k in (0, 1)] if delta else [f(r["any"]), f(r["test"])]
+                both.append(f"{r['equal']:.3f}" if delta else "–")
                 print(
                     f"| {mean:g} | {n} | {delta:g} | {r['exact']:.4f} | " + " | ".join(both) + " |",
                     flush=True,
@@ -653,6 +689,8 @@ def run_paired(a: argparse.Namespace) -> None:
                                  *(pm(r[m], a.reps) for m in PAIRED_SHOWN),
                                  pm(r["higher"], a.reps) if delta == 0 else "",
                                  pm(r["ni"], a.reps) if delta > 0 else ""]  # fmt: skip
+                        if delta > 0 and min(r[PAIRED_METHODS[0]], r["floor"]) > 0.97:
+                            cells[5] += f" (equal tails: ≥ {r['floor']:.3f} forced)"
                         print("| " + " | ".join(cells) + " |", flush=True)
 
 

@@ -101,3 +101,36 @@ def test_the_step_search_finds_every_pair_of_miss_sets_a_brute_force_finds():
     assert np.allclose(found, brute, atol=2e-4)
     got = C.down_sets(grid[..., None], lim["low_from"], lim["low_within"], np.array([9.0]))[:, 0]
     assert sorted(got) == pytest.approx(sorted(low))
+
+
+def test_equal_tails_and_the_test_leave_no_coverage_under_the_floor():
+    # Eight tasks, one pass/fail episode a side, mean 0.5, Δ 0.1, every table of counts weighed. An interval
+    # that agrees with the test can lie wholly above Δ only where the test says A is higher and the estimate
+    # is above Δ; with equal tails its upper end misses on a down-set of mass ≤ 2.5%. Every such down-set
+    # leaves at least the floor: 97.5% less the tables A's rejections lift (0.15%), so above 97% is
+    # forced here. evalkit's own interval is one such (it lies above Δ on no other table, its upper end
+    # misses in 1.5%), so it covers at least that least coverage.
+    n, delta = 8, 0.1
+    tabs, ya, yb = C.count_tables(n)
+    p = C.sign_test_p(tabs[:, 1], tabs[:, 2])
+    est = (tabs[:, 1] - tabs[:, 2]) / n
+    pr = C.table_probs(tabs, 0.5, delta)
+    lifted = (p < I.ALPHA) & (est > delta)
+    assert pr @ lifted == pytest.approx(0.0015, abs=2e-4)
+    floor = 0.975 - pr @ lifted
+    least = C.equal_tail_least(n, delta, tabs, p, pr)
+    assert floor - 1e-12 <= least <= floor + 0.005
+    assert least > 0.97
+
+    share = I.mover_share(True)
+    lo, hi = I.agree_rows(*I.paired_bounds(ya - yb, ya, yb, C.PAIRED_METHODS[0], share=share), p, est)
+    assert not ((lo > delta + 1e-12) & ~lifted).any()
+    assert pr @ (hi < delta - 1e-12) <= 0.025
+    assert pr @ ((lo <= delta + 1e-12) & (hi >= delta - 1e-12)) >= least - 1e-12
+
+
+def test_the_floor_of_simulated_runs_takes_off_only_a_rejection_for_a_above_the_truth():
+    # Four runs at Δ 0.1: A's rejection above Δ (lifted), A's rejection below Δ, no rejection above Δ, B's
+    # rejection: only the first can put an agreeing interval wholly above Δ.
+    p, est = np.array([0.01, 0.01, 0.5, 0.01]), np.array([0.2, 0.05, 0.3, -0.2])
+    assert C.equal_tail_floor(p, est, 0.1) == pytest.approx(0.975 - 0.25)
