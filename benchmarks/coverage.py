@@ -121,15 +121,17 @@ def pm_sides(x: float, miss: tuple[float, float], n: int) -> str:
     return f"{pm(x, n)} [{miss[0]:.3f} / {miss[1]:.3f}]"
 
 
-def equal_tail_floor(p: np.ndarray, est: np.ndarray, delta: float) -> float:
+def equal_tail_floor(p: np.ndarray, est: np.ndarray, delta: float, weight: np.ndarray | None = None) -> float:
     """A floor under the coverage, over simulated runs at a true Δ > 0, of every paired interval that agrees
     with the test (`intervals.agree`: its lower end is above 0 only where the test says A is higher), holds
     its estimate and has equal tails (each end beyond the truth in at most 2.5% of runs, as each end of a
     95% interval is read as a bound). Its upper end may miss in 2.5% of runs; its lower end can lie above
     Δ only where the test rejects (p < 5%) and the estimate is above Δ, so the share of those runs comes
     off too. Above 97%: no such interval covers 93–97% there; one could only with an upper end that misses
-    more often than a 97.5% bound may. (`equal_tail_least`: the exact figure for design 1/1.)"""
-    return 1 - I.ALPHA / 2 - float(((p < I.ALPHA) & (est > delta + 1e-12)).mean())
+    more often than a 97.5% bound may. `weight`: each run's probability (the exact tables of design 1/1,
+    `equal_tail_least`), else every run alike."""
+    lifted = (p < I.ALPHA) & (est > delta + 1e-12)
+    return 1 - I.ALPHA / 2 - float(lifted.mean() if weight is None else weight @ lifted)
 
 
 # ------------------------------------------------------------------------------------------------ tier
@@ -552,8 +554,7 @@ def equal_tail_least(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, pr: 
     low = down_sets(grid[..., None], lim["low_from"], lim["low_within"], np.array([I.ALPHA / 2]))[:, 0]
     if not len(low):
         return math.nan
-    lifted = (p < I.ALPHA) & ((tabs[:, 1] - tabs[:, 2]) / n > delta + 1e-12)
-    return float(1 - low.max() - pr @ lifted)
+    return equal_tail_floor(p, (tabs[:, 1] - tabs[:, 2]) / n, delta, pr) + I.ALPHA / 2 - float(low.max())
 
 
 def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bool) -> list[tuple]:
