@@ -10,6 +10,7 @@ non-inferiority wrongly declared ≤ 2.5%).
     PYTHONPATH=. python benchmarks/coverage.py --part ni --tasks 20 60   # NI error at 3,000 runs a cell
     PYTHONPATH=. python benchmarks/coverage.py --part ni-exact --tasks 6 10 20   # design 1/1, no sampling
     PYTHONPATH=. python benchmarks/coverage.py --part paired-exact --tasks 6 10 20   # and its steps
+    PYTHONPATH=. python benchmarks/coverage.py --part lost-exact --tasks 6 10   # lost cells' floor, exactly
     PYTHONPATH=. python benchmarks/coverage.py --part tier --tier-runs 8000 --cells b:0.9:20:3   # one cell
     PYTHONPATH=. python benchmarks/coverage.py --part paired-between --reps 8000 --seed-offset 100000 \
         --weights 0.4 0.5 1 --cells 'b:0.9*:*:lost:0.*'   # shares w, fresh draws, cells by pattern
@@ -53,6 +54,8 @@ Columns, each ± one Monte Carlo standard error:
          (the highest coverage ≤ 97% and the lowest ≥ 93%), at that cell alone and for one interval serving
          the three means, any such interval and one agreeing with the test; at Δ = 0 any test of level 5%;
          last, the least coverage at Δ > 0 of one that agrees with the test and has equal tails.
+  lost-exact  pass/fail design "lost" up to 16 tasks: `equal_tail_floor` with every table of the tasks'
+         differences weighed by its probability (the cells' and tasks' rates integrated out): no sampling.
   paired-between  the default's ends a share w of the way from paired t's to MOVER's, for fixed w and for
          the default's w by the run's balance (`intervals.mover_share`), and the cells each covers in
          93–97% and under 93% per reward kind and design.
@@ -387,13 +390,36 @@ def count_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tabs, ya, yb.astype(float)
 
 
+def tail_moment(mean: float, k: int, s: float, kappa: float = KAPPA_TASK) -> float:
+    """E[θᵏ; θ > s] for θ ~ Beta(κm, κ(1 − m)) (the tasks' θ of `thetas` by default), in closed form
+    (the incomplete beta function)."""
+    from scipy.special import beta, betaincc
+
+    a, b = kappa * mean, kappa * (1 - mean)
+    return float(beta(a + k, b) / beta(a, b) * betaincc(a + k, b, s))
+
+
+def exact_shift(mean: float, delta: float) -> float:
+    """The shift s of θ (B's θ = max(θ − s, 0)) that makes the true A − B exactly `delta`: E[min(θ, s)] =
+    Δ, solved with E[(θ − s)⁺] in closed form (`shift_for` finds it from draws, for the simulated runs)."""
+    from scipy.optimize import brentq
+
+    def gap(s: float) -> float:
+        return mean - (tail_moment(mean, 1, s) - s * tail_moment(mean, 0, s)) - delta
+
+    return 0.0 if delta <= 0 else float(brentq(gap, 0.0, 1.0, xtol=1e-14))
+
+
 def table_probs(tabs: np.ndarray, mean: float, delta: float) -> np.ndarray:
-    """Each table's probability at the cell (mean, Δ): the tasks' θ integrated out (400,000 draws)."""
+    """Each table's probability at the cell (mean, Δ), the tasks' θ integrated out in closed form: with B's
+    θ_B = max(θ − s, 0) (`exact_shift`), a task is passed by both with probability E[θ θ_B], by A alone
+    E[θ] − that, by B alone E[θ_B] − that."""
     from scipy import stats
 
-    big = thetas(np.random.default_rng(0), mean, 400_000)
-    tb = np.clip(big - shift_for(mean, delta), 0, 1)
-    cells = [(big * tb).mean(), (big * (1 - tb)).mean(), ((1 - big) * tb).mean()]
+    s = exact_shift(mean, delta)
+    tb = tail_moment(mean, 1, s) - s * tail_moment(mean, 0, s)  # E[θ_B]
+    both = tail_moment(mean, 2, s) - s * tail_moment(mean, 1, s)  # E[θ θ_B]
+    cells = [both, mean - both, tb - both]
     return stats.multinomial.pmf(tabs, int(tabs[0].sum()), [*cells, 1 - sum(cells)])
 
 
@@ -557,6 +583,54 @@ def equal_tail_least(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, pr: 
     return equal_tail_floor(p, (tabs[:, 1] - tabs[:, 2]) / n, delta, pr) + I.ALPHA / 2 - float(low.max())
 
 
+def lost_task_probs(mean: float, delta: float) -> tuple[float, np.ndarray]:
+    """(B's shift, the probabilities of a task's difference −1, −½, 0, ½, 1) in design "lost" with pass/fail
+    rewards (`paired_values`): each of a task's two cells has its own rate c ~ Beta(κθ, κ(1 − θ)), B's
+    max(c − s, 0); B's second cell is lost on half the tasks, and a task's difference is over the cells
+    both scored. Given θ, a cell's difference is +1 with probability u = E[c (1 − c_B)], −1 with v =
+    E[(1 − c) c_B] (closed form, `tail_moment`); θ is integrated out numerically and s solved for the exact
+    Δ = E[min(c, s)]."""
+    from scipy import integrate, optimize, stats
+
+    def given(th: float, s: float) -> tuple[float, float, float]:
+        m = [tail_moment(th, k, s, KAPPA_CELL) for k in range(3)]
+        both = m[2] - s * m[1]  # E[c c_B]
+        return th - both, m[1] - s * m[0] - both, m[1] - s * m[0]  # u, v, E[c_B]
+
+    def over_theta(f) -> float:
+        a, b = KAPPA_TASK * mean, KAPPA_TASK * (1 - mean)
+        return integrate.quad(lambda th: f(th) * stats.beta.pdf(th, a, b), 0, 1, epsabs=1e-12, limit=500)[0]
+
+    def gap(s: float) -> float:
+        return mean - over_theta(lambda th: given(th, s)[2]) - delta
+
+    s = 0.0 if delta <= 0 else optimize.brentq(gap, 1e-9, 1.0, xtol=1e-14)
+
+    def task(th: float) -> np.ndarray:
+        u, v, _ = given(th, s)
+        z = 1 - u - v
+        one = np.array([v, 0, z, 0, u])  # B's second cell lost: d = e₁
+        two = np.array([v * v, 2 * v * z, z * z + 2 * u * v, 2 * u * z, u * u])  # both: d = (e₁ + e₂) / 2
+        return 0.5 * one + 0.5 * two
+
+    q = np.array([over_theta(lambda th, k=k: float(task(th)[k])) for k in range(5)])
+    return s, q / q.sum()
+
+
+def lost_exact_floor(mean: float, n: int, delta: float) -> float:
+    """`equal_tail_floor` of pass/fail design "lost" exactly (n ≤ 16): every table of the n tasks'
+    differences (−1, −½, 0, ½, 1) weighed by its multinomial probability (`lost_task_probs`), the exact
+    sign-flip p of each."""
+    from scipy import stats
+
+    _, q = lost_task_probs(mean, delta)
+    values = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    tabs = np.array([t for t in np.ndindex(*(n + 1,) * 5) if sum(t) == n])
+    d = np.array([np.repeat(values, t) for t in tabs])
+    p = I.sign_flip_p_rows(d)
+    return equal_tail_floor(p, d.mean(1), delta, stats.multinomial.pmf(tabs, n, q))
+
+
 def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bool) -> list[tuple]:
     """The steps at each of MEANS of one interval that serves all three (the same miss sets L and U at a
     given Δ, whatever the mean) and covers ≥ 93% at each: `step_pair` per mean. L and U are enumerated
@@ -581,8 +655,7 @@ def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bo
 
 def discordance(mean: float) -> float:
     """The share of tasks where two equal models differ (one passes, the other fails): 2 E[θ(1 − θ)]."""
-    big = thetas(np.random.default_rng(0), mean, 400_000)
-    return float(2 * (big * (1 - big)).mean())
+    return 2 * (mean - tail_moment(mean, 2, 0.0))
 
 
 def run_paired_exact(a: argparse.Namespace) -> None:
@@ -610,7 +683,7 @@ def run_paired_exact(a: argparse.Namespace) -> None:
                 r = paired_exact_cell(n, tabs, covered, p, mean, delta, tests[:, j])
                 both = [f(r["any"]), f(r["test"])]
                 both += [f(joint[delta][k][j]) for k in (0, 1)] if delta else [f(r["any"]), f(r["test"])]
-                both.append(f"{r['equal']:.3f}" if delta else "–")
+                both.append(f"{r['equal']:.4f}" if delta else "–")
                 print(
                     f"| {mean:g} | {n} | {delta:g} | {r['exact']:.4f} | " + " | ".join(both) + " |",
                     flush=True,
@@ -814,6 +887,15 @@ def run_ni(a: argparse.Namespace) -> None:
                     print(f"| {mean:g} | {n} | {design} | {delta:g} | {shown} |", flush=True)
 
 
+def run_lost_exact(a: argparse.Namespace) -> None:
+    print("\n### Design lost, pass/fail: the equal-tails floor exactly (every table of differences)\n")
+    print("| mean | tasks | Δ | equal tails, agreeing with the test: the floor |\n|---|---|---|---|")
+    for n in (n for n in a.tasks if n <= I.EXACT_FLIPS):
+        for mean in MEANS:
+            for delta in DELTAS[1:]:
+                print(f"| {mean:g} | {n} | {delta:g} | {lost_exact_floor(mean, n, delta):.4f} |", flush=True)
+
+
 def run_ni_exact(a: argparse.Namespace) -> None:
     print("\n### Design 1/1, pass/fail: exact coverage and NI error (every 2 × 2 table)\n")
     print(f"| mean | tasks | Δ | {METHODS[PAIRED_METHODS[0]]} (default): coverage | NI error | "
@@ -849,6 +931,7 @@ def main(argv: list[str] | None = None) -> None:
             "ni-exact",
             "paired-exact",
             "paired-between",
+            "lost-exact",
             "all",
         ),
         default="all",
@@ -905,6 +988,8 @@ def main(argv: list[str] | None = None) -> None:
         run_paired_exact(a)
     if a.part == "paired-between":
         run_paired_between(a)
+    if a.part == "lost-exact":
+        run_lost_exact(a)
     print(f"\n± one Monte Carlo standard error; {time.monotonic() - t0:.0f} s")
 
 

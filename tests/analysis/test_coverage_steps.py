@@ -134,3 +134,41 @@ def test_the_floor_of_simulated_runs_takes_off_only_a_rejection_for_a_above_the_
     # rejection: only the first can put an agreeing interval wholly above Δ.
     p, est = np.array([0.01, 0.01, 0.5, 0.01]), np.array([0.2, 0.05, 0.3, -0.2])
     assert C.equal_tail_floor(p, est, 0.1) == pytest.approx(0.975 - 0.25)
+
+
+def test_the_exact_tables_weigh_each_count_by_its_closed_form_probability():
+    # At a mean of 0.5 the tasks' θ is uniform (Beta(1, 1)) and B's is max(θ − s, 0), so the true A − B is
+    # E[min(θ, s)] = s − s²/2: s = 1 − √(1 − 2Δ), and a task is passed by both with probability
+    # ∫ₛ¹ θ (θ − s) dθ = 1/3 − s/2 + s³/6, by A alone ½ − that, by B alone (1 − s)²/2 − that.
+    delta = 0.1
+    s = 1 - np.sqrt(1 - 2 * delta)
+    assert C.exact_shift(0.5, delta) == pytest.approx(s, abs=1e-12)
+    both = 1 / 3 - s / 2 + s**3 / 6
+    cells = [both, 0.5 - both, (1 - s) ** 2 / 2 - both]
+    tabs, _, _ = C.count_tables(4)
+    want = [comb(4, t[0]) * comb(4 - t[0], t[1]) * comb(4 - t[0] - t[1], t[2])
+            * np.prod(np.array([*cells, 1 - sum(cells)]) ** t) for t in tabs]  # fmt: skip
+    assert C.table_probs(tabs, 0.5, delta) == pytest.approx(want, abs=1e-12)
+    assert C.discordance(0.5) == pytest.approx(1 / 3, abs=1e-12)  # 2 E[θ(1 − θ)], θ uniform
+
+
+@pytest.mark.parametrize("mean", [0.5, 0.95])
+def test_lost_cells_exactly_agree_with_the_runs_they_stand_for(mean):
+    # Design "lost", pass/fail: a task's difference is −1, −½, 0, ½ or 1. Its exact distribution has mean
+    # Δ (each cell's does), is symmetric for equal models, and matches the simulated runs' frequencies;
+    # the floor from every table of ten tasks matches the floor of 20,000 simulated runs.
+    values = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+    _, equal = C.lost_task_probs(mean, 0.0)
+    assert equal == pytest.approx(equal[::-1], abs=1e-10)
+    delta = 0.05
+    s, q = C.lost_task_probs(mean, delta)
+    assert q @ values == pytest.approx(delta, abs=1e-9)
+    runs = 20_000
+    d, d_test, *_ = C.paired_values(np.random.default_rng(7), "b", mean, 10, "lost", s, runs)
+    seen = np.array([(d == v).mean() for v in values])
+    assert (np.abs(seen - q) <= 4 * np.sqrt(q * (1 - q) / (10 * runs)) + 1e-4).all()
+    p = I.sign_flip_p_rows(d_test)
+    simulated = C.equal_tail_floor(p, d.mean(1), delta)
+    lifted = 0.975 - simulated
+    exact = C.lost_exact_floor(mean, 10, delta)
+    assert exact == pytest.approx(simulated, abs=4 * np.sqrt(lifted * (1 - lifted) / runs) + 1e-4)
