@@ -390,22 +390,24 @@ def count_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tabs, ya, yb.astype(float)
 
 
-def tail_moment(mean: float, k: int, s: float, kappa: float = KAPPA_TASK) -> float:
-    """E[θᵏ; θ > s] for θ ~ Beta(κm, κ(1 − m)) (the tasks' θ of `thetas` by default), in closed form
-    (the incomplete beta function)."""
+def excess_moment(mean: float, k: int, s: float, kappa: float = KAPPA_TASK) -> float:
+    """E[θᵏ (θ − s)⁺] for θ ~ Beta(κm, κ(1 − m)) (the tasks' θ of `thetas` by default), in closed form:
+    E[θᵏ⁺¹; θ > s] − s E[θᵏ; θ > s], each by the incomplete beta function. With B's θ_B = max(θ − s, 0),
+    k = 0 gives E[θ_B] and k = 1 gives E[θ θ_B]."""
     from scipy.special import beta, betaincc
 
     a, b = kappa * mean, kappa * (1 - mean)
-    return float(beta(a + k, b) / beta(a, b) * betaincc(a + k, b, s))
+    tail = [beta(a + j, b) / beta(a, b) * betaincc(a + j, b, s) for j in (k, k + 1)]
+    return float(tail[1] - s * tail[0])
 
 
 def exact_shift(mean: float, delta: float) -> float:
-    """The shift s of θ (B's θ = max(θ − s, 0)) that makes the true A − B exactly `delta`: E[min(θ, s)] =
-    Δ, solved with E[(θ − s)⁺] in closed form (`shift_for` finds it from draws, for the simulated runs)."""
+    """The shift s of θ (B's θ = max(θ − s, 0)) that makes the true A − B exactly `delta`: E[θ] − E[θ_B] =
+    Δ, solved in closed form (`shift_for` finds it from draws, for the simulated runs)."""
     from scipy.optimize import brentq
 
     def gap(s: float) -> float:
-        return mean - (tail_moment(mean, 1, s) - s * tail_moment(mean, 0, s)) - delta
+        return mean - excess_moment(mean, 0, s) - delta
 
     return 0.0 if delta <= 0 else float(brentq(gap, 0.0, 1.0, xtol=1e-14))
 
@@ -417,8 +419,7 @@ def table_probs(tabs: np.ndarray, mean: float, delta: float) -> np.ndarray:
     from scipy import stats
 
     s = exact_shift(mean, delta)
-    tb = tail_moment(mean, 1, s) - s * tail_moment(mean, 0, s)  # E[θ_B]
-    both = tail_moment(mean, 2, s) - s * tail_moment(mean, 1, s)  # E[θ θ_B]
+    tb, both = excess_moment(mean, 0, s), excess_moment(mean, 1, s)  # E[θ_B], E[θ θ_B]
     cells = [both, mean - both, tb - both]
     return stats.multinomial.pmf(tabs, int(tabs[0].sum()), [*cells, 1 - sum(cells)])
 
@@ -588,14 +589,13 @@ def lost_task_probs(mean: float, delta: float) -> tuple[float, np.ndarray]:
     rewards (`paired_values`): each of a task's two cells has its own rate c ~ Beta(κθ, κ(1 − θ)), B's
     max(c − s, 0); B's second cell is lost on half the tasks, and a task's difference is over the cells
     both scored. Given θ, a cell's difference is +1 with probability u = E[c (1 − c_B)], −1 with v =
-    E[(1 − c) c_B] (closed form, `tail_moment`); θ is integrated out numerically and s solved for the exact
-    Δ = E[min(c, s)]."""
+    E[(1 − c) c_B] (closed form, `excess_moment`); θ is integrated out numerically and s solved for the
+    exact Δ = E[c] − E[c_B]."""
     from scipy import integrate, optimize, stats
 
     def given(th: float, s: float) -> tuple[float, float, float]:
-        m = [tail_moment(th, k, s, KAPPA_CELL) for k in range(3)]
-        both = m[2] - s * m[1]  # E[c c_B]
-        return th - both, m[1] - s * m[0] - both, m[1] - s * m[0]  # u, v, E[c_B]
+        cb, both = excess_moment(th, 0, s, KAPPA_CELL), excess_moment(th, 1, s, KAPPA_CELL)
+        return th - both, cb - both, cb  # u, v, E[c_B]
 
     def over_theta(f) -> float:
         a, b = KAPPA_TASK * mean, KAPPA_TASK * (1 - mean)
@@ -655,7 +655,7 @@ def joint_steps(n: int, delta: float, tabs: np.ndarray, p: np.ndarray, agree: bo
 
 def discordance(mean: float) -> float:
     """The share of tasks where two equal models differ (one passes, the other fails): 2 E[θ(1 − θ)]."""
-    return 2 * (mean - tail_moment(mean, 2, 0.0))
+    return 2 * (mean - excess_moment(mean, 1, 0.0))  # E[θ θ] = E[θ²]
 
 
 def run_paired_exact(a: argparse.Namespace) -> None:
