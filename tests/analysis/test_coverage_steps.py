@@ -179,7 +179,7 @@ def test_lost_cells_exactly_agree_with_the_runs_they_stand_for(mean):
 _MARKS = {  # the full table's reasons a cell lies above 97%, by what its default column says
     "agreeing with the test no step": "steps, agreeing with the test",
     "no step in 93–97%": "steps",
-    "forced": "equal tails",
+    "equal tails:": "equal tails",
     "wide by the method": "wide by the method",
 }
 
